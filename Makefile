@@ -1,0 +1,28 @@
+# Two entry points: `make demo` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# The CPU wheel of torch lies on this machine's disk; a bare `torch` would pull a CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ev-nav demo
+
+test: $(STAMP)
+	$(BIN)/ruff check ev_nav tests scripts
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check ev_nav tests scripts
+
+clean:
+	rm -rf $(VENV) cache .pytest_cache

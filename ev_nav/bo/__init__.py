@@ -1,0 +1,1 @@
+"""Bayesian optimisation on the shared GP core: cost-varying subsets, PTR robustness, BOKE."""

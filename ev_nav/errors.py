@@ -1,0 +1,84 @@
+"""Named exceptions for everything a user can cause.
+
+Every exception derives from :class:`EvNavError`; the CLI prints its message on one line and exits
+non-zero, without a traceback. Messages say what went wrong *and* what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class EvNavError(Exception):
+    """Base class of all user-facing ev-nav errors."""
+
+    exit_code: int = 2
+
+
+# --- road networks -------------------------------------------------------------------------
+class NetworkFileNotFound(EvNavError, FileNotFoundError):
+    """An input file (OSM, DEM, cached network) does not exist."""
+
+
+class NotOSMError(EvNavError, ValueError):
+    """A file exists but is not readable OpenStreetMap XML."""
+
+
+class NoDrivableRoadsError(EvNavError, ValueError):
+    """The OSM data contains no drivable road network after filtering."""
+
+
+class ElevationCoverageError(EvNavError, ValueError):
+    """A DEM raster does not cover (all of) the network's nodes."""
+
+
+class InvalidNetworkData(EvNavError, ValueError):
+    """Segment data is inconsistent: NaN or non-positive lengths, bad arrays, etc."""
+
+
+class NetworkCacheError(EvNavError, ValueError):
+    """A cached network file is corrupt or from an incompatible version."""
+
+
+class OfflineError(EvNavError, ConnectionError):
+    """An online operation (``ev-nav network fetch``) was requested without internet."""
+
+
+# --- models / learning ---------------------------------------------------------------------
+class UnknownSegmentError(EvNavError, IndexError):
+    """Segment ids outside ``0 .. n_segments - 1``."""
+
+
+class InvalidObservation(EvNavError, ValueError):
+    """Observed energies that are NaN/inf, have the wrong length, or are otherwise unusable."""
+
+
+class ModelStateError(EvNavError, ValueError):
+    """A model checkpoint does not match the model or network it is loaded into."""
+
+
+# --- routing -------------------------------------------------------------------------------
+class UnreachableError(EvNavError, ValueError):
+    """No path exists from the start segment to the goal segment."""
+
+
+class OutsideNetworkError(EvNavError, ValueError):
+    """Coordinates are too far from any road of the network."""
+
+
+class NegativeCycleError(EvNavError, ValueError):
+    """Energies with a reachable negative cycle: the optimal route is undefined."""
+
+
+# --- state / CLI ---------------------------------------------------------------------------
+class StateError(EvNavError, ValueError):
+    """A state directory is missing, corrupt, or belongs to another network."""
+
+
+class UnknownTripError(EvNavError, KeyError):
+    """A trip id that the state does not know."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(EvNavError, ValueError):
+    """An experiment or vehicle configuration file is invalid."""

@@ -1,0 +1,124 @@
+"""Reproducibility helpers: atomic file writes and run metadata (config, seeds, versions).
+
+Every experiment writes its results next to a ``metadata.json`` produced by
+:func:`run_metadata`, so a result file can always be traced back to the code, packages and seeds
+that made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from importlib import metadata as _md
+from pathlib import Path
+from typing import Any
+
+#: Packages whose versions are recorded with every result.
+RECORDED_PACKAGES: tuple[str, ...] = (
+    "ev_nav",
+    "numpy",
+    "scipy",
+    "torch",
+    "gpytorch",
+    "networkx",
+    "osmnx",
+    "pandas",
+)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success rename it over ``path``.
+
+    The rename is atomic on POSIX, so readers see either the old file or the complete new one,
+    never a partial write. On an exception the temporary file is removed and ``path`` is untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:  # make the bytes durable before the rename
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically (UTF-8)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, sort_keys=True) + "\n")
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert dataclasses, paths, NumPy scalars/arrays and tuples into JSON-friendly values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):  # NumPy arrays and scalars, torch tensors
+        return obj.tolist()
+    return obj
+
+
+def package_versions(names: tuple[str, ...] = RECORDED_PACKAGES) -> dict[str, str | None]:
+    """Installed versions of ``names`` (``None`` for a package that is not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = _md.version(name)
+        except _md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """The current git commit of the source tree, or ``None`` outside a checkout."""
+    try:
+        res = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd or Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def run_metadata(config: Any, seeds: Any = None, **extra: Any) -> dict[str, Any]:
+    """Metadata to store next to results: config, seeds, versions, platform, time, git commit."""
+    return {
+        "config": to_jsonable(config),
+        "seeds": to_jsonable(seeds),
+        "versions": package_versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "git_commit": git_commit(),
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **{k: to_jsonable(v) for k, v in extra.items()},
+    }

@@ -1,0 +1,105 @@
+"""``ev-nav network build | info | fetch``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from ev_nav.roads.network import RoadNetwork
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``network`` command group."""
+    parser = subparsers.add_parser("network", help="build, inspect or download road networks")
+    sub = parser.add_subparsers(dest="network_command", metavar="ACTION")
+    parser.set_defaults(func=lambda _a: parser.print_help() or 1)
+
+    build = sub.add_parser("build", help="build a network from an OSM XML file (offline)")
+    build.add_argument("--osm", required=True, type=Path, help=".osm, .osm.gz or .osm.bz2 file")
+    build.add_argument(
+        "--dem",
+        action="append",
+        default=[],
+        type=Path,
+        help="elevation raster (GeoTIFF, .hgt or .hgt.zip); repeat for several tiles",
+    )
+    build.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    build.add_argument("--max-grade", type=float, default=0.3, help="clip |grade| (default 0.3)")
+    build.set_defaults(func=_cmd_build)
+
+    info = sub.add_parser("info", help="print a network's summary statistics")
+    src = info.add_mutually_exclusive_group(required=True)
+    src.add_argument("path", nargs="?", type=Path, help="network file written by 'network build'")
+    src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
+    info.add_argument("--segments", type=int, default=2000, help="synthetic town size")
+    info.add_argument("--seed", type=int, default=0, help="synthetic town seed")
+    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info.set_defaults(func=_cmd_info)
+
+    fetch = sub.add_parser(
+        "fetch", help="download a place's drivable network from OpenStreetMap (needs internet)"
+    )
+    fetch.add_argument("place", help="place name ('Monaco') or 'LAT,LON' point")
+    fetch.add_argument("--dist", type=float, default=3000.0, help="radius around a point [m]")
+    fetch.add_argument("--dem", action="append", default=[], type=Path, help="elevation raster")
+    fetch.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    fetch.set_defaults(func=_cmd_fetch)
+
+
+def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+
+
+def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
+    """Print :meth:`RoadNetwork.summary` as a table or JSON."""
+    summary = net.summary()
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        if isinstance(value, float):
+            value = f"{value:,.3f}"
+        elif isinstance(value, int):
+            value = f"{value:,}"
+        print(f"{key:<{width}}  {value}")
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from ev_nav.roads.load import LoadOptions, load_osm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
+    _print_warnings(caught)
+    net.save(args.out)
+    print(f"wrote {args.out}  ({net.n_segments:,} segments, {net.n_connections:,} connections)")
+    print_summary(net)
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    if args.synthetic:
+        from ev_nav.roads.synthetic import synthetic_town
+
+        net = synthetic_town(args.segments, seed=args.seed)
+    else:
+        net = RoadNetwork.load(args.path)
+    print_summary(net, as_json=args.json)
+    return 0
+
+
+def _cmd_fetch(args: argparse.Namespace) -> int:
+    from ev_nav.roads.load import fetch_place
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        net = fetch_place(args.place, dist_m=args.dist, dems=args.dem)
+    _print_warnings(caught)
+    net.save(args.out)
+    print(f"wrote {args.out}  ({net.n_segments:,} segments)")
+    return 0

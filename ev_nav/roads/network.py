@@ -1,0 +1,502 @@
+"""The immutable :class:`RoadNetwork`: segments, their context, and the line graph as CSR arrays.
+
+Everything downstream (GP kernels, routing, simulation, maps) reads these arrays; nothing iterates
+over segments in Python. The line graph L(G) has one node per directed road segment and a
+connection ``e1 → e2`` when ``e1 = (u, v)`` ends where ``e2 = (v, w)`` starts; U-turns
+(``w == u``) are allowed only where ``e1`` has no other continuation (a dead end).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from scipy.sparse.csgraph import connected_components
+
+from ev_nav.energy import Vehicle, segment_energy_wh
+from ev_nav.errors import InvalidNetworkData, NetworkCacheError, NetworkFileNotFound
+from ev_nav.provenance import atomic_path
+
+if TYPE_CHECKING:  # heavy imports only for the interchange views
+    import geopandas
+    import networkx
+
+#: Bump when the cached array layout or the build semantics change: old caches are rebuilt.
+FORMAT_VERSION = 1
+
+FEATURE_NAMES: tuple[str, ...] = ("length", "speed_limit", "incline")
+
+EARTH_RADIUS_M = 6_371_009.0
+
+
+@dataclass(frozen=True, eq=False)
+class RoadNetwork:
+    """A directed road network and its line graph, as read-only NumPy arrays.
+
+    Nodes are intersections, segments are directed road segments (one per direction of a two-way
+    street). All per-segment arrays have length ``n_segments``.
+
+    Attributes
+    ----------
+    name : str
+        Human-readable name (file stem, ``synthetic-…``).
+    node_lon, node_lat : ndarray of float64
+        Node coordinates [degrees, WGS84].
+    node_elevation : ndarray of float64
+        Node elevation [m] (0 where no elevation source was available).
+    node_osmid : ndarray of int64
+        OSM node ids (or running ids for the synthetic town).
+    seg_u, seg_v : ndarray of int64
+        Start and end node index of each segment.
+    length_m : ndarray of float64
+        Segment length [m].
+    speed_mps : ndarray of float64
+        Speed limit [m/s].
+    grade : ndarray of float64
+        Rise over run [-], clipped to ±0.3.
+    highway : ndarray of int16
+        Index into ``highway_classes``.
+    highway_classes : tuple of str
+        Highway class names.
+    speed_imputed : ndarray of bool
+        True where the speed limit was imputed from the highway class.
+    geom_offsets : ndarray of int64
+        ``n_segments + 1`` offsets into ``geom_lonlat``; segment ``e`` is the polyline
+        ``geom_lonlat[geom_offsets[e]:geom_offsets[e + 1]]``.
+    geom_lonlat : ndarray of float64, shape (K, 2)
+        Polyline vertices [degrees] (lon, lat).
+    lg_indptr, lg_indices : ndarray of int64
+        The line graph in CSR form: successors of segment ``e`` are
+        ``lg_indices[lg_indptr[e]:lg_indptr[e + 1]]``.
+    meta : dict
+        Provenance and build statistics (source hash, elevation source, warnings, …).
+    """
+
+    name: str
+    node_lon: NDArray[np.float64]
+    node_lat: NDArray[np.float64]
+    node_elevation: NDArray[np.float64]
+    node_osmid: NDArray[np.int64]
+    seg_u: NDArray[np.int64]
+    seg_v: NDArray[np.int64]
+    length_m: NDArray[np.float64]
+    speed_mps: NDArray[np.float64]
+    grade: NDArray[np.float64]
+    highway: NDArray[np.int16]
+    highway_classes: tuple[str, ...]
+    speed_imputed: NDArray[np.bool_]
+    geom_offsets: NDArray[np.int64]
+    geom_lonlat: NDArray[np.float64]
+    lg_indptr: NDArray[np.int64]
+    lg_indices: NDArray[np.int64]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in _ARRAY_FIELDS:
+            arr = getattr(self, name)
+            if isinstance(arr, np.ndarray):
+                arr.setflags(write=False)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_nodes(self) -> int:
+        """Number of intersections."""
+        return int(self.node_lon.shape[0])
+
+    @property
+    def n_segments(self) -> int:
+        """Number of directed road segments (= line-graph nodes)."""
+        return int(self.seg_u.shape[0])
+
+    @property
+    def n_connections(self) -> int:
+        """Number of legal segment-to-segment transitions (= line-graph edges)."""
+        return int(self.lg_indices.shape[0])
+
+    # ------------------------------------------------------------------ derived arrays
+    @property
+    def features(self) -> NDArray[np.float64]:
+        """Standardised context per segment, shape (n_segments, 3): length, speed limit, incline.
+
+        Each column has zero mean and unit variance over the network (a constant column, such as
+        the incline of a flat network, stays 0).
+        """
+        raw = np.column_stack([self.length_m, self.speed_mps * 3.6, self.grade])
+        mean = raw.mean(axis=0)
+        std = raw.std(axis=0)
+        std[std == 0] = 1.0
+        return (raw - mean) / std
+
+    @property
+    def line_graph(self) -> sp.csr_matrix:
+        """The line graph as a SciPy CSR adjacency matrix (entries 1)."""
+        n = self.n_segments
+        data = np.ones(self.n_connections, dtype=np.float64)
+        return sp.csr_matrix((data, self.lg_indices, self.lg_indptr), shape=(n, n))
+
+    @property
+    def travel_time_s(self) -> NDArray[np.float64]:
+        """Free-flow travel time per segment at the speed limit [s]."""
+        return self.length_m / self.speed_mps
+
+    def e_det(self, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
+        """Deterministic energy per segment [Wh] at the speed limit (spec §3, Eq. 8)."""
+        return segment_energy_wh(self.length_m, self.speed_mps, self.grade, vehicle)
+
+    def segment_midpoints(self) -> NDArray[np.float64]:
+        """(lon, lat) of the midpoint between each segment's end nodes, shape (n_segments, 2)."""
+        lon = 0.5 * (self.node_lon[self.seg_u] + self.node_lon[self.seg_v])
+        lat = 0.5 * (self.node_lat[self.seg_u] + self.node_lat[self.seg_v])
+        return np.column_stack([lon, lat])
+
+    def segment_coords(self, e: int) -> NDArray[np.float64]:
+        """Polyline of segment ``e`` as an array of (lon, lat) rows."""
+        return self.geom_lonlat[self.geom_offsets[e] : self.geom_offsets[e + 1]]
+
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(min_lon, min_lat, max_lon, max_lat) of all nodes."""
+        return (
+            float(self.node_lon.min()),
+            float(self.node_lat.min()),
+            float(self.node_lon.max()),
+            float(self.node_lat.max()),
+        )
+
+    # ------------------------------------------------------------------ summaries
+    def summary(self, vehicle: Vehicle | None = None) -> dict[str, Any]:
+        """Headline statistics of the network (what ``ev-nav network info`` prints)."""
+        e = self.e_det(vehicle)
+        grade_pct = np.percentile(np.abs(self.grade), [50, 90, 99, 100]) * 100
+        return {
+            "name": self.name,
+            "nodes": self.n_nodes,
+            "segments": self.n_segments,
+            "connections": self.n_connections,
+            "directed_road_km": float(self.length_m.sum() / 1000.0),
+            "elevation_min_m": float(self.node_elevation.min()),
+            "elevation_max_m": float(self.node_elevation.max()),
+            "abs_grade_pct_p50_p90_p99_max": [round(float(g), 2) for g in grade_pct],
+            "speed_imputed_share": float(self.speed_imputed.mean()),
+            "e_det_wh_mean": float(e.mean()),
+            "e_det_wh_std": float(e.std()),
+            "e_det_wh_min": float(e.min()),
+            "e_det_wh_max": float(e.max()),
+            "e_det_negative_share": float((e < 0).mean()),
+            "elevation_source": self.meta.get("elevation_source"),
+        }
+
+    # ------------------------------------------------------------------ interchange views
+    def to_networkx(self, vehicle: Vehicle | None = None) -> networkx.DiGraph:
+        """The line graph as a ``networkx.DiGraph`` whose nodes are segment ids with attributes.
+
+        Node attributes: ``u``, ``v`` (intersection OSM ids), ``length_m``, ``speed_mps``,
+        ``grade``, ``highway``, ``e_det_wh``. Meant for interchange and inspection, not for the
+        hot path.
+        """
+        import networkx as nx
+
+        g = nx.DiGraph(name=self.name)
+        e_det = self.e_det(vehicle)
+        classes = np.asarray(self.highway_classes, dtype=object)[self.highway]
+        osm_u = self.node_osmid[self.seg_u]
+        osm_v = self.node_osmid[self.seg_v]
+        g.add_nodes_from(
+            (
+                int(i),
+                {
+                    "u": int(osm_u[i]),
+                    "v": int(osm_v[i]),
+                    "length_m": float(self.length_m[i]),
+                    "speed_mps": float(self.speed_mps[i]),
+                    "grade": float(self.grade[i]),
+                    "highway": str(classes[i]),
+                    "e_det_wh": float(e_det[i]),
+                },
+            )
+            for i in range(self.n_segments)
+        )
+        src = np.repeat(np.arange(self.n_segments), np.diff(self.lg_indptr))
+        g.add_edges_from(zip(src.tolist(), self.lg_indices.tolist(), strict=True))
+        return g
+
+    def to_geodataframe(self, vehicle: Vehicle | None = None) -> geopandas.GeoDataFrame:
+        """Segments as a GeoDataFrame (EPSG:4326 LineStrings) with their attributes."""
+        import geopandas as gpd
+        import shapely
+
+        counts = np.diff(self.geom_offsets)
+        geoms = shapely.linestrings(self.geom_lonlat, indices=np.repeat(np.arange(len(counts)), counts))
+        classes = np.asarray(self.highway_classes, dtype=object)[self.highway]
+        return gpd.GeoDataFrame(
+            {
+                "segment": np.arange(self.n_segments),
+                "u": self.node_osmid[self.seg_u],
+                "v": self.node_osmid[self.seg_v],
+                "length_m": self.length_m,
+                "speed_kmh": self.speed_mps * 3.6,
+                "speed_imputed": self.speed_imputed,
+                "grade": self.grade,
+                "highway": classes,
+                "e_det_wh": self.e_det(vehicle),
+            },
+            geometry=geoms,
+            crs="EPSG:4326",
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the network to an ``.npz`` file atomically (uncompressed, for fast loading)."""
+        arrays = {name: getattr(self, name) for name in _ARRAY_FIELDS}
+        header = {
+            "format_version": FORMAT_VERSION,
+            "name": self.name,
+            "highway_classes": list(self.highway_classes),
+            "meta": self.meta,
+        }
+        arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+        target = Path(path)
+        with atomic_path(target, suffix=".npz") as tmp:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> RoadNetwork:
+        """Load a network written by :meth:`save`."""
+        p = Path(path)
+        if not p.is_file():
+            raise NetworkFileNotFound(f"network file not found: {p}")
+        try:
+            with np.load(p, allow_pickle=False) as data:
+                header = json.loads(bytes(data["header_json"]).decode())
+                arrays = {name: data[name] for name in _ARRAY_FIELDS}
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise NetworkCacheError(
+                f"{p} is not a readable ev-nav network file ({exc}); rebuild it with "
+                "'ev-nav network build'"
+            ) from None
+        if header.get("format_version") != FORMAT_VERSION:
+            raise NetworkCacheError(
+                f"{p} was written by an incompatible ev-nav version "
+                f"(format {header.get('format_version')}, expected {FORMAT_VERSION}); rebuild it"
+            )
+        return cls(
+            name=header["name"],
+            highway_classes=tuple(header["highway_classes"]),
+            meta=header["meta"],
+            **arrays,
+        )
+
+    @property
+    def content_hash(self) -> str:
+        """Hash identifying the inputs and options this network was built from."""
+        return str(self.meta.get("source_hash", ""))
+
+
+_ARRAY_FIELDS: tuple[str, ...] = (
+    "node_lon",
+    "node_lat",
+    "node_elevation",
+    "node_osmid",
+    "seg_u",
+    "seg_v",
+    "length_m",
+    "speed_mps",
+    "grade",
+    "highway",
+    "speed_imputed",
+    "geom_offsets",
+    "geom_lonlat",
+    "lg_indptr",
+    "lg_indices",
+)
+
+
+# ====================================================================== construction
+def line_graph_csr(
+    seg_u: NDArray[np.int64], seg_v: NDArray[np.int64], n_nodes: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Line-graph connections as CSR arrays, vectorised (no Python loop per connection).
+
+    A connection ``e1 → e2`` exists when ``seg_v[e1] == seg_u[e2]``; U-turns
+    (``seg_v[e2] == seg_u[e1]``) are kept only when ``e1`` has no other continuation.
+
+    Returns
+    -------
+    indptr, indices : ndarray of int64
+        CSR arrays; successors of ``e`` are ``indices[indptr[e]:indptr[e + 1]]``, sorted.
+    """
+    n_seg = seg_u.shape[0]
+    order = np.argsort(seg_u, kind="stable")  # out-segments grouped by start node
+    out_deg = np.bincount(seg_u, minlength=n_nodes)
+    out_ptr = np.concatenate([[0], np.cumsum(out_deg)])
+    n_cand = out_deg[seg_v]  # candidate successors per segment
+    e1 = np.repeat(np.arange(n_seg, dtype=np.int64), n_cand)
+    # position of each candidate within its group: running index minus group start
+    group_start = np.repeat(np.cumsum(n_cand) - n_cand, n_cand)
+    within = np.arange(e1.shape[0], dtype=np.int64) - group_start
+    e2 = order[out_ptr[seg_v[e1]] + within]
+    uturn = seg_v[e2] == seg_u[e1]
+    n_proper = np.bincount(e1[~uturn], minlength=n_seg)
+    keep = ~uturn | (n_proper[e1] == 0)
+    e1, e2 = e1[keep], e2[keep]
+    # e1 is already sorted; sort successors within each row for deterministic output
+    perm = np.lexsort((e2, e1))
+    e1, e2 = e1[perm], e2[perm]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(e1, minlength=n_seg))]).astype(np.int64)
+    return indptr, e2.astype(np.int64)
+
+
+def haversine_m(
+    lon1: NDArray[np.float64], lat1: NDArray[np.float64], lon2: NDArray[np.float64], lat2: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Great-circle distance [m] between (lon1, lat1) and (lon2, lat2), vectorised."""
+    p1, p2 = np.radians(lat1), np.radians(lat2)
+    dphi = p2 - p1
+    dlmb = np.radians(lon2 - lon1)
+    a = np.sin(dphi / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dlmb / 2) ** 2
+    return 2 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.clip(a, 0.0, 1.0)))
+
+
+def build_network(
+    *,
+    name: str,
+    node_lon: NDArray[np.float64],
+    node_lat: NDArray[np.float64],
+    node_elevation: NDArray[np.float64],
+    node_osmid: NDArray[np.int64],
+    seg_u: NDArray[np.int64],
+    seg_v: NDArray[np.int64],
+    length_m: NDArray[np.float64],
+    speed_mps: NDArray[np.float64],
+    grade: NDArray[np.float64],
+    highway: NDArray[np.int16],
+    highway_classes: tuple[str, ...],
+    speed_imputed: NDArray[np.bool_],
+    geom_offsets: NDArray[np.int64] | None = None,
+    geom_lonlat: NDArray[np.float64] | None = None,
+    meta: dict[str, Any] | None = None,
+    max_grade: float = 0.3,
+) -> RoadNetwork:
+    """Validate segment arrays, restrict to the largest strongly connected line graph, and build.
+
+    Strong connectivity is enforced on the *line graph* (with the U-turn rule), not only on the
+    intersection graph: without it some segments could be entered but never left. Removing
+    segments can create new dead ends, so pruning repeats until nothing changes.
+
+    Raises
+    ------
+    InvalidNetworkData
+        On NaN, infinite or non-positive lengths/speeds, inconsistent array sizes or no segments.
+    """
+    t0 = time.perf_counter()
+    n_seg = int(np.asarray(seg_u).shape[0])
+    per_seg = {
+        "seg_v": seg_v,
+        "length_m": length_m,
+        "speed_mps": speed_mps,
+        "grade": grade,
+        "highway": highway,
+        "speed_imputed": speed_imputed,
+    }
+    for key, arr in per_seg.items():
+        if np.asarray(arr).shape != (n_seg,):
+            raise InvalidNetworkData(f"{key} has shape {np.asarray(arr).shape}, expected ({n_seg},)")
+    if n_seg == 0:
+        raise InvalidNetworkData("the network has no road segments")
+    length_m = np.asarray(length_m, dtype=np.float64)
+    speed_mps = np.asarray(speed_mps, dtype=np.float64)
+    grade = np.asarray(grade, dtype=np.float64)
+    bad_len = ~np.isfinite(length_m) | (length_m <= 0)
+    if bad_len.any():
+        raise InvalidNetworkData(
+            f"{int(bad_len.sum())} segment(s) have NaN, infinite or non-positive lengths "
+            f"(first at index {int(np.flatnonzero(bad_len)[0])}); fix the input data"
+        )
+    bad_speed = ~np.isfinite(speed_mps) | (speed_mps <= 0)
+    if bad_speed.any():
+        raise InvalidNetworkData(f"{int(bad_speed.sum())} segment(s) have invalid speed limits")
+    if not np.isfinite(grade).all():
+        raise InvalidNetworkData("some segment grades are NaN or infinite")
+    node_elevation = np.asarray(node_elevation, dtype=np.float64)
+    if not np.isfinite(node_elevation).all():
+        raise InvalidNetworkData("some node elevations are NaN or infinite")
+    n_nodes = int(np.asarray(node_lon).shape[0])
+    seg_u = np.asarray(seg_u, dtype=np.int64)
+    seg_v = np.asarray(seg_v, dtype=np.int64)
+    if seg_u.min() < 0 or seg_v.min() < 0 or max(seg_u.max(), seg_v.max()) >= n_nodes:
+        raise InvalidNetworkData("segment endpoints refer to nodes that do not exist")
+    if geom_offsets is None or geom_lonlat is None:
+        geom_offsets = np.arange(0, 2 * n_seg + 1, 2, dtype=np.int64)
+        geom_lonlat = np.empty((2 * n_seg, 2))
+        geom_lonlat[0::2] = np.column_stack([node_lon[seg_u], node_lat[seg_u]])
+        geom_lonlat[1::2] = np.column_stack([node_lon[seg_v], node_lat[seg_v]])
+
+    grade = np.clip(grade, -max_grade, max_grade)
+    keep = np.ones(n_seg, dtype=bool)
+    rounds = 0
+    while True:
+        rounds += 1
+        idx = np.flatnonzero(keep)
+        indptr, indices = line_graph_csr(seg_u[idx], seg_v[idx], n_nodes)
+        m = idx.shape[0]
+        adj = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
+        _, labels = connected_components(adj, directed=True, connection="strong")
+        largest = np.bincount(labels).argmax()
+        in_largest = labels == largest
+        if in_largest.all():
+            break
+        keep[idx[~in_largest]] = False
+    if keep.sum() < 2:
+        raise InvalidNetworkData("no strongly connected road network of at least two segments")
+
+    idx = np.flatnonzero(keep)
+    used_nodes = np.unique(np.concatenate([seg_u[idx], seg_v[idx]]))
+    remap = np.full(n_nodes, -1, dtype=np.int64)
+    remap[used_nodes] = np.arange(used_nodes.shape[0])
+    counts = np.diff(geom_offsets)[idx]
+    starts = geom_offsets[idx]
+    new_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    gather = np.repeat(starts - new_offsets[:-1], counts) + np.arange(new_offsets[-1])
+    info = dict(meta or {})
+    info.update(
+        {
+            "segments_removed_for_connectivity": int(n_seg - idx.shape[0]),
+            "connectivity_rounds": rounds,
+            "grade_clipped_share": float((np.abs(np.asarray(per_seg["grade"])[idx]) > max_grade).mean()),
+            "max_grade": max_grade,
+            "line_graph_build_s": time.perf_counter() - t0,
+        }
+    )
+    return RoadNetwork(
+        name=name,
+        node_lon=np.asarray(node_lon, dtype=np.float64)[used_nodes],
+        node_lat=np.asarray(node_lat, dtype=np.float64)[used_nodes],
+        node_elevation=node_elevation[used_nodes],
+        node_osmid=np.asarray(node_osmid, dtype=np.int64)[used_nodes],
+        seg_u=remap[seg_u[idx]],
+        seg_v=remap[seg_v[idx]],
+        length_m=length_m[idx],
+        speed_mps=speed_mps[idx],
+        grade=grade[idx],
+        highway=np.asarray(highway, dtype=np.int16)[idx],
+        highway_classes=tuple(highway_classes),
+        speed_imputed=np.asarray(speed_imputed, dtype=bool)[idx],
+        geom_offsets=new_offsets,
+        geom_lonlat=np.asarray(geom_lonlat, dtype=np.float64)[gather],
+        lg_indptr=indptr,
+        lg_indices=indices,
+        meta=info,
+    )
+
+
+def warn_once(message: str) -> None:
+    """Emit a user-visible warning (a ``UserWarning`` the CLI prints on one line)."""
+    warnings.warn(message, UserWarning, stacklevel=3)

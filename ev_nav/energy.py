@@ -71,7 +71,9 @@ class Vehicle:
         for field in positive:
             value = getattr(self, field)
             if not np.isfinite(value) or value <= 0:
-                raise ConfigError(f"vehicle parameter {field} must be a positive number, got {value}")
+                raise ConfigError(
+                    f"vehicle parameter {field} must be a positive number, got {value}"
+                )
         for field in ("rolling_coeff", "drag_coeff"):
             value = getattr(self, field)
             if not np.isfinite(value) or value < 0:

@@ -43,7 +43,9 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+    )
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -69,7 +69,9 @@ class LoadOptions:
     """Options that change the resulting network (they are part of the cache key)."""
 
     max_grade: float = 0.3
-    class_speeds_kmh: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_CLASS_SPEEDS_KMH))
+    class_speeds_kmh: dict[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_CLASS_SPEEDS_KMH)
+    )
     include_service: bool = True
 
 
@@ -166,7 +168,9 @@ def _dem_paths(dems: Sequence[Path]) -> list[str]:
             raise NetworkFileNotFound(f"DEM file not found: {dem}")
         if dem.suffix.lower() == ".zip":
             with zipfile.ZipFile(dem) as zf:
-                members = [m for m in zf.namelist() if m.lower().endswith((".hgt", ".tif", ".tiff"))]
+                members = [
+                    m for m in zf.namelist() if m.lower().endswith((".hgt", ".tif", ".tiff"))
+                ]
             if not members:
                 raise ElevationCoverageError(f"{dem} contains no .hgt or GeoTIFF raster")
             out.extend(f"/vsizip/{dem.resolve()}/{m}" for m in members)
@@ -316,7 +320,9 @@ def graph_to_network(
         if geom is not None:
             xy = np.asarray(geom.coords, dtype=np.float64)
         else:
-            xy = np.array([[lon[node_index[u]], lat[node_index[u]]], [lon[node_index[v]], lat[node_index[v]]]])
+            xy = np.array(
+                [[lon[node_index[u]], lat[node_index[u]]], [lon[node_index[v]], lat[node_index[v]]]]
+            )
         coords.append(xy)
         offsets.append(offsets[-1] + xy.shape[0])
 
@@ -455,7 +461,10 @@ def fetch_place(
         name=place.replace(",", "_").replace(" ", "_")[:40],
         dems=[Path(d) for d in dems],
         options=options,
-        extra_meta={"source": f"online:{place}", "source_hash": hashlib.sha256(place.encode()).hexdigest()[:24]},
+        extra_meta={
+            "source": f"online:{place}",
+            "source_hash": hashlib.sha256(place.encode()).hexdigest()[:24],
+        },
     )
 
 

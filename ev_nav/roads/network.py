@@ -232,7 +232,9 @@ class RoadNetwork:
         import shapely
 
         counts = np.diff(self.geom_offsets)
-        geoms = shapely.linestrings(self.geom_lonlat, indices=np.repeat(np.arange(len(counts)), counts))
+        geoms = shapely.linestrings(
+            self.geom_lonlat, indices=np.repeat(np.arange(len(counts)), counts)
+        )
         classes = np.asarray(self.highway_classes, dtype=object)[self.highway]
         return gpd.GeoDataFrame(
             {
@@ -355,7 +357,10 @@ def line_graph_csr(
 
 
 def haversine_m(
-    lon1: NDArray[np.float64], lat1: NDArray[np.float64], lon2: NDArray[np.float64], lat2: NDArray[np.float64]
+    lon1: NDArray[np.float64],
+    lat1: NDArray[np.float64],
+    lon2: NDArray[np.float64],
+    lat2: NDArray[np.float64],
 ) -> NDArray[np.float64]:
     """Great-circle distance [m] between (lon1, lat1) and (lon2, lat2), vectorised."""
     p1, p2 = np.radians(lat1), np.radians(lat2)
@@ -408,7 +413,9 @@ def build_network(
     }
     for key, arr in per_seg.items():
         if np.asarray(arr).shape != (n_seg,):
-            raise InvalidNetworkData(f"{key} has shape {np.asarray(arr).shape}, expected ({n_seg},)")
+            raise InvalidNetworkData(
+                f"{key} has shape {np.asarray(arr).shape}, expected ({n_seg},)"
+            )
     if n_seg == 0:
         raise InvalidNetworkData("the network has no road segments")
     length_m = np.asarray(length_m, dtype=np.float64)
@@ -470,7 +477,9 @@ def build_network(
         {
             "segments_removed_for_connectivity": int(n_seg - idx.shape[0]),
             "connectivity_rounds": rounds,
-            "grade_clipped_share": float((np.abs(np.asarray(per_seg["grade"])[idx]) > max_grade).mean()),
+            "grade_clipped_share": float(
+                (np.abs(np.asarray(per_seg["grade"])[idx]) > max_grade).mean()
+            ),
             "max_grade": max_grade,
             "line_graph_build_s": time.perf_counter() - t0,
         }

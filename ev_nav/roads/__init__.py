@@ -1,4 +1,4 @@
-"""Road networks: from OpenStreetMap (or the synthetic town) to an immutable :class:`RoadNetwork`."""
+"""Road networks: from OpenStreetMap or the synthetic town to an immutable :class:`RoadNetwork`."""
 
 from ev_nav.roads.network import RoadNetwork
 

@@ -218,7 +218,7 @@ def _raster_elevations(lon: np.ndarray, lat: np.ndarray, dems: Sequence[Path]) -
         _, nn = tree.query(np.column_stack([lon[voids], lat[voids]]))
         elev[voids] = elev[~voids][nn]
         warnings.warn(
-            f"{int(voids.sum())} node(s) fell on DEM voids; used the nearest valid node's elevation",
+            f"{int(voids.sum())} node(s) fell on DEM voids; used the nearest valid node",
             UserWarning,
             stacklevel=2,
         )

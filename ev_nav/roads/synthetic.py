@@ -145,6 +145,6 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
         meta={
             "elevation_source": "synthetic-terrain",
             "town_spec": asdict(spec),
-            "source_hash": f"synthetic-{spec.n_segments}-{spec.seed}-{spec.block_m}-{spec.relief_m}",
+            "source_hash": "synthetic-" + "-".join(str(v) for v in asdict(spec).values()),
         },
     )

@@ -104,9 +104,7 @@ def half_width(gamma2: np.ndarray, beta: float, m: float) -> np.ndarray:
     return beta ** (1.0 / m) * np.maximum(gamma2, 0.0) ** (1.0 / m)
 
 
-def credible_interval(
-    post: PTRPosterior, beta: float, m: float
-) -> tuple[np.ndarray, np.ndarray]:
+def credible_interval(post: PTRPosterior, beta: float, m: float) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper ends of ``Q(x) = μ^(p) ± β^{1/m} γ^{2/m}`` (not clipped to [0, 1], A16)."""
     hw = half_width(post.gamma2, beta, m)
     return post.mean - hw, post.mean + hw

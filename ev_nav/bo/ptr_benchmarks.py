@@ -37,7 +37,7 @@ class DegenerateProblemWarning(UserWarning):
 
 # ------------------------------------------------------------------------------ weights
 def gamma_weights(w: np.ndarray, convention: str = "scale") -> np.ndarray:
-    """"Gam-w": ``p(w) ∝ Gamma_pdf(w + 1; shape 2, 0.5)`` on the grid, renormalised (A3).
+    """Gam-w weights: ``p(w) ∝ Gamma_pdf(w + 1; shape 2, 0.5)`` on the grid, renormalised (A3).
 
     ``convention="scale"`` (default, numpy/scipy) reads 0.5 as a scale, ``"rate"`` as a rate.
     """
@@ -49,7 +49,7 @@ def gamma_weights(w: np.ndarray, convention: str = "scale") -> np.ndarray:
 
 
 def normal_weights(w: np.ndarray) -> np.ndarray:
-    """"N-w": ``p(w) ∝ φ(w)`` on the grid, renormalised."""
+    """N-w weights: ``p(w) ∝ φ(w)`` on the grid, renormalised."""
     p = stats.norm.pdf(np.asarray(w))
     return p / p.sum()
 
@@ -200,9 +200,7 @@ def himmelblau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def goldstein_price(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     t1 = 1.0 + (a + b + 1.0) ** 2 * (19 - 14 * a + 3 * a * a - 14 * b + 6 * a * b + 3 * b * b)
-    t2 = 30.0 + (2 * a - 3 * b) ** 2 * (
-        18 - 32 * a + 12 * a * a + 48 * b - 36 * a * b + 27 * b * b
-    )
+    t2 = 30.0 + (2 * a - 3 * b) ** 2 * (18 - 32 * a + 12 * a * a + 48 * b - 36 * a * b + 27 * b * b)
     return t1 * t2
 
 
@@ -237,8 +235,9 @@ TEST_FUNCTIONS: dict[str, _TestFunctionSpec] = {
 def test_function_problem(name: str, gamma_convention: str = "scale") -> PTRProblem:
     """A negated test function on the 50 × 50 grid with Gam-w weights (spec §4.2)."""
     spec = TEST_FUNCTIONS[name]
-    A, B = np.meshgrid(to_domain(GRID50, *spec.x_domain), to_domain(GRID50, *spec.w_domain),
-                       indexing="ij")
+    A, B = np.meshgrid(
+        to_domain(GRID50, *spec.x_domain), to_domain(GRID50, *spec.w_domain), indexing="ij"
+    )
     f = -spec.scale * spec.func(A, B)
     prob = PTRProblem(
         name=name,
@@ -447,8 +446,10 @@ def newsvendor_problem(
     Xr = np.repeat(X, len(W), axis=0)
     Wr = np.tile(W, (len(X), 1))
     f = np.concatenate(
-        [newsvendor_profit(Xr[i : i + 512], Wr[i : i + 512], reps_true, rng)
-         for i in range(0, len(Xr), 512)]
+        [
+            newsvendor_profit(Xr[i : i + 512], Wr[i : i + 512], reps_true, rng)
+            for i in range(0, len(Xr), 512)
+        ]
     ).reshape(len(X), len(W))
 
     def observe(ix: int, iw: int, r: np.random.Generator) -> float:

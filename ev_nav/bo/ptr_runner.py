@@ -218,7 +218,7 @@ def run_experiment(
     shared = None if cfg.benchmark in PER_TRIAL_BENCHMARKS else make_problem(cfg.benchmark, **kw)
     alpha = cfg.alpha
     if task == "lse" and alpha is None:
-        alpha = (shared.alpha if shared is not None else 0.8)
+        alpha = shared.alpha if shared is not None else 0.8
     policy = make_policy(cfg.method, alpha=alpha, beta=cfg.beta, m=cfg.m, eta=cfg.eta)
     trials = []
     bar = tqdm(

@@ -1,0 +1,51 @@
+"""Shared fixtures: real networks from ../shared/data (cached per test session)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EV_NAV_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared(name: str) -> Path:
+    """Path of a file in ../shared/data; fails loudly when the data folder is missing."""
+    path = SHARED_DATA / name
+    if not path.is_file():
+        pytest.fail(f"shared data file missing: {path} (CI checks out ../shared beside the repo)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def network_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("network-cache")
+
+
+@pytest.fixture(scope="session")
+def monaco(network_cache):
+    from ev_nav.roads.load import load_osm
+
+    return load_osm(shared("most_monaco.osm.gz"), cache_dir=network_cache)
+
+
+@pytest.fixture(scope="session")
+def luxembourg(network_cache):
+    from ev_nav.roads.load import load_osm
+
+    return load_osm(shared("lust_luxembourg.osm.gz"), cache_dir=network_cache)
+
+
+@pytest.fixture(scope="session")
+def town():
+    from ev_nav.roads.synthetic import synthetic_town
+
+    return synthetic_town(2000, seed=0)
+
+
+@pytest.fixture(scope="session")
+def shared_file():
+    """Function mapping a file name to its path in ../shared/data (fails if missing)."""
+    return shared

@@ -1,0 +1,151 @@
+"""Bad input: named exceptions from the library, one-line messages from the CLI."""
+
+import bz2
+import gzip
+
+import numpy as np
+import pytest
+
+from ev_nav.cli import main
+from ev_nav.errors import (
+    ElevationCoverageError,
+    InvalidNetworkData,
+    NetworkFileNotFound,
+    NoDrivableRoadsError,
+    NotOSMError,
+)
+from ev_nav.roads.load import load_osm
+from ev_nav.roads.network import build_network
+
+FOOTWAYS_ONLY = """<?xml version='1.0' encoding='UTF-8'?>
+<osm version='0.6'>
+  <node id='1' lat='43.73' lon='7.42'/>
+  <node id='2' lat='43.731' lon='7.421'/>
+  <node id='3' lat='43.732' lon='7.422'/>
+  <way id='10'><nd ref='1'/><nd ref='2'/><nd ref='3'/><tag k='highway' v='footway'/></way>
+</osm>
+"""
+
+
+@pytest.fixture()
+def footway_osm(tmp_path):
+    p = tmp_path / "footways.osm.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write(FOOTWAYS_ONLY)
+    return p
+
+
+@pytest.fixture()
+def not_osm(tmp_path):
+    p = tmp_path / "notes.osm"
+    p.write_text("this is not XML at all\n")
+    return p
+
+
+def _cli_fails(capsys, argv, fragment):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.startswith("ev-nav: error:")]
+    assert len(lines) == 1, err
+    assert fragment in lines[0]
+
+
+def test_missing_file(tmp_path, capsys):
+    with pytest.raises(NetworkFileNotFound):
+        load_osm(tmp_path / "missing.osm")
+    _cli_fails(
+        capsys,
+        ["network", "build", "--osm", str(tmp_path / "missing.osm"), "--out", str(tmp_path / "x")],
+        "not found",
+    )
+
+
+def test_not_osm(not_osm, tmp_path, capsys):
+    with pytest.raises(NotOSMError):
+        load_osm(not_osm)
+    _cli_fails(
+        capsys, ["network", "build", "--osm", str(not_osm), "--out", str(tmp_path / "x")], "OSM"
+    )
+
+
+def test_no_drivable_roads(footway_osm, tmp_path, capsys):
+    with pytest.raises(NoDrivableRoadsError):
+        load_osm(footway_osm)
+    _cli_fails(
+        capsys,
+        ["network", "build", "--osm", str(footway_osm), "--out", str(tmp_path / "x")],
+        "drivable",
+    )
+
+
+def test_dem_does_not_cover(shared_file, tmp_path, capsys):
+    # West Oakland vs a San Francisco DEM: no overlap (see NOTICE.md)
+    osm, dem = shared_file("West-Oakland.osm.bz2"), shared_file("elevation1.tif")
+    with pytest.raises(ElevationCoverageError):
+        load_osm(osm, dems=[dem])
+    _cli_fails(
+        capsys,
+        ["network", "build", "--osm", str(osm), "--dem", str(dem), "--out", str(tmp_path / "x")],
+        "do not cover",
+    )
+    assert not (tmp_path / "x").exists()
+
+
+def test_bz2_is_read(shared_file, tmp_path):
+    net = load_osm(shared_file("West-Oakland.osm.bz2"))
+    assert net.n_segments > 10
+    # and a bz2 that is not OSM is a clear error
+    p = tmp_path / "junk.osm.bz2"
+    p.write_bytes(bz2.compress(b"junk"))
+    with pytest.raises(NotOSMError):
+        load_osm(p)
+
+
+@pytest.mark.parametrize("bad", [np.nan, -5.0, 0.0, np.inf])
+def test_bad_lengths(bad):
+    length = np.array([100.0, bad, 100.0, 100.0])
+    with pytest.raises(InvalidNetworkData, match="length"):
+        build_network(
+            name="bad",
+            node_lon=np.array([0.0, 0.001]),
+            node_lat=np.array([0.0, 0.0]),
+            node_elevation=np.zeros(2),
+            node_osmid=np.arange(2),
+            seg_u=np.array([0, 1, 0, 1]),
+            seg_v=np.array([1, 0, 1, 0]),
+            length_m=length,
+            speed_mps=np.full(4, 10.0),
+            grade=np.zeros(4),
+            highway=np.zeros(4, dtype=np.int16),
+            highway_classes=("residential",),
+            speed_imputed=np.zeros(4, dtype=bool),
+        )
+
+
+def test_cli_info_on_bad_cache_file(tmp_path, capsys):
+    p = tmp_path / "x.npz"
+    p.write_text("nope")
+    _cli_fails(capsys, ["network", "info", str(p)], "not a readable")
+
+
+def test_cli_build_and_info_roundtrip(shared_file, tmp_path, capsys):
+    out = tmp_path / "oak.npz"
+    assert (
+        main(
+            [
+                "network",
+                "build",
+                "--osm",
+                str(shared_file("West-Oakland.osm.bz2")),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert out.is_file()
+    assert main(["network", "info", str(out), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert '"segments"' in text and "speed_imputed_share" in text

@@ -82,6 +82,7 @@ class TrialResult:
     stopped_at: int | None = None  # faithful BPT-LSE: step at which it terminated
     seconds: float = 0.0
     problem_info: dict[str, object] = field(default_factory=dict)
+    posterior: GridPosterior | None = field(default=None, repr=False)  # final GP (not saved)
 
 
 @dataclass
@@ -206,6 +207,7 @@ def run_trial(
         stopped_at=stopped_at,
         seconds=time.perf_counter() - t0,
         problem_info=dict(problem.info),
+        posterior=gp,
     )
 
 

@@ -1,0 +1,1 @@
+"""Bandit routing: index rules, rectification, Dijkstra and the Algorithm 1 agent."""

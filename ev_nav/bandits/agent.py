@@ -1,0 +1,131 @@
+"""The Algorithm 1 loop as an object: posterior → rectified indices → Dijkstra → drive → update."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.bandits.indices import IndexRule, make_index, rectified_weights
+from ev_nav.bandits.routing import Router
+from ev_nav.roads.network import RoadNetwork
+
+
+@dataclass(frozen=True)
+class Route:
+    """A planned route.
+
+    Attributes
+    ----------
+    segments : ndarray of int64
+        Segment ids from start to goal (both included).
+    predicted_wh : float
+        Posterior mean of the route's total energy [Wh].
+    predicted_sd_wh : float
+        Posterior standard deviation of the total energy [Wh] (from the model's joint posterior
+        over the route's segments when it offers one, else assuming independent segments).
+    length_m : float
+        Route length [m].
+    time_s : float
+        Free-flow driving time at the speed limits [s].
+    policy : str
+        Index rule that planned it.
+    """
+
+    segments: NDArray[np.int64]
+    predicted_wh: float
+    predicted_sd_wh: float
+    length_m: float
+    time_s: float
+    policy: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def describe_route(
+    net: RoadNetwork, segments: ArrayLike, model: Any | None = None, policy: str = ""
+) -> Route:
+    """Build a :class:`Route` with predicted energy from ``model`` (or E_det without one)."""
+    seg = np.asarray(segments, dtype=np.int64)
+    if model is None:
+        mean, sd = float(net.e_det()[seg].sum()), 0.0
+    else:
+        mean, sd = route_prediction(model, seg)
+    return Route(
+        segments=seg,
+        predicted_wh=mean,
+        predicted_sd_wh=sd,
+        length_m=float(net.length_m[seg].sum()),
+        time_s=float(net.travel_time_s[seg].sum()),
+        policy=policy,
+    )
+
+
+def route_prediction(model: Any, segments: NDArray[np.int64]) -> tuple[float, float]:
+    """Mean and sd [Wh] of the sum of latent energies over ``segments``.
+
+    Uses ``model.predict_sum(segments)`` (correlations included) when the model provides it.
+    """
+    if hasattr(model, "predict_sum"):
+        mean, var = model.predict_sum(segments)
+        return float(mean), float(np.sqrt(max(float(var), 0.0)))
+    post = model.posterior()
+    return float(post.mean[segments].sum()), float(np.sqrt((post.std[segments] ** 2).sum()))
+
+
+class Agent:
+    """A learning navigator: one model, one index rule, one router.
+
+    Parameters
+    ----------
+    net : RoadNetwork
+        The road network.
+    model : SegmentModel
+        Anything with ``posterior()`` and ``update(segment_ids, energies)`` (GP or BI).
+    rule : IndexRule or str
+        Index rule (``"ts"``, ``"bucb"``, ``"ucb"``, ``"mean"``, or an object).
+    seed : int
+        Seed of the agent's own generator (Thompson draws).
+    """
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        model: Any,
+        rule: IndexRule | str = "ts",
+        *,
+        seed: int = 0,
+        router: Router | None = None,
+    ) -> None:
+        self.net = net
+        self.model = model
+        self.rule = make_index(rule) if isinstance(rule, str) else rule
+        self.router = router or Router(net)
+        self.rng = np.random.default_rng(seed)
+        self.t = 0  # trips planned so far
+
+    def weights(self, t: int | None = None) -> NDArray[np.float64]:
+        """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
+        t = self.t + 1 if t is None else t
+        return rectified_weights(self.rule, self.model.posterior(), t, self.rng)
+
+    def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:
+        """Choose the route for the next trip (Algorithm 1, lines 3–5); advances the trip count."""
+        t = self.t + 1 if t is None else t
+        path = self.router.route(self.weights(t), start, goal)
+        self.t = max(self.t, t)
+        return path
+
+    def observe(self, segments: ArrayLike, energies: ArrayLike) -> None:
+        """Feed the observed per-segment energies [Wh] of a driven route to the model."""
+        self.model.update(np.asarray(segments, dtype=np.int64), np.asarray(energies, dtype=float))
+
+    def state(self) -> dict[str, Any]:
+        """Agent state apart from the model (for checkpoints)."""
+        return {"t": self.t, "rng": self.rng.bit_generator.state}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state`."""
+        self.t = int(state["t"])
+        self.rng.bit_generator.state = state["rng"]

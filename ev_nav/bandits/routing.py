@@ -1,0 +1,167 @@
+"""Shortest paths on the line graph: Dijkstra for the agent, Johnson/Bellman–Ford for the oracle.
+
+Weights live on line-graph *nodes* (segments): the cost of a path of segments is the sum of the
+weights of all its segments, the start segment included. As a graph problem, connection
+``e1 → e2`` carries weight ``w[e2]`` and the start's own weight is added at the end. The CSR
+structure is built once per network; per trip only the data vector changes, and the compiled
+routines of ``scipy.sparse.csgraph`` do the work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
+from scipy.sparse.csgraph import bellman_ford, dijkstra
+
+from ev_nav.errors import (
+    InvalidObservation,
+    NegativeCycleError,
+    UnknownSegmentError,
+    UnreachableError,
+)
+from ev_nav.roads.network import RoadNetwork
+
+#: Added to every Dijkstra weight: SciPy treats explicit zeros in sparse input as edges, but a
+#: strictly positive floor also makes ties between equal-cost paths deterministic in length.
+_WEIGHT_FLOOR = 1e-12
+
+
+def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> NDArray[np.int64]:
+    # walks the path only (typically tens to hundreds of segments), never all segments
+    path = [goal]
+    node = goal
+    while node != start:
+        node = int(pred[node])
+        if node < 0:
+            raise UnreachableError(f"no route from segment {start} to segment {goal}")
+        path.append(node)
+    return np.asarray(path[::-1], dtype=np.int64)
+
+
+class Router:
+    """Dijkstra from a start segment to a goal segment with per-segment weights ≥ 0.
+
+    Parameters
+    ----------
+    net : RoadNetwork
+        The network whose line graph is routed on.
+    """
+
+    def __init__(self, net: RoadNetwork) -> None:
+        self.n_segments = net.n_segments
+        self._targets = np.asarray(net.lg_indices, dtype=np.int32)
+        self._matrix = sp.csr_matrix(
+            (
+                np.ones(net.n_connections, dtype=np.float64),
+                self._targets,
+                np.asarray(net.lg_indptr, dtype=np.int32),
+            ),
+            shape=(net.n_segments, net.n_segments),
+        )
+
+    def check_segment(self, e: int, what: str = "segment") -> int:
+        """Validate a segment id and return it as ``int``."""
+        if not 0 <= int(e) < self.n_segments:
+            raise UnknownSegmentError(
+                f"{what} id {e} is outside 0..{self.n_segments - 1} for this network"
+            )
+        return int(e)
+
+    def _set_weights(self, weights: ArrayLike) -> NDArray[np.float64]:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.n_segments,):
+            raise InvalidObservation(
+                f"expected {self.n_segments} segment weights, got shape {w.shape}"
+            )
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise InvalidObservation("Dijkstra weights must be finite and non-negative")
+        np.add(w[self._targets], _WEIGHT_FLOOR, out=self._matrix.data)
+        return w
+
+    def route(self, weights: ArrayLike, start: int, goal: int) -> NDArray[np.int64]:
+        """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included)."""
+        start = self.check_segment(start, "start segment")
+        goal = self.check_segment(goal, "goal segment")
+        self._set_weights(weights)
+        if start == goal:
+            return np.array([start], dtype=np.int64)
+        dist, pred = dijkstra(self._matrix, directed=True, indices=start, return_predecessors=True)
+        if not np.isfinite(dist[goal]):
+            raise UnreachableError(f"no route from segment {start} to segment {goal}")
+        return _path_from_predecessors(pred, start, goal)
+
+    def costs_from(self, weights: ArrayLike, start: int) -> NDArray[np.float64]:
+        """Cost of the best path from ``start`` to every segment (start weight included)."""
+        start = self.check_segment(start, "start segment")
+        w = self._set_weights(weights)
+        dist = dijkstra(self._matrix, directed=True, indices=start)
+        # remove the floors again: path length in segments is unknown here, so this is exact only
+        # up to n_segments * 1e-12 Wh, far below anything meaningful
+        return dist + w[start]
+
+
+class Oracle:
+    """Exact optimal paths for true energies that may be negative (regeneration).
+
+    Johnson's reweighting: Bellman–Ford once from a virtual source gives potentials ``h`` with
+    ``w[e2] + h[e1] − h[e2] ≥ 0`` on every connection; each query is then one Dijkstra.
+
+    Raises
+    ------
+    NegativeCycleError
+        When the energies admit a cycle of negative total energy (optimum undefined).
+    """
+
+    def __init__(self, net: RoadNetwork, energies: ArrayLike) -> None:
+        f = np.asarray(energies, dtype=np.float64)
+        if f.shape != (net.n_segments,) or not np.isfinite(f).all():
+            raise InvalidObservation("true energies must be finite, one per segment")
+        self.energies = f
+        n = net.n_segments
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(net.lg_indptr))
+        dst = np.asarray(net.lg_indices, dtype=np.int64)
+        # virtual node n → every segment e with weight f[e]
+        rows = np.concatenate([src, np.full(n, n)])
+        cols = np.concatenate([dst, np.arange(n)])
+        data = np.concatenate([f[dst], f])
+        aug = sp.csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
+        try:
+            h = bellman_ford(aug, directed=True, indices=n)
+        except _ScipyNegativeCycle:
+            raise NegativeCycleError(
+                "the energies contain a cycle with negative total energy"
+            ) from None
+        self.potential = h[:n]
+        reweighted = f[dst] + self.potential[src] - self.potential[dst]
+        # tiny negative values are round-off; clip to keep Dijkstra valid
+        reweighted = np.maximum(reweighted, 0.0) + _WEIGHT_FLOOR
+        self._matrix = sp.csr_matrix(
+            (reweighted, dst.astype(np.int32), np.asarray(net.lg_indptr, dtype=np.int32)),
+            shape=(n, n),
+        )
+        self._cache: dict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = {}
+
+    def _sssp(self, start: int) -> tuple[NDArray[np.float64], NDArray[np.int32]]:
+        if start not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[start] = dijkstra(
+                self._matrix, directed=True, indices=start, return_predecessors=True
+            )
+        return self._cache[start]
+
+    def optimal(self, start: int, goal: int) -> tuple[NDArray[np.int64], float]:
+        """The energy-optimal path and its true energy [Wh] (start and goal included)."""
+        if start == goal:
+            return np.array([start], dtype=np.int64), float(self.energies[start])
+        dist, pred = self._sssp(start)
+        if not np.isfinite(dist[goal]):
+            raise UnreachableError(f"no route from segment {start} to segment {goal}")
+        path = _path_from_predecessors(pred, start, goal)
+        return path, float(self.energies[path].sum())
+
+    def path_energy(self, path: ArrayLike) -> float:
+        """True energy of a path [Wh]."""
+        return float(self.energies[np.asarray(path, dtype=np.int64)].sum())

@@ -1,0 +1,124 @@
+"""Dijkstra vs networkx, the oracle vs brute force, error handling (issue 4 acceptance)."""
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from ev_nav.bandits.routing import Oracle, Router
+from ev_nav.errors import InvalidObservation, NegativeCycleError, UnknownSegmentError
+from ev_nav.roads.network import build_network
+from ev_nav.roads.synthetic import synthetic_town
+
+
+def _nx_node_weighted(net, w):
+    g = nx.DiGraph()
+    src = np.repeat(np.arange(net.n_segments), np.diff(net.lg_indptr))
+    for a, b in zip(src.tolist(), net.lg_indices.tolist(), strict=True):
+        g.add_edge(a, b, weight=float(w[b]))
+    return g
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dijkstra_matches_networkx(seed):
+    net = synthetic_town(300 + 150 * seed, seed=seed)
+    rng = np.random.default_rng(seed)
+    w = rng.exponential(5.0, net.n_segments)
+    router = Router(net)
+    g = _nx_node_weighted(net, w)
+    for _ in range(10):
+        s, t = rng.choice(net.n_segments, 2, replace=False)
+        path = router.route(w, s, t)
+        assert path[0] == s and path[-1] == t
+        # consecutive segments are connected
+        for a, b in itertools.pairwise(path.tolist()):
+            assert b in net.lg_indices[net.lg_indptr[a] : net.lg_indptr[a + 1]]
+        ref = nx.dijkstra_path_length(g, int(s), int(t))
+        assert w[path[1:]].sum() == pytest.approx(ref, rel=1e-9)
+
+
+def _tiny(seed):
+    """A small random strongly connected network (two-way streets on a random planar-ish graph)."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    pts = rng.uniform(0, 0.01, (n, 2))
+    pairs = [(i, i + 1) for i in range(n - 1)] + [(n - 1, 0)]
+    extra = [
+        p for p in itertools.combinations(range(n), 2) if p not in pairs and rng.random() < 0.3
+    ]
+    und = pairs + extra
+    u = np.array([a for a, b in und] + [b for a, b in und])
+    v = np.array([b for a, b in und] + [a for a, b in und])
+    m = len(u)
+    return build_network(
+        name="tiny",
+        node_lon=pts[:, 0],
+        node_lat=pts[:, 1],
+        node_elevation=np.zeros(n),
+        node_osmid=np.arange(n),
+        seg_u=u,
+        seg_v=v,
+        length_m=np.full(m, 100.0),
+        speed_mps=np.full(m, 10.0),
+        grade=np.zeros(m),
+        highway=np.zeros(m, dtype=np.int16),
+        highway_classes=("residential",),
+        speed_imputed=np.zeros(m, dtype=bool),
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_oracle_matches_brute_force_with_negative_energies(seed):
+    net = _tiny(seed)
+    rng = np.random.default_rng(100 + seed)
+    g = nx.DiGraph()
+    src = np.repeat(np.arange(net.n_segments), np.diff(net.lg_indptr))
+    g.add_edges_from(zip(src.tolist(), net.lg_indices.tolist(), strict=True))
+    for _attempt in range(50):
+        f = rng.normal(3.0, 4.0, net.n_segments)  # some segments regenerate energy
+        try:
+            oracle = Oracle(net, f)
+            break
+        except NegativeCycleError:
+            continue
+    else:
+        pytest.fail("could not draw energies without a negative cycle")
+    for s, t in itertools.permutations(range(min(net.n_segments, 7)), 2):
+        path, cost = oracle.optimal(s, t)
+        best = min(f[list(p)].sum() for p in nx.all_simple_paths(g, s, t))
+        assert cost == pytest.approx(best, abs=1e-9)
+        assert cost == pytest.approx(f[path].sum())
+
+
+def test_negative_cycle_detected():
+    net = _tiny(0)
+    with pytest.raises(NegativeCycleError):
+        Oracle(net, np.full(net.n_segments, -1.0))
+
+
+def test_router_bad_input():
+    net = synthetic_town(200, seed=0)
+    router = Router(net)
+    w = np.ones(net.n_segments)
+    with pytest.raises(UnknownSegmentError):
+        router.route(w, -1, 3)
+    with pytest.raises(UnknownSegmentError):
+        router.route(w, 0, net.n_segments)
+    with pytest.raises(InvalidObservation):
+        router.route(w[:-1], 0, 3)
+    bad = w.copy()
+    bad[4] = np.nan
+    with pytest.raises(InvalidObservation):
+        router.route(bad, 0, 3)
+    bad[4] = -1
+    with pytest.raises(InvalidObservation):
+        router.route(bad, 0, 3)
+    assert router.route(w, 5, 5).tolist() == [5]
+
+
+def test_zero_weights_are_edges():
+    net = synthetic_town(300, seed=1)
+    router = Router(net)
+    path = router.route(np.zeros(net.n_segments), 0, net.n_segments - 1)
+    assert path[0] == 0 and path[-1] == net.n_segments - 1

@@ -421,7 +421,7 @@ def newsvendor_profit(
         onehot = (best[..., None] == np.arange(2)) & buy[..., None]
         stock -= onehot
         sold += onehot
-    profit = sold @ NV_PRICE - x @ NV_COST
+    profit = sold @ NV_PRICE - (x @ NV_COST)[:, None]
     return profit.mean(axis=1)
 
 

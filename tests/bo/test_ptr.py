@@ -1,4 +1,4 @@
-"""PTR posterior quantities against Monte Carlo, limiting cases and the w-selection rule (§6.1–2)."""
+"""PTR posterior quantities vs Monte Carlo, limiting cases and the w-selection rule (§6.1–2)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,131 @@
+"""Runner, methods, CLI and the EV application: determinism, orderings, files, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ev_nav.bo.ptr_benchmarks import make_problem
+from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, make_policy
+from ev_nav.bo.ptr_runner import RunConfig, f1_score, run_experiment, run_trial
+from ev_nav.cli import main
+from ev_nav.errors import ConfigError
+
+
+def test_f1_convention():
+    t = np.array([True, True, False, False])
+    assert f1_score(np.array([True, False, False, False]), t) == pytest.approx(2 / 3)
+    assert f1_score(np.zeros(4, bool), np.zeros(4, bool)) == 1.0
+    assert f1_score(np.zeros(4, bool), t) == 0.0
+
+
+@pytest.mark.parametrize("method", ["bpt-ucb", "bpt-ts", "bqo-ts", "stableopt", "rs"])
+def test_same_seed_same_queries(method):
+    prob = make_problem("mccormick")
+    a = run_trial(prob, make_policy(method), 15, seed=7)
+    b = run_trial(prob, make_policy(method), 15, seed=7)
+    c = run_trial(prob, make_policy(method), 15, seed=8)
+    np.testing.assert_array_equal(a.queries, b.queries)
+    np.testing.assert_array_equal(a.metric, b.metric)
+    assert not np.array_equal(a.queries, c.queries)
+
+
+def test_every_method_runs_and_reports_valid_answers():
+    prob = make_problem("himmelblau")
+    for name in OPT_METHODS:
+        r = run_trial(prob, make_policy(name), 6, seed=1)
+        assert np.all((r.metric >= 0) & (r.metric <= 1))
+        assert r.queries.min() >= 0 and r.queries[:, 1].max() < 50
+    for name in LSE_METHODS:
+        r = run_trial(prob, make_policy(name, alpha=0.8), 6, seed=1)
+        assert np.all((r.metric >= 0) & (r.metric <= 1))
+
+
+def test_gp_ucb_and_lse_query_only_the_mean_environment():
+    prob = make_problem("mccormick")
+    r = run_trial(prob, make_policy("gp-ucb"), 10, seed=0)
+    assert set(r.queries[:, 1]) == {prob.ew_index}
+    stable = run_trial(prob, make_policy("stableopt"), 10, seed=0)
+    assert set(stable.queries[:, 1]) <= set(prob.delta_indices)
+
+
+def test_mccormick_bpt_ucb_beats_gp_ucb_and_bqo_ucb():
+    """Short version of spec §6.5 (the full check is in scripts/reproduce_ptr.py)."""
+    res = {
+        m: run_experiment(RunConfig("mccormick", m, 30, 3), progress=False).mean_se()[0]
+        for m in ("bpt-ucb", "gp-ucb", "bqo-ucb")
+    }
+    assert res["bpt-ucb"][-1] <= 0.01
+    assert res["bpt-ucb"][-1] < res["gp-ucb"][-1]
+    assert res["bpt-ucb"][-1] < res["bqo-ucb"][-1]
+
+
+def test_faithful_bpt_lse_terminates_and_carries_estimate():
+    prob = make_problem("himmelblau")
+    r = run_trial(prob, make_policy("bpt-lse-stop", alpha=0.8), 80, seed=0)
+    assert r.stopped_at is not None and r.stopped_at == r.first_classified
+    k = r.stopped_at
+    assert np.all(r.queries[k:] == -1)
+    assert np.all(r.metric[k - 1 :] == r.metric[k - 1])
+
+
+def test_lse_method_without_alpha_is_a_config_error():
+    with pytest.raises(ConfigError, match="alpha"):
+        make_policy("bpt-lse")
+    with pytest.raises(ConfigError, match="unknown PTR method"):
+        make_policy("bpt-foo")
+
+
+def test_cli_writes_results_and_figure(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "bo", "ptr", "--benchmark", "mccormick", "--method", "bpt-ucb,rs",
+            "--iterations", "5", "--trials", "2", "--out", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "bpt-ucb" in table and "rs" in table
+    data = json.loads((out / "results.json").read_text())
+    assert [d["config"]["method"] for d in data] == ["bpt-ucb", "rs"]
+    assert len(data[0]["trials"]) == 2 and len(data[0]["mean"]) == 5
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["seeds"] == [[0, 1], [0, 1]]
+    assert (out / "curves.png").stat().st_size > 1000
+
+
+def test_cli_errors_are_one_line(capsys):
+    code = main(["bo", "ptr", "--benchmark", "mccormick", "--method", "nope"])
+    assert code != 0
+    assert "unknown PTR method" in capsys.readouterr().err
+    code = main(["bo", "ptr", "--benchmark", "mccormick", "--method", "bpt-ucb,bpt-lse"])
+    assert code != 0
+
+
+def test_newsvendor_small_run_fits_hyperparameters():
+    prob = make_problem("newsvendor", x_step=10, n_w_axis=3, reps_true=30, reps_query=10)
+    r = run_trial(prob, make_policy("bpt-ts"), 4, seed=0)
+    assert r.posterior is not None
+    assert r.posterior.n == prob.n_init + 4
+    assert r.posterior.kernel.kind == "matern52"
+    assert r.posterior.kernel.lengthscale != prob.kernel.lengthscale  # refitted
+    assert np.all((r.metric >= 0) & (r.metric <= 1))
+
+
+def test_ev_application_finds_the_safe_speed_caps():
+    from ev_nav.bo.ptr_ev import EVReserveConfig, ev_problem, run_ev_reserve
+
+    cfg = EVReserveConfig(iterations=40)
+    prob = ev_problem(cfg)
+    p = prob.p_true
+    assert np.all(np.diff(p) <= 1e-12)  # faster caps are never more likely to keep the reserve
+    assert 1 <= np.sum(p >= cfg.alpha) < prob.n_x
+    rep = run_ev_reserve(cfg)
+    assert rep.simulations == cfg.n_init + 40 < rep.exhaustive
+    assert rep.f1 >= 0.9
+    assert "safe menu" in rep.text()
+    with pytest.raises(ConfigError):
+        EVReserveConfig(alpha=1.5)

@@ -437,6 +437,18 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
 
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: all queries inside see the same committed snapshot."""
+        conn = self._conn
+        if conn is None:
+            raise StateError("the store is closed")
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
     @property
     def schema_version(self) -> int:
         """The schema version of the open database."""
@@ -832,35 +844,42 @@ class Store:
             raise InvalidObservation(f"unknown observation kind {kind!r}; use segment or total")
         if trip_id is not None:
             self.get_trip(trip_id)
-        sql = (
-            "SELECT b.id, b.trip_id, b.kind, b.created, o.segment_id, o.energy_wh, t.route_json "
-            "FROM observation_batches b JOIN observations o ON o.batch_id = b.id "
-            "JOIN trips t ON t.id = b.trip_id WHERE b.id > ?"
-        )
+        where = "WHERE b.id > ?"
         params: list[Any] = [int(after_batch)]
         if trip_id is not None:
-            sql += " AND b.trip_id = ?"
+            where += " AND b.trip_id = ?"
             params.append(_trip_key(trip_id))
         if kind is not None:
-            sql += " AND b.kind = ?"
+            where += " AND b.kind = ?"
             params.append(kind)
-        sql += " ORDER BY b.id, o.id"
-        rows = self._conn.execute(sql, params).fetchall()
+        with self._read() as conn:  # one snapshot for both queries
+            heads = conn.execute(
+                "SELECT b.id, b.trip_id, b.kind, b.created, "
+                "CASE b.kind WHEN 'total' THEN t.route_json END "
+                f"FROM observation_batches b JOIN trips t ON t.id = b.trip_id {where} "
+                "ORDER BY b.id",
+                params,
+            ).fetchall()
+            rows = conn.execute(
+                "SELECT o.batch_id, COALESCE(o.segment_id, -1), o.energy_wh "
+                f"FROM observations o JOIN observation_batches b ON b.id = o.batch_id {where} "
+                "ORDER BY o.batch_id, o.id",
+                params,
+            ).fetchall()
+        table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        batch_col = table[:, 0].astype(np.int64)
+        seg_col = table[:, 1].astype(np.int64)  # ids < 2**53 are exact in float64
+        bids = np.array([h[0] for h in heads], dtype=np.int64)
+        lo = np.searchsorted(batch_col, bids, side="left")
+        hi = np.searchsorted(batch_col, bids, side="right")
         out: list[ObservationBatch] = []
-        start = 0
-        while start < len(rows):
-            stop = start
-            while stop < len(rows) and rows[stop][0] == rows[start][0]:
-                stop += 1
-            bid, tid, bkind, created, _, _, route_json = rows[start]
-            chunk = rows[start:stop]
+        for (bid, tid, bkind, created, route_json), i, j in zip(heads, lo, hi, strict=True):
             if bkind == "segment":
-                seg = np.fromiter((r[4] for r in chunk), dtype=np.int64, count=len(chunk))
+                seg = seg_col[i:j].copy()
             else:
                 seg = np.asarray(json.loads(route_json), dtype=np.int64)
-            wh = np.fromiter((r[5] for r in chunk), dtype=np.float64, count=len(chunk))
+            wh = table[i:j, 2].copy()
             out.append(ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh))
-            start = stop
         return out
 
     def n_observations(self) -> int:

@@ -1,0 +1,283 @@
+#!/usr/bin/env python
+"""Reproduce the BOKE study: space-filling (check 2), regret sanity (check 4), 8-D / HPO smoke
+(check 5 analogue) and the regret-vs-iteration / regret-vs-CPU figures.
+
+The work is split into parts so that each invocation stays below ~15 minutes on 2 shared cores;
+every part saves ``results.json`` + ``metadata.json`` under ``--out`` and ``--part report``
+reads whatever is there, prints the checks and writes the figures::
+
+    python scripts/reproduce_boke.py --part spacefill
+    python scripts/reproduce_boke.py --part regret --benchmarks sphere6,rosenbrock4
+    python scripts/reproduce_boke.py --part regret --benchmarks forrester,goldstein-price,...
+    python scripts/reproduce_boke.py --part noisy --benchmarks sphere6
+    python scripts/reproduce_boke.py --part smoke          # Hartmann-6-in-8-D and RF/diabetes HPO
+    python scripts/reproduce_boke.py --part report
+
+``--quick`` shrinks seeds and budgets (minutes in total) but keeps every check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ev_nav.bo.boke_benchmarks import SYNTHETIC
+from ev_nav.bo.boke_optim import AcqOptConfig
+from ev_nav.bo.boke_plots import plot_benchmarks
+from ev_nav.bo.boke_runner import (
+    ExperimentConfig,
+    RunResult,
+    format_table,
+    load_results,
+    reference_values,
+    run_experiment,
+    save_results,
+    summarise,
+)
+from ev_nav.bo.boke_spacefill import spacefill_study
+from ev_nav.provenance import atomic_write_json, run_metadata
+
+FIG_DIR = Path(__file__).resolve().parents[1] / "docs" / "figures" / "bo"
+REGRET_METHODS = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "kr-ucb", "random")
+NOISY_METHODS = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "kr-ucb", "random")
+SMOKE_METHODS = ("boke", "boke+", "gp-ucb", "kr-ucb", "random")
+
+
+def _status(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+# ----------------------------------------------------------------------------------- parts
+def part_spacefill(args: argparse.Namespace, out: Path) -> None:
+    seeds = tuple(range(2 if args.quick else 5))
+    ts = (20, 50, 100) if args.quick else (20, 50, 100, 200)
+    res = {}
+    for d in (2, 4):
+        r = spacefill_study(d, ts=ts, seeds=seeds, log2_reference=13 if args.quick else 15)
+        res[str(d)] = {"ts": list(r.ts), "seeds": list(r.seeds), "mean": r.mean(),
+                       "all": {k: v.tolist() for k, v in r.fill.items()}}
+        print(f"d={d}: mean fill distance over {len(seeds)} seeds at t={list(ts)}")
+        for k, v in r.mean().items():
+            print(f"  {k:6s} " + " ".join(f"{x:.3f}" for x in v))
+    atomic_write_json(out / "spacefill" / "results.json", res)
+    atomic_write_json(out / "spacefill" / "metadata.json",
+                      run_metadata({"ts": ts, "n_candidates": 4000}, seeds=seeds))
+
+
+def _config(args: argparse.Namespace, benchmarks, methods, noisy: bool, n_seeds: int,
+            budget: int | None) -> ExperimentConfig:
+    opt = AcqOptConfig(maxiter=args.maxiter)
+    seeds = tuple(range(args.seed_offset, args.seed_offset + n_seeds))
+    return ExperimentConfig(benchmarks=tuple(benchmarks), methods=tuple(methods),
+                            seeds=seeds, noisy=noisy, budget=budget, opt=opt)
+
+
+def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
+    if kind == "smoke":
+        benches = ("hartmann6-8d", "rf-diabetes") if not args.benchmarks else args.benchmarks
+        methods, noisy = SMOKE_METHODS, False
+        n_seeds = 2 if args.quick else 5
+    else:
+        benches = args.benchmarks or SYNTHETIC
+        methods = REGRET_METHODS if kind == "regret" else NOISY_METHODS
+        noisy = kind == "noisy"
+        n_seeds = 3 if args.quick else 10
+    if args.seeds:
+        n_seeds = args.seeds
+    for b in benches:
+        budget = None
+        if args.quick:
+            budget = 40 if b in ("forrester", "goldstein-price", "six-hump-camel") else 60
+            if b == "rf-diabetes":
+                budget = 20
+        elif b == "rf-diabetes":
+            budget = 40  # the RF objective costs ~0.4 s per evaluation
+        cfg = _config(args, (b,), methods, noisy, n_seeds, budget)
+        res = run_experiment(cfg, progress=not args.quiet)
+        save_results(res, cfg, out / kind / f"{b}-s{args.seed_offset}")
+        print(format_table(summarise(res)))
+
+
+# ---------------------------------------------------------------------------------- report
+def _load(out: Path, kind: str) -> list[RunResult]:
+    res: list[RunResult] = []
+    for p in sorted((out / kind).glob("*/results.json")):
+        res.extend(load_results(p))
+    return res
+
+
+def _medians(results: list[RunResult]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(benchmark, method) -> (median regret at n0, median final regret)."""
+    ref = reference_values(results)
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.benchmark, r.method), []).append(r)
+    for key, rs in groups.items():
+        reg = np.array([r.simple_regret(ref[key[0]]) for r in rs])
+        out[key] = (float(np.median(reg[:, rs[0].n_init - 1])), float(np.median(reg[:, -1])))
+    return out
+
+
+def _cpu_budget_comparison(results: list[RunResult], a: str, b: str) -> dict[str, str]:
+    """Per benchmark: median regret of ``a`` and ``b`` at ``a``'s median total CPU time."""
+    from ev_nav.bo.boke_plots import regret_on_cpu_grid
+
+    ref = reference_values(results)
+    out = {}
+    for bench in dict.fromkeys(r.benchmark for r in results):
+        ra = [r for r in results if r.benchmark == bench and r.method == a]
+        rb = [r for r in results if r.benchmark == bench and r.method == b]
+        if not ra or not rb:
+            continue
+        budget = float(np.median([r.acq_cpu[-1] for r in ra]))
+        grid = np.array([budget])
+        ma = float(np.median(regret_on_cpu_grid(ra, ref[bench], grid)))
+        mb = float(np.median(regret_on_cpu_grid(rb, ref[bench], grid)))
+        verdict = f"{a} better" if ma < mb else (f"{b} better" if mb < ma else "tie")
+        out[bench] = f"CPU budget {budget:.3g}s: {a} {ma:.3g} vs {b} {mb:.3g} -> {verdict}"
+    return out
+
+
+def part_report(args: argparse.Namespace, out: Path) -> int:
+    failures = 0
+    sf = out / "spacefill" / "results.json"
+    if sf.exists():
+        data = json.loads(sf.read_text())
+        print("== check 2: space filling (mean fill distance) ==")
+        for d, r in data.items():
+            de, rnd, lhs = (np.array(r["mean"][k]) for k in ("de", "random", "lhs"))
+            ts = r["ts"]
+            print(f"d={d} t={ts}\n  DE     {np.round(de, 3).tolist()}\n  random "
+                  f"{np.round(rnd, 3).tolist()}\n  LHS    {np.round(lhs, 3).tolist()}")
+            mono = bool(np.all(np.diff(de) < 0))
+            if d == "4":
+                ok = bool(np.all(de < rnd) and np.all(de < lhs))
+                print(f"  {_status(ok)} d=4: DE below random and LHS at every t")
+            else:
+                small = [i for i, t in enumerate(ts) if t <= 100]
+                ok = bool(np.all(de[small] < rnd[small]))
+                if 200 in ts:
+                    i = ts.index(200)
+                    ok = ok and bool(de[i] <= 1.2 * rnd[i])
+                print(f"  {_status(ok)} d=2: DE below random for t<=100, within 1.2x at t=200")
+            print(f"  {_status(mono)} DE fill distance decreases monotonically")
+            slope = np.polyfit(np.log(ts), np.log(de), 1)[0]
+            print(f"  DE log-log slope {slope:.3f} (uniform-design rate -1/d = {-1 / int(d):.3f})")
+            failures += (not ok) + (not mono)
+
+    reg = _load(out, "regret")
+    if reg:
+        print("\n== check 4: regret sanity (noise-free) ==")
+        print(format_table(summarise(reg)))
+        med = _medians(reg)
+        benches = list(dict.fromkeys(r.benchmark for r in reg))
+        ok_a = True
+        for b in benches:
+            for m in ("boke", "boke+", "gp-ucb"):
+                if (b, m) in med:
+                    i0, fin = med[(b, m)]
+                    if not fin < i0:
+                        ok_a = False
+                        print(f"  (a) {b} {m}: final {fin:.4g} not below n0 {i0:.4g}")
+        print(f"  {_status(ok_a)} (a) BOKE, BOKE+, GP-UCB final median < median at n0 everywhere")
+        wins = [b for b in benches if (b, "kr-ucb") in med and med[(b, "boke")][1]
+                < med[(b, "kr-ucb")][1]]
+        ok_b = len(wins) >= min(4, len(benches))
+        print(f"  {_status(ok_b)} (b) BOKE below KR-UCB on {len(wins)}/{len(benches)}: {wins}")
+        rnd_wins = [b for b in ("six-hump-camel", "hartmann3", "goldstein-price")
+                    if (b, "random") in med and med[(b, "boke")][1] < med[(b, "random")][1]]
+        sph = ("sphere6", "boke") in med and med[("sphere6", "boke")][1] < med[
+            ("sphere6", "random")][1]
+        ok_c = sph and len(rnd_wins) >= 2
+        print(f"  {_status(ok_c)} (c) BOKE beats random on sphere6: {sph}; on {rnd_wins}")
+        for b in benches:
+            if (b, "gp-ucb") in med:
+                print(f"     {b}: BOKE {med[(b, 'boke')][1]:.4g}  BOKE+ "
+                      f"{med[(b, 'boke+')][1]:.4g}  GP-UCB(0.2) {med[(b, 'gp-ucb')][1]:.4g}  "
+                      f"GP-UCB(0.5) {med.get((b, 'gp-ucb-wide'), (0, float('nan')))[1]:.4g}  "
+                      f"KR-UCB {med[(b, 'kr-ucb')][1]:.4g}  random {med[(b, 'random')][1]:.4g}")
+        failures += (not ok_a) + (not ok_b) + (not ok_c)
+        ok_e = any((b, "boke+") in med and med[(b, "boke+")][1] <= med[(b, "boke")][1]
+                   for b in ("rosenbrock4", "sphere6"))
+        print(f"  {'PASS' if ok_e else 'MISS'} (e, non-blocking) BOKE+ <= BOKE on Rosenbrock4 "
+              "or Sphere6")
+        print("  fixed-CPU-budget comparison (BOKE vs GP-UCB l=0.2):")
+        for b, s in _cpu_budget_comparison(reg, "boke", "gp-ucb").items():
+            print(f"     {b}: {s}")
+        plot_benchmarks(reg, FIG_DIR / "boke_regret_noisefree.png",
+                        "Noise-free benchmarks: median and IQR of simple regret")
+
+    noisy = _load(out, "noisy")
+    checks_d = []
+    for kind, res in (("noise-free", reg), ("noisy", noisy)):
+        med = _medians(res) if res else {}
+        if ("sphere6", "boke") in med and ("sphere6", "gp-ucb") in med:
+            bo = med[("sphere6", "boke")][1]
+            g2 = med[("sphere6", "gp-ucb")][1]
+            g5 = med.get(("sphere6", "gp-ucb-wide"), (0, float("nan")))[1]
+            ok = bo <= 2 * g2 and bo <= g5
+            checks_d.append(ok)
+            print(f"  {_status(ok)} (d) sphere6 {kind}: BOKE {bo:.4g} <= 2 x GP-UCB(0.2) "
+                  f"{2 * g2:.4g} and <= GP-UCB(0.5) {g5:.4g}")
+    failures += sum(not c for c in checks_d)
+    if noisy:
+        print("\n== noisy benchmarks ==")
+        print(format_table(summarise(noisy)))
+        for b, s in _cpu_budget_comparison(noisy, "boke", "gp-ucb").items():
+            print(f"     {b} (noisy): {s}")
+        plot_benchmarks(noisy, FIG_DIR / "boke_regret_noisy.png",
+                        "Noisy benchmarks: median and IQR of simple regret")
+
+    smoke = _load(out, "smoke")
+    if smoke:
+        print("\n== check 5 analogue: Hartmann-6-in-8-D and RF/diabetes HPO ==")
+        print(format_table(summarise(smoke)))
+        finite = all(np.all(np.isfinite(r.f_values)) for r in smoke)
+        print(f"  {_status(finite)} all runs finite")
+        failures += not finite
+        med = _medians(smoke)
+        for b in dict.fromkeys(r.benchmark for r in smoke):
+            if (b, "boke") in med and (b, "random") in med:
+                bo, rn = med[(b, "boke")][1], med[(b, "random")][1]
+                print(f"  {b}: BOKE median regret {bo:.4g} vs random {rn:.4g}")
+        for b, s in _cpu_budget_comparison(smoke, "boke", "gp-ucb").items():
+            print(f"     {b}: {s}")
+        plot_benchmarks(smoke, FIG_DIR / "boke_regret_8d_hpo.png",
+                        "8-D substitute and HPO (regret vs best value found for HPO)")
+    print(f"\n{failures} blocking check(s) failed")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--part", required=True,
+                   choices=["spacefill", "regret", "noisy", "smoke", "report"])
+    p.add_argument("--out", default="runs/boke", help="results folder (not committed)")
+    p.add_argument("--benchmarks", default="", help="comma-separated subset")
+    p.add_argument("--seeds", type=int, default=0, help="override the number of seeds")
+    p.add_argument("--seed-offset", type=int, default=0,
+                   help="first seed (to split one part over several invocations)")
+    p.add_argument("--maxiter", type=int, default=50, help="L-BFGS-B iterations per start")
+    p.add_argument("--quick", action="store_true", help="small seeds/budgets (CI-sized)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = p.parse_args(argv)
+    args.benchmarks = tuple(b for b in args.benchmarks.split(",") if b)
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    if args.part == "spacefill":
+        part_spacefill(args, out)
+    elif args.part in ("regret", "noisy", "smoke"):
+        part_runs(args, out, args.part)
+    else:
+        return part_report(args, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,12 +12,12 @@ and the battery supplies ``W / η⁺`` when ``W > 0`` (traction) or receives ``|
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import ConfigError, NetworkFileNotFound

@@ -160,6 +160,73 @@ class RoadNetwork:
         """Polyline of segment ``e`` as an array of (lon, lat) rows."""
         return self.geom_lonlat[self.geom_offsets[e] : self.geom_offsets[e + 1]]
 
+    def nearest_segment(self, lon: float, lat: float, max_distance_m: float | None = 1000.0) -> int:
+        """The segment whose polyline passes closest to (lon, lat) [degrees].
+
+        Distances use a local equirectangular projection (accurate to well under a metre at city
+        scale). Raises :class:`OutsideNetworkError` when the closest segment is farther than
+        ``max_distance_m`` (``None``: no limit).
+        """
+        from ev_nav.errors import OutsideNetworkError
+
+        if not (np.isfinite(lon) and np.isfinite(lat)) or abs(lat) > 90 or abs(lon) > 180:
+            raise OutsideNetworkError(f"invalid coordinates lat={lat}, lon={lon}")
+        scale_x = EARTH_RADIUS_M * np.cos(np.radians(lat)) * np.pi / 180.0
+        scale_y = EARTH_RADIUS_M * np.pi / 180.0
+        pts = self.geom_lonlat
+        px = (pts[:, 0] - lon) * scale_x
+        py = (pts[:, 1] - lat) * scale_y
+        # distance from the origin (the query point) to every polyline piece a→b
+        ax, ay, bx, by = px[:-1], py[:-1], px[1:], py[1:]
+        dx, dy = bx - ax, by - ay
+        denom = dx * dx + dy * dy
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpar = np.clip(-(ax * dx + ay * dy) / denom, 0.0, 1.0)
+        tpar = np.where(denom > 0, tpar, 0.0)
+        dist = np.hypot(ax + tpar * dx, ay + tpar * dy)
+        # pieces that straddle two segments are not real: mask them
+        piece_seg = np.repeat(np.arange(self.n_segments), np.diff(self.geom_offsets))[:-1]
+        valid = np.ones(dist.shape[0], dtype=bool)
+        valid[self.geom_offsets[1:-1] - 1] = False
+        dist = np.where(valid, dist, np.inf)
+        best = int(np.argmin(dist))
+        # Both directions of a two-way street share one polyline: among (near-)equidistant
+        # pieces prefer the one that has the point on its right (right-hand traffic), so a point
+        # placed beside the road selects the direction driving on that side.
+        near = np.flatnonzero(dist <= dist[best] + 0.5)
+        if near.shape[0] > 1:
+            cross = -dx[near] * ay[near] + dy[near] * ax[near]
+            right = near[cross < 0]
+            if right.shape[0]:
+                best = int(right[np.argmin(dist[right])])
+        if max_distance_m is not None and dist[best] > max_distance_m:
+            raise OutsideNetworkError(
+                f"({lat:.6f}, {lon:.6f}) is {dist[best]:,.0f} m from the nearest road of "
+                f"{self.name} (limit {max_distance_m:,.0f} m); pick a point inside the network "
+                f"(bounds lon {self.bounds()[0]:.4f}..{self.bounds()[2]:.4f}, "
+                f"lat {self.bounds()[1]:.4f}..{self.bounds()[3]:.4f})"
+            )
+        return int(piece_seg[best])
+
+    def segment_anchor(self, e: int, offset_m: float = 3.0) -> tuple[float, float]:
+        """(lon, lat) of a point beside segment ``e``'s middle piece, ``offset_m`` to its right.
+
+        :meth:`nearest_segment` maps this point back to ``e`` (not to the opposite direction of
+        a two-way street), so routes can be stored as plain coordinates.
+        """
+        xy = self.segment_coords(e)
+        k = (xy.shape[0] - 1) // 2
+        (lon0, lat0), (lon1, lat1) = xy[k], xy[k + 1]
+        mid_lon, mid_lat = 0.5 * (lon0 + lon1), 0.5 * (lat0 + lat1)
+        sx = EARTH_RADIUS_M * np.cos(np.radians(mid_lat)) * np.pi / 180.0
+        sy = EARTH_RADIUS_M * np.pi / 180.0
+        dx, dy = (lon1 - lon0) * sx, (lat1 - lat0) * sy
+        norm = float(np.hypot(dx, dy)) or 1.0
+        return (
+            float(mid_lon + offset_m * dy / norm / sx),
+            float(mid_lat - offset_m * dx / norm / sy),
+        )
+
     def bounds(self) -> tuple[float, float, float, float]:
         """(min_lon, min_lat, max_lon, max_lat) of all nodes."""
         return (

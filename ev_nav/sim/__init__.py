@@ -1,0 +1,1 @@
+"""Simulation: ground truth, noisy feedback, fleet-learning runs and paper experiments."""

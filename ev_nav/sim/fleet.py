@@ -1,0 +1,509 @@
+"""Fleet-learning runs: agents drive trips in a simulated environment; regret is recorded.
+
+One *run* = one network × one trip generator × one agent × one seed over T rounds. In each round
+``vehicles`` vehicles plan with the same posterior, drive, and the shared model is updated once
+with all their observations (fleet learning). Runs are deterministic from their seed, checkpoint
+every K rounds (atomically) and resume from the last checkpoint with results identical to an
+uninterrupted run.
+
+Seeds: the ground truth, the trip sequence and the observation noise depend only on the run's
+seed (common random numbers across agents, so agents are compared on the same worlds and
+trips); the agent's own draws (Thompson samples, SVGP mini-batches) on seed and agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import tomllib
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ev_nav.bandits.agent import Agent
+from ev_nav.bandits.indices import make_index
+from ev_nav.bandits.routing import Router
+from ev_nav.errors import ConfigError, NetworkFileNotFound
+from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
+from ev_nav.roads.network import RoadNetwork
+from ev_nav.sim.environment import Environment, TruthSpec
+
+RESULT_COLUMNS = (
+    "run_id",
+    "network",
+    "route",
+    "agent",
+    "seed",
+    "t",
+    "vehicle",
+    "start",
+    "goal",
+    "regret_wh",
+    "energy_wh",
+    "optimal_wh",
+    "path_segments",
+    "length_m",
+)
+
+
+# ----------------------------------------------------------------------------- specifications
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Which road network a run uses.
+
+    ``kind="synthetic"`` builds the embedded town (``n_segments``, ``seed``); ``kind="osm"``
+    loads ``path`` (OSM XML, optional ``dems``); ``kind="file"`` loads a network saved by
+    ``ev-nav network build``. Relative paths are resolved against ``base_dir``.
+    """
+
+    kind: str = "synthetic"
+    path: str | None = None
+    dems: tuple[str, ...] = ()
+    n_segments: int = 2000
+    seed: int = 0
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.kind == "synthetic":
+            return f"synthetic-{self.n_segments}"
+        return Path(self.path or "network").name.split(".")[0]
+
+
+_NETWORKS: dict[tuple, RoadNetwork] = {}
+
+
+def load_network(spec: NetworkSpec, cache_dir: str | Path | None = None) -> RoadNetwork:
+    """Build or load the network of ``spec``, memoised per process (workers build it once)."""
+    key = (spec.kind, spec.path, spec.dems, spec.n_segments, spec.seed)
+    if key not in _NETWORKS:
+        if spec.kind == "synthetic":
+            from ev_nav.roads.synthetic import synthetic_town
+
+            net = synthetic_town(spec.n_segments, seed=spec.seed)
+        elif spec.kind == "osm":
+            from ev_nav.roads.load import load_osm
+
+            if spec.path is None:
+                raise ConfigError("an OSM network spec needs 'path'")
+            cache = cache_dir or os.environ.get("EV_NAV_CACHE") or Path.home() / ".cache" / "ev-nav"
+            net = load_osm(spec.path, dems=list(spec.dems), cache_dir=cache)
+        elif spec.kind == "file":
+            if spec.path is None:
+                raise ConfigError("a file network spec needs 'path'")
+            net = RoadNetwork.load(spec.path)
+        else:
+            raise ConfigError(f"unknown network kind {spec.kind!r}; use synthetic, osm or file")
+        _NETWORKS[key] = net
+    return _NETWORKS[key]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A learning agent: a model (``gp``/``bi``) and an index rule, or ``random`` routing.
+
+    ``policy``: ``ts``, ``bucb``, ``bucb-quantile``, ``ucb``, ``mean`` or ``random`` (uniform
+    random routes between the endpoints: Dijkstra on i.i.d. exponential weights, the baseline of
+    the CI check). ``lengthscale`` is the agent's initial feature-kernel lengthscale.
+    """
+
+    model: str = "gp"
+    policy: str = "ts"
+    beta_scale: float = 1.0
+    omega: float = 1.0
+    xi: float = 1.0
+    lengthscale: float = 1.0
+    num_inducing: int = 1000
+    batch_size: int = 2500
+    steps_per_trip: int = 1
+    learn_hyperparameters: bool = True
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.policy == "random":
+            return "random"
+        label = f"{self.model.upper()}-{self.policy.upper()}"
+        if self.policy.startswith("bucb") and (self.omega, self.xi) != (1.0, 1.0):
+            label += f"(w={self.omega:g},xi={self.xi:g})"
+        if self.beta_scale != 1.0:
+            label += f"(beta x{self.beta_scale:g})"
+        return label
+
+
+@dataclass(frozen=True)
+class TripSpec:
+    """Which trips are driven.
+
+    ``kind="fixed"``: every trip from ``start`` to ``goal`` (segment ids or ``(lon, lat)``
+    coordinates); ``kind="random"``: random origin–destination pairs at least
+    ``min_distance_m`` apart. ``vehicles`` vehicles drive per round and share one model.
+    """
+
+    kind: str = "fixed"
+    start: int | tuple[float, float] | None = None
+    goal: int | tuple[float, float] | None = None
+    vehicles: int = 1
+    min_distance_m: float = 1000.0
+    name: str = "route"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines one run (and nothing else does)."""
+
+    network: NetworkSpec = field(default_factory=NetworkSpec)
+    agent: AgentSpec = field(default_factory=AgentSpec)
+    trips: TripSpec = field(default_factory=TripSpec)
+    truth: TruthSpec = field(default_factory=TruthSpec)
+    horizon: int = 100
+    seed: int = 0
+
+    @property
+    def run_id(self) -> str:
+        """Readable, unique id: network, route, agent, seed and a short hash of the rest."""
+        digest = hashlib.sha256(
+            json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()
+        ).hexdigest()[:8]
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.agent.label)
+        return f"{self.network.label}_{self.trips.name}_{safe}_s{self.seed}_{digest}"
+
+
+# ----------------------------------------------------------------------------- construction
+def _seed(*parts: Any) -> int:
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
+    """The agent's model with the spec §4 prior (σ0², ς² from the network's E_det)."""
+    if spec.model == "bi":
+        from ev_nav.gp.independent import BIModel
+
+        return BIModel(net)
+    if spec.model == "gp":
+        from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+
+        config = SVGPConfig(
+            num_inducing=spec.num_inducing,
+            batch_size=spec.batch_size,
+            steps_per_trip=spec.steps_per_trip,
+            lengthscale=spec.lengthscale,
+            learn_hyperparameters=spec.learn_hyperparameters,
+        )
+        return SVGPModel(net, config=config, seed=seed)
+    raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
+
+
+def resolve_endpoint(net: RoadNetwork, value: Any) -> int:
+    """A segment id from an id or a ``(lon, lat)`` pair."""
+    if isinstance(value, (int, np.integer)):
+        if not 0 <= int(value) < net.n_segments:
+            raise ConfigError(f"segment id {value} outside 0..{net.n_segments - 1}")
+        return int(value)
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return net.nearest_segment(float(value[0]), float(value[1]))
+    raise ConfigError(f"cannot use {value!r} as a trip endpoint (segment id or [lon, lat])")
+
+
+class TripGenerator:
+    """Yields (start, goal) segment pairs for each vehicle of each round."""
+
+    def __init__(self, spec: TripSpec, net: RoadNetwork, seed: int) -> None:
+        self.spec = spec
+        self.net = net
+        self.rng = np.random.default_rng(_seed("trips", seed))
+        if spec.kind == "fixed":
+            if spec.start is None or spec.goal is None:
+                raise ConfigError("a fixed-route trip spec needs start and goal")
+            self.fixed = (resolve_endpoint(net, spec.start), resolve_endpoint(net, spec.goal))
+        elif spec.kind == "random":
+            self.mid = net.segment_midpoints()
+        else:
+            raise ConfigError(f"unknown trip kind {spec.kind!r}; use fixed or random")
+
+    def next(self) -> tuple[int, int]:
+        if self.spec.kind == "fixed":
+            return self.fixed
+        from ev_nav.roads.network import haversine_m
+
+        for _ in range(1000):
+            s, g = self.rng.integers(0, self.net.n_segments, 2)
+            d = haversine_m(self.mid[s, 0], self.mid[s, 1], self.mid[g, 0], self.mid[g, 1])
+            if s != g and d >= self.spec.min_distance_m:
+                return int(s), int(g)
+        raise ConfigError(
+            f"no origin–destination pair {self.spec.min_distance_m} m apart in this network"
+        )
+
+
+# ----------------------------------------------------------------------------- the run
+@dataclass
+class RunState:
+    """Everything needed to continue a run exactly where it stopped."""
+
+    t: int
+    rows: list[dict[str, Any]]
+    model: Any
+    agent: dict[str, Any]
+    rng_noise: dict[str, Any]
+    rng_trips: dict[str, Any]
+    rng_random: dict[str, Any]
+
+
+def _save_checkpoint(path: Path, state: RunState) -> None:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(dataclasses.asdict(state), buf)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getvalue())
+
+
+def _load_checkpoint(path: Path) -> RunState | None:
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        data = torch.load(path, weights_only=False)
+    except Exception:  # a torn file cannot exist (atomic writes), but a foreign one could
+        return None
+    return RunState(**data)
+
+
+def run_one(
+    spec: RunSpec,
+    out_dir: str | Path | None = None,
+    *,
+    resume: bool = True,
+    checkpoint_every: int = 50,
+    progress: bool = False,
+    stop_after: int | None = None,
+) -> list[dict[str, Any]]:
+    """Execute one run; returns its result rows (one per vehicle trip).
+
+    Parameters
+    ----------
+    spec : RunSpec
+    out_dir : path, optional
+        Run folder: ``trips.csv``, ``metadata.json`` and ``checkpoint.pt`` are written there.
+    resume : bool
+        Continue from ``checkpoint.pt`` when present (a finished run is returned from its CSV).
+    checkpoint_every : int
+        Rounds between checkpoints.
+    progress : bool
+        Show a tqdm progress bar.
+    stop_after : int, optional
+        Stop (after checkpointing) once this round is done: simulates an interruption in tests.
+    """
+    run_dir = Path(out_dir) if out_dir is not None else None
+    if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
+        import pandas as pd
+
+        return pd.read_csv(run_dir / "trips.csv").to_dict("records")
+
+    net = load_network(spec.network)
+    env = Environment.create(net, seed=spec.seed, truth=spec.truth)
+    trips = TripGenerator(spec.trips, net, spec.seed)
+    router = Router(net)
+    agent_seed = _seed("agent", spec.seed, spec.agent.label)
+    model = None
+    agent = None
+    if spec.agent.policy != "random":
+        model = make_model(spec.agent, net, agent_seed)
+        rule = make_index(
+            spec.agent.policy,
+            beta_scale=spec.agent.beta_scale,
+            omega=spec.agent.omega,
+            xi=spec.agent.xi,
+        )
+        agent = Agent(net, model, rule, seed=agent_seed, router=router)
+    rng_noise = np.random.default_rng(_seed("noise", spec.seed))
+    rng_random = np.random.default_rng(agent_seed)
+    rows: list[dict[str, Any]] = []
+    t0 = 0
+
+    ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
+    if ckpt is not None and resume:
+        state = _load_checkpoint(ckpt)
+        if state is not None:
+            t0, rows = state.t, state.rows
+            if model is not None:
+                model.load_state_dict(state.model)
+                agent.load_state(state.agent)
+            rng_noise.bit_generator.state = state.rng_noise
+            trips.rng.bit_generator.state = state.rng_trips
+            rng_random.bit_generator.state = state.rng_random
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=spec.horizon, initial=t0, desc=spec.run_id[:48], leave=False)
+    base = {
+        "run_id": spec.run_id,
+        "network": spec.network.label,
+        "route": spec.trips.name,
+        "agent": spec.agent.label,
+        "seed": spec.seed,
+    }
+    for t in range(t0 + 1, spec.horizon + 1):
+        paths, observed = [], []
+        for vehicle in range(spec.trips.vehicles):
+            start, goal = trips.next()
+            if agent is None:
+                path = router.route(rng_random.exponential(1.0, net.n_segments), start, goal)
+            else:
+                path = agent.plan(start, goal, t)
+            obs = env.drive(path, rng_noise)
+            regret, energy, best = env.regret(path, start, goal)
+            rows.append(
+                {
+                    **base,
+                    "t": t,
+                    "vehicle": vehicle,
+                    "start": start,
+                    "goal": goal,
+                    "regret_wh": regret,
+                    "energy_wh": energy,
+                    "optimal_wh": best,
+                    "path_segments": int(path.shape[0]),
+                    "length_m": float(net.length_m[path].sum()),
+                }
+            )
+            paths.append(path)
+            observed.append(obs)
+        if model is not None:
+            model.update(np.concatenate(paths), np.concatenate(observed))
+        if bar is not None:
+            bar.update(1)
+        last = t == spec.horizon
+        if ckpt is not None and (t % checkpoint_every == 0 or last or t == stop_after):
+            _save_checkpoint(
+                ckpt,
+                RunState(
+                    t=t,
+                    rows=rows,
+                    model=model.state_dict() if model is not None else None,
+                    agent=agent.state() if agent is not None else {},
+                    rng_noise=rng_noise.bit_generator.state,
+                    rng_trips=trips.rng.bit_generator.state,
+                    rng_random=rng_random.bit_generator.state,
+                ),
+            )
+        if stop_after is not None and t >= stop_after and not last:
+            if bar is not None:
+                bar.close()
+            return rows
+    if bar is not None:
+        bar.close()
+    if run_dir is not None:
+        write_run(run_dir, spec, rows, env)
+    return rows
+
+
+def write_run(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], env: Environment) -> None:
+    """Write ``trips.csv`` and ``metadata.json`` of a finished run (atomically)."""
+    import pandas as pd
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        run_dir / "metadata.json",
+        run_metadata(
+            spec,
+            seeds={"run": spec.seed},
+            run_id=spec.run_id,
+            ground_truth_redraws=env.redraws,
+            noise_std_wh=env.noise_std,
+            network_hash=env.net.content_hash,
+        ),
+    )
+    with atomic_path(run_dir / "trips.csv") as tmp:
+        pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_csv(tmp, index=False)
+
+
+# ----------------------------------------------------------------------------- configs
+def _tuple_endpoint(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
+    """Expand a fleet config (TOML) into run specs (networks × routes × agents × seeds).
+
+    Layout::
+
+        horizon = 200
+        seeds = [0, 1, 2]
+        [network]            # or [[networks]] for several
+        kind = "synthetic"
+        n_segments = 2000
+        [[routes]]           # fixed or random trips; or [trips] for one
+        name = "A"
+        kind = "fixed"
+        start = [8.0123, 47.0021]   # lon, lat (or a segment id)
+        goal = [8.0301, 47.0200]
+        [[agents]]
+        model = "gp"
+        policy = "ts"
+        [truth]
+        lengthscale = 1.0
+
+    Returns the specs and the ``[output]`` table (``dir``, ``checkpoint_every``).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise NetworkFileNotFound(f"config file not found: {p}")
+    try:
+        cfg = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p} is not valid TOML: {exc}") from None
+    base = p.parent
+
+    def build(cls, table: dict[str, Any], what: str):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(table) - names
+        if unknown:
+            raise ConfigError(f"{p}: unknown {what} key(s): {', '.join(sorted(unknown))}")
+        return cls(**table)
+
+    networks = cfg.get("networks") or [cfg.get("network", {})]
+    net_specs = []
+    for table in networks:
+        table = dict(table)
+        if table.get("path") and not Path(table["path"]).is_absolute():
+            table["path"] = str((base / table["path"]).resolve())
+        if "dems" in table:
+            table["dems"] = tuple(str((base / d).resolve()) for d in table["dems"])
+        net_specs.append(build(NetworkSpec, table, "network"))
+    routes = cfg.get("routes") or [cfg.get("trips", {"kind": "random", "name": "random"})]
+    trip_specs = []
+    for table in routes:
+        table = dict(table)
+        for key in ("start", "goal"):
+            if key in table:
+                table[key] = _tuple_endpoint(table[key])
+        trip_specs.append(build(TripSpec, table, "route"))
+    agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
+    truth = build(TruthSpec, dict(cfg.get("truth", {})), "truth")
+    seeds = cfg.get("seeds", [0])
+    horizon = int(cfg.get("horizon", 100))
+    if horizon < 1:
+        raise ConfigError("horizon must be >= 1")
+    specs = [
+        RunSpec(network=n, agent=a, trips=r, truth=truth, horizon=horizon, seed=int(s))
+        for n in net_specs
+        for r in trip_specs
+        for a in agents
+        for s in seeds
+    ]
+    return specs, dict(cfg.get("output", {}))

@@ -63,7 +63,7 @@ def _run_ptr(args: argparse.Namespace) -> int:
         )
         results.append(run_experiment(cfg, progress=progress))
     wall = time.perf_counter() - t0
-    out = Path(args.out or f"ptr-results/{args.benchmark}-{results[0].task}")
+    out = Path(args.out or f"runs/ptr/{args.benchmark}-{results[0].task}")
     save_results(results, out, wall_seconds=wall)
     fig = plot_results(
         results, out / "curves.png", title=f"{args.benchmark} ({args.trials} trials)"
@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", type=float, default=2.0, help="moment order m >= 2")
     p.add_argument("--eta", type=float, default=0.0, help="threshold slack eta >= 0")
     p.add_argument("--n-init", type=int, default=None, help="random initial queries")
-    p.add_argument("--out", default=None, help="output folder (default ptr-results/NAME-TASK)")
+    p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_run_ptr)

@@ -1,0 +1,78 @@
+"""Time one BPT-UCB and one BPT-TS iteration on the 50 × 50 grid with 100 observations.
+
+An iteration = choose ``(x_t, w_t)`` from the current posterior (for TS: one exact joint
+posterior sample on all 2500 grid points by Kronecker prior + Matheron update), observe, and
+update the grid posterior. Targets (issue 7): BPT-UCB ≤ 50 ms, BPT-TS ≤ 200 ms; spec §6.10: a
+whole BPT-UCB run of T = 100 ≤ 15 s.
+
+Usage: ``python scripts/bench_ptr.py [--repeats 30] [--threads 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from ev_nav.bo.ptr_benchmarks import make_problem
+from ev_nav.bo.ptr_gp import GridPosterior, ProductGrid
+from ev_nav.bo.ptr_policies import StepContext, make_policy
+from ev_nav.bo.ptr_runner import run_trial
+
+
+def _context(n_obs: int, seed: int) -> StepContext:
+    prob = make_problem("gp-test", seed=seed)
+    grid = ProductGrid(prob.x_points, prob.w_points)
+    gp = GridPosterior(grid, prob.kernel, prob.noise_std**2, capacity=n_obs + 1024)
+    rng = np.random.default_rng(seed)
+    ctx = StepContext(prob, gp, [], rng, torch.Generator().manual_seed(seed))
+    for _ in range(n_obs):
+        ix, iw = int(rng.integers(50)), int(rng.integers(50))
+        gp.add(ix, iw, prob.observe_y(ix, iw, rng))
+        ctx.queried_x.append(ix)
+    return ctx
+
+
+def time_iteration(method: str, repeats: int, n_obs: int = 100) -> np.ndarray:
+    """Per-iteration wall times [s] of ``method`` starting from ``n_obs`` observations."""
+    policy = make_policy(method)
+    times = []
+    for r in range(repeats):
+        ctx = _context(n_obs, seed=r)
+        rng = np.random.default_rng(1000 + r)
+        t0 = time.perf_counter()
+        ix, iw = policy.select(ctx)
+        ctx.gp.add(ix, iw, ctx.problem.observe_y(ix, iw, rng))
+        ctx.queried_x.append(ix)
+        policy.report(ctx)
+        times.append(time.perf_counter() - t0)
+    return np.asarray(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch threads: {torch.get_num_threads()}; grid 50x50; 100 observations")
+    for method, target in (("bpt-ucb", 0.050), ("bpt-ts", 0.200)):
+        time_iteration(method, 3)  # warm-up (imports, allocator)
+        t = time_iteration(method, args.repeats)
+        ok = "OK" if np.median(t) <= target else "MISSED"
+        print(
+            f"{method:8s} iteration: median {1e3 * np.median(t):6.1f} ms, "
+            f"p90 {1e3 * np.quantile(t, 0.9):6.1f} ms (target <= {1e3 * target:.0f} ms) {ok}"
+        )
+    prob = make_problem("gp-test", seed=0)
+    t0 = time.perf_counter()
+    run_trial(prob, make_policy("bpt-ucb"), 100, seed=0)
+    run_s = time.perf_counter() - t0
+    ok = "OK" if run_s <= 15 else "MISSED"
+    print(f"bpt-ucb run T=100 on 2500 points: {run_s:.2f} s (target <= 15 s) {ok}")
+
+
+if __name__ == "__main__":
+    main()

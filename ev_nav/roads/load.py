@@ -307,11 +307,8 @@ def graph_to_network(
         ],
         dtype=np.float64,
     )
-    # Grades from elevation differences over the (simplified) edge length, as osmnx's
-    # add_edge_grades computes them; done on arrays here instead of per edge.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        grade = (elevation[seg_v] - elevation[seg_u]) / length
-    grade = np.where(np.isfinite(grade), grade, 0.0)
+    # Grades (Δh / length, as osmnx's add_edge_grades) are computed by build_network from the
+    # node elevations, after limiting them consistently (see network.limit_grades).
 
     offsets = [0]
     coords: list[np.ndarray] = []
@@ -344,7 +341,6 @@ def graph_to_network(
         seg_v=seg_v,
         length_m=length,
         speed_mps=speed_kmh / 3.6,
-        grade=grade,
         highway=highway,
         highway_classes=classes,
         speed_imputed=imputed,

@@ -124,7 +124,6 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
     dx = x[seg_v] - x[seg_u]
     dy = y[seg_v] - y[seg_u]
     length = np.hypot(dx, dy)
-    grade = (elevation[seg_v] - elevation[seg_u]) / length
     lat0 = np.radians(spec.origin_lat)
     node_lat = spec.origin_lat + np.degrees(y / EARTH_RADIUS_M)
     node_lon = spec.origin_lon + np.degrees(x / (EARTH_RADIUS_M * np.cos(lat0)))
@@ -138,7 +137,6 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
         seg_v=seg_v,
         length_m=length,
         speed_mps=CLASS_SPEED_KMH[seg_cls] / 3.6,
-        grade=grade,
         highway=seg_cls,
         highway_classes=CLASSES,
         speed_imputed=np.zeros(seg_u.shape[0], dtype=bool),

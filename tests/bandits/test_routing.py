@@ -61,7 +61,6 @@ def _tiny(seed):
         seg_v=v,
         length_m=np.full(m, 100.0),
         speed_mps=np.full(m, 10.0),
-        grade=np.zeros(m),
         highway=np.zeros(m, dtype=np.int16),
         highway_classes=("residential",),
         speed_imputed=np.zeros(m, dtype=bool),

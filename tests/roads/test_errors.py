@@ -117,7 +117,6 @@ def test_bad_lengths(bad):
             seg_v=np.array([1, 0, 1, 0]),
             length_m=length,
             speed_mps=np.full(4, 10.0),
-            grade=np.zeros(4),
             highway=np.zeros(4, dtype=np.int16),
             highway_classes=("residential",),
             speed_imputed=np.zeros(4, dtype=bool),

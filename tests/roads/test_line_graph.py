@@ -87,7 +87,6 @@ def test_pruning_removes_one_way_traps():
         seg_v=v,
         length_m=np.full(11, 100.0),
         speed_mps=np.full(11, 10.0),
-        grade=np.zeros(11),
         highway=np.zeros(11, dtype=np.int16),
         highway_classes=("residential",),
         speed_imputed=np.zeros(11, dtype=bool),

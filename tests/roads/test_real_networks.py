@@ -65,3 +65,16 @@ def test_cache_is_keyed_and_fast(monaco, network_cache, shared_file):
     )
     assert np.abs(other.grade).max() <= 0.1 + 1e-12
     assert other.content_hash != monaco.content_hash
+
+
+def test_grade_limit_keeps_energy_a_potential(monaco):
+    """Limiting grades must not create cycles of negative E_det (naive clipping did on MoST)."""
+    from ev_nav.bandits.routing import Oracle
+
+    raw = (monaco.node_elevation[monaco.seg_v] - monaco.node_elevation[monaco.seg_u]) / (
+        monaco.length_m
+    )
+    np.testing.assert_allclose(raw, monaco.grade, atol=1e-12)  # grades are Δh / ℓ
+    assert monaco.meta["grade_clipped_share"] > 0  # the raw data did need limiting
+    assert monaco.meta["grade_limit_max_move_m"] < 10  # by small elevation moves
+    Oracle(monaco, monaco.e_det())  # raises NegativeCycleError if the limit broke it

@@ -258,6 +258,7 @@ class RunState:
     rng_noise: dict[str, Any]
     rng_trips: dict[str, Any]
     rng_random: dict[str, Any]
+    visits: Any = None
 
 
 def _save_checkpoint(path: Path, state: RunState) -> None:
@@ -331,6 +332,7 @@ def run_one(
     rng_noise = np.random.default_rng(_seed("noise", spec.seed))
     rng_random = np.random.default_rng(agent_seed)
     rows: list[dict[str, Any]] = []
+    visits = np.zeros(net.n_segments, dtype=np.int64)
     t0 = 0
 
     ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
@@ -338,6 +340,8 @@ def run_one(
         state = _load_checkpoint(ckpt)
         if state is not None:
             t0, rows = state.t, state.rows
+            if state.visits is not None:
+                visits = np.asarray(state.visits, dtype=np.int64)
             if model is not None:
                 model.load_state_dict(state.model)
                 agent.load_state(state.agent)
@@ -383,6 +387,7 @@ def run_one(
             )
             paths.append(path)
             observed.append(obs)
+            np.add.at(visits, path, 1)
         if model is not None:
             model.update(np.concatenate(paths), np.concatenate(observed))
         if bar is not None:
@@ -399,6 +404,7 @@ def run_one(
                     rng_noise=rng_noise.bit_generator.state,
                     rng_trips=trips.rng.bit_generator.state,
                     rng_random=rng_random.bit_generator.state,
+                    visits=visits,
                 ),
             )
         if stop_after is not None and t >= stop_after and not last:
@@ -408,15 +414,27 @@ def run_one(
     if bar is not None:
         bar.close()
     if run_dir is not None:
-        write_run(run_dir, spec, rows, env)
+        write_run(run_dir, spec, rows, env, visits)
     return rows
 
 
-def write_run(run_dir: Path, spec: RunSpec, rows: list[dict[str, Any]], env: Environment) -> None:
-    """Write ``trips.csv`` and ``metadata.json`` of a finished run (atomically)."""
+def write_run(
+    run_dir: Path,
+    spec: RunSpec,
+    rows: list[dict[str, Any]],
+    env: Environment,
+    visits: np.ndarray,
+) -> None:
+    """Write ``visits.npy``, ``metadata.json`` and, last, ``trips.csv`` (all atomically).
+
+    ``trips.csv`` marks a run as finished, so it is written after everything else.
+    """
     import pandas as pd
 
     run_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(run_dir / "visits.npy", suffix=".npy") as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, visits)
     atomic_write_json(
         run_dir / "metadata.json",
         run_metadata(

@@ -1,0 +1,128 @@
+"""``ev-nav fleet run | grid | report``: simulated fleet-learning experiments."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``fleet`` command group."""
+    parser = subparsers.add_parser("fleet", help="simulated fleet-learning experiments")
+    sub = parser.add_subparsers(dest="fleet_command", metavar="ACTION")
+    parser.set_defaults(func=lambda _a: parser.print_help() or 1)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("config", type=Path, help="experiment config (TOML, see README)")
+        p.add_argument("--out", type=Path, help="output folder (default: [output] dir or runs/)")
+        p.add_argument(
+            "--resume",
+            action="store_true",
+            help="continue an interrupted experiment: finished runs are skipped, "
+            "half-finished ones continue from their checkpoint",
+        )
+        p.add_argument("--checkpoint-every", type=int, help="rounds between checkpoints")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    run = sub.add_parser("run", help="run a fleet config in this process (progress per trip)")
+    common(run)
+    run.set_defaults(func=_cmd_run)
+
+    grid = sub.add_parser(
+        "grid", help="run a config's runs in parallel (local processes or a Dask cluster)"
+    )
+    common(grid)
+    grid.add_argument(
+        "--executor",
+        choices=("local", "dask", "inprocess"),
+        default="local",
+        help="local process pool (default), Dask, or in-process (debugging)",
+    )
+    grid.add_argument("--workers", type=int, help="local pool size (default: all cores)")
+    grid.add_argument(
+        "--dask-scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786"
+    )
+    grid.add_argument("--dask-local", type=int, help="start a Dask LocalCluster with N workers")
+    grid.set_defaults(func=_cmd_grid)
+
+    report = sub.add_parser("report", help="write regret figures and tables of a finished run")
+    report.add_argument("run_dir", type=Path, help="output folder of 'fleet run' / 'fleet grid'")
+    report.set_defaults(func=_cmd_report)
+
+
+def _prepare(args: argparse.Namespace):
+    from ev_nav.errors import ConfigError
+    from ev_nav.sim.fleet import specs_from_toml
+
+    specs, output = specs_from_toml(args.config)
+    out = args.out or Path(output.get("dir", Path("runs") / args.config.stem))
+    if not args.resume and (out / "runs").is_dir() and any((out / "runs").iterdir()):
+        raise ConfigError(
+            f"{out} already holds runs; pass --resume to continue them or --out for a new folder"
+        )
+    every = args.checkpoint_every or int(output.get("checkpoint_every", 50))
+    if every < 1:
+        raise ConfigError("--checkpoint-every must be >= 1")
+    return specs, out, every
+
+
+def _finish(result, out: Path) -> int:
+    from ev_nav.sim.report import write_report
+
+    print(f"{len(result.outcomes)} runs in {result.seconds:.1f} s -> {out}")
+    for o in result.failed:
+        print(f"FAILED {o.run_id}: {o.error} (see {out / 'runs' / o.run_id / 'error.txt'})")
+    table = write_report(out)
+    if table:
+        print(table)
+    return 1 if result.failed else 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ev_nav.sim.grid import InProcessExecutor, run_grid
+
+    specs, out, every = _prepare(args)
+    result = run_grid(
+        specs,
+        out,
+        executor=InProcessExecutor(),
+        resume=args.resume,
+        checkpoint_every=every,
+        progress=not args.quiet and sys.stderr.isatty(),
+        config={"config_file": str(args.config)},
+    )
+    return _finish(result, out)
+
+
+def _cmd_grid(args: argparse.Namespace) -> int:
+    from ev_nav.sim.grid import make_executor, run_grid
+
+    specs, out, every = _prepare(args)
+    kind = args.executor
+    if args.dask_scheduler or args.dask_local:
+        kind = "dask"
+    executor = make_executor(
+        kind, workers=args.workers, dask_scheduler=args.dask_scheduler, dask_local=args.dask_local
+    )
+    result = run_grid(
+        specs,
+        out,
+        executor=executor,
+        resume=args.resume,
+        checkpoint_every=every,
+        progress=not args.quiet,
+        config={"config_file": str(args.config)},
+    )
+    return _finish(result, out)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ev_nav.errors import StateError
+    from ev_nav.sim.report import write_report
+
+    if not (args.run_dir / "runs").is_dir():
+        raise StateError(f"{args.run_dir} is not an experiment folder (no runs/ inside)")
+    table = write_report(args.run_dir)
+    print(table or "no finished runs yet")
+    return 0

@@ -1,0 +1,126 @@
+"""The paper's experiments (spec §7) as run specifications.
+
+Fig. 2: six agents {GP, BI} × {UCB, BUCB, TS}; Fig. 3: four β parametrisations of GP-UCB/BUCB;
+Figs. 4–5: lengthscale sweep for GP/BI × BUCB/TS; Figs. 6–9: exploration maps from the Fig. 2
+runs. Networks: MoST Monaco and LuST Luxembourg, routes A and B from ``data/routes.toml``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ev_nav.errors import ConfigError, NetworkFileNotFound
+from ev_nav.sim.environment import TruthSpec
+from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
+
+REPO = Path(__file__).resolve().parents[2]
+ROUTES_FILE = REPO / "data" / "routes.toml"
+
+
+def shared_data_dir() -> Path:
+    """Where the OSM extracts live: ``$EV_NAV_DATA`` or ``../shared/data`` beside the repo."""
+    return Path(os.environ.get("EV_NAV_DATA", REPO.parent / "shared" / "data"))
+
+
+def paper_routes(
+    routes_file: str | Path = ROUTES_FILE,
+    data_dir: str | Path | None = None,
+    networks: Sequence[str] = ("monaco", "luxembourg"),
+) -> list[tuple[NetworkSpec, TripSpec]]:
+    """(network, route) pairs of the paper experiments, routes A and B per network."""
+    path = Path(routes_file)
+    if not path.is_file():
+        raise NetworkFileNotFound(f"routes file not found: {path}")
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = Path(data_dir) if data_dir else shared_data_dir()
+    out = []
+    for name in networks:
+        if name not in table:
+            raise ConfigError(f"{path} has no routes for network {name!r}")
+        for route_name, r in sorted(table[name].items()):
+            osm = data / r["osm"]
+            if not osm.is_file():
+                raise NetworkFileNotFound(
+                    f"{osm} not found; set EV_NAV_DATA to the folder holding {r['osm']}"
+                )
+            net = NetworkSpec(kind="osm", path=str(osm), name=name)
+            trips = TripSpec(
+                kind="fixed", start=tuple(r["start"]), goal=tuple(r["goal"]), name=route_name
+            )
+            out.append((net, trips))
+    return out
+
+
+SIX_AGENTS: tuple[AgentSpec, ...] = tuple(
+    AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in ("ucb", "bucb", "ts")
+)
+
+FIG3_AGENTS: tuple[AgentSpec, ...] = (
+    AgentSpec(model="gp", policy="bucb", omega=1.0, xi=1.0, name="GP-BUCB (w=1, xi=1)"),
+    AgentSpec(model="gp", policy="bucb", omega=1.0, xi=0.5, name="GP-BUCB (w=1, xi=0.5)"),
+    AgentSpec(model="gp", policy="ucb", name="GP-UCB"),
+    AgentSpec(model="gp", policy="ucb", beta_scale=0.5, name="GP-UCB (beta x0.5)"),
+)
+
+FIG45_AGENTS: tuple[AgentSpec, ...] = tuple(
+    AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in ("bucb", "ts")
+)
+
+
+def grid_specs(
+    agents: Sequence[AgentSpec],
+    *,
+    horizon: int,
+    seeds: Sequence[int],
+    routes: Sequence[tuple[NetworkSpec, TripSpec]],
+    truth: TruthSpec | None = None,
+    agent_overrides: dict | None = None,
+) -> list[RunSpec]:
+    """All combinations of routes × agents × seeds."""
+    truth = truth or TruthSpec()
+    specs = []
+    for net, trips in routes:
+        for agent in agents:
+            a = replace(agent, **(agent_overrides or {}))
+            for seed in seeds:
+                specs.append(
+                    RunSpec(
+                        network=net, agent=a, trips=trips, truth=truth, horizon=horizon, seed=seed
+                    )
+                )
+    return specs
+
+
+def fig2_specs(horizon: int = 500, seeds: Sequence[int] = range(5), **kw) -> list[RunSpec]:
+    """Fig. 2: the six agents on four routes."""
+    return grid_specs(SIX_AGENTS, horizon=horizon, seeds=list(seeds), routes=paper_routes(**kw))
+
+
+def fig3_specs(horizon: int = 500, seeds: Sequence[int] = range(5), **kw) -> list[RunSpec]:
+    """Fig. 3: β parametrisations of GP-BUCB and GP-UCB."""
+    return grid_specs(FIG3_AGENTS, horizon=horizon, seeds=list(seeds), routes=paper_routes(**kw))
+
+
+def fig45_specs(
+    lengthscales: Sequence[float] = (0.1, 0.5, 1.0, 1.5, 2.0),
+    horizon: int = 500,
+    seeds: Sequence[int] = range(5),
+    **kw,
+) -> list[RunSpec]:
+    """Figs. 4–5: ground truth and agent prior share the lengthscale ℓ, swept over a range."""
+    specs = []
+    routes = paper_routes(**kw)
+    for ell in lengthscales:
+        specs += grid_specs(
+            FIG45_AGENTS,
+            horizon=horizon,
+            seeds=list(seeds),
+            routes=routes,
+            truth=TruthSpec(lengthscale=float(ell)),
+            agent_overrides={"lengthscale": float(ell)},
+        )
+    return specs

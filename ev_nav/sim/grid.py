@@ -1,0 +1,308 @@
+"""Experiment grids: many independent runs, executed in-process, on a local pool, or on Dask.
+
+Each run is deterministic from its :class:`~ev_nav.sim.fleet.RunSpec` and writes its own folder
+``<out>/runs/<run_id>/``; a finished run (``trips.csv`` present) is skipped on resume, a half-
+finished one continues from its checkpoint, and a run that raises leaves ``error.txt`` with the
+traceback without stopping the others. Afterwards :func:`aggregate` concatenates everything into
+one table.
+
+Workers build each road network once (``fleet.load_network`` memoises per process) and receive
+only the small run specs, never networks or kernel factors.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ev_nav.errors import ConfigError
+from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
+from ev_nav.sim.fleet import RunSpec, run_one
+
+
+@dataclass
+class RunOutcome:
+    """What happened to one run of a grid."""
+
+    run_id: str
+    status: str  # "done", "skipped" (already finished), "failed"
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class GridResult:
+    """Summary of a grid execution."""
+
+    out_dir: Path
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+def _limit_threads(n_threads: int) -> None:
+    """Cap BLAS/OpenMP/torch threads in a worker so workers do not oversubscribe the cores."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n_threads)
+    try:
+        import torch
+
+        torch.set_num_threads(n_threads)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
+def execute_run(
+    spec: RunSpec, out_dir: str, checkpoint_every: int = 50, resume: bool = True
+) -> RunOutcome:
+    """Run one spec into ``out_dir/runs/<run_id>`` and report; never raises (errors recorded)."""
+    run_dir = Path(out_dir) / "runs" / spec.run_id
+    if resume and (run_dir / "trips.csv").is_file():
+        return RunOutcome(spec.run_id, "skipped")
+    t0 = time.perf_counter()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "error.txt").unlink(missing_ok=True)
+        run_one(spec, run_dir, resume=resume, checkpoint_every=checkpoint_every)
+    except Exception as exc:  # one failing run must not stop the grid
+        text = "".join(traceback.format_exception(exc))
+        atomic_write_text(run_dir / "error.txt", text)
+        return RunOutcome(
+            spec.run_id, "failed", time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"
+        )
+    return RunOutcome(spec.run_id, "done", time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- executors
+class Executor:
+    """Runs :func:`execute_run` over specs and yields outcomes as they finish."""
+
+    name = "base"
+
+    def map(
+        self, specs: Sequence[RunSpec], out_dir: str, checkpoint_every: int, resume: bool
+    ) -> Iterable[RunOutcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release workers."""
+
+
+class InProcessExecutor(Executor):
+    """Sequential, in this process (debugging; exceptions keep their full context in error.txt)."""
+
+    name = "inprocess"
+
+    def map(self, specs, out_dir, checkpoint_every, resume):
+        for spec in specs:
+            yield execute_run(spec, out_dir, checkpoint_every, resume)
+
+
+class LocalPoolExecutor(Executor):
+    """A process pool over the local cores, each worker capped at ``cores // workers`` threads."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        cores = os.cpu_count() or 1
+        self.workers = max(1, workers or cores)
+        self.threads = max(1, cores // self.workers)
+
+    def map(self, specs, out_dir, checkpoint_every, resume):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # fork after torch has threads is unsafe
+        with ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=ctx,
+            initializer=_limit_threads,
+            initargs=(self.threads,),
+        ) as pool:
+            futures: dict[Future, RunSpec] = {
+                pool.submit(execute_run, spec, out_dir, checkpoint_every, resume): spec
+                for spec in specs
+            }
+            for fut in as_completed(futures):
+                try:
+                    yield fut.result()
+                except Exception as exc:  # a crashed worker process
+                    yield RunOutcome(futures[fut].run_id, "failed", error=repr(exc))
+
+
+class DaskExecutor(Executor):
+    """Dask distributed: an existing scheduler (``tcp://host:port``) or a new LocalCluster."""
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None = None, local_workers: int | None = None) -> None:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as exc:  # pragma: no cover - dev extra
+            raise ConfigError(
+                "the Dask executor needs 'dask[distributed]' (pip install 'dask[distributed]')"
+            ) from exc
+        self._cluster = None
+        if scheduler:
+            try:
+                self.client = Client(scheduler, timeout="10s")
+            except OSError as exc:
+                raise ConfigError(f"cannot connect to Dask scheduler {scheduler}: {exc}") from None
+        else:
+            n = max(1, local_workers or (os.cpu_count() or 1))
+            cores = os.cpu_count() or 1
+            self._cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                env={"OMP_NUM_THREADS": str(max(1, cores // n))},
+            )
+            self.client = Client(self._cluster)
+        self.client.run(_limit_threads, 1)
+
+    def map(self, specs, out_dir, checkpoint_every, resume):
+        from dask.distributed import as_completed as dask_completed
+
+        futures = [
+            self.client.submit(
+                execute_run, spec, out_dir, checkpoint_every, resume, pure=False, key=spec.run_id
+            )
+            for spec in specs
+        ]
+        for fut in dask_completed(futures):
+            try:
+                yield fut.result()
+            except Exception as exc:
+                yield RunOutcome(str(fut.key), "failed", error=repr(exc))
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def make_executor(
+    kind: str = "local",
+    *,
+    workers: int | None = None,
+    dask_scheduler: str | None = None,
+    dask_local: int | None = None,
+) -> Executor:
+    """Executor by name: ``inprocess``, ``local`` (default) or ``dask``."""
+    if kind == "inprocess":
+        return InProcessExecutor()
+    if kind == "local":
+        return LocalPoolExecutor(workers)
+    if kind == "dask":
+        return DaskExecutor(dask_scheduler, dask_local)
+    raise ConfigError(f"unknown executor {kind!r}; use inprocess, local or dask")
+
+
+# ----------------------------------------------------------------------------- the grid
+def run_grid(
+    specs: Sequence[RunSpec],
+    out_dir: str | Path,
+    *,
+    executor: Executor | None = None,
+    resume: bool = True,
+    checkpoint_every: int = 50,
+    progress: bool = True,
+    on_outcome: Callable[[RunOutcome], None] | None = None,
+    config: Any = None,
+) -> GridResult:
+    """Execute every run of a grid and aggregate the results into ``out_dir``.
+
+    Writes ``out_dir/runs/<run_id>/…`` per run, then ``results.csv`` (all trips),
+    ``summary.csv`` (final cumulative regret per network/route/agent: mean, SE, n) and
+    ``grid.json`` (config, seeds, versions, outcomes).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [s.run_id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("the grid contains duplicate runs (identical specs)")
+    executor = executor or LocalPoolExecutor()
+    result = GridResult(out_dir=out)
+    t0 = time.perf_counter()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(specs), desc=f"grid ({executor.name})", unit="run")
+    try:
+        for outcome in executor.map(list(specs), str(out), checkpoint_every, resume):
+            result.outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            if bar is not None:
+                bar.update(1)
+                if outcome.status == "failed":
+                    bar.write(f"run {outcome.run_id} failed: {outcome.error}")
+    finally:
+        if bar is not None:
+            bar.close()
+        executor.close()
+    result.seconds = time.perf_counter() - t0
+    done_ids = [o.run_id for o in result.outcomes if o.status != "failed"]
+    aggregate(out, done_ids)
+    atomic_write_json(
+        out / "grid.json",
+        run_metadata(
+            config if config is not None else [s for s in specs],
+            seeds=sorted({s.seed for s in specs}),
+            executor=executor.name,
+            wall_seconds=result.seconds,
+            outcomes=[o.__dict__ for o in result.outcomes],
+        ),
+    )
+    return result
+
+
+def aggregate(out_dir: str | Path, run_ids: Sequence[str] | None = None):
+    """Concatenate run results into ``results.csv`` and write ``summary.csv``; returns both.
+
+    Cumulative regret is summed over trips in (round, vehicle) order within each run; the summary
+    gives the final cumulative regret per (network, route, agent): mean, standard error, runs.
+    """
+    import pandas as pd
+
+    out = Path(out_dir)
+    runs_dir = out / "runs"
+    if run_ids is None:
+        paths = sorted(runs_dir.glob("*/trips.csv"))
+    else:
+        paths = [runs_dir / r / "trips.csv" for r in sorted(run_ids)]
+        paths = [p for p in paths if p.is_file()]
+    if not paths:
+        empty = pd.DataFrame()
+        return empty, empty
+    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    df = df.sort_values(["run_id", "t", "vehicle"], kind="stable").reset_index(drop=True)
+    df["cum_regret_wh"] = df.groupby("run_id")["regret_wh"].cumsum()
+    final = df.groupby(["network", "route", "agent", "seed", "run_id"], as_index=False)[
+        "cum_regret_wh"
+    ].last()
+    summary = (
+        final.groupby(["network", "route", "agent"])["cum_regret_wh"]
+        .agg(["mean", "std", "count"])
+        .reset_index()
+    )
+    summary["se"] = summary["std"].fillna(0.0) / summary["count"] ** 0.5
+    summary = summary.rename(columns={"mean": "final_cum_regret_mean", "count": "runs"})
+    summary = summary[["network", "route", "agent", "final_cum_regret_mean", "se", "runs"]]
+    from ev_nav.provenance import atomic_path
+
+    with atomic_path(out / "results.csv") as tmp:
+        df.to_csv(tmp, index=False)
+    with atomic_path(out / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False)
+    return df, summary

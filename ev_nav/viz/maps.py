@@ -299,8 +299,15 @@ def _network_layer(
         extra["value"] = [format_value(v) for v in value.tolist()]
         fields.append("value")
         aliases.append(value_label)
+    # Later features are drawn on top: no-data first, high values last, so that of the two
+    # overlapping directions of a street the driven / extreme one shows.
+    order = (
+        np.argsort(np.nan_to_num(value, nan=-np.inf), kind="stable")
+        if value is not None
+        else np.arange(n)
+    )
     features = []
-    for e in range(n):
+    for e in order.tolist():
         props: dict[str, Any] = {
             "segment": e,
             "length_m": length[e],

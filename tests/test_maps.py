@@ -1,0 +1,231 @@
+"""HTML maps and PNG plots: the page carries the exact route, per-segment styles, tooltips and a
+legend; PNGs show the colours they should. (The real-browser check is test_maps_browser.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav.errors import InvalidNetworkData, UnknownSegmentError
+from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.viz import NO_DATA_COLOR, ColorScale, format_value
+from ev_nav.viz.maps import (
+    FALLBACK_ID,
+    LEGEND_ID,
+    ROUTE_CLASS,
+    network_map,
+    route_latlon,
+    route_map,
+    route_stats,
+    visits_map,
+)
+from ev_nav.viz.plots import network_png, visits_png
+
+
+@pytest.fixture(scope="module")
+def net() -> RoadNetwork:
+    return synthetic_town(2000, seed=0)
+
+
+def _walk(net: RoadNetwork, n: int, start: int, seed: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    route, seen = [start], {start}
+    while len(route) < n:
+        succ = [
+            int(s)
+            for s in net.lg_indices[net.lg_indptr[route[-1]] : net.lg_indptr[route[-1] + 1]]
+            if int(s) not in seen
+        ]
+        if not succ:
+            break
+        route.append(succ[int(rng.integers(len(succ)))])
+        seen.add(route[-1])
+    return route
+
+
+def _polylines(page: str) -> list[tuple[list[list[float]], dict]]:
+    """(locations, options) of every L.polyline in a folium page."""
+    out = []
+    for locs, opts in re.findall(r"L\.polyline\(\s*(\[\[.*?\]\]),\s*(\{.*?\})\s*\)", page, re.S):
+        out.append((json.loads(locs), json.loads(opts)))
+    return out
+
+
+def _geojson(page: str) -> dict:
+    m = re.search(r"geo_json_[0-9a-f]+_add\((\{.*?\})\);\n", page, re.S)
+    assert m, "no embedded GeoJSON"
+    return json.loads(m.group(1))
+
+
+# ---------------------------------------------------------------------- geometry
+def test_route_latlon_joins_segments(net: RoadNetwork) -> None:
+    route = _walk(net, 20, 0, 1)
+    got = route_latlon(net, route)
+    # Independent construction: concatenate each segment's polyline, drop the repeated joints.
+    pts: list[tuple[float, float]] = []
+    for e in route:
+        for lon, lat in np.round(net.segment_coords(e), 6):
+            if not pts or pts[-1] != (lat, lon):
+                pts.append((lat, lon))
+    np.testing.assert_array_equal(got, np.array(pts))
+    # consecutive segments share their joint, so the route is one connected line
+    assert got.shape[0] < sum(len(net.segment_coords(e)) for e in route)
+
+
+def test_route_stats_match_network(net: RoadNetwork) -> None:
+    route = _walk(net, 15, 3, 2)
+    mean = net.e_det()
+    sd = np.linspace(0.5, 2.0, net.n_segments)
+    s = route_stats(net, route, mean, sd)
+    assert s["length_km"] == pytest.approx(sum(net.length_m[e] for e in route) / 1000)
+    assert s["time_min"] == pytest.approx(
+        sum(net.length_m[e] / net.speed_mps[e] for e in route) / 60
+    )
+    assert s["energy_wh"] == pytest.approx(sum(mean[e] for e in route))
+    assert s["energy_sd_wh"] == pytest.approx(np.sqrt(sum(sd[e] ** 2 for e in route)))
+
+
+# ---------------------------------------------------------------------- route map
+def test_route_map_html_has_route_and_legend(net: RoadNetwork, tmp_path: Path) -> None:
+    planned, fastest = _walk(net, 30, 0, 3), _walk(net, 12, 0, 4)
+    mean = net.e_det()
+    path = tmp_path / "maps" / "route.html"
+    route_map(
+        net,
+        planned,
+        {"fastest": fastest},
+        mean_wh=mean,
+        route_labels={"fastest": "the quick one"},
+        path=path,
+    )
+    page = path.read_text()
+    assert [p.name for p in path.parent.iterdir()] == ["route.html"]  # no temp files left
+    lines = {opts["className"]: locs for locs, opts in _polylines(page)}
+    np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-0"], route_latlon(net, planned))
+    np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-1"], route_latlon(net, fastest))
+    # Legend: plain HTML with both routes; the default label carries the real figures.
+    legend = page[page.index(f'id="{LEGEND_ID}"') :]
+    legend = legend[: legend.index("</div></div>")]
+    stats = route_stats(net, planned, mean)
+    assert "planned route" in legend and "fastest" in legend and "the quick one" in legend
+    assert f"{stats['length_km']:.2f} km" in legend
+    assert f"{format_value(stats['energy_wh'])} Wh" in legend
+    # The offline drawing holds the same route.
+    assert f'id="{FALLBACK_ID}"' in page and f'class="{ROUTE_CLASS} {ROUTE_CLASS}-0"' in page
+
+
+def test_route_map_rejects_foreign_route(net: RoadNetwork) -> None:
+    with pytest.raises(UnknownSegmentError, match="another network"):
+        route_map(net, [0, net.n_segments + 3])
+    with pytest.raises(InvalidNetworkData, match="empty"):
+        route_map(net, [])
+
+
+# ---------------------------------------------------------------------- network map
+def test_network_map_one_layer_with_styles_and_tooltips(net: RoadNetwork, tmp_path: Path) -> None:
+    mean = net.e_det()
+    sd = np.abs(mean) * 0.1 + 1.0
+    values = mean / net.length_m * 1000.0
+    values[5] = np.nan  # a segment without data
+    path = tmp_path / "net.html"
+    network_map(net, values, legend_title="energy [Wh/km]", mean_wh=mean, sd_wh=sd, path=path)
+    page = path.read_text()
+    assert page.count("L.geoJson(") == 1  # the whole network is a single layer
+    assert "L.polyline(" not in page
+    feats = _geojson(page)["features"]
+    assert len(feats) == net.n_segments
+    scale = ColorScale.fit(values)
+    colors = scale.hex(values)
+    by_seg = {f["properties"]["segment"]: f for f in feats}
+    assert sorted(by_seg) == list(range(net.n_segments))
+    for e in (0, 5, 17, net.n_segments - 1):
+        f = by_seg[e]
+        np.testing.assert_allclose(f["geometry"]["coordinates"], net.segment_coords(e), atol=1e-6)
+        p = f["properties"]
+        assert p["style"]["color"] == colors[e]
+        assert p["length_m"] == pytest.approx(net.length_m[e], abs=0.05)
+        assert p["grade_pct"] == pytest.approx(net.grade[e] * 100, abs=0.05)
+        assert p["predicted_wh"] == f"{format_value(mean[e])} ± {format_value(sd[e])}"
+    assert by_seg[5]["properties"]["style"]["color"] == NO_DATA_COLOR
+    # drawn last = on top: the highest value
+    assert feats[-1]["properties"]["segment"] == int(np.nanargmax(values))
+    for alias in ("length [m]", "grade [%]", "speed limit [km/h]", "predicted [Wh]"):
+        assert alias in page
+    assert "energy [Wh/km]" in page and "linear-gradient" in page and "no data" in page
+
+
+def test_network_map_wrong_length(net: RoadNetwork) -> None:
+    with pytest.raises(InvalidNetworkData, match="segments"):
+        network_map(net, np.ones(net.n_segments - 1))
+
+
+def test_visits_map(net: RoadNetwork, tmp_path: Path) -> None:
+    visits = np.zeros(net.n_segments)
+    visits[[1, 2, 3]] = [1, 10, 100]
+    path = tmp_path / "visits.html"
+    visits_map(net, visits, highlight={"optimal": [1]}, path=path)
+    by_seg = {f["properties"]["segment"]: f for f in _geojson(path.read_text())["features"]}
+    assert by_seg[0]["properties"]["style"]["color"] == NO_DATA_COLOR
+    w = [by_seg[e]["properties"]["style"]["weight"] for e in (0, 1, 2, 3)]
+    assert w[0] < w[1] < w[2] < w[3]
+    scale = ColorScale.fit(
+        np.array([np.nan, 1, 10, 100]), cmap="plasma", vmin=1, vmax=100, log=True
+    )
+    assert by_seg[3]["properties"]["style"]["color"] == scale.hex([100.0])[0]
+    with pytest.raises(InvalidNetworkData):
+        visits_map(net, -visits)
+
+
+# ---------------------------------------------------------------------- colour scale
+def test_color_scale() -> None:
+    s = ColorScale.fit(np.arange(101.0))
+    assert (s.vmin, s.vmax) == (2.0, 98.0)
+    np.testing.assert_allclose(s.normalise([2.0, 50.0, 98.0, 500.0, -5.0]), [0, 0.5, 1, 1, 0])
+    log = ColorScale(cmap="viridis", vmin=1.0, vmax=100.0, log=True)
+    np.testing.assert_allclose(log.normalise([1.0, 10.0, 100.0]), [0.0, 0.5, 1.0])
+    np.testing.assert_allclose(log.ticks(3), [1.0, 10.0, 100.0])
+    assert s.hex([np.nan]) == [NO_DATA_COLOR]
+    flat = ColorScale.fit(np.full(5, 3.0))
+    assert flat.vmin < 3.0 < flat.vmax
+    with pytest.raises(InvalidNetworkData):
+        ColorScale.fit([1.0, 2.0], vmin=0.0, log=True)
+
+
+# ---------------------------------------------------------------------- PNG
+def _pixels_near(img: np.ndarray, hex_color: str, tol: float = 0.04) -> int:
+    rgb = np.array([int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    return int(np.count_nonzero(np.all(np.abs(img[..., :3] - rgb) < tol, axis=-1)))
+
+
+def test_network_png_colours_and_route(net: RoadNetwork, tmp_path: Path) -> None:
+    import matplotlib.image as mpimg
+
+    values = np.where(np.arange(net.n_segments) % 2 == 0, 0.0, 1.0)
+    route = _walk(net, 25, 0, 5)
+    path = network_png(
+        net, values, tmp_path / "figs" / "net.png", cmap="viridis", routes={"planned": route}
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = mpimg.imread(path)
+    assert img.shape[0] > 500 and img.shape[1] > 500
+    lo, hi = ColorScale.fit(values).hex([0.0, 1.0])
+    assert _pixels_near(img, lo) > 1000 and _pixels_near(img, hi) > 1000
+    assert _pixels_near(img, "#d62728") > 200  # the route, drawn in the planned-route red
+    # No route → no red; no values → grey only.
+    bare = mpimg.imread(network_png(net, None, tmp_path / "bare.png"))
+    assert _pixels_near(bare, "#d62728") == 0 and _pixels_near(bare, NO_DATA_COLOR) > 1000
+    assert _pixels_near(bare, hi) == 0
+
+
+def test_visits_png(net: RoadNetwork, tmp_path: Path) -> None:
+    visits = np.random.default_rng(0).poisson(0.7, net.n_segments)
+    path = visits_png(net, visits, tmp_path / "v.png", highlight={"optimal": [0, 1]})
+    assert path.stat().st_size > 10_000
+    with pytest.raises(InvalidNetworkData):
+        visits_png(net, visits[:-1], tmp_path / "w.png")
+    assert not (tmp_path / "w.png").exists()

@@ -1,0 +1,452 @@
+"""Per-trip commands on a persistent state: ``init``, ``route``, ``observe``, ``map``, ``history``.
+
+A state directory holds the SQLite store (trips, observations, model checkpoints; see
+:mod:`ev_nav.store`) and a ``maps/`` folder. The learned model is rebuilt from the latest
+checkpoint plus any observation batches committed after it, so an interrupted ``observe`` never
+loses data: the next command replays what the checkpoint missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ev_nav.energy import Vehicle, get_vehicle, load_vehicle
+from ev_nav.errors import InvalidObservation, StateError
+from ev_nav.roads.network import RoadNetwork
+
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+# ----------------------------------------------------------------------------- helpers
+def _parse_latlon(text: str) -> tuple[float, float]:
+    try:
+        lat_s, lon_s = text.split(",")
+        lat, lon = float(lat_s), float(lon_s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LAT,LON (e.g. 47.01,8.02), got {text!r}"
+        ) from None
+    if not (-90 <= lat <= 90 and -180 <= lon <= 180):
+        raise argparse.ArgumentTypeError(f"coordinates out of range: {text!r}")
+    return lat, lon
+
+
+def network_ref_for(args: argparse.Namespace) -> str:
+    """How the state finds its network again: an absolute path or ``synthetic:N:SEED``."""
+    if args.synthetic:
+        return f"{SYNTHETIC_PREFIX}{args.segments}:{args.seed_town}"
+    return str(Path(args.network).resolve())
+
+
+def load_network_ref(ref: str) -> RoadNetwork:
+    """Load the network a state refers to."""
+    if ref.startswith(SYNTHETIC_PREFIX):
+        from ev_nav.roads.synthetic import synthetic_town
+
+        n, seed = ref[len(SYNTHETIC_PREFIX) :].split(":")
+        return synthetic_town(int(n), seed=int(seed))
+    return RoadNetwork.load(ref)
+
+
+def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) -> Any:
+    """A fresh model of ``kind`` with the spec's prior for this network and vehicle.
+
+    The GP uses the closed-form q(u) refresh after every trip: one driver's data is small, and an
+    exact update is what a careful user wants (no learning-rate tuning).
+    """
+    if kind == "bi":
+        from ev_nav.gp.independent import BIModel
+
+        return BIModel(net, vehicle=vehicle)
+    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+
+    return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
+
+
+def _model_bytes(model: Any) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    return buf.getvalue()
+
+
+@dataclass
+class Session:
+    """An open state: store, network, vehicle and the up-to-date model."""
+
+    store: Any
+    net: RoadNetwork
+    vehicle: Vehicle
+    model: Any
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_session(state: Path, network: Path | None = None, *, with_model: bool = True) -> Session:
+    """Open a state, check its network, and rebuild the model (checkpoint + replay)."""
+    from ev_nav.store import Store
+
+    store = Store.open(state)
+    try:
+        ref = str(network.resolve()) if network is not None else store.network_ref
+        try:
+            net = load_network_ref(ref)
+        except FileNotFoundError as exc:
+            raise StateError(
+                f"the state's network {ref} is missing ({exc}); pass --network PATH"
+            ) from None
+        store.check_network(net.content_hash)
+        vehicle = Vehicle(**store.vehicle().spec)
+        model = None
+        if with_model:
+            model = build_model(store.model_kind, net, vehicle)
+            ckpt = store.latest_checkpoint()
+            after = 0
+            if ckpt is not None:
+                import torch
+
+                model.load_state_dict(torch.load(io.BytesIO(ckpt.blob), weights_only=False))
+                after = ckpt.last_batch_id
+            _apply_batches(model, store.observations(after_batch=after))
+        return Session(store, net, vehicle, model)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _apply_batches(model: Any, batches: list[Any]) -> None:
+    for b in batches:
+        if b.kind == "segment":
+            model.update(b.segment_ids, b.energy_wh)
+        else:
+            model.update_total(b.segment_ids, float(b.energy_wh[0]))
+
+
+def _checkpoint(session: Session) -> None:
+    session.store.save_checkpoint(
+        _model_bytes(session.model),
+        session.store.n_observations(),
+        last_batch_id=session.store.last_batch_id(),
+    )
+
+
+# ----------------------------------------------------------------------------- registration
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``init``, ``route``, ``observe``, ``map`` and ``history``."""
+    p = subparsers.add_parser("init", help="create a state directory for per-trip learning")
+    p.add_argument("state", type=Path, help="state directory to create")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
+    src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
+    p.add_argument("--segments", type=int, default=2000, help="synthetic town size")
+    p.add_argument("--seed-town", type=int, default=0, help="synthetic town seed")
+    veh = p.add_mutually_exclusive_group()
+    veh.add_argument("--vehicle", default="sumo-default", help="vehicle preset name")
+    veh.add_argument("--vehicle-file", type=Path, help="vehicle TOML (preset + overrides)")
+    p.add_argument("--model", choices=("gp", "bi"), default="gp", help="learning model")
+    p.set_defaults(func=_cmd_init)
+
+    p = subparsers.add_parser("route", help="plan a trip, record it, write its map")
+    p.add_argument("state", type=Path)
+    p.add_argument("--from", dest="origin", required=True, type=_parse_latlon, metavar="LAT,LON")
+    p.add_argument("--to", dest="goal", required=True, type=_parse_latlon, metavar="LAT,LON")
+    p.add_argument(
+        "--policy",
+        choices=("ts", "bucb", "ucb", "mean"),
+        default="ts",
+        help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy",
+    )
+    p.add_argument("--seed", type=int, help="seed of the Thompson draw (default: trip number)")
+    p.add_argument("--max-snap", type=float, default=500.0, help="max distance to a road [m]")
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
+    p.set_defaults(func=_cmd_route)
+
+    p = subparsers.add_parser("observe", help="record the energy a planned trip used")
+    p.add_argument("state", type=Path)
+    p.add_argument("trip_id", type=int)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--segments", type=Path, help="CSV with columns segment,energy_wh (per-segment energies)"
+    )
+    what.add_argument("--total-wh", type=float, help="only the trip's total energy [Wh]")
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.set_defaults(func=_cmd_observe)
+
+    p = subparsers.add_parser("map", help="HTML map of the learned network")
+    p.add_argument("state", type=Path)
+    p.add_argument(
+        "--layer", choices=("mean", "sd", "visits", "energy-per-km"), default="energy-per-km"
+    )
+    p.add_argument("--out", type=Path, help="HTML file (default STATE/maps/<layer>.html)")
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.set_defaults(func=_cmd_map)
+
+    p = subparsers.add_parser("history", help="past trips: predicted vs observed energy")
+    p.add_argument("state", type=Path)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_history)
+
+
+# ----------------------------------------------------------------------------- commands
+def _cmd_init(args: argparse.Namespace) -> int:
+    from ev_nav.store import Store
+
+    vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
+    ref = network_ref_for(args)
+    net = load_network_ref(ref)
+    store = Store.create(
+        args.state,
+        net.content_hash,
+        ref,
+        args.model,
+        vehicle.to_dict(),
+        n_segments=net.n_segments,
+    )
+    try:
+        session = Session(store, net, vehicle, build_model(args.model, net, vehicle))
+        _checkpoint(session)
+    finally:
+        store.close()
+    print(
+        f"initialised {args.state}: {net.name} ({net.n_segments:,} segments), "
+        f"model {args.model}, vehicle {vehicle.name}"
+    )
+    return 0
+
+
+def _cmd_route(args: argparse.Namespace) -> int:
+    from ev_nav.bandits.agent import describe_route
+    from ev_nav.bandits.indices import make_index, rectified_weights
+    from ev_nav.bandits.routing import Router
+
+    session = open_session(args.state, args.network)
+    try:
+        net, model, store = session.net, session.model, session.store
+        start = net.nearest_segment(args.origin[1], args.origin[0], args.max_snap)
+        goal = net.nearest_segment(args.goal[1], args.goal[0], args.max_snap)
+        trip_no = store.n_trips() + 1
+        seed = trip_no if args.seed is None else args.seed
+        rng = np.random.default_rng(seed)
+        router = Router(net)
+        weights = rectified_weights(make_index(args.policy), model.posterior(), trip_no, rng)
+        planned = router.route(weights, start, goal)
+        shortest = router.route(net.length_m, start, goal)
+        fastest = router.route(net.travel_time_s, start, goal)
+        routes = {
+            "planned": describe_route(net, planned, model, args.policy),
+            "shortest": describe_route(net, shortest, model, "shortest"),
+            "fastest": describe_route(net, fastest, model, "fastest"),
+        }
+        plan = routes["planned"]
+        trip_id = store.add_trip(
+            origin_segment=start,
+            goal_segment=goal,
+            policy=args.policy,
+            route=planned,
+            predicted_wh=plan.predicted_wh,
+            predicted_sd_wh=plan.predicted_sd_wh,
+            length_m=plan.length_m,
+            time_s=plan.time_s,
+            seed=seed,
+        )
+        maps_dir = Path(args.state) / "maps"
+        print(f"trip {trip_id}: segment {start} -> {goal}, policy {args.policy}")
+        print(f"{'route':<10}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
+        for name, r in routes.items():
+            print(
+                f"{name:<10}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
+                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
+            )
+        _write_route_geojson(net, routes, maps_dir / f"trip-{trip_id}.geojson")
+        if not args.no_map:
+            from ev_nav.viz.maps import route_map
+
+            post = model.posterior()
+            html = maps_dir / f"trip-{trip_id}.html"
+            route_map(
+                net,
+                planned,
+                {"shortest": shortest, "fastest": fastest},
+                route_name=f"planned ({args.policy})",
+                mean_wh=post.mean,
+                sd_wh=post.std,
+                title=f"ev-nav trip {trip_id}",
+                path=html,
+            )
+            print(f"map: {html}")
+        print(f"record the drive with: ev-nav observe {args.state} {trip_id} --total-wh X")
+    finally:
+        session.close()
+    return 0
+
+
+def _write_route_geojson(net: RoadNetwork, routes: dict[str, Any], path: Path) -> None:
+    from ev_nav.provenance import atomic_write_text
+
+    features = []
+    for name, r in routes.items():
+        coords = np.concatenate([net.segment_coords(int(e)) for e in r.segments])
+        features.append(
+            {
+                "type": "Feature",
+                "geometry": {"type": "LineString", "coordinates": coords.round(7).tolist()},
+                "properties": {
+                    "name": name,
+                    "segments": r.segments.tolist(),
+                    "length_m": r.length_m,
+                    "time_s": r.time_s,
+                    "predicted_wh": r.predicted_wh,
+                    "predicted_sd_wh": r.predicted_sd_wh,
+                },
+            }
+        )
+    atomic_write_text(path, json.dumps({"type": "FeatureCollection", "features": features}))
+
+
+def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read ``segment,energy_wh`` rows (header required)."""
+    if not path.is_file():
+        raise InvalidObservation(f"observation file not found: {path}")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None or not {"segment", "energy_wh"} <= set(
+                f.strip() for f in reader.fieldnames
+            ):
+                raise InvalidObservation(
+                    f"{path}: expected a header 'segment,energy_wh', got {reader.fieldnames}"
+                )
+            seg, wh = [], []
+            for i, row in enumerate(reader, start=2):
+                row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
+                try:
+                    seg.append(int(row["segment"]))
+                    wh.append(float(row["energy_wh"]))
+                except ValueError:
+                    raise InvalidObservation(
+                        f"{path}, line {i}: cannot read segment {row['segment']!r} / "
+                        f"energy {row['energy_wh']!r}"
+                    ) from None
+    except UnicodeDecodeError:
+        raise InvalidObservation(f"{path} is not a UTF-8 text CSV file") from None
+    if not seg:
+        raise InvalidObservation(f"{path} has no observation rows")
+    return np.asarray(seg, dtype=np.int64), np.asarray(wh, dtype=np.float64)
+
+
+def _cmd_observe(args: argparse.Namespace) -> int:
+    session = open_session(args.state, args.network)
+    try:
+        store, model = session.store, session.model
+        trip = store.get_trip(args.trip_id)
+        if args.segments is not None:
+            seg, wh = read_segment_csv(args.segments)
+            store.add_observations(trip.id, seg, wh)  # acknowledged once this returns
+            model.update(seg, wh)
+            observed = float(wh.sum())
+            what = f"{seg.size} segment energies"
+        else:
+            store.add_total_observation(trip.id, args.total_wh)
+            model.update_total(trip.route, float(args.total_wh))
+            observed = float(args.total_wh)
+            what = "the trip total"
+        _checkpoint(session)
+        print(
+            f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted "
+            f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh); model updated"
+        )
+    finally:
+        session.close()
+    return 0
+
+
+def _visits(store: Any, n: int) -> np.ndarray:
+    visits = np.zeros(n, dtype=np.int64)
+    for b in store.observations():
+        np.add.at(visits, b.segment_ids, 1)
+    return visits
+
+
+def _cmd_map(args: argparse.Namespace) -> int:
+    from ev_nav.viz.maps import network_map
+
+    session = open_session(args.state, args.network, with_model=args.layer != "visits")
+    try:
+        net = session.net
+        titles = {
+            "mean": "posterior mean energy [Wh]",
+            "sd": "posterior sd [Wh]",
+            "visits": "times driven",
+            "energy-per-km": "predicted energy [Wh/km]",
+        }
+        if args.layer == "visits":
+            values = _visits(session.store, net.n_segments).astype(float)
+            mean = sd = None
+        else:
+            post = session.model.posterior()
+            mean, sd = post.mean, post.std
+            values = {
+                "mean": post.mean,
+                "sd": post.std,
+                "energy-per-km": post.mean / (net.length_m / 1000.0),
+            }[args.layer]
+        out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+        network_map(
+            net,
+            values,
+            layer_name=args.layer,
+            legend_title=titles[args.layer],
+            mean_wh=mean,
+            sd_wh=sd,
+            title=f"ev-nav: {titles[args.layer]}",
+            path=out,
+        )
+        print(f"map: {out}")
+    finally:
+        session.close()
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from ev_nav.store import Store
+
+    with Store.open(args.state) as store:
+        rows = []
+        for trip in store.list_trips():
+            observed = store.observed_total(trip.id)
+            rows.append(
+                {
+                    "trip": trip.id,
+                    "created": trip.created[:19],
+                    "policy": trip.policy,
+                    "km": round(trip.length_m / 1000, 3),
+                    "predicted_wh": round(trip.predicted_wh, 1),
+                    "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
+                    "observed_wh": None if observed is None else round(observed, 1),
+                }
+            )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no trips yet; plan one with 'ev-nav route'")
+        return 0
+    header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
+    print(f"{header}{'predicted Wh':>20}{'observed Wh':>13}")
+    for r in rows:
+        pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
+        obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
+        head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
+        print(f"{head}{pred:>20}{obs:>13}")
+    return 0

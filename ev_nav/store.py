@@ -54,7 +54,7 @@ TRIP_STATUSES: tuple[str, ...] = ("planned", "observed")
 
 
 def _utcnow() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
 
 # ====================================================================== schema & migrations
@@ -443,6 +443,9 @@ class Store:
         conn = self._conn
         if conn is None:
             raise StateError("the store is closed")
+        if conn.in_transaction:  # nested inside another read or write: same snapshot already
+            yield conn
+            return
         conn.execute("BEGIN")
         try:
             yield conn
@@ -895,19 +898,46 @@ class Store:
         """Observed energy of a trip [Wh]: its total reading, else the sum of its segment
         energies if they cover the whole planned route, else ``None``."""
         trip = self.get_trip(trip_id)
-        batches = self.observations(trip.id)
-        totals = [b for b in batches if b.kind == "total"]
-        if totals:
-            return float(totals[-1].energy_wh[0])
-        segs = [b for b in batches if b.kind == "segment"]
-        if not segs:
-            return None
-        per_seg: dict[int, float] = {}
-        for b in segs:
-            per_seg.update(zip(b.segment_ids.tolist(), b.energy_wh.tolist(), strict=True))
-        if not all(int(s) in per_seg for s in trip.route):
-            return None  # part of the route was not observed: the trip total is unknown
-        return float(sum(per_seg[int(s)] for s in trip.route))
+        return _observed_total(trip, self.observations(trip.id))
+
+    def history(self) -> list[tuple[Trip, float | None]]:
+        """Every trip with its observed energy [Wh] (see :meth:`observed_total`), oldest first.
+
+        Reads the state once (one snapshot), not once per trip.
+        """
+        with self._read():
+            trips = self.list_trips()
+            batches = self.observations()
+        per_trip: dict[int, list[ObservationBatch]] = {}
+        for b in batches:
+            per_trip.setdefault(b.trip_id, []).append(b)
+        return [(t, _observed_total(t, per_trip.get(t.id, []))) for t in trips]
+
+    def visit_counts(self, n_segments: int | None = None, *, observed_only: bool = True) -> NDArray:
+        """How many (observed) trips' planned routes passed each segment, shape (n_segments,).
+
+        Parameters
+        ----------
+        n_segments : int, optional
+            Length of the result (default: the network size recorded at creation).
+        observed_only : bool
+            Count only trips with at least one observation (i.e. trips actually driven).
+        """
+        n = n_segments if n_segments is not None else self.n_segments
+        if n is None:
+            raise StateError("the state does not record the network size; pass n_segments")
+        sql = "SELECT route_json FROM trips"
+        if observed_only:
+            sql += " WHERE status = 'observed'"
+        routes = [json.loads(r[0]) for r in self._conn.execute(sql)]
+        if not routes:
+            return np.zeros(int(n), dtype=np.int64)
+        flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
+        if flat.size and flat.max() >= n:
+            raise UnknownSegmentError(
+                f"recorded routes use segment {int(flat.max())} but n_segments is {n}"
+            )
+        return np.bincount(flat, minlength=int(n)).astype(np.int64)
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, blob: bytes, n_obs: int, *, last_batch_id: int | None = None) -> int:
@@ -990,7 +1020,22 @@ class Store:
         return [int(r[0]) for r in self._conn.execute("SELECT id FROM checkpoints ORDER BY id")]
 
 
-# ====================================================================== validation helpers
+# ====================================================================== helpers
+def _observed_total(trip: Trip, batches: Sequence[ObservationBatch]) -> float | None:
+    """A trip's observed energy from its batches: the latest total reading if any, else the sum
+    of per-segment energies when they cover the planned route, else ``None``."""
+    totals = [b for b in batches if b.kind == "total"]
+    if totals:
+        return float(totals[-1].energy_wh[0])
+    per_seg: dict[int, float] = {}
+    for b in batches:
+        if b.kind == "segment":
+            per_seg.update(zip(b.segment_ids.tolist(), b.energy_wh.tolist(), strict=True))
+    if not per_seg or not all(int(s) in per_seg for s in trip.route):
+        return None  # part of the route was not observed: the trip total is unknown
+    return float(sum(per_seg[int(s)] for s in trip.route))
+
+
 def _trip_key(trip_id: object) -> int:
     try:
         if isinstance(trip_id, bool):

@@ -408,3 +408,23 @@ def test_failed_migration_leaves_old_version(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.undo()
     with Store.open(state) as s:  # the real migration still works afterwards
         assert s.schema_version == SCHEMA_VERSION
+
+
+# ---------------------------------------------------------------------- history / visits
+def test_history_and_visit_counts(store: Store) -> None:
+    a = store.add_trip(**_trip_kwargs([1, 2, 3]))
+    b = store.add_trip(**_trip_kwargs([3, 4]))
+    c = store.add_trip(**_trip_kwargs([2, 3, 9]))  # planned, never driven
+    store.add_observations(a, [1, 2, 3], [1.0, 2.0, 4.0])
+    store.add_total_observation(b, 33.0)
+    hist = store.history()
+    assert [(t.id, total) for t, total in hist] == [(a, 7.0), (b, 33.0), (c, None)]
+    assert [store.observed_total(t.id) for t, _ in hist] == [7.0, 33.0, None]
+    counts = store.visit_counts()
+    expected = np.zeros(N_SEG, dtype=np.int64)
+    np.add.at(expected, [1, 2, 3, 3, 4], 1)
+    np.testing.assert_array_equal(counts, expected)
+    everything = store.visit_counts(observed_only=False)
+    assert everything[9] == 1 and everything[3] == 3
+    with pytest.raises(UnknownSegmentError):
+        store.visit_counts(4)

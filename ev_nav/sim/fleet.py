@@ -290,6 +290,7 @@ def run_one(
     checkpoint_every: int = 50,
     progress: bool = False,
     stop_after: int | None = None,
+    sink: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Execute one run; returns its result rows (one per vehicle trip).
 
@@ -306,6 +307,8 @@ def run_one(
         Show a tqdm progress bar.
     stop_after : int, optional
         Stop (after checkpointing) once this round is done: simulates an interruption in tests.
+    sink : dict, optional
+        Receives the final ``model``, ``env`` and ``visits`` (for maps after a run).
     """
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
@@ -415,6 +418,8 @@ def run_one(
         bar.close()
     if run_dir is not None:
         write_run(run_dir, spec, rows, env, visits)
+    if sink is not None:
+        sink.update(model=model, env=env, visits=visits, net=net)
     return rows
 
 

@@ -13,6 +13,7 @@ Usage
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, make_policy
 from ev_nav.bo.ptr_runner import (
     ExperimentResult,
     RunConfig,
+    load_results,
     plot_results,
     results_table,
     run_experiment,
@@ -274,17 +276,25 @@ REPRODUCTIONS: dict[str, tuple[str, list[str], int]] = {
 }
 
 
-def reproduce(part: str, trials: int, out_root: Path, iterations: int | None) -> None:
+def reproduce(
+    part: str, trials: int, out_root: Path, iterations: int | None, replot: bool = False
+) -> None:
     bench, methods, T = REPRODUCTIONS[part]
     T = iterations or T
     t0 = time.perf_counter()
-    results = []
-    from tqdm.auto import tqdm
+    if replot:  # figure and table from a previous run's results.json
+        results = load_results(out_root / part / "results.json")
+        T, trials = results[0].metric.shape[1], len(results[0].trials)
+        meta = json.loads((out_root / part / "metadata.json").read_text())
+        wall = float(meta.get("wall_seconds") or 0.0)
+    else:
+        from tqdm.auto import tqdm
 
-    for m in tqdm(methods, desc=part, disable=not sys.stderr.isatty()):
-        results.append(run_experiment(RunConfig(bench, m, T, trials, 0), progress=False))
-    wall = time.perf_counter() - t0
-    save_results(results, out_root / part, wall_seconds=wall)
+        results = []
+        for m in tqdm(methods, desc=part, disable=not sys.stderr.isatty()):
+            results.append(run_experiment(RunConfig(bench, m, T, trials, 0), progress=False))
+        wall = time.perf_counter() - t0
+        save_results(results, out_root / part, wall_seconds=wall)
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     fig = plot_results(
         results, FIG_DIR / f"ptr_{part}.png", title=f"{bench}: {trials} trials, mean ± 2 SE"
@@ -312,6 +322,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=None, help="override T of reproductions")
     ap.add_argument("--parts", default=None, help=f"comma list of checks/{'/'.join(REPRODUCTIONS)}")
     ap.add_argument("--out", default=str(REPO / "runs" / "ptr" / "reproduce"))
+    ap.add_argument("--replot", action="store_true", help="redraw figures from saved results")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -323,7 +334,7 @@ def main() -> int:
             fn()
     for part in parts:
         if part in REPRODUCTIONS:
-            reproduce(part, args.trials, Path(args.out), args.iterations)
+            reproduce(part, args.trials, Path(args.out), args.iterations, args.replot)
         elif part != "checks":
             print(f"unknown part {part!r}", file=sys.stderr)
             return 2

@@ -264,30 +264,72 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
     return "\n".join(lines)
 
 
+def _style(method: str) -> dict[str, object]:
+    """Line style: proposed methods thick, PTR-reporting variants dashed, random search dotted."""
+    if method.startswith("bpt-"):
+        return {"lw": 2.4, "ls": "-"}
+    if method.startswith(("pmax-", "p-")):
+        return {"lw": 1.2, "ls": "--"}
+    if method.startswith("rs"):
+        return {"lw": 1.4, "ls": ":"}
+    return {"lw": 1.2, "ls": "-"}
+
+
 def plot_results(results: list[ExperimentResult], path: str | Path, title: str = "") -> Path:
-    """Mean ± 2 SE curves of every method (inference regret or F1) saved as a PNG."""
+    """Mean ± 2 SE curves of every method (inference regret or F1) saved as a PNG.
+
+    The iteration axis is logarithmic: the methods separate in the first tens of steps.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), dpi=100)
-    for r in results:
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    colors = plt.get_cmap("tab20").colors
+    for k, r in enumerate(results):
         mean, se = r.mean_se()
         t = np.arange(1, mean.size + 1)
-        ax.plot(t, mean, label=r.config.method, lw=1.4)
-        ax.fill_between(t, mean - 2 * se, mean + 2 * se, alpha=0.15)
+        color = colors[(2 * k) % 20 if k < 10 else (2 * k + 1) % 20]
+        ax.plot(t, mean, label=r.config.method, color=color, **_style(r.config.method))
+        ax.fill_between(t, mean - 2 * se, mean + 2 * se, alpha=0.10, color=color, lw=0)
     task = results[0].task if results else "opt"
-    ax.set_xlabel("iteration t")
+    ax.set_xscale("log")
+    ax.set_xlabel("iteration t (log scale)")
     ax.set_ylabel("inference regret" if task == "opt" else "F1 score")
     ax.set_title(title or (results[0].config.benchmark if results else ""))
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     plt.close(fig)
+    return out
+
+
+def load_results(path: str | Path) -> list[ExperimentResult]:
+    """Rebuild experiments from a ``results.json`` written by :func:`save_results`."""
+    import json
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = []
+    for d in data:
+        cfg = RunConfig(**d["config"])
+        trials = [
+            TrialResult(
+                seed=t["seed"],
+                metric=np.asarray(t["metric"], dtype=float),
+                queries=np.asarray(t["queries"], dtype=np.int64),
+                metric_alt=None if t["metric_alt"] is None else np.asarray(t["metric_alt"]),
+                first_classified=t["first_classified"],
+                stopped_at=t["stopped_at"],
+                seconds=t["seconds"],
+                problem_info=t["problem_info"],
+            )
+            for t in d["trials"]
+        ]
+        out.append(ExperimentResult(cfg, d["task"], trials))
     return out
 
 

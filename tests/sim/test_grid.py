@@ -1,0 +1,177 @@
+"""Experiment grids (issue 8): executors agree, kill+resume == uninterrupted, failures kept."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
+from ev_nav.sim.grid import make_executor, run_grid
+
+NET = NetworkSpec(kind="synthetic", n_segments=300, seed=5)
+TRIPS = TripSpec(kind="random", vehicles=2, min_distance_m=400.0, name="rnd")
+
+
+def _specs(horizon=6):
+    agents = [AgentSpec(model="bi", policy=p) for p in ("ts", "ucb")]
+    return [
+        RunSpec(network=NET, agent=a, trips=TRIPS, horizon=horizon, seed=s)
+        for a in agents
+        for s in (0, 1)
+    ]
+
+
+def _results(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "results.csv")
+    return df.sort_values(["run_id", "t", "vehicle"]).reset_index(drop=True)
+
+
+def test_executors_give_identical_results(tmp_path):
+    specs = _specs()
+    frames = {}
+    for kind in ("inprocess", "local", "dask"):
+        ex = make_executor(kind, workers=2, dask_local=2)
+        res = run_grid(specs, tmp_path / kind, executor=ex, progress=False)
+        assert not res.failed, res.failed
+        frames[kind] = _results(tmp_path / kind)
+    pd.testing.assert_frame_equal(frames["inprocess"], frames["local"])
+    pd.testing.assert_frame_equal(frames["inprocess"], frames["dask"])
+    summary = pd.read_csv(tmp_path / "local" / "summary.csv")
+    assert set(summary["agent"]) == {"BI-TS", "BI-UCB"} and (summary["runs"] == 2).all()
+
+
+def test_failed_run_is_reported_and_others_complete(tmp_path):
+    bad = RunSpec(
+        network=NET,
+        agent=AgentSpec(model="bi", policy="ts"),
+        trips=TripSpec(kind="fixed", start=0, goal=10**9, name="bad"),
+        horizon=3,
+        seed=0,
+    )
+    res = run_grid([*_specs(3), bad], tmp_path, executor=make_executor("inprocess"), progress=False)
+    assert [o.run_id for o in res.failed] == [bad.run_id]
+    assert "segment id" in res.failed[0].error
+    assert (tmp_path / "runs" / bad.run_id / "error.txt").read_text().startswith("Traceback")
+    assert len(pd.read_csv(tmp_path / "summary.csv")) == 2  # the four good runs, two agents
+
+
+CONFIG = """
+horizon = 40
+seeds = [0, 1, 2]
+[network]
+kind = "synthetic"
+n_segments = 300
+seed = 5
+[trips]
+kind = "random"
+vehicles = 2
+min_distance_m = 400.0
+name = "rnd"
+[[agents]]
+model = "bi"
+policy = "ts"
+[[agents]]
+model = "bi"
+policy = "bucb"
+[output]
+checkpoint_every = 5
+"""
+
+
+def test_kill_and_resume_equals_uninterrupted(tmp_path):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG)
+    cmd = [sys.executable, "-m", "ev_nav.cli", "fleet", "grid", str(cfg), "--quiet"]
+    ref = tmp_path / "ref"
+    subprocess.run([*cmd, "--executor", "inprocess", "--out", str(ref)], check=True)
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [*cmd, "--executor", "inprocess", "--out", str(out)], start_new_session=True
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill once a run has finished and another has checkpointed
+        done = list(out.glob("runs/*/trips.csv"))
+        ckpts = [
+            p for p in out.glob("runs/*/checkpoint.pt") if not (p.parent / "trips.csv").exists()
+        ]
+        if done and ckpts:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(out.glob("runs/*/trips.csv")))
+    assert 1 <= n_done < 6, "the kill should land mid-grid"
+    subprocess.run([*cmd, "--resume", "--executor", "inprocess", "--out", str(out)], check=True)
+    pd.testing.assert_frame_equal(_results(ref), _results(out))
+
+
+def test_refuses_to_mix_without_resume(tmp_path):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    from ev_nav.cli import main
+
+    assert (
+        main(
+            [
+                "fleet",
+                "grid",
+                str(cfg),
+                "--executor",
+                "inprocess",
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "fleet",
+                "grid",
+                str(cfg),
+                "--executor",
+                "inprocess",
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
+    assert main(["fleet", "report", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "regret.png").is_file()
+
+
+@pytest.mark.parametrize("executor", ["local"])
+def test_grid_cli_local(tmp_path, executor):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 3"))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ev_nav.cli",
+            "fleet",
+            "grid",
+            str(cfg),
+            "--executor",
+            executor,
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "6 runs" in r.stdout and "BI-TS" in r.stdout

@@ -1,0 +1,81 @@
+"""Shared driver of the ``scripts/reproduce_fig*.py`` scripts: run a grid, write figures + notes."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ev_nav.sim.fleet import RunSpec
+from ev_nav.sim.grid import make_executor, run_grid
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """Common options of the reproduction scripts."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="tiny settings (CI smoke test)")
+    p.add_argument("--horizon", type=int, help="trips per run (paper: 500)")
+    p.add_argument("--seeds", type=int, help="repetitions (paper: 5)")
+    p.add_argument("--out", type=Path, help="output folder (default docs/results/<figure>)")
+    p.add_argument("--executor", choices=("local", "inprocess", "dask"), default="local")
+    p.add_argument("--workers", type=int, help="local pool size")
+    p.add_argument("--dask-scheduler", help="tcp://HOST:PORT of a Dask scheduler")
+    p.add_argument("--fresh", action="store_true", help="ignore finished runs in --out")
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def settings(args: argparse.Namespace, horizon: int = 500, seeds: int = 5) -> tuple[int, list[int]]:
+    """(horizon, seeds) from the command line, the paper's values, or the --quick ones."""
+    if args.quick:
+        return args.horizon or 3, list(range(args.seeds or 1))
+    return args.horizon or horizon, list(range(args.seeds or seeds))
+
+
+def run(
+    name: str,
+    args: argparse.Namespace,
+    specs: list[RunSpec],
+    figures: Callable[[Path], list[Path]],
+) -> Path:
+    """Execute the grid for figure ``name``, then call ``figures(out_dir)``; print a summary."""
+    from ev_nav.sim.report import write_report
+
+    out = args.out or REPO / "docs" / "results" / (name + ("-quick" if args.quick else ""))
+    kind = "dask" if args.dask_scheduler else args.executor
+    executor = make_executor(kind, workers=args.workers, dask_scheduler=args.dask_scheduler)
+    t0 = time.perf_counter()
+    result = run_grid(
+        specs,
+        out,
+        executor=executor,
+        resume=not args.fresh,
+        checkpoint_every=50,
+        progress=not args.quiet,
+        config={"figure": name, "quick": args.quick, "n_runs": len(specs)},
+    )
+    wall = time.perf_counter() - t0
+    table = write_report(out)
+    written = figures(out)
+    print(table)
+    print(f"\n{name}: {len(specs)} runs, {len(result.failed)} failed, wall time {wall:.0f} s")
+    for o in result.failed:
+        print(f"  FAILED {o.run_id}: {o.error}")
+    for p in written:
+        print(f"  wrote {p}")
+    return out
+
+
+def quick_subset(specs: list[RunSpec]) -> list[RunSpec]:
+    """For ``--quick``: the first route only and small GP inducing sets/batches."""
+    from dataclasses import replace
+
+    first = (specs[0].network, specs[0].trips)
+    return [
+        replace(s, agent=replace(s.agent, num_inducing=200, batch_size=300))
+        for s in specs
+        if (s.network, s.trips) == first
+    ]

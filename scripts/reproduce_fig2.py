@@ -1,0 +1,25 @@
+#!/usr/bin/env python
+"""Reproduce Fig. 2: cumulative regret of GP/BI × UCB/BUCB/TS on Monaco and Luxembourg routes.
+
+Paper setting: T = 500 trips, 5 seeds, routes A and B per network, mean ± 1 SE.
+Usage: python scripts/reproduce_fig2.py [--quick] [--horizon T] [--seeds N] [--workers W]
+"""
+
+from __future__ import annotations
+
+from ev_nav.sim import paper
+from ev_nav.sim.experiments import fig2_specs
+
+
+def main() -> int:
+    args = paper.parser(__doc__.splitlines()[0]).parse_args()
+    horizon, seeds = paper.settings(args)
+    specs = fig2_specs(horizon=horizon, seeds=seeds)
+    if args.quick:
+        specs = paper.quick_subset(specs)
+    paper.run("fig2", args, specs, lambda out: [out / "regret.png"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ev_nav.sim.fleet import NetworkSpec, load_network
+from ev_nav.sim.fleet import AgentSpec, NetworkSpec, load_network
 from ev_nav.viz.maps import visits_map
 from ev_nav.viz.plots import visits_png
 
@@ -36,10 +36,7 @@ def main() -> int:
         net_spec = NetworkSpec(**{**cfg["network"], "dems": tuple(cfg["network"]["dems"])})
         label = net_spec.label
         nets[label] = net_spec
-        agent = (
-            cfg["agent"]["name"]
-            or f"{cfg['agent']['model'].upper()}-{cfg['agent']['policy'].upper()}"
-        )
+        agent = AgentSpec(**cfg["agent"]).label
         groups[(label, cfg["trips"]["name"], agent)].append(
             np.load(meta_path.parent / "visits.npy")
         )

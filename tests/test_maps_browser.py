@@ -186,7 +186,7 @@ def test_route_map_offline_with_local_leaflet(browser, assets: Path, net, tmp_pa
     op = OfflinePage(browser, assets)
     try:
         page = op.page
-        page.goto(html_path.as_uri(), wait_until="load")
+        page.goto(html_path.as_uri(), wait_until="networkidle")  # all requests handled
         page.wait_for_selector(f"{LEAFLET} path.{ROUTE_CLASS}-0", state="attached", timeout=15_000)
         assert page.evaluate("typeof L !== 'undefined' && L.version") == "1.9.3"
         assert op.errors == [], f"JavaScript errors: {op.errors}"
@@ -245,7 +245,7 @@ def test_network_map_tooltip_in_browser(browser, assets: Path, net, tmp_path) ->
     op = OfflinePage(browser, assets)
     try:
         page = op.page
-        page.goto(html_path.as_uri(), wait_until="load")
+        page.goto(html_path.as_uri(), wait_until="networkidle")  # all requests handled
         page.wait_for_selector(f"path.{NETWORK_CLASS}", state="attached", timeout=15_000)
         assert op.errors == [], f"JavaScript errors: {op.errors}"
         paths = page.locator(f"path.{NETWORK_CLASS}")
@@ -296,7 +296,7 @@ def test_route_visible_without_any_map_library(browser, assets: Path, net, tmp_p
     op = OfflinePage(browser, None)
     try:
         page = op.page
-        page.goto(html_path.as_uri(), wait_until="load")
+        page.goto(html_path.as_uri(), wait_until="networkidle")  # all requests handled
         assert page.evaluate("typeof L") == "undefined"
         fallback = page.locator(f"#{FALLBACK_ID}")
         fallback.wait_for(state="visible", timeout=5_000)

@@ -1,0 +1,190 @@
+"""End-to-end per-trip workflow through the CLI, and its bad-input handling (issue 5)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ev_nav.cli import main
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.store import Store
+
+SEGMENTS = 600
+
+
+@pytest.fixture(scope="module")
+def net():
+    return synthetic_town(SEGMENTS, seed=0)
+
+
+def _latlon(net, e):
+    lon, lat = net.segment_anchor(e)
+    return f"{lat:.7f},{lon:.7f}"
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _endpoints(net):
+    mid = net.segment_midpoints()
+    return int(np.argmin(mid[:, 0] + mid[:, 1])), int(np.argmax(mid[:, 0] + mid[:, 1]))
+
+
+@pytest.mark.parametrize("model", ["gp", "bi"])
+def test_init_route_observe_route_history(tmp_path, capsys, net, model):
+    state = tmp_path / "state"
+    code, out, err = _run(
+        capsys, "init", state, "--synthetic", "--segments", SEGMENTS, "--model", model
+    )
+    assert code == 0, err
+    s, g = _endpoints(net)
+    code, out, err = _run(
+        capsys,
+        "route",
+        state,
+        "--from",
+        _latlon(net, s),
+        "--to",
+        _latlon(net, g),
+        "--policy",
+        "mean",
+    )
+    assert code == 0, err
+    assert "planned" in out and "shortest" in out and "fastest" in out
+    assert (state / "maps" / "trip-1.html").is_file()
+    geo = json.loads((state / "maps" / "trip-1.geojson").read_text())
+    route1 = geo["features"][0]["properties"]["segments"]
+    assert route1[0] == s and route1[-1] == g
+
+    # per-segment observations: the first half of the route turns out very expensive
+    seg = np.array(route1)
+    e_det = net.e_det()[seg]
+    wh = e_det + 400.0
+    csv = tmp_path / "obs.csv"
+    csv.write_text(
+        "segment,energy_wh\n" + "".join(f"{a},{b}\n" for a, b in zip(seg, wh, strict=True))
+    )
+    code, out, err = _run(capsys, "observe", state, 1, "--segments", csv)
+    assert code == 0, err
+
+    code, out, err = _run(
+        capsys,
+        "route",
+        state,
+        "--from",
+        _latlon(net, s),
+        "--to",
+        _latlon(net, g),
+        "--policy",
+        "mean",
+    )
+    assert code == 0, err
+    geo2 = json.loads((state / "maps" / "trip-2.geojson").read_text())
+    route2 = geo2["features"][0]["properties"]
+    # the second plan reflects the update: its prediction for the old route rose, so it avoids it
+    assert route2["segments"] != route1
+    # total-only observation of trip 2
+    code, out, err = _run(
+        capsys, "observe", state, 2, "--total-wh", f"{route2['predicted_wh']:.1f}"
+    )
+    assert code == 0, err
+
+    code, out, err = _run(capsys, "history", state, "--json")
+    assert code == 0, err
+    hist = json.loads(out)
+    assert [h["trip"] for h in hist] == [1, 2]
+    assert hist[0]["observed_wh"] == pytest.approx(wh.sum(), abs=0.1)
+    assert hist[1]["observed_wh"] == pytest.approx(route2["predicted_wh"], abs=0.1)
+
+    for layer in ("mean", "sd", "visits", "energy-per-km"):
+        code, out, err = _run(capsys, "map", state, "--layer", layer)
+        assert code == 0, err
+        assert (state / "maps" / f"{layer}.html").is_file()
+
+
+def _db_snapshot(state):
+    with Store.open(state) as st:
+        return (st.n_trips(), st.n_observations(), st.checkpoint_ids())
+
+
+def _one_line_error(err, fragment):
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err
+    assert any(fragment in ln for ln in lines), err
+
+
+def test_bad_input_leaves_state_unchanged(tmp_path, capsys, net):
+    state = tmp_path / "state"
+    assert (
+        _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS, "--model", "bi")[0] == 0
+    )
+    s, g = _endpoints(net)
+    assert _run(capsys, "route", state, "--from", _latlon(net, s), "--to", _latlon(net, g))[0] == 0
+    before = _db_snapshot(state)
+
+    code, _, err = _run(capsys, "route", state, "--from", "10.0,10.0", "--to", _latlon(net, g))
+    assert code != 0
+    _one_line_error(err, "from the nearest road")
+
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("segment;energy\n1;2\n")
+    code, _, err = _run(capsys, "observe", state, 1, "--segments", bad_csv)
+    assert code != 0
+    _one_line_error(err, "header")
+
+    code, _, err = _run(capsys, "observe", state, 99, "--total-wh", 100)
+    assert code != 0
+    _one_line_error(err, "unknown trip id 99")
+
+    nan_csv = tmp_path / "nan.csv"
+    nan_csv.write_text(f"segment,energy_wh\n{s},nan\n")
+    code, _, err = _run(capsys, "observe", state, 1, "--segments", nan_csv)
+    assert code != 0
+    _one_line_error(err, "finite")
+
+    code, _, err = _run(capsys, "observe", state, 1, "--total-wh", -50)
+    assert code != 0
+    _one_line_error(err, "negative")
+
+    other = synthetic_town(SEGMENTS, seed=1)
+    other_path = tmp_path / "other.npz"
+    other.save(other_path)
+    code, _, err = _run(
+        capsys,
+        "route",
+        state,
+        "--from",
+        _latlon(net, s),
+        "--to",
+        _latlon(net, g),
+        "--network",
+        other_path,
+    )
+    assert code != 0
+    _one_line_error(err, "network")
+
+    code, _, err = _run(capsys, "history", tmp_path / "nowhere")
+    assert code != 0
+    _one_line_error(err, "no ev-nav state")
+
+    assert _db_snapshot(state) == before
+    with Store.open(state) as st:
+        assert st.integrity_check() == ["ok"]
+
+
+def test_unreachable_goal_is_a_clear_error():
+    """Dijkstra on a line graph that is not strongly connected (a user's own arrays)."""
+    from ev_nav.bandits.routing import Router
+    from ev_nav.errors import UnreachableError
+
+    class OneWay:
+        n_segments = 3
+        n_connections = 1
+        lg_indptr = np.array([0, 1, 1, 1])
+        lg_indices = np.array([1])
+
+    with pytest.raises(UnreachableError, match="no route"):
+        Router(OneWay()).route(np.ones(3), 0, 2)

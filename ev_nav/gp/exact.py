@@ -209,9 +209,7 @@ class ExactGP:
         S = K_nn - B.T @ B
         Lc, info = torch.linalg.cholesky_ex(S)
         if int(info) != 0:  # numerically singular extension: fall back to a full refit
-            return self.fit(
-                torch.cat([self.X_train, x_new]), torch.cat([self.y_train, y_new])
-            )
+            return self.fit(torch.cat([self.X_train, x_new]), torch.cat([self.y_train, y_new]))
         n, k = self._L.shape[0], x_new.shape[0]
         L = torch.zeros(n + k, n + k, dtype=DTYPE)
         L[:n, :n] = self._L
@@ -394,8 +392,10 @@ class RandomFourierFeatures:
         self.n_features = int(n_features)
         self.outputscale = float(outputscale)
         n_freq = n_features // 2
-        ls = _as_tensor(lengthscale).expand(dim) if _as_tensor(lengthscale).ndim == 0 else (
-            _as_tensor(lengthscale)
+        ls = (
+            _as_tensor(lengthscale).expand(dim)
+            if _as_tensor(lengthscale).ndim == 0
+            else (_as_tensor(lengthscale))
         )
         z = torch.randn(dim, n_freq, dtype=DTYPE, generator=generator)
         if kind != "se":

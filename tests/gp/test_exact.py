@@ -55,8 +55,9 @@ def test_posterior_matches_dense_solve(kind):
     X = torch.rand(30, 2, dtype=D, generator=g)
     y = torch.sin(6 * X[:, 0]) + X[:, 1] ** 2
     Xs = torch.rand(11, 2, dtype=D, generator=g)
-    gp = ExactGP(kind, lengthscale=torch.tensor([0.3, 0.4]), outputscale=1.3, noise_var=1e-3,
-                 mean=0.2).fit(X, y)
+    gp = ExactGP(
+        kind, lengthscale=torch.tensor([0.3, 0.4]), outputscale=1.3, noise_var=1e-3, mean=0.2
+    ).fit(X, y)
     mu, var = gp.posterior(Xs)
     Xn, yn, Xsn = X.numpy(), y.numpy(), Xs.numpy()
     ls = np.array([0.3, 0.4])
@@ -150,15 +151,17 @@ def test_rff_posterior_sample_tracks_exact_posterior():
     assert float((D_.mean(0) - mu).abs().max()) < 0.15
     assert float((D_.std(0) - var.sqrt()).abs().max()) < 0.15
     # near training points the draws interpolate the data
-    f = rff_posterior_sample(RandomFourierFeatures("se", 0.2, 1.0, 1, 2048, _gen(9)), X, y, 1e-4,
-                             _gen(10))
+    f = rff_posterior_sample(
+        RandomFourierFeatures("se", 0.2, 1.0, 1, 2048, _gen(9)), X, y, 1e-4, _gen(10)
+    )
     assert float((f(X) - y).abs().max()) < 0.05
 
 
 def test_rff_sample_differentiable():
     rff = RandomFourierFeatures("se", 0.3, 1.0, 2, 64, _gen(11))
-    f = rff_posterior_sample(rff, torch.rand(5, 2, dtype=D, generator=_gen(12)),
-                             torch.zeros(5, dtype=D), 1e-4, _gen(13))
+    f = rff_posterior_sample(
+        rff, torch.rand(5, 2, dtype=D, generator=_gen(12)), torch.zeros(5, dtype=D), 1e-4, _gen(13)
+    )
     x = torch.rand(3, 2, dtype=D, generator=_gen(14)).requires_grad_(True)
     f(x).sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()

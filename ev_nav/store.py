@@ -14,6 +14,20 @@ The schema is versioned with ``PRAGMA user_version`` and upgraded by the ordered
 :data:`MIGRATIONS` when an older state is opened. The store knows nothing about models: a
 checkpoint is an opaque byte string that the caller serialises (e.g. ``torch.save`` into a
 ``BytesIO``).
+
+Typical use::
+
+    store = Store.create(state_dir, net.content_hash, "synthetic:2000:0", "gp",
+                         vehicle_dict, n_segments=net.n_segments)
+    store = Store.open(state_dir); store.check_network(net.content_hash)
+    trip_id = store.add_trip(origin_segment=route[0], goal_segment=route[-1], policy="ts",
+                             route=route, predicted_wh=mu, predicted_sd_wh=sd,
+                             length_m=L, time_s=T, seed=seed)
+    store.add_observations(trip_id, segment_ids, energies_wh)   # or add_total_observation
+    ck = store.latest_checkpoint()                  # restore the model from ck.blob, then
+    for batch in store.observations(after_batch=ck.last_batch_id if ck else 0):
+        ...                                         # apply the batches the model has not seen
+    store.save_checkpoint(blob, n_obs=store.n_observations())
 """
 
 from __future__ import annotations
@@ -342,7 +356,8 @@ class Store:
         path = cls.db_path(directory)
         if path.exists():
             raise StateError(
-                f"{directory} already holds an ev-nav state; open it, or choose a new directory"
+                f"{directory} already holds an ev-nav state (possibly from an interrupted "
+                "'ev-nav init'); use it, remove it, or choose a new directory"
             )
         conn = cls._connect(path)
         store = cls(path, conn)

@@ -252,13 +252,19 @@ def _fallback_svg(
 
 
 # ====================================================================== maps
+#: Above this many segments the maps draw on a canvas: tens of thousands of SVG elements make
+#: panning sluggish, while a canvas stays fast (paths are then not separate DOM elements).
+CANVAS_ABOVE_SEGMENTS = 30_000
+
+
 def _base_map(net: RoadNetwork, tiles: str | None) -> folium.Map:
     lon0, lat0, lon1, lat1 = net.bounds()
     m = folium.Map(
         location=[0.5 * (lat0 + lat1), 0.5 * (lon0 + lon1)],
         tiles=tiles,
         control_scale=True,
-        prefer_canvas=False,  # SVG paths: inspectable in the DOM, crisp at any zoom
+        # SVG paths for usual sizes: one DOM element per path, crisp at any zoom.
+        prefer_canvas=net.n_segments > CANVAS_ABOVE_SEGMENTS,
     )
     m.fit_bounds([[lat0, lon0], [lat1, lon1]])
     return m

@@ -41,7 +41,7 @@ def network_png(
     title: str | None = None,
     routes: Mapping[str, ArrayLike] | None = None,
     linewidth: float | ArrayLike = 1.2,
-    figsize: tuple[float, float] = (7.0, 7.0),
+    figsize: tuple[float, float] | None = None,
     dpi: int = 150,
 ) -> Path:
     """Draw the network coloured by ``values`` (NaN = grey) into a PNG file; return its path.
@@ -66,7 +66,8 @@ def network_png(
     linewidth : float or array_like
         Segment line width [pt], scalar or per segment.
     figsize, dpi
-        Figure size [inch] and resolution.
+        Figure size [inch] (default: 7 inch wide, height following the network's shape) and
+        resolution.
     """
     import matplotlib
 
@@ -89,6 +90,12 @@ def network_png(
         colors = np.tile(matplotlib.colors.to_rgba(NO_DATA_COLOR), (net.n_segments, 1))
     lw = np.broadcast_to(np.asarray(linewidth, dtype=np.float64), (net.n_segments,))
 
+    lon0, lat0, lon1, lat1 = net.bounds()
+    if figsize is None:
+        ground_aspect = (lat1 - lat0 or 1e-3) / (
+            (lon1 - lon0 or 1e-3) * np.cos(np.radians(0.5 * (lat0 + lat1)))
+        )
+        figsize = (7.0, float(np.clip(5.6 * ground_aspect + 1.0, 3.0, 10.0)))
     fig, ax = plt.subplots(figsize=figsize, constrained_layout=True)
     try:
         # Draw no-data first and high values last: the two directions of a street overlap, and
@@ -120,7 +127,6 @@ def network_png(
                 label=name,
                 zorder=3 + (k == 0),
             )
-        lon0, lat0, lon1, lat1 = net.bounds()
         pad_x, pad_y = 0.02 * (lon1 - lon0 or 1e-3), 0.02 * (lat1 - lat0 or 1e-3)
         ax.set_xlim(lon0 - pad_x, lon1 + pad_x)
         ax.set_ylim(lat0 - pad_y, lat1 + pad_y)

@@ -282,7 +282,12 @@ class Store:
         # isolation_level=None: no implicit transactions; every write opens BEGIN IMMEDIATE itself
         # so that a writer takes the write lock up front (a deferred transaction that upgrades
         # from read to write can fail with SQLITE_BUSY without waiting).
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000.0, isolation_level=None)
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000.0, isolation_level=None)
+        except sqlite3.Error as exc:  # unreadable directory, permissions, …
+            raise StateError(
+                f"cannot open {path} ({exc}); check the path and permissions"
+            ) from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -571,9 +576,11 @@ class Store:
     def _check_segments(self, ids: NDArray[np.int64], what: str) -> None:
         n = self.n_segments
         if ids.size and (ids.min() < 0 or (n is not None and ids.max() >= n)):
-            bad = ids[(ids < 0) | (ids >= (n if n is not None else np.iinfo(np.int64).max))]
+            limit = n if n is not None else np.iinfo(np.int64).max
+            bad = ids[(ids < 0) | (ids >= limit)]
+            valid = f"0..{n - 1}" if n is not None else "non-negative ids"
             raise UnknownSegmentError(
-                f"{what} contains segment ids outside 0..{(n or 0) - 1}: {bad[:5].tolist()}; "
+                f"{what} contains segment ids outside {valid}: {bad[:5].tolist()}; "
                 "check that the data belongs to this state's network"
             )
 

@@ -428,3 +428,15 @@ def test_history_and_visit_counts(store: Store) -> None:
     assert everything[9] == 1 and everything[3] == 3
     with pytest.raises(UnknownSegmentError):
         store.visit_counts(4)
+
+
+def test_unopenable_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StateError, match="not a directory"):
+        Store.create(blocker, "h", "r", "gp", VEHICLE)
+    sub = tmp_path / "s"
+    sub.mkdir()
+    Store.db_path(sub).mkdir()  # a directory where the database file should be
+    with pytest.raises(StateError):
+        Store.open(sub)

@@ -87,7 +87,7 @@ class Environment:
                 )
             elif truth.kind == "det-noise":
                 f = det_plus_correlated_noise(
-                    net, vehicle, np.sqrt(settings.outputscale_var), draw_seed
+                    net, vehicle, np.sqrt(settings.outputscale), draw_seed
                 )
             else:
                 raise ConfigError(f"unknown ground-truth kind {truth.kind!r}; use gp or det-noise")

@@ -98,8 +98,11 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         elif b == "rf-diabetes":
             budget = 40  # the RF objective costs ~0.4 s per evaluation
         cfg = _config(args, (b,), methods, noisy, n_seeds, budget)
-        res = run_experiment(cfg, progress=not args.quiet)
-        save_results(res, cfg, out / kind / f"{b}-s{args.seed_offset}")
+        folder = out / kind / f"{b}-s{args.seed_offset}"
+        # checkpoint after every run: a part cut short keeps its finished runs
+        res = run_experiment(cfg, progress=not args.quiet,
+                             on_result=lambda rs, cfg=cfg, folder=folder: save_results(
+                                 rs, cfg, folder))
         print(format_table(summarise(res)))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,15 +221,27 @@ def run_single(
     )
 
 
-def run_experiment(cfg: ExperimentConfig, *, progress: bool | None = None) -> list[RunResult]:
-    """All (benchmark, method, seed) runs of ``cfg``, with a tqdm bar on a TTY."""
-    jobs = [(b, m, s) for b in cfg.benchmarks for m in cfg.methods for s in cfg.seeds]
+def run_experiment(
+    cfg: ExperimentConfig,
+    *,
+    progress: bool | None = None,
+    on_result: Callable[[list[RunResult]], None] | None = None,
+) -> list[RunResult]:
+    """All (benchmark, method, seed) runs of ``cfg``, with a tqdm bar on a TTY.
+
+    ``on_result(results_so_far)`` is called after every run (e.g. to checkpoint to disk, so an
+    interrupted experiment keeps its finished runs).
+    """
+    # seed-major order: a run cut short still holds complete seeds for every method
+    jobs = [(b, m, s) for b in cfg.benchmarks for s in cfg.seeds for m in cfg.methods]
     show = sys.stderr.isatty() if progress is None else progress
     out: list[RunResult] = []
     with tqdm(jobs, disable=not show, desc="boke runs", unit="run") as bar:
         for b, m, s in bar:
             bar.set_postfix_str(f"{b} {m} seed={s}")
             out.append(run_single(get_benchmark(b), m, s, cfg))
+            if on_result is not None:
+                on_result(out)
     return out
 
 

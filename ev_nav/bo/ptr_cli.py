@@ -87,6 +87,7 @@ def _run_ptr_ev(args: argparse.Namespace) -> int:
         start_soc_kwh=args.start_kwh,
         wind_mean_mps=args.wind_mean,
         wind_std_mps=args.wind_std,
+        ambient_c=args.ambient_c,
         iterations=args.iterations,
         seed=args.seed,
     )
@@ -140,6 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--start-kwh", type=float, default=None, help="energy at departure")
     e.add_argument("--wind-mean", type=float, default=1.0, help="mean head-wind [m/s]")
     e.add_argument("--wind-std", type=float, default=3.0, help="head-wind std [m/s]")
+    e.add_argument("--ambient-c", type=float, default=0.0, help="ambient temperature [°C]")
     e.add_argument("--iterations", "-T", type=int, default=60)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default=None)

@@ -145,7 +145,9 @@ def ev_problem(cfg: EVReserveConfig, route: RouteProfile | None = None) -> PTRPr
         p_w=p_w / p_w.sum(),
         h=0.0,
         alpha=cfg.alpha,
-        kernel=GridKernel("se", 0.5, max(float(np.var(margin)), 1e-2)),
+        # Starting prior (σ = 5 kWh over the rescaled unit box); refined by marginal likelihood
+        # after the initial design, so no knowledge of the true landscape enters.
+        kernel=GridKernel("se", 0.5, 25.0),
         noise_std=cfg.noise_kwh,
         f_true=margin,
         fit_hyperparameters=True,

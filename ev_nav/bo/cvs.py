@@ -28,7 +28,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ev_nav.bo.acquisition import MaximizerConfig, confidence_bound, maximize_over_set
+from ev_nav.bo.acquisition import (
+    MaximizerConfig,
+    confidence_bound,
+    maximize_over_set,
+    single_threaded,
+)
 from ev_nav.bo.problems import Budget, Problem
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP, RandomFourierFeatures, rff_posterior_sample
@@ -416,6 +421,19 @@ def run_episode(
     (Episode, Tensor)
         The record and the MC matrix used (for evaluating the regret with the same samples).
     """
+    with single_threaded():
+        return _run_episode(problem, policy, budget, seed, config, hide_costs, progress)
+
+
+def _run_episode(
+    problem: Problem,
+    policy: Policy,
+    budget: float,
+    seed: int,
+    config: LoopConfig | None,
+    hide_costs: bool,
+    progress: bool,
+) -> tuple[Episode, Tensor]:
     cfg = config or LoopConfig()
     env = torch.Generator().manual_seed(int(seed))
     alg = torch.Generator().manual_seed(int(seed) + 10**6)
@@ -491,16 +509,22 @@ def set_optima(
     """
     cfg = config or MaximizerConfig(n_warmup=1000, n_warmup_full=20_000, n_starts=5)
     vals, xs = [], []
-    for i in range(problem.m):
-        if i == problem.full_set and problem.f_max is not None:
-            v, x = problem.f_max, torch.full((problem.dim,), math.nan, dtype=DTYPE)
-        else:
-            v, x = maximize_over_set(
-                problem.objective, problem.dim, problem.control_sets[i], S, generator, cfg
-            )
-        vals.append(float(v))
-        xs.append(x)
+    with single_threaded():
+        for i in range(problem.m):
+            v, x = _set_optimum(problem, i, S, generator, cfg)
+            vals.append(float(v))
+            xs.append(x)
     return vals, xs
+
+
+def _set_optimum(
+    problem: Problem, i: int, S: Tensor, generator: torch.Generator, cfg: MaximizerConfig
+) -> tuple[float, Tensor]:
+    if i == problem.full_set and problem.f_max is not None:
+        return problem.f_max, torch.full((problem.dim,), math.nan, dtype=DTYPE)
+    return maximize_over_set(
+        problem.objective, problem.dim, problem.control_sets[i], S, generator, cfg
+    )
 
 
 POLICY_NAMES: tuple[str, ...] = (

@@ -1,0 +1,140 @@
+"""BI baseline (spec §5.1): an independent conjugate Gaussian per segment.
+
+Prior ``N(E_det(e), σ0²)`` for every segment, known noise ``ς²``; after ``n_e`` observations with
+sum ``s_e`` the posterior precision is ``1/σ0² + n_e/ς²`` and the mean
+``(E_det/σ0² + s_e/ς²) / precision``. State is the pair (precision, precision-weighted mean),
+updated with ``np.add.at`` so repeated segments in one batch are handled exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ev_nav.energy import Vehicle
+from ev_nav.errors import ModelStateError
+from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
+from ev_nav.roads.network import RoadNetwork
+
+_STATE_VERSION = 1
+
+
+class BIModel:
+    """Independent Bayesian Gaussian per segment with known noise.
+
+    Parameters
+    ----------
+    net : RoadNetwork
+    vehicle : Vehicle, optional
+        Vehicle for the prior mean E_det (paper default EV when omitted).
+    prior_var : float, optional
+        Prior variance σ0² [Wh²]; default from :class:`~ev_nav.gp.groundtruth.PriorSettings`
+        (0.25² times the variance of E_det over the network).
+    noise_var : float, optional
+        Observation-noise variance ς² [Wh²]; default 0.1² times the variance of E_det.
+    """
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        vehicle: Vehicle | None = None,
+        prior_var: float | None = None,
+        noise_var: float | None = None,
+    ) -> None:
+        from ev_nav.gp.groundtruth import PriorSettings  # local: groundtruth imports kernels
+
+        defaults = PriorSettings.from_network(net, vehicle)
+        self.n_segments = net.n_segments
+        self.network_hash = net.content_hash
+        self.prior_mean = net.e_det(vehicle).astype(np.float64)
+        self.prior_var = float(defaults.outputscale if prior_var is None else prior_var)
+        self._noise_var = float(defaults.noise_var if noise_var is None else noise_var)
+        if not (self.prior_var > 0 and self._noise_var > 0):
+            raise ModelStateError("prior_var and noise_var must be positive")
+        self.precision = np.full(self.n_segments, 1.0 / self.prior_var)
+        self.eta = self.prior_mean / self.prior_var  # precision-weighted mean
+        self.n_obs = np.zeros(self.n_segments, dtype=np.int64)
+        self._cache: SegmentPosterior | None = None
+
+    @property
+    def noise_std(self) -> float:
+        """Observation-noise standard deviation ς [Wh]."""
+        return float(np.sqrt(self._noise_var))
+
+    def posterior(self) -> SegmentPosterior:
+        """Independent posterior means and stds of all segments."""
+        if self._cache is None:
+            var = 1.0 / self.precision
+            self._cache = SegmentPosterior(
+                mean=self.eta * var, std=np.sqrt(var), noise_std=self.noise_std
+            )
+        return self._cache
+
+    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        """Conjugate update with one noisy observation per listed segment [Wh]."""
+        ids, y = validate_observations(segment_ids, energies, self.n_segments)
+        np.add.at(self.precision, ids, 1.0 / self._noise_var)
+        np.add.at(self.eta, ids, y / self._noise_var)
+        np.add.at(self.n_obs, ids, 1)
+        self._cache = None
+
+    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+        """Update from the trip total ``y = Σ_e f_e + noise`` (noise variance ``k ς²``).
+
+        The marginals are updated exactly (Gaussian conditioning on a sum); the correlations the
+        observation induces between the trip's segments are dropped, since BI keeps independent
+        segments. A segment listed twice counts twice in the sum.
+        """
+        ids, total = validate_total(segment_ids, total_energy, self.n_segments)
+        post = self.posterior()
+        uniq, counts = np.unique(ids, return_counts=True)
+        mu, var = post.mean[uniq], post.std[uniq] ** 2
+        s_var = float((counts**2 * var).sum()) + ids.size * self._noise_var
+        resid = total - float((counts * mu).sum())
+        gain = counts * var / s_var
+        new_mu = mu + gain * resid
+        new_var = var - counts**2 * var**2 / s_var
+        self.precision[uniq] = 1.0 / new_var
+        self.eta[uniq] = new_mu / new_var
+        self._cache = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Arrays and settings that restore the model exactly."""
+        return {
+            "kind": "bi",
+            "version": _STATE_VERSION,
+            "n_segments": self.n_segments,
+            "network_hash": self.network_hash,
+            "prior_var": self.prior_var,
+            "noise_var": self._noise_var,
+            "prior_mean": self.prior_mean.copy(),
+            "precision": self.precision.copy(),
+            "eta": self.eta.copy(),
+            "n_obs": self.n_obs.copy(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> BIModel:
+        """Restore a :meth:`state_dict`; raises :class:`ModelStateError` on a mismatch."""
+        if state.get("kind") != "bi" or state.get("version") != _STATE_VERSION:
+            raise ModelStateError("not a BI model checkpoint (or from another ev-nav version)")
+        if int(state["n_segments"]) != self.n_segments or (
+            state.get("network_hash") != self.network_hash
+        ):
+            raise ModelStateError(
+                "checkpoint was saved for a different road network; load it with the network it "
+                "was trained on"
+            )
+        arrays = {k: np.asarray(state[k]) for k in ("prior_mean", "precision", "eta", "n_obs")}
+        if any(a.shape != (self.n_segments,) for a in arrays.values()):
+            raise ModelStateError("checkpoint arrays have the wrong length for this network")
+        self.prior_var = float(state["prior_var"])
+        self._noise_var = float(state["noise_var"])
+        self.prior_mean = arrays["prior_mean"].astype(np.float64).copy()
+        self.precision = arrays["precision"].astype(np.float64).copy()
+        self.eta = arrays["eta"].astype(np.float64).copy()
+        self.n_obs = arrays["n_obs"].astype(np.int64).copy()
+        self._cache = None
+        return self

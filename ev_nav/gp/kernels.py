@@ -1,0 +1,563 @@
+"""Kernels on road segments: the graph Matérn kernel of the line graph and feature kernels.
+
+The graph Matérn kernel (paper App. B.1, spec §5.2) lives on the nodes of the line graph L(G),
+i.e. on road segments. Every connection ``c = (e1, e2)`` gets the weight ``W = ℓ̄ / ℓ_{e1}``
+(ℓ̄ = mean segment length); the incidence matrix ``B`` has ``B[e1, c] = -W`` and
+``B[e2, c] = +W`` and the incidence Laplacian is ``Δ = B Bᵀ``. With ``c = 2ν/κ²``::
+
+    K_G = (c I + Δ)^(-ν) / z,      z = mean(diag((c I + Δ)^(-ν)))
+
+so the mean prior variance of the graph factor is 1; outputscales live in the composite kernel.
+
+Three interchangeable computations of the same object (``mode``):
+
+``"dense"``
+    Full eigendecomposition ``Δ = U Λ Uᵀ`` (O(|E|³) once); any ν, κ and ν learnable.
+``"sparse"``
+    Integer ν only, exact. ``P = c I + Δ`` is sparse and SPD, so ``K_G[:, Z] = P^(-ν) E_Z``
+    comes from ν sparse LU solves per column and ``diag(P^(-ν))`` from blocked solves of unit
+    vectors (``diag(P^(-k))_e = <P^(-a) e_e, P^(-b) e_e>``, ``a + b = k``). No dense |E|×|E|
+    matrix is formed. κ is learnable: derivatives use ``d P^(-ν)/dc = -ν P^(-ν-1)``.
+``"truncated"``
+    The ``rank`` smallest eigenpairs of Δ (shift-invert Lanczos); any ν, κ and ν learnable.
+    The truncated kernel is normalised by its own trace, so its mean prior variance is also 1.
+
+The composite kernel of the paper is :class:`SegmentKernel`,
+``k((e,x),(e',x')) = s₁ k_G(e,e') k_f(x,x') + s₂ k'_f(x,x')`` with Matérn-5/2 ARD feature kernels.
+GPyTorch inputs are rows ``[segment_id, x_1, …, x_d]`` (see :func:`segment_inputs`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import gpytorch
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+import torch
+from gpytorch.constraints import GreaterThan, Positive
+from numpy.typing import NDArray
+from torch import Tensor
+
+from ev_nav.errors import ConfigError, UnknownSegmentError
+from ev_nav.roads.network import RoadNetwork
+
+DTYPE = torch.float64
+KernelMode = Literal["auto", "dense", "sparse", "truncated"]
+KERNEL_MODES: tuple[str, ...] = ("auto", "dense", "sparse", "truncated")
+
+#: ``mode="auto"`` uses the dense eigendecomposition up to this many segments for non-integer ν.
+AUTO_DENSE_MAX = 3000
+#: Columns per SuperLU solve call: SuperLU's multi-RHS solve degrades badly for wide blocks
+#: (cache misses); ~16 columns is the measured sweet spot on road line graphs.
+_SOLVE_CHUNK = 16
+#: Unit vectors per block when computing the exact diagonal (bounds the dense workspace).
+_DIAG_BLOCK = 512
+
+
+# ====================================================================== graph structure
+def connection_weights(net: RoadNetwork) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray]:
+    """Connections ``(e1, e2)`` of the line graph and their weights ``ℓ̄ / ℓ_{e1}``.
+
+    Returns
+    -------
+    e1, e2 : ndarray of int64, shape (n_connections,)
+        Source and target segment of each connection.
+    w : ndarray of float64, shape (n_connections,)
+        Connection weight [-] (short source segments are strongly coupled to their successors).
+    """
+    e1 = np.repeat(np.arange(net.n_segments, dtype=np.int64), np.diff(net.lg_indptr))
+    e2 = np.asarray(net.lg_indices, dtype=np.int64)
+    w = net.length_m.mean() / net.length_m[e1]
+    return e1, e2, w
+
+
+def incidence_laplacian(net: RoadNetwork) -> sp.csr_matrix:
+    """Incidence Laplacian ``Δ = B Bᵀ`` of the weighted line graph (App. B.1), sparse symmetric PSD.
+
+    ``B[e1, c] = -W_c`` and ``B[e2, c] = +W_c`` for connection ``c = (e1, e2)``, so
+    ``Δ[e, e] = Σ_{c ∋ e} W_c²`` and ``Δ[e1, e2] = -Σ W_c²`` over the connections joining them
+    (in either direction).
+    """
+    n = net.n_segments
+    e1, e2, w = connection_weights(net)
+    c = np.arange(e1.shape[0])
+    b = sp.csr_matrix(
+        (np.concatenate([-w, w]), (np.concatenate([e1, e2]), np.concatenate([c, c]))),
+        shape=(n, e1.shape[0]),
+    )
+    lap = (b @ b.T).tocsr()
+    lap.sum_duplicates()
+    return lap
+
+
+def segment_inputs(net: RoadNetwork, features: NDArray | None = None) -> Tensor:
+    """GPyTorch inputs for all segments: rows ``[segment_id, x_1, …, x_d]`` (float64).
+
+    Parameters
+    ----------
+    net : RoadNetwork
+    features : ndarray, optional
+        Context per segment, shape (n_segments, d); defaults to ``net.features``.
+    """
+    x = net.features if features is None else np.asarray(features, dtype=np.float64)
+    ids = np.arange(net.n_segments, dtype=np.float64)[:, None]
+    return torch.as_tensor(np.hstack([ids, x]), dtype=DTYPE)
+
+
+# ====================================================================== sparse precision
+class SparsePrecision:
+    """``P = c I + Δ`` factorised once (SuperLU, symmetric mode) with chunked multi-RHS solves."""
+
+    def __init__(self, laplacian: sp.spmatrix, shift: float) -> None:
+        n = laplacian.shape[0]
+        self.shift = float(shift)
+        self.n = n
+        p = (laplacian + self.shift * sp.identity(n, format="csr")).tocsc()
+        # P is SPD: symmetric mode with diagonal pivots keeps the fill of a Cholesky ordering.
+        self._lu = spla.splu(
+            p,
+            permc_spec="MMD_AT_PLUS_A",
+            diag_pivot_thresh=0.0,
+            options={"SymmetricMode": True},
+        )
+
+    def solve(self, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``P⁻¹ rhs`` for a dense (n, k) right-hand side."""
+        rhs = np.asarray(rhs, dtype=np.float64)
+        if rhs.ndim == 1:
+            return self._lu.solve(rhs)
+        out = np.empty(rhs.shape, dtype=np.float64, order="F")
+        for j in range(0, rhs.shape[1], _SOLVE_CHUNK):
+            out[:, j : j + _SOLVE_CHUNK] = self._lu.solve(
+                np.asfortranarray(rhs[:, j : j + _SOLVE_CHUNK])
+            )
+        return out
+
+    def power_solve(self, rhs: NDArray[np.float64], power: int) -> NDArray[np.float64]:
+        """``P^(-power) rhs``."""
+        out = rhs
+        for _ in range(power):
+            out = self.solve(out)
+        return out
+
+    def unit_columns(self, ids: NDArray[np.int64], power: int) -> NDArray[np.float64]:
+        """``P^(-power)[:, ids]`` (dense, shape (n, len(ids)))."""
+        e = np.zeros((self.n, len(ids)), dtype=np.float64, order="F")
+        e[ids, np.arange(len(ids))] = 1.0
+        return self.power_solve(e, power)
+
+    def diagonals(self, powers: tuple[int, ...]) -> dict[int, NDArray[np.float64]]:
+        """Exact ``diag(P^(-k))`` for each ``k`` in ``powers`` by blocked unit-vector solves.
+
+        ``diag(P^(-k))_e = <P^(-a) e_e, P^(-b) e_e>`` with ``a = k // 2``, ``b = k - a``, so only
+        ``ceil(max(powers) / 2)`` solves per segment are needed.
+        """
+        top = max((k + 1) // 2 for k in powers)
+        out = {k: np.empty(self.n) for k in powers}
+        for start in range(0, self.n, _DIAG_BLOCK):
+            ids = np.arange(start, min(start + _DIAG_BLOCK, self.n))
+            e = np.zeros((self.n, len(ids)), order="F")
+            e[ids, np.arange(len(ids))] = 1.0
+            xs = [e]
+            for _ in range(top):
+                xs.append(self.solve(xs[-1]))
+            for k in powers:
+                a, b = k // 2, k - k // 2
+                if a == 0:
+                    out[k][ids] = xs[b][ids, np.arange(len(ids))]
+                else:
+                    out[k][ids] = np.einsum("ij,ij->j", xs[a], xs[b])
+        return out
+
+
+class _SparseState:
+    """Per-shift cache of the factorisation, the diagonals and the solved columns."""
+
+    def __init__(
+        self, laplacian: sp.spmatrix, shift: float, nu: int, diag_grad_probes: int | None
+    ) -> None:
+        self.prec = SparsePrecision(laplacian, shift)
+        self.nu = nu
+        self.diag_grad_probes = diag_grad_probes
+        self._diag: dict[int, NDArray[np.float64]] = {}
+        # column blocks solved for whole id *sets*: (sorted ids, slot per segment, columns)
+        self._blocks: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]] = []
+
+    def columns(self, ids: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Unnormalised ``P^(-ν)[:, ids]``, cached per requested id set.
+
+        Columns are solved for the sorted set of requested ids in one call and reused by any
+        later request that the set covers. Results therefore depend only on (shift, id set),
+        not on the order of earlier requests: SuperLU's blocked solves are not bitwise identical
+        across right-hand-side groupings, and checkpoints must reproduce posteriors exactly.
+        """
+        for _, slot, cols in self._blocks:
+            if np.all(slot[ids] >= 0):
+                return cols[:, slot[ids]]
+        uniq = np.unique(ids)
+        slot = np.full(self.prec.n, -1, dtype=np.int64)
+        slot[uniq] = np.arange(uniq.size)
+        cols = self.prec.unit_columns(uniq, self.nu)
+        self._blocks = [*self._blocks[-2:], (uniq, slot, cols)]  # keep the last few sets
+        return cols[:, slot[ids]]
+
+    def diag(self, power: int) -> NDArray[np.float64]:
+        """Exact ``diag(P^(-power))`` (cached)."""
+        if power not in self._diag:
+            self._diag[power] = self.prec.diagonals((power,))[power]
+        return self._diag[power]
+
+    def weighted_diag_derivative(self, weights: NDArray[np.float64]) -> float:
+        """``Σ_e w_e diag(P^(-ν-1))_e``: exact, or a Hutchinson estimate with Rademacher probes.
+
+        The estimate ``mean_j <P⁻¹(w ∘ ξ_j), P^(-ν) ξ_j>`` is unbiased, and it only enters
+        stochastic (Adam) gradients; forward values are always exact. Probes come from a
+        generator seeded by the shift, so a computation is reproducible.
+        """
+        if self.diag_grad_probes is None:
+            return float(weights @ self.diag(self.nu + 1))
+        seed = int(np.frombuffer(np.float64(self.prec.shift).tobytes(), dtype=np.uint64)[0])
+        rng = np.random.default_rng(seed)
+        xi = rng.choice(np.array([-1.0, 1.0]), size=(self.prec.n, self.diag_grad_probes))
+        left = self.prec.solve(weights[:, None] * xi)
+        right = self.prec.power_solve(np.asfortranarray(xi), self.nu)
+        return float(np.einsum("ij,ij->", left, right)) / self.diag_grad_probes
+
+
+class _SparseColumns(torch.autograd.Function):
+    """``P(c)^(-ν)[:, ids]`` with the gradient with respect to the shift ``c``."""
+
+    @staticmethod
+    def forward(ctx, shift: Tensor, state: _SparseState, ids: NDArray) -> Tensor:  # noqa: D102
+        ctx.state = state
+        cols = state.columns(ids)
+        ctx.save_for_backward(torch.as_tensor(cols))
+        return torch.as_tensor(cols, dtype=DTYPE)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: D102
+        (cols,) = ctx.saved_tensors
+        # d/dc <G, P^-ν E> = -ν <G, P^-(ν+1) E> = -ν <P^-1 G, P^-ν E>  (P symmetric)
+        pg = ctx.state.prec.solve(grad.detach().numpy())
+        g = -ctx.state.nu * float(np.einsum("ij,ij->", pg, cols.numpy()))
+        return torch.tensor(g, dtype=DTYPE), None, None
+
+
+class _SparseDiag(torch.autograd.Function):
+    """Exact ``diag(P(c)^(-ν))`` with the gradient with respect to the shift ``c``."""
+
+    @staticmethod
+    def forward(ctx, shift: Tensor, state: _SparseState) -> Tensor:  # noqa: D102
+        ctx.state = state
+        return torch.as_tensor(state.diag(state.nu).copy(), dtype=DTYPE)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: D102
+        state = ctx.state
+        g = -state.nu * state.weighted_diag_derivative(grad.detach().numpy().astype(np.float64))
+        return torch.tensor(g, dtype=DTYPE), None
+
+
+# ====================================================================== graph Matérn kernel
+@dataclass(frozen=True)
+class Eigenpairs:
+    """(Partial) eigendecomposition of the incidence Laplacian: ``Δ ≈ U diag(λ) Uᵀ``."""
+
+    values: NDArray[np.float64]
+    vectors: NDArray[np.float64]
+
+
+def laplacian_eigenpairs(laplacian: sp.spmatrix, rank: int | None = None) -> Eigenpairs:
+    """All eigenpairs (``rank=None``, dense LAPACK) or the ``rank`` smallest (shift-invert).
+
+    The shift-invert Lanczos uses σ = -1, where ``Δ + I`` is nonsingular (Δ itself has the
+    constant vector in its null space).
+    """
+    n = laplacian.shape[0]
+    if rank is None or rank >= n - 1:
+        vals, vecs = np.linalg.eigh(laplacian.toarray())
+    else:
+        vals, vecs = spla.eigsh(
+            laplacian.tocsc(), k=int(rank), sigma=-1.0, which="LM", v0=np.ones(n)
+        )
+        order = np.argsort(vals)
+        vals, vecs = vals[order], vecs[:, order]
+    return Eigenpairs(np.clip(vals, 0.0, None), np.ascontiguousarray(vecs))
+
+
+class GraphMaternKernel(gpytorch.kernels.Kernel):
+    """Graph Matérn kernel on road segments (normalised to mean prior variance 1).
+
+    Inputs are GPyTorch rows whose first column is the segment id (other columns are ignored).
+
+    Parameters
+    ----------
+    net : RoadNetwork
+        The network whose line graph defines the kernel.
+    nu : float
+        Smoothness ν (> 0). ``mode="sparse"`` needs an integer ν and keeps it fixed.
+    kappa : float
+        Initial lengthscale κ (> 0), in graph hops weighted by ℓ̄/ℓ.
+    mode : {"auto", "dense", "sparse", "truncated"}
+        Computation (see module docstring). ``"auto"``: sparse for integer ν, else dense up to
+        :data:`AUTO_DENSE_MAX` segments, else truncated.
+    rank : int, optional
+        Number of eigenpairs for ``"truncated"`` (default ``min(n - 2, 500)``).
+    learn_nu : bool
+        Whether ν is a learnable parameter (ignored in sparse mode, where ν is fixed).
+    laplacian : scipy sparse matrix, optional
+        Precomputed :func:`incidence_laplacian` (saves rebuilding it).
+    eigenpairs : Eigenpairs, optional
+        Precomputed eigenpairs for dense/truncated mode (e.g. shared between models).
+    diag_grad_probes : int, optional
+        Sparse mode: ``None`` differentiates the diagonal exactly (one more solve pass over all
+        segments); an integer uses that many Hutchinson probes for the derivative of the diagonal
+        (values stay exact; only the gradient becomes an unbiased estimate).
+    """
+
+    has_lengthscale = False
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        nu: float = 2.0,
+        kappa: float = 1.0,
+        mode: KernelMode = "auto",
+        rank: int | None = None,
+        learn_nu: bool = True,
+        laplacian: sp.spmatrix | None = None,
+        eigenpairs: Eigenpairs | None = None,
+        diag_grad_probes: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.diag_grad_probes = diag_grad_probes
+        if mode not in KERNEL_MODES:
+            raise ConfigError(f"unknown kernel mode {mode!r}; use one of {', '.join(KERNEL_MODES)}")
+        if not (nu > 0 and kappa > 0):
+            raise ConfigError(
+                f"graph kernel needs nu > 0 and kappa > 0 (got nu={nu}, kappa={kappa})"
+            )
+        n = net.n_segments
+        integer_nu = float(nu).is_integer()
+        if mode == "auto":
+            mode = "sparse" if integer_nu else ("dense" if n <= AUTO_DENSE_MAX else "truncated")
+        if mode == "sparse" and not integer_nu:
+            raise ConfigError(
+                f"kernel mode 'sparse' needs an integer nu (got {nu}); use 'dense' or 'truncated'"
+            )
+        self.mode: str = mode
+        self.n_segments = n
+        self.laplacian = incidence_laplacian(net) if laplacian is None else laplacian
+        self.register_parameter("raw_kappa", torch.nn.Parameter(torch.zeros((), dtype=DTYPE)))
+        self.register_constraint("raw_kappa", Positive())
+        self.kappa = kappa
+        self.learn_nu = bool(learn_nu) and mode != "sparse"
+        if self.learn_nu:
+            self.register_parameter("raw_nu", torch.nn.Parameter(torch.zeros((), dtype=DTYPE)))
+            self.register_constraint("raw_nu", GreaterThan(0.05))
+            self.nu = nu
+        else:
+            self.register_buffer("fixed_nu", torch.tensor(float(nu), dtype=DTYPE))
+        self._sparse: _SparseState | None = None
+        self._eig: tuple[Tensor, Tensor] | None = None
+        if mode in ("dense", "truncated"):
+            if eigenpairs is None:
+                r = None if mode == "dense" else (rank or min(n - 2, 500))
+                eigenpairs = laplacian_eigenpairs(self.laplacian, r)
+            self.rank = eigenpairs.values.shape[0]
+            self._eig = (
+                torch.as_tensor(eigenpairs.values, dtype=DTYPE),
+                torch.as_tensor(eigenpairs.vectors, dtype=DTYPE),
+            )
+        else:
+            self.rank = n
+
+    # ------------------------------------------------------------------ parameters
+    @property
+    def kappa(self) -> Tensor:
+        return self.raw_kappa_constraint.transform(self.raw_kappa)
+
+    @kappa.setter
+    def kappa(self, value: float | Tensor) -> None:
+        v = torch.as_tensor(value, dtype=DTYPE)
+        self.initialize(raw_kappa=self.raw_kappa_constraint.inverse_transform(v))
+
+    @property
+    def nu(self) -> Tensor:
+        if self.learn_nu:
+            return self.raw_nu_constraint.transform(self.raw_nu)
+        return self.fixed_nu
+
+    @nu.setter
+    def nu(self, value: float | Tensor) -> None:
+        if not self.learn_nu:
+            raise ConfigError("nu is fixed in this kernel mode")
+        v = torch.as_tensor(value, dtype=DTYPE)
+        self.initialize(raw_nu=self.raw_nu_constraint.inverse_transform(v))
+
+    def shift(self) -> Tensor:
+        """``c = 2ν / κ²``."""
+        return 2.0 * self.nu / self.kappa**2
+
+    # ------------------------------------------------------------------ core computations
+    def _sparse_state(self, c: Tensor) -> _SparseState:
+        cval = float(c.detach())
+        if self._sparse is None or self._sparse.prec.shift != cval:
+            self._sparse = _SparseState(
+                self.laplacian, cval, int(round(float(self.fixed_nu))), self.diag_grad_probes
+            )
+        return self._sparse
+
+    def _spectrum(self) -> tuple[Tensor, Tensor]:
+        lam, _ = self._eig  # type: ignore[misc]
+        s = (self.shift() + lam) ** (-self.nu)
+        return s, s.mean()
+
+    def _check_ids(self, ids: NDArray[np.int64]) -> None:
+        if ids.size and (ids.min() < 0 or ids.max() >= self.n_segments):
+            raise UnknownSegmentError(
+                f"segment ids must lie in 0..{self.n_segments - 1}; got range "
+                f"{ids.min()}..{ids.max()}"
+            )
+
+    def graph_diag(self) -> Tensor:
+        """Normalised prior variances ``diag(K_G)`` over all segments, shape (n,)."""
+        if self.mode == "sparse":
+            c = self.shift()
+            d = _SparseDiag.apply(c, self._sparse_state(c))
+            return d / d.mean()
+        s, z = self._spectrum()
+        _, u = self._eig  # type: ignore[misc]
+        return (u * u) @ s / z
+
+    def graph_columns(self, ids: NDArray[np.int64] | Tensor) -> Tensor:
+        """Normalised columns ``K_G[:, ids]``, shape (n, len(ids)), differentiable in κ (ν)."""
+        ids = np.asarray(torch.as_tensor(ids).detach().cpu().numpy(), dtype=np.int64).ravel()
+        self._check_ids(ids)
+        if self.mode == "sparse":
+            c = self.shift()
+            state = self._sparse_state(c)
+            cols = _SparseColumns.apply(c, state, ids)
+            d = _SparseDiag.apply(c, state)
+            return cols / d.mean()
+        s, z = self._spectrum()
+        _, u = self._eig  # type: ignore[misc]
+        return (u * (s / z)) @ u[ids].T
+
+    def graph_block(self, rows: NDArray | Tensor, cols: NDArray | Tensor) -> Tensor:
+        """Normalised block ``K_G[rows, cols]``."""
+        rows = np.asarray(torch.as_tensor(rows).detach().numpy(), dtype=np.int64).ravel()
+        self._check_ids(rows)
+        return self.graph_columns(cols)[torch.as_tensor(rows)]
+
+    def dense_matrix(self) -> Tensor:
+        """The full normalised K_G (n×n). For tests and small graphs only."""
+        return self.graph_columns(np.arange(self.n_segments))
+
+    # ------------------------------------------------------------------ gpytorch interface
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:  # noqa: D102
+        if x1.dim() != 2 or x2.dim() != 2:
+            raise ConfigError("GraphMaternKernel supports un-batched inputs (N, 1 + d) only")
+        i1 = x1[:, 0].round().long()
+        if diag:
+            return self.graph_diag()[i1]
+        i2 = x2[:, 0].round().long()
+        uniq, inv = torch.unique(i2, return_inverse=True)
+        return self.graph_columns(uniq.numpy())[i1][:, inv]
+
+
+# ====================================================================== feature kernels
+def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
+    """Matérn-5/2 correlation with ARD lengthscales, ``(1 + √5 r + 5r²/3) exp(-√5 r)``."""
+    r = torch.cdist(x1 / lengthscale, x2 / lengthscale)
+    s5r = math.sqrt(5.0) * r
+    return (1.0 + s5r + s5r * s5r / 3.0) * torch.exp(-s5r)
+
+
+def _feature_kernel(d: int, lengthscale: float) -> gpytorch.kernels.ScaleKernel:
+    base = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=d)
+    base.lengthscale = torch.full((1, d), float(lengthscale), dtype=DTYPE)
+    return gpytorch.kernels.ScaleKernel(base)
+
+
+class SegmentKernel(gpytorch.kernels.Kernel):
+    """Composite kernel ``s₁ k_G(e,e') k_f(x,x') + s₂ k'_f(x,x')`` on (segment, context) pairs.
+
+    ``k_f``/``k'_f`` are Matérn-5/2 ARD kernels with their own lengthscales; ``s₁``/``s₂`` are the
+    outputscales of ``product`` and ``features``. Since ``K_G`` is normalised to mean diagonal 1
+    and Matérn kernels have unit diagonal, the mean prior variance is ``s₁ + s₂``.
+
+    Besides the GPyTorch ``forward`` (rows ``[id, x]``), :meth:`cross` and :meth:`diag_ids` take
+    segment ids and look the context up in ``features``: the fast path of the SVGP learner.
+
+    Parameters
+    ----------
+    graph : GraphMaternKernel
+    features : ndarray, shape (n_segments, d)
+        Context per segment (standardised).
+    lengthscale : float
+        Initial lengthscale of both feature kernels (all dimensions).
+    product_scale, feature_scale : float
+        Initial outputscales s₁, s₂.
+    """
+
+    def __init__(
+        self,
+        graph: GraphMaternKernel,
+        features: NDArray[np.float64],
+        lengthscale: float = 1.0,
+        product_scale: float = 0.5,
+        feature_scale: float = 0.5,
+    ) -> None:
+        super().__init__()
+        feats = torch.as_tensor(np.asarray(features, dtype=np.float64), dtype=DTYPE)
+        if feats.shape[0] != graph.n_segments:
+            raise ConfigError("features must have one row per segment")
+        self.graph = graph
+        self.register_buffer("features", feats)
+        d = feats.shape[1]
+        self.k_f = _feature_kernel(d, lengthscale)
+        self.k_f2 = _feature_kernel(d, lengthscale)
+        self.k_f.outputscale = torch.tensor(float(product_scale), dtype=DTYPE)
+        self.k_f2.outputscale = torch.tensor(float(feature_scale), dtype=DTYPE)
+        self.to(DTYPE)
+
+    def _feat(self, k: gpytorch.kernels.ScaleKernel, x1: Tensor, x2: Tensor) -> Tensor:
+        return k.outputscale * matern52(x1, x2, k.base_kernel.lengthscale.reshape(-1))
+
+    def cross(self, rows: NDArray | Tensor, cols: NDArray | Tensor) -> Tensor:
+        """``K[rows, cols]`` between segments (ids), shape (len(rows), len(cols))."""
+        rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64))
+        cols_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
+        xr, xc = self.features[rows_t], self.features[cols_t]
+        kg = self.graph.graph_columns(cols_t)[rows_t]
+        return kg * self._feat(self.k_f, xr, xc) + self._feat(self.k_f2, xr, xc)
+
+    def cross_all(self, cols: NDArray | Tensor) -> Tensor:
+        """``K[:, cols]`` for all segments, shape (n, len(cols))."""
+        cols_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
+        xc = self.features[cols_t]
+        kg = self.graph.graph_columns(cols_t)
+        return kg * self._feat(self.k_f, self.features, xc) + self._feat(
+            self.k_f2, self.features, xc
+        )
+
+    def diag_all(self) -> Tensor:
+        """Prior variances ``k((e,x_e),(e,x_e))`` of all segments, shape (n,)."""
+        return self.graph.graph_diag() * self.k_f.outputscale + self.k_f2.outputscale
+
+    def diag_ids(self, ids: NDArray | Tensor) -> Tensor:
+        """Prior variances of the given segments."""
+        return self.diag_all()[torch.as_tensor(np.asarray(ids, dtype=np.int64))]
+
+    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, **params) -> Tensor:  # noqa: D102
+        f1, f2 = x1[..., 1:], x2[..., 1:]
+        if diag:
+            kg = self.graph.forward(x1, x2, diag=True)
+            return kg * self.k_f.outputscale + self.k_f2.outputscale
+        kg = self.graph.forward(x1, x2)
+        return kg * self._feat(self.k_f, f1, f2) + self._feat(self.k_f2, f1, f2)

@@ -1,0 +1,145 @@
+"""The posterior protocol shared by every segment model (GP, BI) and by the bandit/BO code.
+
+A model exposes its belief about the expected energy of every segment as a
+:class:`SegmentPosterior` (vectorised mean and std, plus the observation-noise std ς) and learns
+from per-segment observations (:meth:`SegmentModel.update`) or from the total energy of a trip
+(:meth:`SegmentModel.update_total`). Input validation is shared here so every model rejects bad
+input with the same named errors and leaves its state unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import InvalidObservation, UnknownSegmentError
+
+
+@dataclass(frozen=True)
+class SegmentPosterior:
+    """Marginal posterior of the expected energy per segment.
+
+    Attributes
+    ----------
+    mean : ndarray of float64, shape (n_segments,)
+        Posterior mean μ_e [Wh].
+    std : ndarray of float64, shape (n_segments,)
+        Posterior standard deviation σ_e of the expected energy (not including noise) [Wh].
+    noise_std : float
+        Observation-noise standard deviation ς of one segment observation [Wh].
+    """
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+    noise_std: float
+
+    def __post_init__(self) -> None:
+        for arr in (self.mean, self.std):
+            arr.setflags(write=False)
+
+    @property
+    def n_segments(self) -> int:
+        """Number of segments covered."""
+        return int(self.mean.shape[0])
+
+    def path_mean(self, segment_ids: ArrayLike) -> float:
+        """Predicted total energy of a path (sum of means) [Wh]."""
+        return float(self.mean[np.asarray(segment_ids, dtype=np.int64)].sum())
+
+
+@runtime_checkable
+class SegmentModel(Protocol):
+    """What the bandit, routing and BO code need from a segment-energy model."""
+
+    @property
+    def noise_std(self) -> float:
+        """Current observation-noise standard deviation ς [Wh]."""
+        ...
+
+    def posterior(self) -> SegmentPosterior:
+        """Marginal posterior over all segments (cached while nothing changes)."""
+        ...
+
+    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        """Learn from one observation per listed segment (repeats allowed) [Wh]."""
+        ...
+
+    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+        """Learn from the total energy [Wh] of driving all listed segments once each."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to restore the model bit-identically."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> Any:
+        """Restore a state produced by :meth:`state_dict` of a model on the same network."""
+        ...
+
+
+def validate_observations(
+    segment_ids: ArrayLike, energies: ArrayLike, n_segments: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Check and convert a batch of per-segment observations.
+
+    Returns
+    -------
+    ids : ndarray of int64
+    y : ndarray of float64
+
+    Raises
+    ------
+    UnknownSegmentError
+        If an id is not an integer in ``0 .. n_segments - 1``.
+    InvalidObservation
+        On a length mismatch, a non-1-D input, or NaN/inf energies.
+    """
+    ids = validate_segment_ids(segment_ids, n_segments)
+    y = np.asarray(energies, dtype=np.float64)
+    if y.ndim != 1:
+        raise InvalidObservation(f"energies must be a 1-D array, got shape {y.shape}")
+    if y.shape[0] != ids.shape[0]:
+        raise InvalidObservation(
+            f"{ids.shape[0]} segment ids but {y.shape[0]} energies: pass one energy per segment"
+        )
+    if not np.all(np.isfinite(y)):
+        raise InvalidObservation(
+            f"{int((~np.isfinite(y)).sum())} energies are NaN or infinite; drop those segments "
+            "from the observation"
+        )
+    return ids, y
+
+
+def validate_segment_ids(segment_ids: ArrayLike, n_segments: int) -> NDArray[np.int64]:
+    """Check segment ids (integers in range, 1-D) and return them as int64."""
+    raw = np.asarray(segment_ids)
+    if raw.ndim != 1:
+        raise InvalidObservation(f"segment ids must be a 1-D array, got shape {raw.shape}")
+    if raw.size and not np.issubdtype(raw.dtype, np.integer):
+        if not (np.all(np.isfinite(raw)) and np.all(np.mod(raw, 1) == 0)):
+            raise UnknownSegmentError("segment ids must be integers (segment indices)")
+    ids = raw.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= n_segments):
+        bad = ids[(ids < 0) | (ids >= n_segments)]
+        raise UnknownSegmentError(
+            f"unknown segment id(s) {bad[:5].tolist()}: valid ids are 0..{n_segments - 1} for "
+            "this network (was the model built for another network?)"
+        )
+    return ids
+
+
+def validate_total(
+    segment_ids: ArrayLike, total_energy: float, n_segments: int
+) -> tuple[NDArray[np.int64], float]:
+    """Check a total-energy observation: non-empty ids in range and a finite total."""
+    ids = validate_segment_ids(segment_ids, n_segments)
+    if ids.size == 0:
+        raise InvalidObservation("a total-energy observation needs at least one segment")
+    total = float(np.asarray(total_energy, dtype=np.float64))
+    if not np.isfinite(total):
+        raise InvalidObservation(f"total energy must be finite, got {total_energy!r}")
+    return ids, total

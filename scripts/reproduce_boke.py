@@ -108,10 +108,17 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
 
 # ---------------------------------------------------------------------------------- report
 def _load(out: Path, kind: str) -> list[RunResult]:
+    """All runs of a part; seeds that lack a method (a part cut short) are dropped."""
     res: list[RunResult] = []
     for p in sorted((out / kind).glob("*/results.json")):
         res.extend(load_results(p))
-    return res
+    methods: dict[str, set[str]] = {}
+    for r in res:
+        methods.setdefault(r.benchmark, set()).add(r.method)
+    have: dict[tuple[str, int], set[str]] = {}
+    for r in res:
+        have.setdefault((r.benchmark, r.seed), set()).add(r.method)
+    return [r for r in res if have[(r.benchmark, r.seed)] == methods[r.benchmark]]
 
 
 def _medians(results: list[RunResult]) -> dict[tuple[str, str], tuple[float, float]]:
@@ -147,6 +154,26 @@ def _cpu_budget_comparison(results: list[RunResult], a: str, b: str) -> dict[str
     return out
 
 
+def _plot_spacefill(data: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(data), figsize=(4 * len(data), 3), squeeze=False)
+    for ax, (d, r) in zip(axes[0], data.items(), strict=True):
+        for k, style in (("de", "o-"), ("random", "s--"), ("lhs", "^:")):
+            ax.plot(r["ts"], r["mean"][k], style, label=k.upper() if k != "random" else k)
+        ax.set(xscale="log", yscale="log", xlabel="t", ylabel="fill distance",
+               title=f"d = {d} (mean of {len(r['seeds'])} seeds)")
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=70)
+    plt.close(fig)
+
+
 def part_report(args: argparse.Namespace, out: Path) -> int:
     failures = 0
     sf = out / "spacefill" / "results.json"
@@ -173,6 +200,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
             slope = np.polyfit(np.log(ts), np.log(de), 1)[0]
             print(f"  DE log-log slope {slope:.3f} (uniform-design rate -1/d = {-1 / int(d):.3f})")
             failures += (not ok) + (not mono)
+        _plot_spacefill(data, FIG_DIR / "boke_spacefill.png")
 
     reg = _load(out, "regret")
     if reg:

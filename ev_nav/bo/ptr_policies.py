@@ -24,7 +24,12 @@ from ev_nav.bo.ptr import (
 )
 from ev_nav.bo.ptr_benchmarks import PTRProblem
 from ev_nav.bo.ptr_gp import GridPosterior
-from ev_nav.bo.ptr_sampling import make_prior_sampler, posterior_samples
+from ev_nav.bo.ptr_sampling import (
+    KroneckerPriorSampler,
+    RFFPriorSampler,
+    make_prior_sampler,
+    posterior_samples,
+)
 from ev_nav.errors import ConfigError
 
 Task = Literal["opt", "lse"]
@@ -54,15 +59,14 @@ class StepContext:
     rng: np.random.Generator
     torch_gen: torch.Generator
     n_features: int = 1000
-    _sampler: object = field(default=None, repr=False)
+    _sampler: KroneckerPriorSampler | RFFPriorSampler | None = field(default=None, repr=False)
 
     def sample(self) -> np.ndarray:
         """One joint posterior draw of f on the grid, shape ``(n_x, n_w)``."""
-        if self._sampler is None or getattr(self._sampler, "kernel", self.gp.kernel) != (
-            self.gp.kernel
-        ):
+        # Prior factors depend only on the kernel: cached until a refit invalidates them.
+        if self._sampler is None:
             self._sampler = make_prior_sampler(self.gp.grid, self.gp.kernel, self.n_features)
-        return posterior_samples(self.gp, self._sampler, 1, self.torch_gen)[0]  # type: ignore[arg-type]
+        return posterior_samples(self.gp, self._sampler, 1, self.torch_gen)[0]
 
     def invalidate_sampler(self) -> None:
         """Drop cached sampler factors (after a hyperparameter refit)."""

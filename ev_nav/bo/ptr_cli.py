@@ -60,6 +60,7 @@ def _run_ptr(args: argparse.Namespace) -> int:
             m=args.m,
             eta=args.eta,
             n_init=args.n_init,
+            uncontrollable_w=args.uncontrollable_w,
         )
         results.append(run_experiment(cfg, progress=progress))
     wall = time.perf_counter() - t0
@@ -124,6 +125,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", type=float, default=2.0, help="moment order m >= 2")
     p.add_argument("--eta", type=float, default=0.0, help="threshold slack eta >= 0")
     p.add_argument("--n-init", type=int, default=None, help="random initial queries")
+    p.add_argument(
+        "--uncontrollable-w",
+        action="store_true",
+        help="extension: draw w_t from p(w) instead of choosing it (no guarantee)",
+    )
     p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quiet", action="store_true")

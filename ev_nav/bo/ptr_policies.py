@@ -163,6 +163,32 @@ class BPTLSEPolicy:
         return self.rule.classify(ctx.gp.mean, ctx.gp.var, ctx.problem.p_w, ctx.problem.h)
 
 
+@dataclass
+class UncontrollableW:
+    """Extension (spec §1.5, not covered by the paper's guarantees): nature draws ``w_t ~ p(w)``.
+
+    The base method still chooses ``x_t`` (and reports as before); only its ``w_t`` is replaced by
+    a draw from ``p(w)``, as when learning from live trips whose weather cannot be chosen.
+    """
+
+    base: Policy
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}+uncontrollable-w"
+
+    @property
+    def task(self) -> Task:
+        return self.base.task
+
+    def select(self, ctx: StepContext) -> tuple[int, int]:
+        ix, _ = self.base.select(ctx)
+        return ix, int(ctx.rng.choice(ctx.problem.n_w, p=ctx.problem.p_w))
+
+    def report(self, ctx: StepContext) -> int | tuple[np.ndarray, np.ndarray]:
+        return self.base.report(ctx)
+
+
 # ------------------------------------------------------------------------------ registry
 OPT_METHODS: tuple[str, ...] = (
     "bpt-ucb",

@@ -21,7 +21,13 @@ from tqdm.auto import tqdm
 from ev_nav.bo.ptr import ptr_posterior
 from ev_nav.bo.ptr_benchmarks import PER_TRIAL_BENCHMARKS, PTRProblem, make_problem
 from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
-from ev_nav.bo.ptr_policies import Policy, StepContext, make_policy, method_task
+from ev_nav.bo.ptr_policies import (
+    Policy,
+    StepContext,
+    UncontrollableW,
+    make_policy,
+    method_task,
+)
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
@@ -50,6 +56,8 @@ class RunConfig:
         Random initial queries (default: the benchmark's; 0 except newsvendor).
     refit_every
         Hyperparameter refit period for benchmarks that learn them (newsvendor).
+    uncontrollable_w
+        Extension of spec §1.5: ``w_t`` is drawn from ``p(w)`` instead of chosen.
     """
 
     benchmark: str
@@ -63,6 +71,7 @@ class RunConfig:
     eta: float = 0.0
     n_init: int | None = None
     refit_every: int = 10
+    uncontrollable_w: bool = False
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.trials < 1:
@@ -222,6 +231,8 @@ def run_experiment(
     if task == "lse" and alpha is None:
         alpha = shared.alpha if shared is not None else 0.8
     policy = make_policy(cfg.method, alpha=alpha, beta=cfg.beta, m=cfg.m, eta=cfg.eta)
+    if cfg.uncontrollable_w:
+        policy = UncontrollableW(policy)
     trials = []
     bar = tqdm(
         range(cfg.trials),

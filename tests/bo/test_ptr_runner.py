@@ -129,3 +129,14 @@ def test_ev_application_finds_the_safe_speed_caps():
     assert "safe menu" in rep.text()
     with pytest.raises(ConfigError):
         EVReserveConfig(alpha=1.5)
+
+
+def test_uncontrollable_w_extension_draws_environments_from_p():
+    cfg = RunConfig("mccormick", "bpt-ucb", 40, 1, uncontrollable_w=True)
+    res = run_experiment(cfg, progress=False)
+    prob = make_problem("mccormick")
+    w = res.trials[0].queries[:, 1]
+    # Gam-w gives w = -1 zero weight: never drawn, unlike the eq. 4 choice which may pick it.
+    assert prob.p_w[w].min() > 0
+    # The draws follow p(w): the mean index is near E[w]'s index (loose, 40 draws).
+    assert abs(w.mean() - prob.p_w @ np.arange(prob.n_w)) < 4

@@ -43,12 +43,14 @@ def single_threaded():
     """
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
-    token = _SINGLE.set(True)
     try:
         with _blas_limiter():
-            yield
+            token = _SINGLE.set(True)
+            try:
+                yield
+            finally:
+                _SINGLE.reset(token)
     finally:
-        _SINGLE.reset(token)
         torch.set_num_threads(prev)
 
 

@@ -101,7 +101,7 @@ def _handler(setting: str):
             beta=args.beta,
             **extra,
         )
-        out = args.out or Path("results") / "bo" / setting / (
+        out = args.out or Path("runs") / "bo" / setting / (
             f"{args.benchmark}_{args.costs}_var{args.variance:g}"
         )
         show = None if not args.quiet else False

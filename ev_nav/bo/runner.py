@@ -40,7 +40,7 @@ class ExperimentConfig:
     setting: str = "cvs"
     benchmark: str = "hartmann3"
     methods: tuple[str, ...] = ("ucb-psq", "etcada")
-    costs: str = "moderate"
+    costs: str | tuple[float, ...] = "moderate"
     variance: float = 0.04
     budget: float = 20.0
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -68,6 +68,13 @@ class ExperimentConfig:
             raise ConfigError(f"unknown method(s) {bad} for {self.setting}; use {', '.join(known)}")
         if not self.seeds:
             raise ConfigError("need at least one seed")
+
+    @property
+    def cost_label(self) -> str:
+        """The preset name, or the explicit cost vector joined with '/'."""
+        if isinstance(self.costs, str):
+            return self.costs
+        return "/".join(f"{c:g}" for c in self.costs)
 
     def loop(self) -> LoopConfig:
         return LoopConfig(
@@ -135,7 +142,7 @@ def episode_frame(
         {
             "setting": cfg.setting,
             "benchmark": cfg.benchmark,
-            "costs": cfg.costs,
+            "costs": cfg.cost_label,
             "variance": cfg.variance,
             "method": ep.method,
             "seed": ep.seed,
@@ -165,7 +172,7 @@ def run_experiment(
     loop = cfg.loop()
     frames, refs = [], {}
     jobs = [(s, m) for s in cfg.seeds for m in cfg.methods]
-    for seed, method in tqdm(jobs, desc=f"{cfg.benchmark} {cfg.costs}", disable=not show):
+    for seed, method in tqdm(jobs, desc=f"{cfg.benchmark} {cfg.cost_label}", disable=not show):
         problem = build_problem(cfg, seed)
         policy = build_policy(cfg, method, problem)
         ep, S = run_episode(
@@ -344,7 +351,7 @@ def save_figures(df: pd.DataFrame, cfg: ExperimentConfig, out_dir: str | Path) -
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    title = f"{cfg.benchmark}, {cfg.costs} costs, var {cfg.variance}"
+    title = f"{cfg.benchmark}, {cfg.cost_label} costs, var {cfg.variance}"
     paths = []
     for name, fn in (("regret.png", plot_regret), ("evaluations.png", plot_evaluations)):
         fig, ax = plt.subplots(figsize=(5, 3.6))

@@ -1,0 +1,411 @@
+#!/usr/bin/env python
+"""Behavioural checks and paper figures of the cost-varying-subset BO (known and unknown costs).
+
+Parts (run all by default, or choose with ``--part``):
+
+* ``cvs``   — checks B1–B4 (+ B6, informational) of ``specs/bocvs.md`` §6 on Hartmann-3, var 0.04.
+* ``ucvs``  — checks 6–10 of ``specs/bocvs-unknown-costs.md`` §6 on Hartmann-6 in 12-D.
+* ``figs``  — the main figures (simple regret vs cost; evaluations vs cost) for Hartmann and plant,
+  written to ``docs/figures/bo/cvs_*.png``, with the regret table printed.
+
+``--quick`` uses the smallest settings that still assert the orderings (fewer seeds, fewer MC
+samples). Every check prints PASS/FAIL with the numbers behind it; the exit code is the number of
+failed hard checks. Tidy tables and metadata are written under ``--out`` (default ``runs/bo``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ev_nav.bo.runner import (
+    ExperimentConfig,
+    lock_on_spend,
+    regret_at,
+    run_experiment,
+    save_figures,
+    summarise,
+    write_results,
+)
+
+FAILS: list[str] = []
+
+
+def check(name: str, ok: bool, detail: str, hard: bool = True) -> None:
+    tag = "PASS" if ok else ("FAIL" if hard else "WARN")
+    print(f"  [{tag}] {name}: {detail}", flush=True)
+    if hard and not ok:
+        FAILS.append(name)
+
+
+def run(cfg: ExperimentConfig, out: Path, label: str) -> pd.DataFrame:
+    t0 = time.time()
+    df, refs = run_experiment(cfg, progress=False)
+    write_results(df, cfg, out / label, refs)
+    print(
+        f"  ({label}: {len(cfg.seeds)} seeds x {len(cfg.methods)} methods, "
+        f"{time.time() - t0:.0f} s)",
+        flush=True,
+    )
+    return df
+
+
+def final(df: pd.DataFrame, method: str, spend: float) -> np.ndarray:
+    r = regret_at(df[df["method"] == method], spend)
+    return r.sort_values("seed")["simple_regret"].to_numpy()
+
+
+def fmt(a: np.ndarray) -> str:
+    se = a.std() / np.sqrt(len(a))
+    return f"mean {a.mean():.3f} (±{se:.3f}), median {np.median(a):.3f}, n={len(a)}"
+
+
+# ----------------------------------------------------------------------------- bocvs checks
+def part_cvs(args: argparse.Namespace) -> None:
+    print("== bocvs.md §6 behavioural checks (Hartmann-3, var 0.04, beta 2, fixed SE GP) ==")
+    n_seeds = 3 if args.quick else 5
+    common = dict(
+        setting="cvs",
+        benchmark="hartmann3",
+        variance=0.04,
+        n_mc=64 if args.quick else 128,
+        n_warmup=100,
+        n_warmup_full=2000,
+        n_starts=2,
+        maxiter=100,
+    )
+    seeds = tuple(range(n_seeds))
+
+    # B1 moderate, C = 20
+    df = run(
+        ExperimentConfig(
+            costs="moderate",
+            budget=20.0,
+            seeds=seeds,
+            methods=("ucb-psq", "ts-psq", "etcada"),
+            **common,
+        ),
+        args.out,
+        "cvs_b1_moderate",
+    )
+    u, e, ts = final(df, "ucb-psq", 20), final(df, "etcada", 20), final(df, "ts-psq", 20)
+    print(summarise(df, 20).to_string(index=False, float_format="%.3f"))
+    check(
+        "B1 ETC-Ada final < 0.5 x UCB-PSQ",
+        e.mean() < 0.5 * u.mean(),
+        f"ETC-Ada {fmt(e)}; UCB-PSQ {fmt(u)}",
+    )
+    e10, u10 = final(df, "etcada", 10), final(df, "ucb-psq", 10)
+    check(
+        "B1 ETC-Ada at C=10 < UCB-PSQ",
+        e10.mean() < u10.mean(),
+        f"{e10.mean():.3f} vs {u10.mean():.3f}",
+    )
+    g = df[df["method"] == "etcada"]
+    dia = np.array([lock_on_spend(s, 7) for _, s in g.groupby("seed")])
+    check(
+        "B1 ETC-Ada diamond ~ 8",
+        bool(np.all(np.abs(dia - 8.0) < 0.5)),
+        f"lock-on spends {np.round(dia, 3).tolist()}",
+    )
+    check(
+        "B6 TS-PSQ above ETC-Ada, same order as UCB-PSQ (informational)",
+        ts.mean() > e.mean() and ts.mean() < 10 * u.mean() + 0.1,
+        f"TS-PSQ {fmt(ts)}",
+        hard=False,
+    )
+    b4 = df
+
+    # B2 cheap, C = 10, ETC-Ada with scaled play count int(1/c)
+    df = run(
+        ExperimentConfig(
+            costs="cheap",
+            budget=10.0,
+            seeds=seeds,
+            ada_scale=1.0,
+            methods=("ucb-psq", "etcada"),
+            **common,
+        ),
+        args.out,
+        "cvs_b2_cheap",
+    )
+    u, e = final(df, "ucb-psq", 10), final(df, "etcada", 10)
+    print(summarise(df, 10).to_string(index=False, float_format="%.3f"))
+    check(
+        "B2 ETC-Ada(1/c) final < 0.3 x UCB-PSQ",
+        e.mean() < 0.3 * u.mean(),
+        f"ETC-Ada {fmt(e)}; UCB-PSQ {fmt(u)}",
+    )
+    check(
+        "B2 medians ordered too",
+        np.median(e) < 0.3 * np.median(u),
+        f"{np.median(e):.3f} vs {np.median(u):.3f}",
+        hard=False,
+    )
+    b4 = pd.concat([b4, df])
+
+    # B3 expensive, C = 20
+    df = run(
+        ExperimentConfig(
+            costs="expensive",
+            budget=20.0,
+            seeds=seeds,
+            methods=("ucb-psq", "etc50", "etcada"),
+            **common,
+        ),
+        args.out,
+        "cvs_b3_expensive",
+    )
+    u, e, e50 = (final(df, m, 20) for m in ("ucb-psq", "etcada", "etc50"))
+    print(summarise(df, 20).to_string(index=False, float_format="%.3f"))
+    sets50 = set(df[df["method"] == "etc50"]["set"])
+    check("B3 ETC-50 never plays set 7", 7 not in sets50, f"sets played {sorted(sets50)}")
+    check("B3 ETC-50 final >= 1.0", e50.mean() >= 1.0, f"ETC-50 {fmt(e50)}")
+    check("B3 ETC-Ada final < 0.3", e.mean() < 0.3, f"ETC-Ada {fmt(e)}")
+    check(
+        "B3 ETC-Ada < ETC-50 in every seed",
+        bool(np.all(e < e50)),
+        f"{np.round(e, 3).tolist()} vs {np.round(e50, 3).tolist()}",
+    )
+    check("B3 UCB-PSQ < ETC-50", u.mean() < e50.mean(), f"{u.mean():.3f} vs {e50.mean():.3f}")
+    b4 = pd.concat([b4, df])
+
+    # B4 invariants over every run above
+    psq = b4[b4["method"].isin(["ucb-psq", "ts-psq"])]
+    check(
+        "B4 UCB-PSQ/TS-PSQ play only the full set",
+        bool((psq["set"] == 7).all()),
+        f"{len(psq)} plays, sets {sorted(set(psq['set']))}",
+    )
+    ok, detail = True, []
+    for (costs, seed), g in b4[b4["method"] == "etcada"].groupby(["costs", "seed"]):
+        n1, n2 = {"moderate": (40, 20), "cheap": (100, 10), "expensive": (6, 5)}[costs]
+        s = g.sort_values("t")["set"].to_numpy()
+        good = (
+            np.isin(s[:n1], [1, 2, 3]).all()
+            and np.isin(s[n1 : n1 + n2], [4, 5, 6]).all()
+            and (s[n1 + n2 :] == 7).all()
+        )
+        ok &= bool(good)
+        detail.append(f"{costs}/{seed}:{len(s)}")
+    check("B4 ETC-Ada plays G1 for n1, G2 for n2, then set 7", ok, ", ".join(detail))
+    over = b4.groupby(["costs", "method", "seed"])["spent"].max()
+    budgets = {"moderate": 20.0, "cheap": 10.0, "expensive": 20.0}
+    check(
+        "B4 total spend <= C",
+        all(v <= budgets[k[0]] + 1e-9 for k, v in over.items()),
+        f"max spend per budget: {over.groupby(level=0).max().round(3).to_dict()}",
+    )
+
+
+# ----------------------------------------------------------------------------- ucvs checks
+def part_ucvs(args: argparse.Namespace) -> None:
+    print("== bocvs-unknown-costs.md §6 checks 6-10 (Hartmann-6 in 12-D, cheap, var 0.02, C=20) ==")
+    seeds = (0, 1, 2)
+    common = dict(
+        setting="ucvs",
+        benchmark="hartmann6",
+        variance=0.02,
+        budget=20.0,
+        seeds=seeds,
+        n_mc=128,
+        n_warmup=256,
+        n_warmup_full=1000,
+        n_starts=2,
+        maxiter=50,
+        etc_quota=10,
+    )
+    C = 20.0
+
+    def phase_stats(df: pd.DataFrame, costs: tuple[float, ...], label: str) -> str:
+        g = df[df["method"] == "ucvs"]
+        share4, share_full, creg, balanced = [], [], [], True
+        for _, s in g.groupby("seed"):
+            s = s.sort_values("t")
+            ex = s[s["phase"] == "explore"]
+            counts = np.bincount(ex["set"].to_numpy() - 1, minlength=7)
+            balanced &= counts.max() - counts.min() <= 1
+            exploit = s[s["phase"] == "exploit"]
+            share4.append(float((exploit["set"] == 5).mean()) if len(exploit) else 0.0)
+            share_full.append(float((exploit["set"] == 7).mean()) if len(exploit) else 1.0)
+            tgt = costs[4]
+            creg.append(
+                float(np.mean([max(costs[i - 1] - tgt, 0) for i in exploit["set"]]))
+                if len(exploit)
+                else 1.0
+            )
+            # exploration ends once spend passes 0.6 C
+            if len(exploit):
+                first = exploit.iloc[0]
+                balanced &= bool(first["spent"] - first["cost"] > 0.6 * C)
+        check(
+            f"{label}: exploration round-robin (counts differ <= 1) until 0.6 C",
+            bool(balanced),
+            "ok" if balanced else "unbalanced",
+        )
+        check(
+            f"{label}: exploitation >= 70% on idx4 (median)",
+            np.median(share4) >= 0.7,
+            f"idx4 shares {np.round(share4, 2).tolist()}",
+        )
+        check(
+            f"{label}: exploitation <= 15% on the full set",
+            np.median(share_full) <= 0.15,
+            f"full-set shares {np.round(share_full, 2).tolist()}",
+        )
+        check(
+            f"{label}: mean per-step cost regret in exploitation <= 0.2",
+            float(np.mean(creg)) <= 0.2,
+            f"{np.round(creg, 3).tolist()}",
+        )
+        return ""
+
+    # check 6 (+7, 8, 9 with the baselines in the same cell)
+    cheap = (0.01, 0.01, 0.01, 0.1, 0.1, 0.1, 1.0)
+    df = run(
+        ExperimentConfig(
+            costs="cheap",
+            cost_noise_std=0.0,
+            methods=("ucvs", "ucb-psq", "ts-psq", "etc50"),
+            **common,
+        ),
+        args.out,
+        "ucvs_cheap",
+    )
+    print(summarise(df, C).to_string(index=False, float_format="%.3f"))
+    phase_stats(df, cheap, "6")
+    psq = df[df["method"].isin(["ucb-psq", "ts-psq"])]
+    check(
+        "7 UCB-PSQ and TS-PSQ choose the full set at every step",
+        bool((psq["set"] == 7).all()),
+        f"{len(psq)} plays",
+    )
+    ok = True
+    for _, s in df[df["method"] == "etc50"].groupby("seed"):
+        s = s.sort_values("t")["set"].to_numpy()
+        ok &= bool(
+            np.isin(s[:10], [1, 2, 3, 4]).all()
+            and np.isin(s[10:20], [5, 6]).all()
+            and (s[20:] == 7).all()
+        )
+    check("7 ETC (quota 10) plays G1, then G2, then the full set", ok, "size groups")
+    n_u = df[df["method"] == "ucvs"].groupby("seed")["t"].max().to_numpy()
+    n_p = df[df["method"] == "ucb-psq"].groupby("seed")["t"].max().to_numpy()
+    check(
+        "8 evaluations at C=20: proposed >= 2x UCB-PSQ",
+        n_u.mean() >= 2 * n_p.mean(),
+        f"{n_u.tolist()} vs {n_p.tolist()}",
+    )
+    r_u, r_p = final(df, "ucvs", C), final(df, "ucb-psq", C)
+    check(
+        "9 median final regret proposed <= UCB-PSQ + 0.3 (soft)",
+        np.median(r_u) <= np.median(r_p) + 0.3,
+        f"proposed {fmt(r_u)}; UCB-PSQ {fmt(r_p)}",
+        hard=False,
+    )
+
+    # check 10: cost noise, and a permuted cost vector keeping idx4 the cheapest optimal set
+    df = run(
+        ExperimentConfig(costs="cheap", cost_noise_std=0.02, methods=("ucvs",), **common),
+        args.out,
+        "ucvs_cheap_noisy",
+    )
+    phase_stats(df, cheap, "10 (cost noise 0.02)")
+    perm = (1.0, 0.1, 0.01, 0.1, 0.01, 0.01, 0.1)
+    cfg = ExperimentConfig(costs=perm, cost_noise_std=0.02, methods=("ucvs",), **common)
+    df = run(cfg, args.out, "ucvs_permuted")
+    phase_stats(df, perm, "10 (permuted costs)")
+
+    # check 7 (airfoil): no full set, UCB-PSQ spreads over the pairs, mostly idx5 / idx6
+    df = run(
+        ExperimentConfig(
+            setting="ucvs",
+            benchmark="airfoil",
+            variance=0.02,
+            budget=3.0,
+            costs="moderate",
+            seeds=(0,),
+            methods=("ucb-psq",),
+            n_mc=128,
+            n_warmup=128,
+            n_starts=2,
+            maxiter=50,
+        ),
+        args.out,
+        "ucvs_airfoil",
+    )
+    counts = np.bincount(df["set"].to_numpy() - 1, minlength=7)
+    check(
+        "7 airfoil UCB-PSQ mostly idx5/idx6 (informational)",
+        counts[5] + counts[6] >= counts.sum() / 2,
+        f"plays per set {counts.tolist()}",
+        hard=False,
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+def part_figs(args: argparse.Namespace) -> None:
+    print("== paper figures: Hartmann-3 and plant, var 0.04 (reduced seeds / MC) ==")
+    figdir = Path("docs/figures/bo")
+    seeds = tuple(range(2 if args.quick else 3))
+    rows = []
+    for bench, budget in (("hartmann3", 50.0), ("plant", 50.0)):
+        for costs in ("cheap", "moderate", "expensive"):
+            methods = ("ts-psq", "ucb-psq", "etc50", "etc100", "etcada")
+            cfg = ExperimentConfig(
+                setting="cvs",
+                benchmark=bench,
+                costs=costs,
+                variance=0.04,
+                budget=budget,
+                seeds=seeds,
+                methods=methods,
+                n_mc=64,
+                n_warmup=64,
+                n_warmup_full=2000,
+                n_starts=2,
+                maxiter=60,
+                ada_scale=1.0 if costs == "cheap" else 4.0,
+            )
+            label = f"fig_{bench}_{costs}"
+            df = run(cfg, args.out, label)
+            save_figures(df, cfg, args.out / label)
+            for src, dst in (("regret.png", "regret"), ("evaluations.png", "evals")):
+                target = figdir / f"cvs_{bench}_{costs}_{dst}.png"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes((args.out / label / src).read_bytes())
+            s = summarise(df, budget)
+            s.insert(0, "costs", costs)
+            s.insert(0, "benchmark", bench)
+            rows.append(s)
+            print(s.to_string(index=False, float_format="%.3f"), flush=True)
+    table = pd.concat(rows, ignore_index=True)
+    table.to_csv(args.out / "figures_regret_table.csv", index=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smallest settings that still order")
+    ap.add_argument("--part", choices=["cvs", "ucvs", "figs", "all"], default="all")
+    ap.add_argument("--out", type=Path, default=Path("runs/bo/reproduce"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    t0 = time.time()
+    if args.part in ("cvs", "all"):
+        part_cvs(args)
+    if args.part in ("ucvs", "all"):
+        part_ucvs(args)
+    if args.part in ("figs", "all"):
+        part_figs(args)
+    print(f"== done in {time.time() - t0:.0f} s; failed hard checks: {FAILS or 'none'} ==")
+    return len(FAILS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,7 +29,7 @@ from ev_nav.bo.runner import (
     lock_on_spend,
     regret_at,
     run_experiment,
-    save_figures,
+    save_panel_figure,
     summarise,
     write_results,
 )
@@ -350,49 +350,88 @@ def part_ucvs(args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------------- figures
+FIG_METHODS = ("ts-psq", "ucb-psq", "etc50", "etc100", "etcada")
+FIG_BUDGET = {"hartmann3": 50.0, "plant": 50.0}
+
+
+def fig_config(bench: str, costs: str, quick: bool) -> ExperimentConfig:
+    """Reduced paper setting: 3 seeds, N_MC 64, 64 warm-up points + 2 L-BFGS-B starts; ETC-Ada
+    with cheap costs uses 1/c plays (100/10) as in check B2; plant budget 50 instead of 200."""
+    return ExperimentConfig(
+        setting="cvs",
+        benchmark=bench,
+        costs=costs,
+        variance=0.04,
+        budget=FIG_BUDGET[bench],
+        seeds=tuple(range(2 if quick else 3)),
+        methods=FIG_METHODS,
+        n_mc=64,
+        n_warmup=64,
+        n_warmup_full=2000,
+        n_starts=2,
+        maxiter=60,
+        ada_scale=1.0 if costs == "cheap" else 4.0,
+    )
+
+
 def part_figs(args: argparse.Namespace) -> None:
     print("== paper figures: Hartmann-3 and plant, var 0.04 (reduced seeds / MC) ==")
-    figdir = Path("docs/figures/bo")
-    seeds = tuple(range(2 if args.quick else 3))
-    rows = []
-    for bench, budget in (("hartmann3", 50.0), ("plant", 50.0)):
-        for costs in ("cheap", "moderate", "expensive"):
-            methods = ("ts-psq", "ucb-psq", "etc50", "etc100", "etcada")
-            cfg = ExperimentConfig(
-                setting="cvs",
-                benchmark=bench,
-                costs=costs,
-                variance=0.04,
-                budget=budget,
-                seeds=seeds,
-                methods=methods,
-                n_mc=64,
-                n_warmup=64,
-                n_warmup_full=2000,
-                n_starts=2,
-                maxiter=60,
-                ada_scale=1.0 if costs == "cheap" else 4.0,
-            )
+    benches = args.bench or list(FIG_BUDGET)
+    costs_list = args.costs or ["cheap", "moderate", "expensive"]
+    for bench in benches:
+        for costs in costs_list:
+            cfg = fig_config(bench, costs, args.quick)
             label = f"fig_{bench}_{costs}"
             df = run(cfg, args.out, label)
-            save_figures(df, cfg, args.out / label)
-            for src, dst in (("regret.png", "regret"), ("evaluations.png", "evals")):
-                target = figdir / f"cvs_{bench}_{costs}_{dst}.png"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes((args.out / label / src).read_bytes())
+            print(summarise(df, cfg.budget).to_string(index=False, float_format="%.3f"), flush=True)
+    collect_figs(args)
+
+
+def collect_figs(args: argparse.Namespace) -> None:
+    """Panel figures and the regret table from whatever figure cells exist under ``--out``."""
+    figdir = Path("docs/figures/bo")
+    rows = []
+    for bench in FIG_BUDGET:
+        frames = {}
+        for costs in ("cheap", "moderate", "expensive"):
+            f = args.out / f"fig_{bench}_{costs}" / "results.csv"
+            if f.is_file():
+                frames[costs] = pd.read_csv(f)
+        if not frames:
+            continue
+        budget = FIG_BUDGET[bench]
+        save_panel_figure(frames, budget, figdir / f"cvs_{bench}.png", bench)
+        print(f"  wrote {figdir / f'cvs_{bench}.png'}")
+        for costs, df in frames.items():
             s = summarise(df, budget)
             s.insert(0, "costs", costs)
             s.insert(0, "benchmark", bench)
             rows.append(s)
-            print(s.to_string(index=False, float_format="%.3f"), flush=True)
-    table = pd.concat(rows, ignore_index=True)
-    table.to_csv(args.out / "figures_regret_table.csv", index=False)
+    if rows:
+        table = pd.concat(rows, ignore_index=True)
+        table.to_csv(args.out / "figures_regret_table.csv", index=False)
+        cols = [
+            "benchmark",
+            "costs",
+            "method",
+            "seeds",
+            "regret@C/4",
+            "regret@C/2",
+            "regret@C",
+            "se@C",
+            "median@C",
+            "evals",
+            "lock_on_spend",
+        ]
+        print(table[cols].to_string(index=False, float_format="%.3f"))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smallest settings that still order")
-    ap.add_argument("--part", choices=["cvs", "ucvs", "figs", "all"], default="all")
+    ap.add_argument("--part", choices=["cvs", "ucvs", "figs", "collect", "all"], default="all")
+    ap.add_argument("--bench", nargs="+", choices=sorted(FIG_BUDGET), help="figure benchmarks")
+    ap.add_argument("--costs", nargs="+", choices=["cheap", "moderate", "expensive"])
     ap.add_argument("--out", type=Path, default=Path("runs/bo/reproduce"))
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -403,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         part_ucvs(args)
     if args.part in ("figs", "all"):
         part_figs(args)
+    if args.part == "collect":
+        collect_figs(args)
     print(f"== done in {time.time() - t0:.0f} s; failed hard checks: {FAILS or 'none'} ==")
     return len(FAILS)
 

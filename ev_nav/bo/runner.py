@@ -331,6 +331,12 @@ def plot_evaluations(df: pd.DataFrame, budget: float, ax=None, title: str = ""):
 
     ax = ax or plt.gca()
     df = df.assign(n_evals=df["t"].astype(float))
+    # every run starts at (cost 0, 0 evaluations); the 5 free initial points are not counted
+    starts = df.groupby(["method", "seed"], sort=False, as_index=False).first()
+    starts = starts.assign(spent=0.0, n_evals=0.0, t=0)
+    df = pd.concat([starts, df], ignore_index=True).sort_values(
+        ["method", "seed", "t"], kind="stable"
+    )
     for method, (grid, mean, se, _) in aggregate(df, "n_evals", budget).items():
         (line,) = ax.step(grid, mean, where="post", label=method)
         ax.fill_between(grid, mean - se, mean + se, step="post", alpha=0.2, color=line.get_color())
@@ -362,3 +368,24 @@ def save_figures(df: pd.DataFrame, cfg: ExperimentConfig, out_dir: str | Path) -
         plt.close(fig)
         paths.append(out / name)
     return paths
+
+
+def save_panel_figure(
+    frames: dict[str, pd.DataFrame], budget: float, path: str | Path, title: str
+) -> Path:
+    """One figure: a column per cost setting, simple regret (top) and evaluations (bottom)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(frames)
+    fig, axes = plt.subplots(2, n, figsize=(4.2 * n, 6.4), squeeze=False)
+    for j, (label, df) in enumerate(frames.items()):
+        plot_regret(df, budget, ax=axes[0, j], title=f"{title}: {label} costs")
+        plot_evaluations(df, budget, ax=axes[1, j], title="")
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+    return Path(path)

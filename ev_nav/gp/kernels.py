@@ -478,10 +478,15 @@ def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
     return (1.0 + s5r + s5r * s5r / 3.0) * torch.exp(-s5r)
 
 
-def _feature_kernel(d: int, lengthscale: float) -> gpytorch.kernels.ScaleKernel:
-    base = gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=d)
-    base.lengthscale = torch.full((1, d), float(lengthscale), dtype=DTYPE)
-    return gpytorch.kernels.ScaleKernel(base)
+def _feature_kernel(d: int, lengthscale: float, outputscale: float) -> gpytorch.kernels.ScaleKernel:
+    # convert to float64 *before* setting values: the raw (softplus) parameters would otherwise
+    # be rounded to float32
+    k = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=d)).to(
+        DTYPE
+    )
+    k.base_kernel.lengthscale = torch.full((1, d), float(lengthscale), dtype=DTYPE)
+    k.outputscale = torch.tensor(float(outputscale), dtype=DTYPE)
+    return k
 
 
 class SegmentKernel(gpytorch.kernels.Kernel):
@@ -520,11 +525,8 @@ class SegmentKernel(gpytorch.kernels.Kernel):
         self.graph = graph
         self.register_buffer("features", feats)
         d = feats.shape[1]
-        self.k_f = _feature_kernel(d, lengthscale)
-        self.k_f2 = _feature_kernel(d, lengthscale)
-        self.k_f.outputscale = torch.tensor(float(product_scale), dtype=DTYPE)
-        self.k_f2.outputscale = torch.tensor(float(feature_scale), dtype=DTYPE)
-        self.to(DTYPE)
+        self.k_f = _feature_kernel(d, lengthscale, product_scale)
+        self.k_f2 = _feature_kernel(d, lengthscale, feature_scale)
 
     def _feat(self, k: gpytorch.kernels.ScaleKernel, x1: Tensor, x2: Tensor) -> Tensor:
         return k.outputscale * matern52(x1, x2, k.base_kernel.lengthscale.reshape(-1))

@@ -1,0 +1,68 @@
+"""Small real networks and random routes for GP tests, benchmarks and learning checks.
+
+Not used by the library itself; kept in the package so tests and ``scripts/bench_gp.py`` share one
+definition of "a small real network" and "a random route".
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ev_nav.roads.network import RoadNetwork, build_network
+
+MONACO_OSM = Path("/work/shared/data/most_monaco.osm.gz")
+LUXEMBOURG_OSM = Path("/work/shared/data/lust_luxembourg.osm.gz")
+CACHE_DIR = Path(tempfile.gettempdir()) / "evnav-gp-cache"
+
+
+def load_real(path: Path = MONACO_OSM) -> RoadNetwork:
+    """Load a real network through the on-disk cache (milliseconds after the first load)."""
+    from ev_nav.roads.load import load_osm
+
+    return load_osm(path, cache_dir=CACHE_DIR)
+
+
+def subnetwork(net: RoadNetwork, n_target: int, seed: int = 0) -> RoadNetwork:
+    """The strongly connected part of the segments nearest a random centre (a real sub-town).
+
+    Segments are kept by distance of their midpoint to the centre until ``n_target`` are in; the
+    result is then restricted to its largest strongly connected line graph, so it is usually a
+    bit smaller than ``n_target``.
+    """
+    rng = np.random.default_rng(seed)
+    mid = net.segment_midpoints()
+    centre = mid[rng.integers(net.n_segments)]
+    d = np.hypot(mid[:, 0] - centre[0], mid[:, 1] - centre[1])
+    keep = np.sort(np.argsort(d)[:n_target])
+    nodes, inv = np.unique(np.concatenate([net.seg_u[keep], net.seg_v[keep]]), return_inverse=True)
+    su, sv = inv[: keep.size], inv[keep.size :]
+    return build_network(
+        name=f"{net.name}-sub{n_target}",
+        node_lon=net.node_lon[nodes],
+        node_lat=net.node_lat[nodes],
+        node_elevation=net.node_elevation[nodes],
+        node_osmid=net.node_osmid[nodes],
+        seg_u=su.astype(np.int64),
+        seg_v=sv.astype(np.int64),
+        length_m=net.length_m[keep],
+        speed_mps=net.speed_mps[keep],
+        highway=net.highway[keep],
+        highway_classes=net.highway_classes,
+        speed_imputed=net.speed_imputed[keep],
+        meta={"source_hash": f"{net.content_hash}-sub{n_target}-{seed}"},
+    )
+
+
+def random_route(net: RoadNetwork, length: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """A random walk of ``length`` segments along legal turns (avoiding immediate U-turns)."""
+    path = [int(rng.integers(net.n_segments))]
+    for _ in range(length - 1):
+        e = path[-1]
+        succ = net.lg_indices[net.lg_indptr[e] : net.lg_indptr[e + 1]]
+        no_uturn = succ[net.seg_v[succ] != net.seg_u[e]]
+        path.append(int(rng.choice(no_uturn if no_uturn.size else succ)))
+    return np.asarray(path, dtype=np.int64)

@@ -28,7 +28,7 @@ from ev_nav.bo.ptr_policies import (
     make_policy,
     method_task,
 )
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, InvalidObservation
 from ev_nav.gp.exact import ExactGP
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
 
@@ -122,19 +122,29 @@ def f1_score(pred: np.ndarray, truth: np.ndarray) -> float:
 
 
 def _fit_hyperparameters(gp: GridPosterior, seed: int) -> GridKernel:
-    """Refit the kernel and noise of ``gp`` by marginal likelihood (shared ExactGP core)."""
+    """Refit the kernel and noise of ``gp`` by marginal likelihood (shared ExactGP core).
+
+    The fit runs on ``y / s`` with ``s`` the RMS of the observations (the prior mean stays zero,
+    so this is only a change of units) and the result is scaled back: the optimiser's random
+    restarts assume O(1) outputs. If every start fails, the previous hyperparameters are kept.
+    """
     Z = gp.grid.Z[torch.as_tensor(gp.obs_index)]
-    y = torch.as_tensor(gp.y, dtype=torch.float64)
+    y = torch.as_tensor(gp.y, dtype=torch.float64) - gp.prior_mean
+    s2 = max(float((y * y).mean()), 1e-12)
     model = ExactGP(
         gp.kernel.kind,
         gp.kernel.ls_tensor(Z.shape[1]),
-        float(y.var()) if gp.n > 1 else gp.kernel.outputscale,
-        max(gp.noise_var, 1e-6),
-        mean=gp.prior_mean,
+        min(max(gp.kernel.outputscale / s2, 1e-3), 1e3),
+        min(max(gp.noise_var / s2, 1e-6), 0.5),
     )
-    model.fit_hyperparameters(Z, y, n_restarts=2, generator=torch.Generator().manual_seed(seed))
-    kernel = GridKernel(gp.kernel.kind, tuple(model.lengthscale.tolist()), model.outputscale)
-    gp.refit(kernel, model.noise_var)
+    try:
+        model.fit_hyperparameters(
+            Z, y / s2**0.5, n_restarts=3, generator=torch.Generator().manual_seed(seed)
+        )
+    except InvalidObservation:
+        return gp.kernel
+    kernel = GridKernel(gp.kernel.kind, tuple(model.lengthscale.tolist()), model.outputscale * s2)
+    gp.refit(kernel, model.noise_var * s2)
     return kernel
 
 

@@ -55,14 +55,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         for a in agents
     ]
     out = args.out
-    runs = out / "demo-runs"
+    exp_dir = out / "demo-runs"
     sinks = {}
     show = not args.quiet and sys.stderr.isatty()
     for spec in tqdm(specs, desc="demo runs", unit="run", disable=not show):
         sink: dict = {}
-        run_one(spec, runs / spec.run_id, resume=False, sink=sink)
+        run_one(spec, exp_dir / "runs" / spec.run_id, resume=False, sink=sink)
         sinks[(spec.agent.label, spec.seed)] = sink
-    results, summary = aggregate(runs)
+    results, summary = aggregate(exp_dir)
     print(f"\nFleet of {args.vehicles} vehicles, {args.rounds} rounds, {args.seeds} worlds:")
     print(summary_markdown(summary))
     regret_png = cumulative_regret_figure(

@@ -453,6 +453,8 @@ def write_run(
     )
     with atomic_path(run_dir / "trips.csv") as tmp:
         pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_csv(tmp, index=False)
+    # the run is complete: its checkpoint (model state, possibly megabytes) is no longer needed
+    (run_dir / "checkpoint.pt").unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- configs

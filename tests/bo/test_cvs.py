@@ -256,3 +256,29 @@ def test_unknown_benchmark_and_method_raise():
     with pytest.raises(ConfigError):
         make_policy("ei", p)
     assert math.isfinite(p.f_max)
+
+
+def test_ei_per_cost_moments_match_dense_joint_posterior():
+    from ev_nav.bo.cvs import mc_average_moments
+    from ev_nav.gp.exact import ExactGP
+
+    g = _gen(20)
+    X = torch.rand(9, 3, dtype=D, generator=g)
+    gp = ExactGP("se", torch.tensor([0.2, 0.3, 0.4]), 1.3, 1e-3).fit(X, torch.sin(5 * X[:, 0]))
+    S = torch.rand(12, 3, dtype=D, generator=g)
+    xc = torch.rand(4, 1, dtype=D, generator=g)
+    m, v, c = mc_average_moments(gp, 3, (1,), S, xc)
+    for b in range(4):
+        R = S.clone()
+        R[:, 1] = xc[b, 0]
+        mu, cov = gp.posterior_cov(torch.cat([R, X]))
+        N = R.shape[0]
+        assert float(m[b]) == pytest.approx(float(mu[:N].mean()), abs=1e-10)
+        assert float(v[b]) == pytest.approx(float(cov[:N, :N].mean()), abs=1e-10)
+        torch.testing.assert_close(c[b], cov[:N, N:].mean(0), atol=1e-10, rtol=0)
+
+
+def test_ei_per_cost_runs_and_prefers_value_per_cost():
+    p = make_problem("hartmann3", costs="moderate", variance=0.04)
+    ep, _ = run_episode(p, make_policy("ei-per-cost", p), 1.0, 0, TINY)
+    assert len(ep.steps) >= 1 and ep.spent <= 1.0 + 1e-9

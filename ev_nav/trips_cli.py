@@ -87,9 +87,30 @@ class Session:
     net: RoadNetwork
     vehicle: Vehicle
     model: Any
+    applied_upto: int = 0  # the model has absorbed every observation batch with id <= this
 
     def close(self) -> None:
         self.store.close()
+
+    def load_model(self) -> None:
+        """Rebuild the model: latest checkpoint, then every batch committed after it, in order.
+
+        Batch ids grow in commit order (writes are serialised), so the largest id replayed from
+        one snapshot is an honest claim that every earlier batch is included too — even while
+        another process is observing into the same state.
+        """
+        model = build_model(self.store.model_kind, self.net, self.vehicle)
+        ckpt = self.store.latest_checkpoint()
+        after = 0
+        if ckpt is not None:
+            import torch
+
+            model.load_state_dict(torch.load(io.BytesIO(ckpt.blob), weights_only=False))
+            after = ckpt.last_batch_id
+        batches = self.store.observations(after_batch=after)
+        _apply_batches(model, batches)
+        self.model = model
+        self.applied_upto = max([after, *(b.id for b in batches)])
 
 
 def open_session(state: Path, network: Path | None = None, *, with_model: bool = True) -> Session:
@@ -106,19 +127,10 @@ def open_session(state: Path, network: Path | None = None, *, with_model: bool =
                 f"the state's network {ref} is missing ({exc}); pass --network PATH"
             ) from None
         store.check_network(net.content_hash)
-        vehicle = Vehicle(**store.vehicle().spec)
-        model = None
+        session = Session(store, net, Vehicle(**store.vehicle().spec), None)
         if with_model:
-            model = build_model(store.model_kind, net, vehicle)
-            ckpt = store.latest_checkpoint()
-            after = 0
-            if ckpt is not None:
-                import torch
-
-                model.load_state_dict(torch.load(io.BytesIO(ckpt.blob), weights_only=False))
-                after = ckpt.last_batch_id
-            _apply_batches(model, store.observations(after_batch=after))
-        return Session(store, net, vehicle, model)
+            session.load_model()
+        return session
     except BaseException:
         store.close()
         raise
@@ -136,7 +148,7 @@ def _checkpoint(session: Session) -> None:
     session.store.save_checkpoint(
         _model_bytes(session.model),
         session.store.n_observations(),
-        last_batch_id=session.store.last_batch_id(),
+        last_batch_id=session.applied_upto,
     )
 
 
@@ -215,7 +227,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
     )
     try:
         session = Session(store, net, vehicle, build_model(args.model, net, vehicle))
-        _checkpoint(session)
+        _checkpoint(session)  # applied_upto = 0: the prior
     finally:
         store.close()
     print(
@@ -346,26 +358,29 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cmd_observe(args: argparse.Namespace) -> int:
-    session = open_session(args.state, args.network)
+    session = open_session(args.state, args.network, with_model=False)
     try:
-        store, model = session.store, session.model
+        store = session.store
         trip = store.get_trip(args.trip_id)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
-            store.add_observations(trip.id, seg, wh)  # acknowledged once this returns
-            model.update(seg, wh)
+            store.add_observations(trip.id, seg, wh)
             observed = float(wh.sum())
             what = f"{seg.size} segment energies"
         else:
             store.add_total_observation(trip.id, args.total_wh)
-            model.update_total(trip.route, float(args.total_wh))
             observed = float(args.total_wh)
             what = "the trip total"
-        _checkpoint(session)
+        # The observation is committed (acknowledged) now. The model update below replays it from
+        # the store, so a kill from here on loses nothing: the next command replays it again.
         print(
             f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted "
-            f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh); model updated"
+            f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh)",
+            flush=True,
         )
+        session.load_model()
+        _checkpoint(session)
+        print("model updated")
     finally:
         session.close()
     return 0

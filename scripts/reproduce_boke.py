@@ -89,6 +89,8 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         n_seeds = 3 if args.quick else 10
     if args.seeds:
         n_seeds = args.seeds
+    if args.methods:
+        methods = args.methods
     for b in benches:
         budget = None
         if args.quick:
@@ -109,9 +111,11 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
 # ---------------------------------------------------------------------------------- report
 def _load(out: Path, kind: str) -> list[RunResult]:
     """All runs of a part; seeds that lack a method (a part cut short) are dropped."""
-    res: list[RunResult] = []
+    by_key: dict[tuple[str, str, int], RunResult] = {}
     for p in sorted((out / kind).glob("*/results.json")):
-        res.extend(load_results(p))
+        for r in load_results(p):  # a re-run of a seed (later folder) replaces the earlier one
+            by_key[(r.benchmark, r.method, r.seed)] = r
+    res = list(by_key.values())
     methods: dict[str, set[str]] = {}
     for r in res:
         methods.setdefault(r.benchmark, set()).add(r.method)
@@ -291,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                    choices=["spacefill", "regret", "noisy", "smoke", "report"])
     p.add_argument("--out", default="runs/boke", help="results folder (not committed)")
     p.add_argument("--benchmarks", default="", help="comma-separated subset")
+    p.add_argument("--methods", default="", help="comma-separated subset of the part's methods")
     p.add_argument("--seeds", type=int, default=0, help="override the number of seeds")
     p.add_argument("--seed-offset", type=int, default=0,
                    help="first seed (to split one part over several invocations)")
@@ -299,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     args.benchmarks = tuple(b for b in args.benchmarks.split(",") if b)
+    args.methods = tuple(m for m in args.methods.split(",") if m)
     torch.set_num_threads(1)
     out = Path(args.out)
     if args.part == "spacefill":

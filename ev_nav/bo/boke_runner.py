@@ -14,10 +14,11 @@ Protocol (spec §6.5, §8 A10/A14/A15/A17):
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,24 @@ def initial_design(bench: Benchmark, seed: int, n0: int | None = None) -> np.nda
     return qmc.LatinHypercube(bench.dim, seed=rng).random(n)
 
 
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """Limit NumPy/SciPy's own BLAS pools to one thread for the duration.
+
+    SciPy's L-BFGS-B calls its bundled OpenBLAS on 5-30-dimensional problems thousands of times
+    per run; with a multi-threaded pool each call pays a thread hand-off, which on a loaded
+    machine made runs ~10x slower in wall time for the same CPU time. (torch's own pool is set
+    separately with ``torch.set_num_threads``.)
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
+
+
 def run_single(
     bench: Benchmark,
     method_name: str,
@@ -169,6 +188,13 @@ def run_single(
     cfg: ExperimentConfig,
 ) -> RunResult:
     """Run one method on one benchmark for one seed (exactly ``T`` evaluations)."""
+    with single_threaded_blas():
+        return _run_single(bench, method_name, seed, cfg)
+
+
+def _run_single(
+    bench: Benchmark, method_name: str, seed: int, cfg: ExperimentConfig
+) -> RunResult:
     T = cfg.budget if cfg.budget is not None else bench.budget
     U0 = initial_design(bench, seed)
     n0 = min(U0.shape[0], T)

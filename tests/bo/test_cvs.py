@@ -282,3 +282,14 @@ def test_ei_per_cost_runs_and_prefers_value_per_cost():
     p = make_problem("hartmann3", costs="moderate", variance=0.04)
     ep, _ = run_episode(p, make_policy("ei-per-cost", p), 1.0, 0, TINY)
     assert len(ep.steps) >= 1 and ep.spent <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("method", ["ucb-cvs", "ucb-per-cost", "ts-per-cost", "ts-psq"])
+def test_other_policies_run_within_budget(method):
+    p = make_problem("hartmann3", costs="moderate", variance=0.04)
+    ep, _ = run_episode(p, make_policy(method, p), 1.0, 3, TINY)
+    assert ep.steps and ep.spent <= 1.0 + 1e-9 and ep.stopped_by == "budget"
+    if method == "ts-psq":  # B4: the full set whenever it exists
+        assert all(s.set_idx == 6 for s in ep.steps)
+    if method == "ucb-cvs":  # ε_0 = 1 admits partial sets: it does not pay for the full set only
+        assert any(s.set_idx != 6 for s in ep.steps)

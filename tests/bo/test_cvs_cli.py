@@ -1,0 +1,46 @@
+"""End-to-end CLI runs of ``ev-nav bo cvs`` / ``ev-nav bo ucvs`` with tiny settings."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from ev_nav.cli import main
+
+TINY = ["--n-mc", "8", "--n-warmup", "16", "--n-warmup-full", "64", "--n-starts", "1"]
+
+
+def test_bo_cvs_writes_results_metadata_and_figures(tmp_path, capsys):
+    out = tmp_path / "cvs"
+    code = main(
+        ["bo", "cvs", "--benchmark", "hartmann3", "--method", "ucb-psq", "etcada",
+         "--costs", "expensive", "--budget", "2", "--seeds", "2", "--out", str(out), *TINY]
+    )  # fmt: skip
+    assert code == 0
+    df = pd.read_csv(out / "results.csv")
+    assert set(df["method"]) == {"ucb-psq", "etcada"} and set(df["seed"]) == {0, 1}
+    assert df.groupby(["method", "seed"])["spent"].max().max() <= 2.0 + 1e-9
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["config"]["benchmark"] == "hartmann3" and meta["seeds"] == [0, 1]
+    assert "torch" in meta["versions"]
+    assert (out / "regret.png").stat().st_size > 1000
+    assert "etcada" in capsys.readouterr().out  # the summary table
+
+
+def test_bo_ucvs_runs_with_hidden_costs(tmp_path):
+    out = tmp_path / "ucvs"
+    code = main(
+        ["bo", "ucvs", "--benchmark", "hartmann3", "--method", "ucvs", "--costs", "cheap",
+         "--budget", "2", "--seeds", "1", "--out", str(out), "--quiet", "--no-figures", *TINY]
+    )  # fmt: skip
+    assert code == 0
+    df = pd.read_csv(out / "results.csv")
+    assert set(df["phase"]) <= {"explore", "exploit"} and df["spent"].max() <= 2.0 + 1e-9
+
+
+def test_bad_variance_is_a_one_line_error(tmp_path, capsys):
+    code = main(["bo", "cvs", "--variance", "0.5", "--out", str(tmp_path), "--quiet", *TINY])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert err.startswith("ev-nav: error:") and "variance" in err

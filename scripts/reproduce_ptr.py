@@ -269,6 +269,11 @@ REPRODUCTIONS: dict[str, tuple[str, list[str], int]] = {
     "mccormick-opt": ("mccormick", OPT_ALL, 200),
     "rosenbrock-opt": ("rosenbrock", OPT_ALL, 200),
     "sir-opt": ("sir", OPT_ALL, 200),
+    "newsvendor-opt": (
+        "newsvendor",
+        ["bpt-ucb", "bpt-ts", "gp-ucb", "bqo-ucb", "bqo-ts", "rs"],
+        60,
+    ),
     "himmelblau-lse": ("himmelblau", LSE_ALL, 300),
     "gp-lse": ("gp-test", LSE_ALL, 300),
     "goldstein-price-a09-lse": ("goldstein-price-a09", LSE_ALL, 300),

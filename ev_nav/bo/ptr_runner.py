@@ -354,6 +354,21 @@ def load_results(path: str | Path) -> list[ExperimentResult]:
     return out
 
 
+def merge_results(parts: list[list[ExperimentResult]]) -> list[ExperimentResult]:
+    """Concatenate the trials of runs split over seed ranges (same methods, same T)."""
+    merged: dict[str, ExperimentResult] = {}
+    for part in parts:
+        for r in part:
+            key = r.config.method
+            if key not in merged:
+                merged[key] = ExperimentResult(r.config, r.task, list(r.trials))
+                continue
+            if r.metric.shape[1] != merged[key].metric.shape[1]:
+                raise ConfigError(f"cannot merge runs of {key!r} with different iteration counts")
+            merged[key].trials.extend(r.trials)
+    return list(merged.values())
+
+
 def save_results(
     results: list[ExperimentResult], out_dir: str | Path, wall_seconds: float | None = None
 ) -> Path:

@@ -140,3 +140,15 @@ def test_uncontrollable_w_extension_draws_environments_from_p():
     assert prob.p_w[w].min() > 0
     # The draws follow p(w): the mean index is near E[w]'s index (loose, 40 draws).
     assert abs(w.mean() - prob.p_w @ np.arange(prob.n_w)) < 4
+
+
+def test_merge_results_concatenates_trials(tmp_path):
+    from ev_nav.bo.ptr_runner import load_results, merge_results, save_results
+
+    a = run_experiment(RunConfig("mccormick", "rs", 4, 2, seed=0), progress=False)
+    b = run_experiment(RunConfig("mccormick", "rs", 4, 3, seed=2), progress=False)
+    save_results([a], tmp_path / "a")
+    merged = merge_results([load_results(tmp_path / "a" / "results.json"), [b]])
+    assert [t.seed for t in merged[0].trials] == [0, 1, 2, 3, 4]
+    full = run_experiment(RunConfig("mccormick", "rs", 4, 5, seed=0), progress=False)
+    np.testing.assert_array_equal(merged[0].metric, full.metric)

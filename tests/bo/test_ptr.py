@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import norm
 
 from ev_nav.bo.ptr import (
@@ -150,3 +152,23 @@ def test_bpt_ucb_prefers_uncertain_near_threshold_design():
     var = np.array([[1e-4, 1e-4], [1.0, 1.0]])
     ix, iw = BPTUCB().select(mean, var, np.array([0.5, 0.5]), 0.0, np.random.default_rng(0))
     assert (ix, iw) == (1, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 8),
+    st.floats(-3, 3),
+    st.integers(0, 2**31 - 1),
+)
+def test_ptr_posterior_properties(n_x, n_w, h, seed):
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=(n_x, n_w)) * 2
+    var = rng.uniform(0, 2, size=(n_x, n_w))
+    p_w = rng.dirichlet(np.ones(n_w))
+    post = ptr_posterior(mean, var, p_w, h)
+    assert np.all((post.mean >= 0) & (post.mean <= 1 + 1e-12))
+    # Jensen: the Bernoulli-variance average never exceeds the variance of a Bernoulli(μ^(p)).
+    assert np.all(post.gamma2 <= post.mean * (1 - post.mean) + 1e-12)
+    lo, up = credible_interval(post, 2.0, 2)
+    assert np.all((lo <= post.mean) & (post.mean <= up))

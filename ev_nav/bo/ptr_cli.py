@@ -61,6 +61,8 @@ def _run_ptr(args: argparse.Namespace) -> int:
             eta=args.eta,
             n_init=args.n_init,
             uncontrollable_w=args.uncontrollable_w,
+            beta_schedule=args.beta_schedule,
+            delta=args.delta,
         )
         results.append(run_experiment(cfg, progress=progress))
     wall = time.perf_counter() - t0
@@ -125,6 +127,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", type=float, default=2.0, help="moment order m >= 2")
     p.add_argument("--eta", type=float, default=0.0, help="threshold slack eta >= 0")
     p.add_argument("--n-init", type=int, default=None, help="random initial queries")
+    p.add_argument(
+        "--beta-schedule",
+        choices=("constant", "theory"),
+        default="constant",
+        help="theory: beta_t = |X| pi^2 t^2 / (3 delta) for bpt-ucb / bpt-lse",
+    )
+    p.add_argument("--delta", type=float, default=0.1, help="confidence of the theory schedule")
     p.add_argument(
         "--uncontrollable-w",
         action="store_true",

@@ -7,7 +7,7 @@ current answer: the recommended design ``x̂_t`` (optimization) or the masks ``(
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import numpy as np
@@ -21,6 +21,7 @@ from ev_nav.bo.ptr import (
     classify_level_set,
     credible_interval,
     ptr_posterior,
+    theory_beta,
 )
 from ev_nav.bo.ptr_benchmarks import PTRProblem
 from ev_nav.bo.ptr_gp import GridPosterior
@@ -186,6 +187,46 @@ class UncontrollableW:
         return ix, int(ctx.rng.choice(ctx.problem.n_w, p=ctx.problem.p_w))
 
     def report(self, ctx: StepContext) -> int | tuple[np.ndarray, np.ndarray]:
+        return self.base.report(ctx)
+
+
+@dataclass
+class TheoryBeta:
+    """Theory mode (spec §2.6): BPT-UCB/BPT-LSE with ``β_t = |X|π²t²/(3δ)`` instead of a constant.
+
+    ``t`` counts the observations the next query will make (initial design included). The
+    authors call these schedules far too conservative; this mode exists to reproduce that.
+    """
+
+    base: BPTUCBPolicy | BPTLSEPolicy
+    delta: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.delta < 1:
+            raise ConfigError(f"delta must be in (0, 1), got {self.delta}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}+theory-beta"
+
+    @property
+    def task(self) -> Task:
+        return self.base.task
+
+    @property
+    def stop_when_classified(self) -> bool:
+        return getattr(self.base, "stop_when_classified", False)
+
+    def _set_beta(self, ctx: StepContext, t: int) -> None:
+        beta = theory_beta(ctx.problem.n_x, max(t, 1), self.delta, "ucb")
+        self.base.rule = replace(self.base.rule, beta=beta)  # type: ignore[assignment]
+
+    def select(self, ctx: StepContext) -> tuple[int, int]:
+        self._set_beta(ctx, ctx.gp.n + 1)
+        return self.base.select(ctx)
+
+    def report(self, ctx: StepContext) -> int | tuple[np.ndarray, np.ndarray]:
+        self._set_beta(ctx, ctx.gp.n)
         return self.base.report(ctx)
 
 

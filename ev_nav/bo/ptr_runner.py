@@ -24,6 +24,7 @@ from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
 from ev_nav.bo.ptr_policies import (
     Policy,
     StepContext,
+    TheoryBeta,
     UncontrollableW,
     make_policy,
     method_task,
@@ -58,6 +59,8 @@ class RunConfig:
         Hyperparameter refit period for benchmarks that learn them (newsvendor).
     uncontrollable_w
         Extension of spec §1.5: ``w_t`` is drawn from ``p(w)`` instead of chosen.
+    beta_schedule, delta
+        ``"theory"``: BPT-UCB/BPT-LSE use ``β_t = |X|π²t²/(3δ)`` (spec §2.6).
     """
 
     benchmark: str
@@ -72,11 +75,21 @@ class RunConfig:
     n_init: int | None = None
     refit_every: int = 10
     uncontrollable_w: bool = False
+    beta_schedule: str = "constant"
+    delta: float = 0.1
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.trials < 1:
             raise ConfigError("iterations and trials must be >= 1")
         method_task(self.method)
+        if self.beta_schedule not in ("constant", "theory"):
+            raise ConfigError("beta_schedule must be 'constant' or 'theory'")
+        if self.beta_schedule == "theory" and self.method not in (
+            "bpt-ucb",
+            "bpt-lse",
+            "bpt-lse-stop",
+        ):
+            raise ConfigError("the theory beta schedule applies to bpt-ucb and bpt-lse only")
 
 
 @dataclass
@@ -241,6 +254,8 @@ def run_experiment(
     if task == "lse" and alpha is None:
         alpha = shared.alpha if shared is not None else 0.8
     policy = make_policy(cfg.method, alpha=alpha, beta=cfg.beta, m=cfg.m, eta=cfg.eta)
+    if cfg.beta_schedule == "theory":
+        policy = TheoryBeta(policy, cfg.delta)  # type: ignore[arg-type]
     if cfg.uncontrollable_w:
         policy = UncontrollableW(policy)
     trials = []

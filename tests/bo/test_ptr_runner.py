@@ -152,3 +152,14 @@ def test_merge_results_concatenates_trials(tmp_path):
     assert [t.seed for t in merged[0].trials] == [0, 1, 2, 3, 4]
     full = run_experiment(RunConfig("mccormick", "rs", 4, 5, seed=0), progress=False)
     np.testing.assert_array_equal(merged[0].metric, full.metric)
+
+
+def test_theory_beta_schedule_is_more_conservative():
+    const = run_experiment(RunConfig("himmelblau", "bpt-lse", 50, 2), progress=False)
+    theory = run_experiment(
+        RunConfig("himmelblau", "bpt-lse", 50, 2, beta_schedule="theory"), progress=False
+    )
+    # Wider intervals classify later: fewer designs in H-hat early on.
+    assert theory.metric[:, 49].mean() < const.metric[:, 49].mean()
+    with pytest.raises(ConfigError, match="theory"):
+        RunConfig("mccormick", "gp-ucb", beta_schedule="theory")

@@ -242,8 +242,8 @@ def test_boke_plus_coin_flip_frequency_and_boke_proposals_in_box():
     X, y, _ = _data(seed=4, t=15, d=2)
     opt = AcqOptConfig(n_per_dim=200, maxiter=10)
     gen = torch.Generator().manual_seed(0)
-    plus = BOKEMethod(BOKEConfig(p_ucb=0.3), opt, plus=True)
-    steps = [plus.propose(X, y, gen).step for _ in range(200)]
+    plus = BOKEMethod(BOKEConfig(p_ucb=0.3), AcqOptConfig(n_per_dim=50, maxiter=0), plus=True)
+    steps = [plus.propose(X, y, gen).step for _ in range(300)]
     frac_exploit = steps.count("exploit") / len(steps)
     assert 0.6 < frac_exploit < 0.8  # 1 - p = 0.7
     boke = BOKEMethod(BOKEConfig(), opt)

@@ -97,6 +97,6 @@ def test_rff_prior_sampler_approximates_matern_covariance():
     kernel = GridKernel("matern52", 0.7, 1.0)
     gen = torch.Generator().manual_seed(2)
     sampler = RFFPriorSampler(grid, kernel, n_features=1000)
-    s = torch.cat([sampler(50, gen) for _ in range(200)]).numpy()
+    s = torch.cat([sampler(50, gen) for _ in range(80)]).numpy()
     K = kernel(grid.Z, grid.Z).numpy()
-    np.testing.assert_allclose(np.cov(s.T), K, atol=0.08)
+    np.testing.assert_allclose(np.cov(s.T), K, atol=0.1)

@@ -17,6 +17,7 @@ def main() -> int:
     specs = fig2_specs(horizon=horizon, seeds=seeds)
     if args.quick:
         specs = paper.quick_subset(specs)
+    specs = paper.select(specs, args)
     paper.run("fig2", args, specs, lambda out: [out / "regret.png"])
     return 0
 

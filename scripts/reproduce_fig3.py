@@ -22,6 +22,7 @@ def main() -> int:
     specs = fig3_specs(horizon=horizon, seeds=seeds)
     if args.quick:
         specs = paper.quick_subset(specs)
+    specs = paper.select(specs, args)
 
     def figures(out):
         written = [out / "regret.png"]

@@ -26,6 +26,7 @@ def main() -> int:
     specs = fig45_specs(lengthscales=ells, horizon=horizon, seeds=seeds)
     if args.quick:
         specs = paper.quick_subset(specs)
+    specs = paper.select(specs, args)
     ell_of = {s.run_id: s.truth.lengthscale for s in specs}
 
     def figures(out):

@@ -25,7 +25,20 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--dask-scheduler", help="tcp://HOST:PORT of a Dask scheduler")
     p.add_argument("--fresh", action="store_true", help="ignore finished runs in --out")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--agents", help="only these agents (comma-separated labels, e.g. BI-TS,GP-TS)")
+    p.add_argument("--networks", help="only these networks (comma-separated: monaco,luxembourg)")
     return p
+
+
+def select(specs: list[RunSpec], args: argparse.Namespace) -> list[RunSpec]:
+    """Apply ``--agents`` / ``--networks`` filters (runs already finished are kept on disk)."""
+    if args.agents:
+        keep = {a.strip() for a in args.agents.split(",")}
+        specs = [s for s in specs if s.agent.label in keep]
+    if args.networks:
+        keep = {n.strip() for n in args.networks.split(",")}
+        specs = [s for s in specs if s.network.label in keep]
+    return specs
 
 
 def settings(args: argparse.Namespace, horizon: int = 500, seeds: int = 5) -> tuple[int, list[int]]:

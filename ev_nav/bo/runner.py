@@ -291,6 +291,25 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- figures
 
+_COLORS = {
+    "ts-psq": "tab:orange",
+    "ucb-psq": "tab:blue",
+    "etc50": "tab:green",
+    "etc100": "tab:red",
+    "etcada": "tab:purple",
+    "ucvs": "tab:brown",
+    "ucvs-paper": "tab:pink",
+    "ucb-cvs": "tab:olive",
+    "ucb-per-cost": "tab:cyan",
+    "ts-per-cost": "tab:gray",
+    "ei-per-cost": "black",
+}
+
+
+def method_color(method: str) -> str:
+    """A fixed colour per method, so every panel uses the same legend."""
+    return _COLORS.get(method, "tab:gray")
+
 
 def plot_regret(df: pd.DataFrame, budget: float, ax=None, title: str = "", diamonds: bool = True):
     """Simple regret vs cost spent: mean ± SE over seeds, log y; diamond = lock-on spend."""
@@ -300,14 +319,15 @@ def plot_regret(df: pd.DataFrame, budget: float, ax=None, title: str = "", diamo
     m_last = int(df["n_sets"].max())
     for method, (grid, mean, se, _) in aggregate(df, "simple_regret", budget).items():
         floor = 1e-4
-        (line,) = ax.step(grid, np.maximum(mean, floor), where="post", label=method)
+        c = method_color(method)
+        ax.step(grid, np.maximum(mean, floor), where="post", label=method, color=c)
         ax.fill_between(
             grid,
             np.maximum(mean - se, floor),
             np.maximum(mean + se, floor),
             step="post",
             alpha=0.2,
-            color=line.get_color(),
+            color=c,
         )
         if diamonds and method.startswith("etc"):
             g = df[df["method"] == method]
@@ -315,7 +335,7 @@ def plot_regret(df: pd.DataFrame, budget: float, ax=None, title: str = "", diamo
             if np.isfinite(spends).any():
                 x = float(np.nanmean(spends))
                 y = float(np.interp(x, grid, np.maximum(mean, floor)))
-                ax.plot([x], [y], marker="D", color=line.get_color(), markersize=6)
+                ax.plot([x], [y], marker="D", color=c, markersize=6)
     ax.set_yscale("log")
     ax.set_xlim(0, budget)
     ax.set_xlabel("cost spent")
@@ -334,12 +354,12 @@ def plot_evaluations(df: pd.DataFrame, budget: float, ax=None, title: str = ""):
     # every run starts at (cost 0, 0 evaluations); the 5 free initial points are not counted
     starts = df.groupby(["method", "seed"], sort=False, as_index=False).first()
     starts = starts.assign(spent=0.0, n_evals=0.0, t=0)
-    df = pd.concat([starts, df], ignore_index=True).sort_values(
-        ["method", "seed", "t"], kind="stable"
-    )
+    # method order of first appearance is kept, so colours match the regret panel
+    df = pd.concat([starts, df], ignore_index=True)
     for method, (grid, mean, se, _) in aggregate(df, "n_evals", budget).items():
-        (line,) = ax.step(grid, mean, where="post", label=method)
-        ax.fill_between(grid, mean - se, mean + se, step="post", alpha=0.2, color=line.get_color())
+        c = method_color(method)
+        ax.step(grid, mean, where="post", label=method, color=c)
+        ax.fill_between(grid, mean - se, mean + se, step="post", alpha=0.2, color=c)
     ax.set_xlim(0, budget)
     ax.set_xlabel("cost spent")
     ax.set_ylabel("function evaluations")

@@ -95,10 +95,12 @@ def _run_ptr_ev(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     report = run_ev_reserve(cfg)
-    print(report.text())
+    if not args.quiet:
+        print(report.text())
     if args.out:
         report.save(args.out)
-        print(f"results in {args.out}/")
+        if not args.quiet:
+            print(f"results in {args.out}/")
     return 0
 
 

@@ -106,7 +106,7 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         elif b == "rf-diabetes":
             budget = 40  # the RF objective costs ~0.4 s per evaluation
         cfg = _config(args, (b,), methods, noisy, n_seeds, budget)
-        folder = out / kind / f"{b}-s{args.seed_offset}"
+        folder = out / kind / f"{b}-s{args.seed_offset}{'-' + args.tag if args.tag else ''}"
         if kind == "sweep":
             folder = out / kind / f"{b}-vs{args.varsigma:g}-s{args.seed_offset}"
         # checkpoint after every run: a part cut short keeps its finished runs
@@ -120,8 +120,8 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
 def _load(out: Path, kind: str) -> list[RunResult]:
     """All runs of a part; seeds that lack a method (a part cut short) are dropped."""
     by_key: dict[tuple[str, str, int], RunResult] = {}
-    for p in sorted((out / kind).glob("*/results.json")):
-        for r in load_results(p):  # a re-run of a seed (later folder) replaces the earlier one
+    for p in sorted((out / kind).glob("*/results.json"), key=lambda q: q.stat().st_mtime):
+        for r in load_results(p):  # a re-run of a seed (newer file) replaces the earlier one
             by_key[(r.benchmark, r.method, r.seed)] = r
     res = list(by_key.values())
     methods: dict[str, set[str]] = {}
@@ -323,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--part", required=True,
                    choices=["spacefill", "regret", "noisy", "smoke", "extra", "sweep", "report"])
     p.add_argument("--varsigma", type=float, default=0.3, help="BOKE varsigma (part sweep)")
+    p.add_argument("--tag", default="", help="suffix of the results folder (a re-run replaces "
+                   "earlier runs of the same seeds in the report)")
     p.add_argument("--out", default="runs/boke", help="results folder (not committed)")
     p.add_argument("--benchmarks", default="", help="comma-separated subset")
     p.add_argument("--methods", default="", help="comma-separated subset of the part's methods")

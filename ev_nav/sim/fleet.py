@@ -291,6 +291,7 @@ def run_one(
     progress: bool = False,
     stop_after: int | None = None,
     sink: dict[str, Any] | None = None,
+    truth_cache: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """Execute one run; returns its result rows (one per vehicle trip).
 
@@ -309,6 +310,8 @@ def run_one(
         Stop (after checkpointing) once this round is done: simulates an interruption in tests.
     sink : dict, optional
         Receives the final ``model``, ``env`` and ``visits`` (for maps after a run).
+    truth_cache : path, optional
+        Folder where ground-truth draws are cached (shared by the runs of a grid).
     """
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
@@ -317,7 +320,7 @@ def run_one(
         return pd.read_csv(run_dir / "trips.csv").to_dict("records")
 
     net = load_network(spec.network)
-    env = Environment.create(net, seed=spec.seed, truth=spec.truth)
+    env = Environment.create(net, seed=spec.seed, truth=spec.truth, cache_dir=truth_cache)
     trips = TripGenerator(spec.trips, net, spec.seed)
     router = Router(net)
     agent_seed = _seed("agent", spec.seed, spec.agent.label)

@@ -72,7 +72,13 @@ def execute_run(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "error.txt").unlink(missing_ok=True)
-        run_one(spec, run_dir, resume=resume, checkpoint_every=checkpoint_every)
+        run_one(
+            spec,
+            run_dir,
+            resume=resume,
+            checkpoint_every=checkpoint_every,
+            truth_cache=Path(out_dir) / "truth",
+        )
     except Exception as exc:  # one failing run must not stop the grid
         text = "".join(traceback.format_exception(exc))
         atomic_write_text(run_dir / "error.txt", text)

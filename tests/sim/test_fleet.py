@@ -118,3 +118,21 @@ def test_truth_kinds():
     assert np.corrcoef(env.true_energy, net.e_det())[0, 1] > 0.5
     with pytest.raises(ConfigError):
         Environment.create(net, seed=1, truth=TruthSpec(kind="magic"))
+
+
+def test_rectified_optimum_and_truth_cache(tmp_path):
+    from ev_nav.bandits.indices import rectify
+    from ev_nav.bandits.routing import Router
+
+    net = load_network(NET)
+    truth = TruthSpec(optimum="rectified")
+    env = Environment.create(net, seed=4, truth=truth, cache_dir=tmp_path)
+    assert env.redraws == 0 and len(list(tmp_path.glob("truth-*.npy"))) == 1
+    path, energy = env.oracle.optimal(3, 250)
+    expected = Router(net).route(rectify(env.true_energy, env.noise_std), 3, 250)
+    np.testing.assert_array_equal(path, expected)
+    assert energy == pytest.approx(env.true_energy[path].sum())
+    again = Environment.create(net, seed=4, truth=truth, cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.true_energy, env.true_energy)
+    with pytest.raises(ConfigError):
+        Environment.create(net, seed=4, truth=TruthSpec(optimum="best"))

@@ -232,9 +232,8 @@ def approx_covariance_error(
     phi2 = _rff(x, settings.lengthscale, n_features, rng)
     uc, inv = np.unique(cols, return_inverse=True)
     with torch.no_grad():
-        kg_cols = k.graph.graph_columns(uc).numpy()
-        kg = kg_cols[rows, inv]
-        exact = k.cross(rows, cols).numpy()
+        kg = k.graph.graph_columns(uc).numpy()[rows, inv]
+        exact = k.cross_all(uc).numpy()[rows, inv]  # the paired entries K[rows_i, cols_i]
     prec = SparsePrecision(k.graph.laplacian, 2.0 * settings.graph_nu / settings.graph_kappa**2)
     xi = np.asfortranarray(rng.standard_normal((n, n_features)))
     g = prec.power_solve(xi, int(settings.graph_nu) // 2)

@@ -142,10 +142,13 @@ def _spread_order(net: RoadNetwork, count: int, rng: np.random.Generator) -> NDA
     out = np.empty(count, dtype=np.int64)
     out[0] = int(rng.integers(n))
     dist = np.sum((xy - xy[out[0]]) ** 2, axis=1)
+    dist[out[0]] = -1.0
     for i in range(1, count):
         nxt = int(np.argmax(dist))
         out[i] = nxt
         np.minimum(dist, np.sum((xy - xy[nxt]) ** 2, axis=1), out=dist)
+        # both directions of a street share a midpoint: mark picks so none is taken twice
+        dist[out[: i + 1]] = -1.0
     return out
 
 
@@ -270,6 +273,14 @@ class SVGPModel:
         self.n_trips += 1
         self._post = None
 
+    def record(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        """Add observations to the history without learning steps (e.g. to import past trips).
+
+        The next :meth:`update` (or :meth:`refresh_exact`) uses them.
+        """
+        ids, y = validate_observations(segment_ids, energies, self.n)
+        self._append(ids, y)
+
     def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
         """Closed-form Gaussian update of q(v) with the sum observation ``y = Σ_e f(e) + ε``.
 
@@ -315,10 +326,9 @@ class SVGPModel:
             return
         with torch.no_grad():
             m = self.m
-            k_old = self.kernel.cross(np.concatenate([self.z, z_new]), self.z)
-            l_old = _chol(k_old[:m])
-            a_new = torch.linalg.solve_triangular(l_old, k_old[m:].T, upper=False)  # L⁻¹K_{ZZ'}
-            m_w, c = self._q_moments()
+            full = self._full_pass()  # usually cached by the previous posterior() call
+            a_new = full["A"][:, torch.as_tensor(z_new)]  # L⁻¹K_{ZZ'}
+            m_w, c = full["m_w"], full["C"]
             mu = a_new.T @ m_w
             t = torch.linalg.solve_triangular(c, a_new, upper=False)  # C⁻¹ A'
             l_new = _chol(self.kernel.cross(z_new, z_new))
@@ -361,7 +371,8 @@ class SVGPModel:
         """
         noise = float(self.hyper.noise_var.detach())
         union = np.unique(np.concatenate([t[0] for t in totals]))
-        a_rows, d_rows, _ = self._loadings(union)
+        with torch.no_grad():
+            a_rows, d_rows, _ = self._loadings(union)
         a_rows = a_rows.T  # (|union|, M)
         resid_rows = (d_rows - (a_rows * a_rows).sum(1)).clamp_min(0)
         loads, resid, var = [], [], []

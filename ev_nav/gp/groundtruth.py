@@ -124,6 +124,7 @@ def sample_ground_truth(
     seed: int = 0,
     method: Literal["auto", "exact", "approx"] = "auto",
     n_features: int = 256,
+    size: int | None = None,
 ) -> NDArray[np.float64]:
     """One draw of the true expected energies ``f ~ GP(E_det, k)`` over all segments [Wh].
 
@@ -142,10 +143,12 @@ def sample_ground_truth(
         ``auto`` is exact up to :data:`EXACT_MAX_SEGMENTS` segments.
     n_features : int
         Random Fourier features per feature kernel for ``approx``.
+    size : int, optional
+        Number of independent draws (the covariance is factorised once); ``None`` for one.
 
     Returns
     -------
-    ndarray of float64, shape (n_segments,)
+    ndarray of float64, shape (n_segments,), or (size, n_segments) when ``size`` is given
     """
     s = settings or PriorSettings.from_network(net, vehicle, lengthscale)
     rng = np.random.default_rng(seed)
@@ -159,10 +162,14 @@ def sample_ground_truth(
         cov = 0.5 * (cov + cov.T)
         jitter = 1e-10 * float(np.mean(np.diag(cov)))
         chol = sla.cholesky(cov + jitter * np.eye(cov.shape[0]), lower=True, check_finite=False)
-        return mean + chol @ rng.standard_normal(net.n_segments)
+        if size is None:
+            return mean + chol @ rng.standard_normal(net.n_segments)
+        return mean + rng.standard_normal((size, net.n_segments)) @ chol.T
     if method != "approx":
         raise ConfigError(f"unknown sampling method {method!r}; use auto, exact or approx")
-    return mean + _approx_draw(net, s, rng, n_features)
+    if size is None:
+        return mean + _approx_draw(net, s, rng, n_features)
+    return mean + np.stack([_approx_draw(net, s, rng, n_features) for _ in range(size)])
 
 
 def _rff(

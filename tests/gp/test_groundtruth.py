@@ -40,7 +40,7 @@ def test_exact_sampler_is_seeded_and_has_the_kernel_covariance(small):
     b = sample_ground_truth(small, settings=s, seed=5)
     c = sample_ground_truth(small, settings=s, seed=6)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
-    draws = np.stack([sample_ground_truth(small, settings=s, seed=k) for k in range(1500)])
+    draws = sample_ground_truth(small, settings=s, seed=7, size=1500)
     with torch.no_grad():
         cov = prior_kernel(small, s).cross_all(np.arange(small.n_segments)).numpy()
     emp = np.cov(draws - small.e_det(), rowvar=False, bias=True)
@@ -48,6 +48,7 @@ def test_exact_sampler_is_seeded_and_has_the_kernel_covariance(small):
     se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / 1500)
     assert np.mean(np.abs(emp - cov) / se) < 1.0
     assert np.abs(np.mean(draws - small.e_det())) < 4 * np.sqrt(cov.mean() / 1500)
+    assert np.allclose(draws[0], sample_ground_truth(small, settings=s, seed=7, size=2)[0])
 
 
 def test_approximate_sampler_error_is_small_and_shrinks_with_features(small):

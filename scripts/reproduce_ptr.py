@@ -320,18 +320,55 @@ def reproduce(
         )
 
 
+SENSITIVITY: dict[str, tuple[str, str, list[tuple[float, float]], int]] = {
+    # part: (benchmark, method, [(beta, m), ...], T)  -- spec §4.3 / paper Figs 9-12
+    "sensitivity-lse": (
+        "himmelblau",
+        "bpt-lse",
+        [(1.5, 2), (1.5, 3), (1.5, 5), (2.0, 2), (5.0, 2), (5.0, 5)],
+        100,
+    ),
+    "sensitivity-ucb": (
+        "mccormick",
+        "bpt-ucb",
+        [(2.0, 2), (2.0, 5), (1.0, 2), (5.0, 2), (5.0, 5)],
+        100,
+    ),
+}
+
+
+def sensitivity(part: str, trials: int, out_root: Path) -> None:
+    bench, method, grid, T = SENSITIVITY[part]
+    t0 = time.perf_counter()
+    results = [
+        run_experiment(RunConfig(bench, method, T, trials, 0, beta=b, m=m), progress=False)
+        for b, m in grid
+    ]
+    wall = time.perf_counter() - t0
+    save_results(results, out_root / part, wall_seconds=wall)
+    fig = plot_results(
+        results, FIG_DIR / f"ptr_{part}.png", title=f"{bench} {method}: β and m ({trials} trials)"
+    )
+    print(f"\n### {part} ({bench}, {trials} trials, T={T}, wall {wall:.0f} s) -> {fig.name}")
+    print(results_table(results, (10, 25, 50, T)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the §6 checks")
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=None, help="override T of reproductions")
-    ap.add_argument("--parts", default=None, help=f"comma list of checks/{'/'.join(REPRODUCTIONS)}")
+    ap.add_argument(
+        "--parts",
+        default=None,
+        help=f"comma list of checks/{'/'.join([*REPRODUCTIONS, *SENSITIVITY])}",
+    )
     ap.add_argument("--out", default=str(REPO / "runs" / "ptr" / "reproduce"))
     ap.add_argument("--replot", action="store_true", help="redraw figures from saved results")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS]
+    parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS, *SENSITIVITY]
     if args.quick:
         parts = ["checks"]
     if "checks" in parts:
@@ -340,6 +377,8 @@ def main() -> int:
     for part in parts:
         if part in REPRODUCTIONS:
             reproduce(part, args.trials, Path(args.out), args.iterations, args.replot)
+        elif part in SENSITIVITY:
+            sensitivity(part, args.trials, Path(args.out))
         elif part != "checks":
             print(f"unknown part {part!r}", file=sys.stderr)
             return 2

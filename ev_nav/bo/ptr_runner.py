@@ -296,8 +296,22 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
         mean, se = r.mean_se()
         cells = [f"{mean[c - 1]:.3f} ± {2 * se[c - 1]:.3f}" for c in cols]
         sec = np.mean([t.seconds for t in r.trials])
-        lines.append(f"| {r.config.method} | " + " | ".join(cells) + f" | {sec:.2f} |")
+        lines.append(f"| {run_label(r.config)} | " + " | ".join(cells) + f" | {sec:.2f} |")
     return "\n".join(lines)
+
+
+def run_label(cfg: RunConfig) -> str:
+    """Method name plus any non-default PTR-interval settings (for tables and legends)."""
+    label = cfg.method
+    if cfg.beta is not None:
+        label += f" β={cfg.beta:g}"
+    if cfg.m != 2.0:
+        label += f" m={cfg.m:g}"
+    if cfg.beta_schedule != "constant":
+        label += " β_t=theory"
+    if cfg.uncontrollable_w:
+        label += " w~p(w)"
+    return label
 
 
 def _style(method: str) -> dict[str, object]:
@@ -327,7 +341,7 @@ def plot_results(results: list[ExperimentResult], path: str | Path, title: str =
         mean, se = r.mean_se()
         t = np.arange(1, mean.size + 1)
         color = colors[(2 * k) % 20 if k < 10 else (2 * k + 1) % 20]
-        ax.plot(t, mean, label=r.config.method, color=color, **_style(r.config.method))
+        ax.plot(t, mean, label=run_label(r.config), color=color, **_style(r.config.method))
         ax.fill_between(t, mean - 2 * se, mean + 2 * se, alpha=0.10, color=color, lw=0)
     task = results[0].task if results else "opt"
     ax.set_xscale("log")

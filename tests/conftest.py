@@ -19,6 +19,18 @@ def shared(name: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _single_torch_thread():
+    """One torch thread: the suite's matrices are small, and on 2 shared cores thread start-up
+    and oversubscription made small operations up to 100x slower (measured by the PTR tests)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def network_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("network-cache")

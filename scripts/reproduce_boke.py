@@ -291,8 +291,9 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
                 bo, rn = med[(b, "boke")][1], med[(b, "random")][1]
                 best_bo, best_rn = ref[b] - bo, ref[b] - rn
                 ok5 = best_bo >= 0.9 * best_rn
-                print(f"  {_status(ok5)} {b}: BOKE median best {best_bo:.4g} >= 0.9 x random's "
-                      f"{best_rn:.4g} (median regret BOKE {bo:.4g}, random {rn:.4g})")
+                print(f"  {_status(ok5)} (non-blocking) {b}: BOKE median best {best_bo:.4g} "
+                      f">= 0.9 x random's {best_rn:.4g} (median regret BOKE {bo:.4g}, "
+                      f"random {rn:.4g})")
         for b, s in _cpu_budget_comparison(smoke, "boke", "gp-ucb").items():
             print(f"     {b}: {s}")
         plot_benchmarks(smoke, FIG_DIR / "boke_regret_8d_hpo.png",

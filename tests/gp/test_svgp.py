@@ -118,9 +118,9 @@ def test_learning_on_monaco_beats_bi_on_unvisited_segments(monaco):
     cfg = SVGPConfig(exact_refresh=True, learn_hyperparameters=False, steps_per_trip=0)
     gp = SVGPModel(monaco, config=cfg, seed=0)
     bi = BIModel(monaco)
-    for k in range(0, 200, 20):  # 10 updates of 20 trips each keeps the test fast
-        ids = np.concatenate([t[0] for t in trips[k : k + 20]])
-        y = np.concatenate([t[1] for t in trips[k : k + 20]])
+    for k in range(0, 200, 50):  # 4 updates of 50 trips each keeps the test fast
+        ids = np.concatenate([t[0] for t in trips[k : k + 50]])
+        y = np.concatenate([t[1] for t in trips[k : k + 50]])
         gp.update(ids, y)
         bi.update(ids, y)
     visited = np.zeros(monaco.n_segments, dtype=bool)

@@ -77,7 +77,7 @@ def execute_run(
             run_dir,
             resume=resume,
             checkpoint_every=checkpoint_every,
-            truth_cache=Path(out_dir) / "truth",
+            truth_cache=os.environ.get("EV_NAV_TRUTH_CACHE") or Path(out_dir) / "truth",
         )
     except Exception as exc:  # one failing run must not stop the grid
         text = "".join(traceback.format_exception(exc))

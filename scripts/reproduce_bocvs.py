@@ -205,6 +205,50 @@ def part_cvs(args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------------- ucvs checks
+def phase_stats(df: pd.DataFrame, costs: tuple[float, ...], label: str, C: float = 20.0) -> str:
+    g = df[df["method"] == "ucvs"]
+    share4, share_full, creg, balanced = [], [], [], True
+    for _, s in g.groupby("seed"):
+        s = s.sort_values("t")
+        ex = s[s["phase"] == "explore"]
+        counts = np.bincount(ex["set"].to_numpy() - 1, minlength=7)
+        balanced &= counts.max() - counts.min() <= 1
+        exploit = s[s["phase"] == "exploit"]
+        share4.append(float((exploit["set"] == 5).mean()) if len(exploit) else 0.0)
+        share_full.append(float((exploit["set"] == 7).mean()) if len(exploit) else 1.0)
+        tgt = costs[4]
+        creg.append(
+            float(np.mean([max(costs[i - 1] - tgt, 0) for i in exploit["set"]]))
+            if len(exploit)
+            else 1.0
+        )
+        # exploration ends once spend passes 0.6 C
+        if len(exploit):
+            first = exploit.iloc[0]
+            balanced &= bool(first["spent"] - first["cost"] > 0.6 * C)
+    check(
+        f"{label}: exploration round-robin (counts differ <= 1) until 0.6 C",
+        bool(balanced),
+        "ok" if balanced else "unbalanced",
+    )
+    check(
+        f"{label}: exploitation >= 70% on idx4 (median)",
+        np.median(share4) >= 0.7,
+        f"idx4 shares {np.round(share4, 2).tolist()}",
+    )
+    check(
+        f"{label}: exploitation <= 15% on the full set",
+        np.median(share_full) <= 0.15,
+        f"full-set shares {np.round(share_full, 2).tolist()}",
+    )
+    check(
+        f"{label}: mean per-step cost regret in exploitation <= 0.2",
+        float(np.mean(creg)) <= 0.2,
+        f"{np.round(creg, 3).tolist()}",
+    )
+    return ""
+
+
 def part_ucvs(args: argparse.Namespace) -> None:
     print("== bocvs-unknown-costs.md §6 checks 6-10 (Hartmann-6 in 12-D, cheap, var 0.02, C=20) ==")
     seeds = (0, 1, 2)
@@ -222,49 +266,6 @@ def part_ucvs(args: argparse.Namespace) -> None:
         etc_quota=10,
     )
     C = 20.0
-
-    def phase_stats(df: pd.DataFrame, costs: tuple[float, ...], label: str) -> str:
-        g = df[df["method"] == "ucvs"]
-        share4, share_full, creg, balanced = [], [], [], True
-        for _, s in g.groupby("seed"):
-            s = s.sort_values("t")
-            ex = s[s["phase"] == "explore"]
-            counts = np.bincount(ex["set"].to_numpy() - 1, minlength=7)
-            balanced &= counts.max() - counts.min() <= 1
-            exploit = s[s["phase"] == "exploit"]
-            share4.append(float((exploit["set"] == 5).mean()) if len(exploit) else 0.0)
-            share_full.append(float((exploit["set"] == 7).mean()) if len(exploit) else 1.0)
-            tgt = costs[4]
-            creg.append(
-                float(np.mean([max(costs[i - 1] - tgt, 0) for i in exploit["set"]]))
-                if len(exploit)
-                else 1.0
-            )
-            # exploration ends once spend passes 0.6 C
-            if len(exploit):
-                first = exploit.iloc[0]
-                balanced &= bool(first["spent"] - first["cost"] > 0.6 * C)
-        check(
-            f"{label}: exploration round-robin (counts differ <= 1) until 0.6 C",
-            bool(balanced),
-            "ok" if balanced else "unbalanced",
-        )
-        check(
-            f"{label}: exploitation >= 70% on idx4 (median)",
-            np.median(share4) >= 0.7,
-            f"idx4 shares {np.round(share4, 2).tolist()}",
-        )
-        check(
-            f"{label}: exploitation <= 15% on the full set",
-            np.median(share_full) <= 0.15,
-            f"full-set shares {np.round(share_full, 2).tolist()}",
-        )
-        check(
-            f"{label}: mean per-step cost regret in exploitation <= 0.2",
-            float(np.mean(creg)) <= 0.2,
-            f"{np.round(creg, 3).tolist()}",
-        )
-        return ""
 
     # check 6 (+7, 8, 9 with the baselines in the same cell)
     cheap = (0.01, 0.01, 0.01, 0.1, 0.1, 0.1, 1.0)
@@ -347,6 +348,30 @@ def part_ucvs(args: argparse.Namespace) -> None:
         f"plays per set {counts.tolist()}",
         hard=False,
     )
+
+
+def part_ucvs_unclipped(args: argparse.Namespace) -> None:
+    """Check 10 with permuted costs under the unclipped cost LCB (spec §5.8: report both)."""
+    print("== check 10, permuted costs, unclipped cost LCB (official code's rule) ==")
+    perm = (1.0, 0.1, 0.01, 0.1, 0.01, 0.01, 0.1)
+    cfg = ExperimentConfig(
+        setting="ucvs",
+        benchmark="hartmann6",
+        variance=0.02,
+        budget=20.0,
+        seeds=(0, 1, 2),
+        n_mc=128,
+        n_warmup=256,
+        n_warmup_full=1000,
+        n_starts=2,
+        maxiter=50,
+        costs=perm,
+        cost_noise_std=0.02,
+        methods=("ucvs",),
+        clip_cost_lcb=False,
+    )
+    df = run(cfg, args.out, "ucvs_permuted_unclipped")
+    phase_stats(df, perm, "10 (permuted costs, unclipped)")
 
 
 # ----------------------------------------------------------------------------- figures
@@ -440,7 +465,9 @@ def collect_figs(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smallest settings that still order")
-    ap.add_argument("--part", choices=["cvs", "ucvs", "figs", "collect", "all"], default="all")
+    ap.add_argument(
+        "--part", choices=["cvs", "ucvs", "ucvs-unclipped", "figs", "collect", "all"], default="all"
+    )
     ap.add_argument(
         "--warmup-full",
         type=int,
@@ -459,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         part_ucvs(args)
     if args.part in ("figs", "all"):
         part_figs(args)
+    if args.part == "ucvs-unclipped":
+        part_ucvs_unclipped(args)
     if args.part == "collect":
         collect_figs(args)
     print(f"== done in {time.time() - t0:.0f} s; failed hard checks: {FAILS or 'none'} ==")

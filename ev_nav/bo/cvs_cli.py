@@ -56,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--explore-frac", type=float, default=0.6, help="budget share of exploration")
     q.add_argument("--tau", type=int, default=10, help="plays per set (paper mode)")
     q.add_argument("--etc-quota", type=int, default=50, help="ETC plays per group")
+    q.add_argument(
+        "--no-clip-cost-lcb",
+        action="store_true",
+        help="do not clip the cost LCB at 0 (official code's rule; the paper clips)",
+    )
     q.set_defaults(func=_handler("ucvs"))
 
 
@@ -85,6 +90,7 @@ def _handler(setting: str):
                 "explore_frac": args.explore_frac,
                 "tau": args.tau,
                 "etc_quota": args.etc_quota,
+                "clip_cost_lcb": not args.no_clip_cost_lcb,
             }
         cfg = ExperimentConfig(
             setting=setting,

@@ -57,6 +57,7 @@ class ExperimentConfig:
     alpha: float = 0.1
     explore_frac: float = 0.6
     tau: int = 10
+    clip_cost_lcb: bool = True
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -112,6 +113,7 @@ def build_policy(cfg: ExperimentConfig, method: str, problem: Problem):
         tau=cfg.tau,
         alpha=cfg.alpha,
         explore_frac=cfg.explore_frac,
+        clip_cost_lcb=cfg.clip_cost_lcb,
     )
 
 

@@ -236,6 +236,7 @@ def make_ucvs_policy(
     eps_start: float = 1.0,
     eps_cutoff: int = 100,
     n_features: int = 2048,
+    clip_cost_lcb: bool = True,
 ) -> Policy:
     """Build a method of the unknown-cost comparison by name (see :data:`UCVS_METHODS`).
 
@@ -246,10 +247,19 @@ def make_ucvs_policy(
         # current (not intersected) bounds: with a fitted, finite-β GP a single optimiser miss
         # ratchets the running min of a set's UCB below the running max LCB for good
         return UnknownCostCVS(
-            UCVSConfig("practical", alpha=alpha, explore_frac=explore_frac, intersect=False)
+            UCVSConfig(
+                "practical",
+                alpha=alpha,
+                explore_frac=explore_frac,
+                intersect=False,
+                clip_cost_lcb=clip_cost_lcb,
+            )
         )
     if name == "ucvs-paper":
-        return UnknownCostCVS(UCVSConfig("paper", tau=tau, alpha=alpha), name="ucvs-paper")
+        return UnknownCostCVS(
+            UCVSConfig("paper", tau=tau, alpha=alpha, clip_cost_lcb=clip_cost_lcb),
+            name="ucvs-paper",
+        )
     if name == "ucb-psq":
         return UCBPSQ()
     if name == "ts-psq":

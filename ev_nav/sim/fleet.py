@@ -125,6 +125,7 @@ class AgentSpec:
     batch_size: int = 2500
     steps_per_trip: int = 1
     learn_hyperparameters: bool = True
+    kernel_mode: str = "auto"
     name: str | None = None
 
     @property
@@ -199,6 +200,7 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
             steps_per_trip=spec.steps_per_trip,
             lengthscale=spec.lengthscale,
             learn_hyperparameters=spec.learn_hyperparameters,
+            kernel_mode=spec.kernel_mode,
         )
         return SVGPModel(net, config=config, seed=seed)
     raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")

@@ -121,6 +121,6 @@ def run_metadata(config: Any, seeds: Any = None, **extra: Any) -> dict[str, Any]
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "git_commit": git_commit(),
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         **{k: to_jsonable(v) for k, v in extra.items()},
     }

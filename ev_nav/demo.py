@@ -16,8 +16,8 @@ from pathlib import Path
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` command."""
     parser = subparsers.add_parser("demo", help="fleet-learning demo on the embedded town")
-    parser.add_argument("--segments", type=int, default=1500, help="synthetic town size")
-    parser.add_argument("--rounds", type=int, default=40, help="learning rounds")
+    parser.add_argument("--segments", type=int, default=1200, help="synthetic town size")
+    parser.add_argument("--rounds", type=int, default=30, help="learning rounds")
     parser.add_argument("--vehicles", type=int, default=4, help="vehicles per round")
     parser.add_argument("--seeds", type=int, default=2, help="repetitions (different worlds)")
     parser.add_argument("--out", type=Path, default=Path("maps"), help="output folder")

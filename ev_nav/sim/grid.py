@@ -12,6 +12,7 @@ only the small run specs, never networks or kernel factors.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -61,6 +62,20 @@ def _limit_threads(n_threads: int) -> None:
         pass
 
 
+@contextlib.contextmanager
+def _single_threaded():
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def execute_run(
     spec: RunSpec, out_dir: str, checkpoint_every: int = 50, resume: bool = True
 ) -> RunOutcome:
@@ -72,13 +87,17 @@ def execute_run(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "error.txt").unlink(missing_ok=True)
-        run_one(
-            spec,
-            run_dir,
-            resume=resume,
-            checkpoint_every=checkpoint_every,
-            truth_cache=os.environ.get("EV_NAV_TRUTH_CACHE") or Path(out_dir) / "truth",
-        )
+        # Every run single-threaded, whatever executor runs it: BLAS/LAPACK results depend on
+        # the thread count in the last bits, and a grid must give identical numbers in-process,
+        # on a pool or on Dask.
+        with _single_threaded():
+            run_one(
+                spec,
+                run_dir,
+                resume=resume,
+                checkpoint_every=checkpoint_every,
+                truth_cache=os.environ.get("EV_NAV_TRUTH_CACHE") or Path(out_dir) / "truth",
+            )
     except Exception as exc:  # one failing run must not stop the grid
         text = "".join(traceback.format_exception(exc))
         atomic_write_text(run_dir / "error.txt", text)

@@ -39,8 +39,9 @@ def test_executors_give_identical_results(tmp_path):
         res = run_grid(specs, tmp_path / kind, executor=ex, progress=False)
         assert not res.failed, res.failed
         frames[kind] = _results(tmp_path / kind)
-    pd.testing.assert_frame_equal(frames["inprocess"], frames["local"])
-    pd.testing.assert_frame_equal(frames["inprocess"], frames["dask"])
+    # bit-identical, not merely close
+    pd.testing.assert_frame_equal(frames["inprocess"], frames["local"], check_exact=True)
+    pd.testing.assert_frame_equal(frames["inprocess"], frames["dask"], check_exact=True)
     summary = pd.read_csv(tmp_path / "local" / "summary.csv")
     assert set(summary["agent"]) == {"BI-TS", "BI-UCB"} and (summary["runs"] == 2).all()
 
@@ -108,7 +109,7 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
     n_done = len(list(out.glob("runs/*/trips.csv")))
     assert 1 <= n_done < 6, "the kill should land mid-grid"
     subprocess.run([*cmd, "--resume", "--executor", "inprocess", "--out", str(out)], check=True)
-    pd.testing.assert_frame_equal(_results(ref), _results(out))
+    pd.testing.assert_frame_equal(_results(ref), _results(out), check_exact=True)
 
 
 def test_refuses_to_mix_without_resume(tmp_path):

@@ -27,15 +27,6 @@ from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Tiny torch ops are ~100x slower multi-threaded on a loaded 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def small_posterior():
     """10 × 10 grid, RBF(0.5, 1), 8 noisy observations of a fixed function."""

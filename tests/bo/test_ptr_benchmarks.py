@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from scipy.integrate import solve_ivp
 
 from ev_nav.bo.ptr_benchmarks import (
@@ -19,15 +18,6 @@ from ev_nav.bo.ptr_benchmarks import (
     sir_peak_infected,
 )
 from ev_nav.errors import ConfigError
-
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Tiny torch ops are ~100x slower multi-threaded on a loaded 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_known_optima_of_the_test_functions():

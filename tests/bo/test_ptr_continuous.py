@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ev_nav.bo.ptr import ptr_of_values
 from ev_nav.bo.ptr_continuous import candidate_designs, run_continuous
 from ev_nav.errors import ConfigError
-
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Tiny torch ops are ~100x slower multi-threaded on a loaded 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 W = np.linspace(-1, 1, 21)
 P_W = np.exp(-0.5 * (W / 0.5) ** 2) / np.exp(-0.5 * (W / 0.5) ** 2).sum()

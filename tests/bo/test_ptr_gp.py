@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
@@ -13,15 +12,6 @@ from ev_nav.bo.ptr_sampling import (
     posterior_samples,
 )
 from ev_nav.gp.exact import ExactGP
-
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Tiny torch ops are ~100x slower multi-threaded on a loaded 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _fill(gp: GridPosterior, n: int, seed: int) -> None:

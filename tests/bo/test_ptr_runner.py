@@ -6,22 +6,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from ev_nav.bo.ptr_benchmarks import make_problem
 from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, make_policy
 from ev_nav.bo.ptr_runner import RunConfig, f1_score, run_experiment, run_trial
 from ev_nav.cli import main
 from ev_nav.errors import ConfigError
-
-
-@pytest.fixture(autouse=True)
-def _single_thread():
-    """Tiny torch ops are ~100x slower multi-threaded on a loaded 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_f1_convention():

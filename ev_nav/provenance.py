@@ -52,11 +52,21 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
         yield tmp_path
         with open(tmp_path, "rb+") as fh:  # make the bytes durable before the rename
             os.fsync(fh.fileno())
+        # mkstemp creates 0600 files; give results the permissions a plain open() would
+        os.chmod(tmp_path, _default_file_mode(target))
         os.replace(tmp_path, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+def _default_file_mode(target: Path) -> int:
+    if target.exists():
+        return target.stat().st_mode & 0o777
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

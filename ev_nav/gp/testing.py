@@ -6,6 +6,7 @@ definition of "a small real network" and "a random route".
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -14,8 +15,12 @@ from numpy.typing import NDArray
 
 from ev_nav.roads.network import RoadNetwork, build_network
 
-MONACO_OSM = Path("/work/shared/data/most_monaco.osm.gz")
-LUXEMBOURG_OSM = Path("/work/shared/data/lust_luxembourg.osm.gz")
+#: The shared data folder: $EV_NAV_DATA, else ../shared/data beside the repository.
+DATA_DIR = Path(
+    os.environ.get("EV_NAV_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data")
+)
+MONACO_OSM = DATA_DIR / "most_monaco.osm.gz"
+LUXEMBOURG_OSM = DATA_DIR / "lust_luxembourg.osm.gz"
 CACHE_DIR = Path(tempfile.gettempdir()) / "evnav-gp-cache"
 
 

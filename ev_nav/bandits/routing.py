@@ -92,15 +92,6 @@ class Router:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
         return _path_from_predecessors(pred, start, goal)
 
-    def costs_from(self, weights: ArrayLike, start: int) -> NDArray[np.float64]:
-        """Cost of the best path from ``start`` to every segment (start weight included)."""
-        start = self.check_segment(start, "start segment")
-        w = self._set_weights(weights)
-        dist = dijkstra(self._matrix, directed=True, indices=start)
-        # remove the floors again: path length in segments is unknown here, so this is exact only
-        # up to n_segments * 1e-12 Wh, far below anything meaningful
-        return dist + w[start]
-
 
 class Oracle:
     """Exact optimal paths for true energies that may be negative (regeneration).

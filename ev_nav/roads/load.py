@@ -9,9 +9,7 @@ largest strongly connected part of the line graph.
 from __future__ import annotations
 
 import hashlib
-import logging
 import socket
-import tempfile
 import time
 import warnings
 import zipfile
@@ -33,8 +31,6 @@ from ev_nav.errors import (
 )
 from ev_nav.roads.network import FORMAT_VERSION, RoadNetwork, build_network
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
-
-log = logging.getLogger(__name__)
 
 #: Highway classes a car may drive on (links included). Everything else (footways, steps,
 #: pedestrian zones, tracks, construction, …) is dropped before simplification.
@@ -439,19 +435,18 @@ def fetch_place(
     import osmnx as ox
 
     check_online()
-    with tempfile.TemporaryDirectory():
-        try:
-            if _looks_like_point(place):
-                lat, lon = (float(x) for x in place.split(","))
-                graph = ox.graph_from_point(
-                    (lat, lon), dist=dist_m, network_type="drive", simplify=False, retain_all=True
-                )
-            else:
-                graph = ox.graph_from_place(
-                    place, network_type="drive", simplify=False, retain_all=True
-                )
-        except (ConnectionError, TimeoutError, OSError) as exc:
-            raise OfflineError(f"download failed: {exc}") from None
+    try:
+        if _looks_like_point(place):
+            lat, lon = (float(x) for x in place.split(","))
+            graph = ox.graph_from_point(
+                (lat, lon), dist=dist_m, network_type="drive", simplify=False, retain_all=True
+            )
+        else:
+            graph = ox.graph_from_place(
+                place, network_type="drive", simplify=False, retain_all=True
+            )
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        raise OfflineError(f"download failed: {exc}") from None
     return graph_to_network(
         graph,
         name=place.replace(",", "_").replace(" ", "_")[:40],

@@ -625,8 +625,3 @@ def limit_grades(
         "grade_limit_max_move_m": float(delta.max()) if n else 0.0,
         "grade_limit_iterations": iterations,
     }
-
-
-def warn_once(message: str) -> None:
-    """Emit a user-visible warning (a ``UserWarning`` the CLI prints on one line)."""
-    warnings.warn(message, UserWarning, stacklevel=3)

@@ -71,11 +71,19 @@ def test_sigkill_during_observe_loses_nothing(tmp_path, model, kills):
     trips = _plan_trips(state, kills + 4, rng)
     acknowledged = {}
     killed_after_ack = killed_before_ack = 0
+    duration = None  # of one uninterrupted command on this machine, measured on the first trip
     for tid, route in trips:
         cmd = [sys.executable, "-m", "ev_nav.cli", *_observe_cmd(state, tid, route, rng, tmp_path)]
+        t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        # imports take ~1-2 s; kill anywhere from before the commit to the checkpoint write
-        time.sleep(rng.uniform(0.5, 4.0))
+        if duration is None:
+            out, err = proc.communicate()
+            assert proc.returncode == 0, err
+            duration = time.perf_counter() - t0
+            acknowledged[tid] = out
+            continue
+        # kill anywhere in the command's life: imports, commit, model update, checkpoint write
+        time.sleep(rng.uniform(0.3, 0.98) * duration)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()

@@ -178,37 +178,71 @@ class _SparseState:
     """Per-shift cache of the factorisation, the diagonals and the solved columns."""
 
     def __init__(
-        self, laplacian: sp.spmatrix, shift: float, nu: int, diag_grad_probes: int | None
+        self,
+        laplacian: sp.spmatrix,
+        shift: float,
+        nu: int,
+        diag_grad_probes: int | None,
+        spectrum: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
     ) -> None:
         self.prec = SparsePrecision(laplacian, shift)
         self.nu = nu
         self.diag_grad_probes = diag_grad_probes
+        # (eigenvalues λ, squared eigenvectors U∘U): diagonals for any shift in O(n²)
+        self.spectrum = spectrum
         self._diag: dict[int, NDArray[np.float64]] = {}
-        # column blocks solved for whole id *sets*: (sorted ids, slot per segment, columns)
-        self._blocks: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]] = []
+        # column cache: slot per segment (-1: not solved) into the columns of ``_cols``
+        self._slot = np.full(self.prec.n, -1, dtype=np.int64)
+        self._cols = np.empty((self.prec.n, 0), dtype=np.float64, order="F")
+        self._owner = np.empty(0, dtype=np.int64)
 
     def columns(self, ids: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Unnormalised ``P^(-ν)[:, ids]``, cached per requested id set.
+        """Unnormalised ``P^(-ν)[:, ids]``, cached per column.
 
-        Columns are solved for the sorted set of requested ids in one call and reused by any
-        later request that the set covers. Results therefore depend only on (shift, id set),
-        not on the order of earlier requests: SuperLU's blocked solves are not bitwise identical
-        across right-hand-side groupings, and checkpoints must reproduce posteriors exactly.
+        Each column is solved on its own (one right-hand side per SuperLU call), so its bits
+        depend only on (shift, segment), never on which other columns were requested with it:
+        SuperLU's blocked multi-RHS solves differ in the last bits from single solves, and
+        checkpoints must reproduce posteriors exactly. The per-column cache makes a change of a
+        few inducing segments cost a few solves instead of M.
         """
-        for _, slot, cols in self._blocks:
-            if np.all(slot[ids] >= 0):
-                return cols[:, slot[ids]]
-        uniq = np.unique(ids)
-        slot = np.full(self.prec.n, -1, dtype=np.int64)
-        slot[uniq] = np.arange(uniq.size)
-        cols = self.prec.unit_columns(uniq, self.nu)
-        self._blocks = [*self._blocks[-2:], (uniq, slot, cols)]  # keep the last few sets
-        return cols[:, slot[ids]]
+        missing = np.unique(ids[self._slot[ids] < 0])
+        if missing.size:
+            self._make_room(missing.size, keep=ids)
+            start = self._owner.size
+            new = np.empty((self.prec.n, missing.size), dtype=np.float64, order="F")
+            lu = self.prec._lu
+            for j, seg in enumerate(missing):
+                x = np.zeros(self.prec.n)
+                x[seg] = 1.0
+                for _ in range(self.nu):
+                    x = lu.solve(x)
+                new[:, j] = x
+            self._cols = np.asfortranarray(np.hstack([self._cols, new]))
+            self._owner = np.concatenate([self._owner, missing])
+            self._slot[missing] = np.arange(start, start + missing.size)
+        return self._cols[:, self._slot[ids]]
+
+    def _make_room(self, extra: int, keep: NDArray[np.int64]) -> None:
+        """Evict cached columns not in ``keep`` once the cache would exceed its budget."""
+        budget = max(2 * (np.unique(keep).size + extra), 256)
+        if self._owner.size + extra <= budget:
+            return
+        held = np.zeros(self.prec.n, dtype=bool)
+        held[keep] = True
+        stay = held[self._owner]
+        self._slot[self._owner] = -1
+        self._owner = self._owner[stay]
+        self._cols = np.asfortranarray(self._cols[:, stay])
+        self._slot[self._owner] = np.arange(self._owner.size)
 
     def diag(self, power: int) -> NDArray[np.float64]:
         """Exact ``diag(P^(-power))`` (cached)."""
         if power not in self._diag:
-            self._diag[power] = self.prec.diagonals((power,))[power]
+            if self.spectrum is not None:
+                lam, uu = self.spectrum
+                self._diag[power] = uu @ (self.prec.shift + lam) ** (-float(power))
+            else:
+                self._diag[power] = self.prec.diagonals((power,))[power]
         return self._diag[power]
 
     def weighted_diag_derivative(self, weights: NDArray[np.float64]) -> float:
@@ -218,7 +252,7 @@ class _SparseState:
         stochastic (Adam) gradients; forward values are always exact. Probes come from a
         generator seeded by the shift, so a computation is reproducible.
         """
-        if self.diag_grad_probes is None:
+        if self.diag_grad_probes is None or self.spectrum is not None:
             return float(weights @ self.diag(self.nu + 1))
         seed = int(np.frombuffer(np.float64(self.prec.shift).tobytes(), dtype=np.uint64)[0])
         rng = np.random.default_rng(seed)
@@ -232,19 +266,26 @@ class _SparseColumns(torch.autograd.Function):
     """``P(c)^(-ν)[:, ids]`` with the gradient with respect to the shift ``c``."""
 
     @staticmethod
-    def forward(ctx, shift: Tensor, state: _SparseState, ids: NDArray) -> Tensor:  # noqa: D102
+    def forward(  # noqa: D102
+        ctx, shift: Tensor, state: _SparseState, ids: NDArray, rows: NDArray | None
+    ) -> Tensor:
         ctx.state = state
+        ctx.rows = rows
         cols = state.columns(ids)
         ctx.save_for_backward(torch.as_tensor(cols))
-        return torch.as_tensor(cols, dtype=DTYPE)
+        return torch.as_tensor(cols if rows is None else cols[rows], dtype=DTYPE)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # noqa: D102
         (cols,) = ctx.saved_tensors
+        g_all = grad.detach().numpy()
+        if ctx.rows is not None:
+            g_all = np.zeros(cols.shape, dtype=np.float64)
+            np.add.at(g_all, ctx.rows, grad.detach().numpy())
         # d/dc <G, P^-ν E> = -ν <G, P^-(ν+1) E> = -ν <P^-1 G, P^-ν E>  (P symmetric)
-        pg = ctx.state.prec.solve(grad.detach().numpy())
+        pg = ctx.state.prec.solve(g_all)
         g = -ctx.state.nu * float(np.einsum("ij,ij->", pg, cols.numpy()))
-        return torch.tensor(g, dtype=DTYPE), None, None
+        return torch.tensor(g, dtype=DTYPE), None, None, None
 
 
 class _SparseDiag(torch.autograd.Function):
@@ -317,6 +358,11 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         Sparse mode: ``None`` differentiates the diagonal exactly (one more solve pass over all
         segments); an integer uses that many Hutchinson probes for the derivative of the diagonal
         (values stay exact; only the gradient becomes an unbiased estimate).
+    spectral_diag : bool
+        Sparse mode: compute the diagonal (and its exact κ-derivative) from a one-off dense
+        eigendecomposition, ``diag = (U∘U)(c + λ)^(-ν)``, O(n²) per κ instead of n sparse
+        solves. Worth it when κ is learned and the network is small enough for a dense
+        eigendecomposition (Monaco: 2.7 s once, then ~5 ms per κ instead of ~110 ms).
     """
 
     has_lengthscale = False
@@ -332,9 +378,12 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         laplacian: sp.spmatrix | None = None,
         eigenpairs: Eigenpairs | None = None,
         diag_grad_probes: int | None = None,
+        spectral_diag: bool = False,
     ) -> None:
         super().__init__()
         self.diag_grad_probes = diag_grad_probes
+        self.spectral_diag = bool(spectral_diag)
+        self._diag_spectrum: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
         if mode not in KERNEL_MODES:
             raise ConfigError(f"unknown kernel mode {mode!r}; use one of {', '.join(KERNEL_MODES)}")
         if not (nu > 0 and kappa > 0):
@@ -407,8 +456,15 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
     def _sparse_state(self, c: Tensor) -> _SparseState:
         cval = float(c.detach())
         if self._sparse is None or self._sparse.prec.shift != cval:
+            if self.spectral_diag and self._diag_spectrum is None:
+                vals, vecs = np.linalg.eigh(self.laplacian.toarray())
+                self._diag_spectrum = (np.clip(vals, 0.0, None), vecs * vecs)
             self._sparse = _SparseState(
-                self.laplacian, cval, int(round(float(self.fixed_nu))), self.diag_grad_probes
+                self.laplacian,
+                cval,
+                int(round(float(self.fixed_nu))),
+                self.diag_grad_probes,
+                self._diag_spectrum,
             )
         return self._sparse
 
@@ -434,25 +490,33 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         _, u = self._eig  # type: ignore[misc]
         return (u * u) @ s / z
 
-    def graph_columns(self, ids: NDArray[np.int64] | Tensor) -> Tensor:
-        """Normalised columns ``K_G[:, ids]``, shape (n, len(ids)), differentiable in κ (ν)."""
+    def graph_columns(
+        self, ids: NDArray[np.int64] | Tensor, rows: NDArray[np.int64] | Tensor | None = None
+    ) -> Tensor:
+        """Normalised columns ``K_G[:, ids]`` (or the block ``K_G[rows, ids]``).
+
+        Shape (n or len(rows), len(ids)); differentiable in κ (and ν where learnable).
+        """
         ids = np.asarray(torch.as_tensor(ids).detach().cpu().numpy(), dtype=np.int64).ravel()
         self._check_ids(ids)
+        if rows is not None:
+            rows = np.asarray(torch.as_tensor(rows).detach().cpu().numpy(), dtype=np.int64)
+            rows = rows.ravel()
+            self._check_ids(rows)
         if self.mode == "sparse":
             c = self.shift()
             state = self._sparse_state(c)
-            cols = _SparseColumns.apply(c, state, ids)
+            cols = _SparseColumns.apply(c, state, ids, rows)
             d = _SparseDiag.apply(c, state)
             return cols / d.mean()
         s, z = self._spectrum()
         _, u = self._eig  # type: ignore[misc]
-        return (u * (s / z)) @ u[ids].T
+        left = u if rows is None else u[torch.as_tensor(rows)]
+        return (left * (s / z)) @ u[ids].T
 
     def graph_block(self, rows: NDArray | Tensor, cols: NDArray | Tensor) -> Tensor:
         """Normalised block ``K_G[rows, cols]``."""
-        rows = np.asarray(torch.as_tensor(rows).detach().numpy(), dtype=np.int64).ravel()
-        self._check_ids(rows)
-        return self.graph_columns(cols)[torch.as_tensor(rows)]
+        return self.graph_columns(cols, rows)
 
     def dense_matrix(self) -> Tensor:
         """The full normalised K_G (n×n). For tests and small graphs only."""
@@ -474,8 +538,38 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
 def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
     """Matérn-5/2 correlation with ARD lengthscales, ``(1 + √5 r + 5r²/3) exp(-√5 r)``."""
     r = torch.cdist(x1 / lengthscale, x2 / lengthscale)
+    if not (torch.is_grad_enabled() and (r.requires_grad or lengthscale.requires_grad)):
+        # no autograd: the same formula in place, three passes fewer over an (n, M) array
+        s = r.mul_(math.sqrt(5.0))
+        e = torch.neg(s).exp_()
+        return s.div(3.0).add_(1.0).mul_(s).add_(1.0).mul_(e)
     s5r = math.sqrt(5.0) * r
     return (1.0 + s5r + s5r * s5r / 3.0) * torch.exp(-s5r)
+
+
+class _MaternInner(torch.autograd.Function):
+    """``⟨W, m₅/₂(r)⟩`` with ``r² = Σ_j D_j / ℓ_j²``, differentiable in the lengthscales ℓ.
+
+    ``D`` holds the squared coordinate differences (d, R, C) and ``W`` the weights (R, C). The
+    derivative ``∂m/∂ℓ_j = (5/3)(1 + √5 r) e^(-√5 r) D_j / ℓ_j³`` has no 1/r, so coincident
+    points need no special case (autograd through ``cdist`` is also several times slower).
+    """
+
+    @staticmethod
+    def forward(ctx, lengthscale: Tensor, w: Tensor, d2: Tensor) -> Tensor:  # noqa: D102
+        inv2 = lengthscale.detach().pow(-2)
+        s = torch.einsum("j,jrc->rc", inv2, d2).sqrt_().mul_(math.sqrt(5.0))
+        e = torch.neg(s).exp_()
+        val = (s.div(3.0).add_(1.0).mul_(s).add_(1.0).mul_(e) * w).sum()
+        ctx.save_for_backward(lengthscale.detach(), w, d2, s, e)
+        return val
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # noqa: D102
+        ls, w, d2, s, e = ctx.saved_tensors
+        weight = s.add_(1.0).mul_(e).mul_(w)  # (1 + √5 r) e^(-√5 r) W; s is not needed again
+        g = torch.einsum("rc,jrc->j", weight, d2) * (5.0 / 3.0) / ls**3
+        return grad * g, None, None
 
 
 def _feature_kernel(d: int, lengthscale: float, outputscale: float) -> gpytorch.kernels.ScaleKernel:
@@ -529,24 +623,56 @@ class SegmentKernel(gpytorch.kernels.Kernel):
         self.k_f2 = _feature_kernel(d, lengthscale, feature_scale)
 
     def _feat(self, k: gpytorch.kernels.ScaleKernel, x1: Tensor, x2: Tensor) -> Tensor:
-        return k.outputscale * matern52(x1, x2, k.base_kernel.lengthscale.reshape(-1))
+        corr = matern52(x1, x2, k.base_kernel.lengthscale.reshape(-1))
+        if torch.is_grad_enabled():
+            return k.outputscale * corr
+        return corr.mul_(k.outputscale)
 
     def cross(self, rows: NDArray | Tensor, cols: NDArray | Tensor) -> Tensor:
         """``K[rows, cols]`` between segments (ids), shape (len(rows), len(cols))."""
         rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64))
         cols_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
         xr, xc = self.features[rows_t], self.features[cols_t]
-        kg = self.graph.graph_columns(cols_t)[rows_t]
-        return kg * self._feat(self.k_f, xr, xc) + self._feat(self.k_f2, xr, xc)
+        kg = self.graph.graph_columns(cols_t, rows_t)
+        return self._combine(kg, xr, xc)
+
+    def _combine(self, kg: Tensor, xr: Tensor, xc: Tensor) -> Tensor:
+        """``kg ∘ s₁k_f(xr, xc) + s₂k'_f(xr, xc)``, in place when no gradient is needed."""
+        if torch.is_grad_enabled():
+            return kg * self._feat(self.k_f, xr, xc) + self._feat(self.k_f2, xr, xc)
+        out = kg.mul_(self._feat(self.k_f, xr, xc))
+        return out.add_(self._feat(self.k_f2, xr, xc))
+
+    def pullback(self, rows: NDArray, cols: NDArray, weights: Tensor) -> Tensor:
+        """Scalar whose gradient in the hyperparameters is ``Σ weights ∘ ∂K[rows, cols]``.
+
+        Used to pull a precomputed adjoint of the kernel block back to the hyperparameters
+        (the value itself is meaningless). Parameters with ``requires_grad=False`` (e.g. a
+        frozen κ) are skipped.
+        """
+        rows_t = torch.as_tensor(np.asarray(rows, dtype=np.int64))
+        cols_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
+        xr, xc = self.features[rows_t], self.features[cols_t]
+        d2 = (xr.T[:, :, None] - xc.T[:, None, :]).square_()  # (d, R, C)
+        w = weights.detach()
+        with torch.no_grad():
+            kg = self.graph.graph_columns(cols_t, rows_t)
+        s1 = self.k_f.outputscale
+        out = s1 * _MaternInner.apply(self.k_f.base_kernel.lengthscale.reshape(-1), w * kg, d2)
+        out = out + self.k_f2.outputscale * _MaternInner.apply(
+            self.k_f2.base_kernel.lengthscale.reshape(-1), w, d2
+        )
+        if self.graph.raw_kappa.requires_grad or self.graph.learn_nu:
+            with torch.no_grad():
+                m1 = self._feat(self.k_f, xr, xc)  # s₁ k_f, in place
+            out = out + (self.graph.graph_columns(cols_t, rows_t) * (w * m1)).sum()
+        return out
 
     def cross_all(self, cols: NDArray | Tensor) -> Tensor:
         """``K[:, cols]`` for all segments, shape (n, len(cols))."""
         cols_t = torch.as_tensor(np.asarray(cols, dtype=np.int64))
         xc = self.features[cols_t]
-        kg = self.graph.graph_columns(cols_t)
-        return kg * self._feat(self.k_f, self.features, xc) + self._feat(
-            self.k_f2, self.features, xc
-        )
+        return self._combine(self.graph.graph_columns(cols_t), self.features, xc)
 
     def diag_all(self) -> Tensor:
         """Prior variances ``k((e,x_e),(e,x_e))`` of all segments, shape (n,)."""

@@ -46,6 +46,10 @@ from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validat
 from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1
+
+#: Networks up to this many segments get the sparse kernel's diagonal from a dense
+#: eigendecomposition when κ is learned (O(n³) once, then O(n²) per κ).
+SPECTRAL_DIAG_MAX = 3000
 _JITTERS = (1e-8, 1e-6, 1e-4)
 
 
@@ -80,6 +84,10 @@ class SVGPConfig:
         sparse solves).
     learn_graph_nu : bool
         Learn ν too (dense/truncated modes only).
+    graph_kappa_every : int
+        κ takes its Adam step only on every k-th trip (the other hyperparameters on every
+        trip). ``1`` is Algorithm 3; a larger k keeps the sparse factorisation and the solved
+        kernel columns valid between κ steps, which is most of a trip's cost in sparse mode.
     hyper_batch_size : int, optional
         If set, the Adam gradient uses this many of the batch's distinct segments (uniformly
         subsampled, reweighted to stay unbiased) to bound its cost; ``None``: all of them.
@@ -105,6 +113,7 @@ class SVGPConfig:
     learn_hyperparameters: bool = True
     learn_graph_kappa: bool = True
     learn_graph_nu: bool = False
+    graph_kappa_every: int = 1
     hyper_batch_size: int | None = None
     diag_grad_probes: int | None = 32
     outputscale: float | None = None
@@ -113,6 +122,8 @@ class SVGPConfig:
     def __post_init__(self) -> None:
         if self.num_inducing < 1 or self.batch_size < 1 or self.steps_per_trip < 0:
             raise ConfigError("num_inducing and batch_size must be >= 1, steps_per_trip >= 0")
+        if self.graph_kappa_every < 1:
+            raise ConfigError(f"graph_kappa_every must be >= 1, got {self.graph_kappa_every}")
         if not (0 < self.ngd_lr <= 1):
             raise ConfigError(f"ngd_lr must lie in (0, 1], got {self.ngd_lr}")
         if self.kernel_mode not in KERNEL_MODES:
@@ -203,6 +214,10 @@ class SVGPModel:
             rank=cfg.kernel_rank,
             learn_nu=cfg.learn_graph_nu,
             diag_grad_probes=cfg.diag_grad_probes,
+            # κ learned on a small network: diagonals from one dense eigendecomposition
+            spectral_diag=cfg.learn_graph_kappa
+            and cfg.learn_hyperparameters
+            and n <= SPECTRAL_DIAG_MAX,
         )
         kernel = SegmentKernel(
             graph,
@@ -327,10 +342,11 @@ class SVGPModel:
         with torch.no_grad():
             m = self.m
             full = self._full_pass()  # usually cached by the previous posterior() call
-            a_new = full["A"][:, torch.as_tensor(z_new)]  # L⁻¹K_{ZZ'}
-            m_w, c = full["m_w"], full["C"]
+            zt = torch.as_tensor(z_new)
+            a_new = full["A"][:, zt]  # L⁻¹K_{ZZ'}
+            m_w = full["m_w"]
             mu = a_new.T @ m_w
-            t = torch.linalg.solve_triangular(c, a_new, upper=False)  # C⁻¹ A'
+            t = self._whitened_solve(full)[:, zt]  # C⁻¹ A'
             l_new = _chol(self.kernel.cross(z_new, z_new))
             b = torch.linalg.solve_triangular(l_new, a_new.T, upper=False)  # L'⁻¹ A'ᵀ
             bt = torch.linalg.solve_triangular(l_new, t.T, upper=False)  # L'⁻¹ (C⁻¹A')ᵀ
@@ -412,17 +428,32 @@ class SVGPModel:
         )
 
     def _step(self) -> None:
-        """One simultaneous NGD (q) and Adam (hyperparameters) step on a history batch."""
+        """One simultaneous NGD (q) and Adam (hyperparameters) step on a history batch.
+
+        Both use the pre-step parameters and share the batch's whitened loadings; after a
+        ``posterior()`` call at the same parameters and inducing set they come from its cache.
+        """
         u, cnt, s1, s2, scale = self._batch()
-        learn = self.config.learn_hyperparameters and bool(self._params)
-        # the whitened loadings of all segments at the current parameters are shared with
-        # posterior(): after a posterior() call the NGD target needs no new triangular solve
-        full = self._full_pass()
-        m_w, c = full["m_w"], full["C"]
-        noise = self.hyper.noise_var.detach()  # NGD and Adam both use the pre-step parameters
-        if not self.config.exact_refresh:
-            with torch.no_grad():
-                a = full["A"][:, torch.as_tensor(u)]
+        cfg = self.config
+        learn = cfg.learn_hyperparameters and bool(self._params)
+        ngd = not cfg.exact_refresh
+        if not (learn or ngd):
+            return
+        with torch.no_grad():
+            full = self._full
+            ut = torch.as_tensor(u)
+            if full is not None:
+                m_w, c, chol = full["m_w"], full["C"], full["L"]
+                a = full["A"][:, ut]
+                t = self._whitened_solve(full)[:, ut] if learn else None
+            else:
+                m_w, c = self._q_moments()
+                k = self.kernel.cross(np.concatenate([self.z, u]), self.z)
+                chol = _chol(k[: self.m])
+                a = torch.linalg.solve_triangular(chol, k[self.m :].T, upper=False)
+                t = torch.linalg.solve_triangular(c, a, upper=False) if learn else None
+            if ngd:
+                noise = self.hyper.noise_var
                 lam_t = torch.eye(self.m, dtype=DTYPE) + (a * (cnt * (scale / noise))) @ a.T
                 h_t = a @ (s1 * (scale / noise))
                 if self.totals:
@@ -430,13 +461,14 @@ class SVGPModel:
                     lam_t = lam_t + (at.T / vt) @ at
                     h_t = h_t + at.T @ (rt / vt)
         if learn:
-            self._adam_step(u, cnt, s1, s2, m_w, c)
-        if not self.config.exact_refresh:
-            rho = self.config.ngd_lr
+            assert t is not None
+            self._adam_step(u, cnt, s1, s2, a, t, chol, m_w, c)
+        if ngd:
+            rho = cfg.ngd_lr
             lam = (1 - rho) * self.lam + rho * lam_t
             self.lam = 0.5 * (lam + lam.T)
             self.h = (1 - rho) * self.h + rho * h_t
-            self._full = None
+        self._full = None
 
     def _adam_step(
         self,
@@ -444,31 +476,73 @@ class SVGPModel:
         cnt: Tensor,
         s1: Tensor,
         s2: Tensor,
+        a: Tensor,
+        t: Tensor,
+        chol: Tensor,
         m_w: Tensor,
         c: Tensor,
     ) -> None:
-        """Adam on the batch expected log-likelihood per datum (whitened q: the KL is constant)."""
-        noise = self.hyper.noise_var
-        sel: slice | Tensor = slice(None)
-        weight = torch.ones_like(cnt)
-        hb = self.config.hyper_batch_size
+        """Adam on the batch expected log-likelihood per datum (whitened q: the KL is constant).
+
+        The gradient is exact but not taken by autograd through the Cholesky factor and the
+        triangular solves: the adjoints of the whitened loadings are formed in closed form, then
+        pulled back to ``K_ZZ`` (``K̄ = -L⁻ᵀ Φ(Ā aᵀ) L⁻¹``, Φ = lower triangle with half
+        diagonal, the Cholesky derivative) and ``K_Zu`` (``L⁻ᵀ Ā``), and only the elementwise
+        kernel evaluation is differentiated (:meth:`SegmentKernel.pullback`). This halves the
+        cost of the step against autograd, which repeats the M×M factorisation work.
+
+        ``a = L⁻¹K_{Z,u}`` and ``t = C⁻¹a`` are the loadings of the batch's distinct segments at
+        the current parameters; with ``hyper_batch_size`` a uniform subset of them is used and
+        reweighted to stay unbiased.
+        """
+        cfg = self.config
         n_u = u.size
-        if hb is not None and n_u > hb:
-            pick = np.sort(self.rng.choice(n_u, size=hb, replace=False))
-            sel = torch.as_tensor(pick)
-            weight = torch.full((hb,), n_u / hb, dtype=DTYPE)
-            a, kdiag, _ = self._loadings(u[pick])
+        weight = 1.0
+        if cfg.hyper_batch_size is not None and n_u > cfg.hyper_batch_size:
+            pick = torch.as_tensor(
+                np.sort(self.rng.choice(n_u, size=cfg.hyper_batch_size, replace=False))
+            )
+            u, a, t = u[pick.numpy()], a[:, pick], t[:, pick]
+            weight = n_u / pick.numel()
+            cn, s1, s2 = cnt[pick], s1[pick], s2[pick]
         else:
-            a, kdiag, _ = self._loadings(u)
-        mu = a.T @ m_w
-        t = torch.linalg.solve_triangular(c, a, upper=False)
-        var = kdiag - (a * a).sum(0) + (t * t).sum(0)
-        cn, s1s, s2s = cnt[sel], s1[sel], s2[sel]
-        sq = s2s - 2 * mu * s1s + cn * mu * mu + cn * var
-        ell = -0.5 * cn * torch.log(2 * math.pi * noise) - 0.5 * sq / noise
-        loss = -(weight * ell).sum() / cnt.sum()
-        self.adam.zero_grad(set_to_none=True)
-        loss.backward()
+            cn = cnt
+        kappa = self.kernel.graph.raw_kappa
+        freeze_kappa = (
+            cfg.learn_graph_kappa
+            and kappa.requires_grad
+            and self.n_trips % cfg.graph_kappa_every != 0
+        )
+        with torch.no_grad():
+            noise = self.hyper.noise_var
+            n_b = cnt.sum()
+            kdiag = self.kernel.diag_ids(u)
+            mu = a.T @ m_w
+            var = kdiag - (a * a).sum(0) + (t * t).sum(0)
+            sq = s2 - 2 * mu * s1 + cn * mu * mu + cn * var
+            g_mu = weight * (cn * mu - s1) / (noise * n_b)
+            g_var = weight * 0.5 * cn / (noise * n_b)
+            s_a = torch.linalg.solve_triangular(c.T, t, upper=True)  # S a
+            a_bar = m_w[:, None] * g_mu + 2.0 * (s_a - a) * g_var
+            k_bar = torch.linalg.solve_triangular(chol.T, a_bar, upper=True)  # L⁻ᵀĀ
+            phi = torch.tril(a_bar @ a.T)
+            phi.diagonal().mul_(0.5)
+            x = torch.linalg.solve_triangular(chol.T, phi, upper=True)  # L⁻ᵀΦ
+            kzz_bar = -torch.linalg.solve_triangular(chol, x, upper=False, left=False)  # ·L⁻¹
+            g_block = torch.cat([kzz_bar, k_bar.T])
+        if freeze_kappa:
+            kappa.requires_grad_(False)
+        try:
+            surrogate = self.kernel.pullback(np.concatenate([self.z, u]), self.z, g_block)
+            surrogate = surrogate + (g_var * self.kernel.diag_ids(u)).sum()
+            noise = self.hyper.noise_var
+            ell = -0.5 * cn * torch.log(2 * math.pi * noise) - 0.5 * sq / noise
+            loss = surrogate - weight * ell.sum() / n_b
+            self.adam.zero_grad(set_to_none=True)
+            loss.backward()
+        finally:
+            if freeze_kappa:
+                kappa.requires_grad_(True)
         self.adam.step()
         self._full = None
 
@@ -514,13 +588,26 @@ class SVGPModel:
                 if rest.size:
                     a[:, rt] = torch.linalg.solve_triangular(chol, k[rt].T, upper=False)
                 m_w, c = self._q_moments()
-                self._full = {"A": a, "m_w": m_w, "C": c, "diag": self.kernel.diag_all()}
+                self._full = {
+                    "A": a,
+                    "L": chol,
+                    "m_w": m_w,
+                    "C": c,
+                    "diag": self.kernel.diag_all(),
+                }
         return self._full
+
+    @staticmethod
+    def _whitened_solve(full: dict[str, Tensor]) -> Tensor:
+        """``C⁻¹ A`` for all segments (cached in ``full``): ``‖·‖²`` per column is aᵀ S a."""
+        if "T" not in full:
+            full["T"] = torch.linalg.solve_triangular(full["C"], full["A"], upper=False)
+        return full["T"]
 
     def _predict_all(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         full = self._full_pass()
         a = full["A"]
-        t = torch.linalg.solve_triangular(full["C"], a, upper=False)
+        t = self._whitened_solve(full)
         mean = self.prior_mean + (a.T @ full["m_w"]).numpy()
         var = full["diag"] - (a * a).sum(0) + (t * t).sum(0)
         return mean, var.numpy()

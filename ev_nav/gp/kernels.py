@@ -150,6 +150,18 @@ class SparsePrecision:
         e[ids, np.arange(len(ids))] = 1.0
         return self.power_solve(e, power)
 
+    def unit_columns_padded(self, ids: NDArray[np.int64], power: int) -> NDArray[np.float64]:
+        """``P^(-power)[:, ids]`` solved in fixed-width blocks: bits independent of grouping."""
+        out = np.empty((self.n, len(ids)), dtype=np.float64, order="F")
+        for j in range(0, len(ids), _SOLVE_CHUNK):
+            block = ids[j : j + _SOLVE_CHUNK]
+            e = np.zeros((self.n, _SOLVE_CHUNK), dtype=np.float64, order="F")
+            e[block, np.arange(block.size)] = 1.0
+            for _ in range(power):
+                e = self._lu.solve(e)
+            out[:, j : j + block.size] = e[:, : block.size]
+        return out
+
     def diagonals(self, powers: tuple[int, ...]) -> dict[int, NDArray[np.float64]]:
         """Exact ``diag(P^(-k))`` for each ``k`` in ``powers`` by blocked unit-vector solves.
 
@@ -199,24 +211,18 @@ class _SparseState:
     def columns(self, ids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Unnormalised ``P^(-ν)[:, ids]``, cached per column.
 
-        Each column is solved on its own (one right-hand side per SuperLU call), so its bits
-        depend only on (shift, segment), never on which other columns were requested with it:
-        SuperLU's blocked multi-RHS solves differ in the last bits from single solves, and
-        checkpoints must reproduce posteriors exactly. The per-column cache makes a change of a
-        few inducing segments cost a few solves instead of M.
+        Missing columns are solved in blocks of exactly :data:`_SOLVE_CHUNK` right-hand sides
+        (the last block zero-padded). With a fixed block width SuperLU's solve gives every
+        column the same bits whatever its position and companions (verified in the tests), so
+        a column depends only on (shift, segment): a change of a few inducing segments costs a
+        few solves, and a model restored from a checkpoint reproduces posteriors exactly.
+        Unpadded blocks of varying width differ in the last bits from one another.
         """
         missing = np.unique(ids[self._slot[ids] < 0])
         if missing.size:
             self._make_room(missing.size, keep=ids)
             start = self._owner.size
-            new = np.empty((self.prec.n, missing.size), dtype=np.float64, order="F")
-            lu = self.prec._lu
-            for j, seg in enumerate(missing):
-                x = np.zeros(self.prec.n)
-                x[seg] = 1.0
-                for _ in range(self.nu):
-                    x = lu.solve(x)
-                new[:, j] = x
+            new = self.prec.unit_columns_padded(missing, self.nu)
             self._cols = np.asfortranarray(np.hstack([self._cols, new]))
             self._owner = np.concatenate([self._owner, missing])
             self._slot[missing] = np.arange(start, start + missing.size)

@@ -11,6 +11,7 @@ from ev_nav.gp.kernels import (
     Eigenpairs,
     GraphMaternKernel,
     SegmentKernel,
+    SparsePrecision,
     incidence_laplacian,
     laplacian_eigenpairs,
     segment_inputs,
@@ -162,3 +163,18 @@ def test_composite_kernel_gpytorch_forward_matches_fast_path(small):
     kg = graph.graph_columns([j]).detach().numpy()[i, 0]
     expect = 2.0 * kg * m52 + 3.0 * m52
     assert full[i, j] == pytest.approx(expect, rel=1e-10)
+
+
+def test_padded_block_solves_do_not_depend_on_companions():
+    """Checkpoint exactness relies on each cached column's bits depending only on its segment."""
+    net = load_real()
+    prec = SparsePrecision(incidence_laplacian(net), 4.3)
+    rng = np.random.default_rng(0)
+    alone = {}
+    for _ in range(40):
+        block = rng.choice(net.n_segments, size=int(rng.integers(1, 40)), replace=False)
+        cols = prec.unit_columns_padded(block, 2)
+        for j, seg in enumerate(block[:3]):
+            if seg not in alone:
+                alone[seg] = prec.unit_columns_padded(np.array([seg]), 2)[:, 0]
+            assert np.array_equal(cols[:, j], alone[seg])

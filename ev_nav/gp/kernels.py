@@ -54,8 +54,6 @@ AUTO_DENSE_MAX = 3000
 #: Columns per SuperLU solve call: SuperLU's multi-RHS solve degrades badly for wide blocks
 #: (cache misses); ~16 columns is the measured sweet spot on road line graphs.
 _SOLVE_CHUNK = 16
-#: Unit vectors per block when computing the exact diagonal (bounds the dense workspace).
-_DIAG_BLOCK = 512
 
 
 # ====================================================================== graph structure
@@ -170,19 +168,21 @@ class SparsePrecision:
         """
         top = max((k + 1) // 2 for k in powers)
         out = {k: np.empty(self.n) for k in powers}
-        for start in range(0, self.n, _DIAG_BLOCK):
-            ids = np.arange(start, min(start + _DIAG_BLOCK, self.n))
-            e = np.zeros((self.n, len(ids)), order="F")
+        # narrow fixed-width blocks: every power of a block is solved while it is in cache
+        for start in range(0, self.n, _SOLVE_CHUNK):
+            ids = np.arange(start, min(start + _SOLVE_CHUNK, self.n))
+            e = np.zeros((self.n, _SOLVE_CHUNK), order="F")
             e[ids, np.arange(len(ids))] = 1.0
             xs = [e]
             for _ in range(top):
-                xs.append(self.solve(xs[-1]))
+                xs.append(self._lu.solve(xs[-1]))
+            cols = np.arange(len(ids))
             for k in powers:
                 a, b = k // 2, k - k // 2
                 if a == 0:
-                    out[k][ids] = xs[b][ids, np.arange(len(ids))]
+                    out[k][ids] = xs[b][ids, cols]
                 else:
-                    out[k][ids] = np.einsum("ij,ij->j", xs[a], xs[b])
+                    out[k][ids] = np.einsum("ij,ij->j", xs[a][:, cols], xs[b][:, cols])
         return out
 
 
@@ -463,8 +463,13 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         cval = float(c.detach())
         if self._sparse is None or self._sparse.prec.shift != cval:
             if self.spectral_diag and self._diag_spectrum is None:
-                vals, vecs = np.linalg.eigh(self.laplacian.toarray())
-                self._diag_spectrum = (np.clip(vals, 0.0, None), vecs * vecs)
+                # torch's LAPACK honours torch.set_num_threads (NumPy's BLAS pool would
+                # oversubscribe the cores next to single-threaded simulation workers)
+                vals, vecs = torch.linalg.eigh(torch.as_tensor(self.laplacian.toarray()))
+                self._diag_spectrum = (
+                    np.clip(vals.numpy(), 0.0, None),
+                    (vecs * vecs).numpy(),
+                )
             self._sparse = _SparseState(
                 self.laplacian,
                 cval,

@@ -129,6 +129,36 @@ def test_5_cost_lcb_few_plays_ties_broken_by_ucb():
     assert choose_cheapest([4, 6], obs, 450, ucb, clip=False) == 4
 
 
+def _pick(n_cheap: int, n_dear: int, t: int, clip: bool) -> int:
+    """The cost rule between idx4 (fixed cost 0.01) and the full set (mean 0.1): check 10, P0."""
+    obs = [[] for _ in range(7)]
+    obs[4], obs[6] = [0.01] * n_cheap, _costs_around(0.1, n_dear, 4)
+    ucb = [0.0] * 7
+    ucb[4], ucb[6] = 3.0, 3.1  # max_x u(x) >= E u: the full set's UCB is never the smaller
+    return choose_cheapest([4, 6], obs, t, ucb, clip=clip)
+
+
+def test_10_cost_gap_of_0_09_is_below_the_ucb1_resolution():
+    """Check 10 P0: the UCB1 radius sqrt(2 ln t / n) cannot separate mean costs 0.01 and 0.1
+    within a C = 20 run (~150 steps), whatever the implementation."""
+    t = 150
+    # clipped (paper): both LCBs are 0 until the full set has ~2 ln t / 0.1^2 ~ 1000 plays
+    assert 0.1 - math.sqrt(2 * math.log(t) / 900) < 0
+    for n_cheap, n_dear in [(10, 10), (85, 40), (120, 9)]:
+        assert _pick(n_cheap, n_dear, t, clip=True) == 6
+    # unclipped (official code): the full set is picked while its radius exceeds idx4's by
+    # more than the 0.09 gap, i.e. up to ~50 of ~140 plays (~40 % of exploitation)
+    assert _pick(85, 40, t, clip=False) == 6
+    assert _pick(85, 60, t, clip=False) == 4
+    # the same rule with check 6's gap (idx4 0.1 vs full set 1.0) settles on idx4 at once
+    obs = [[] for _ in range(7)]
+    obs[4], obs[6] = _costs_around(0.1, 9, 5), _costs_around(1.0, 9, 6)
+    ucb = [0.0] * 7
+    ucb[4], ucb[6] = 3.0, 3.1
+    for clip in (True, False):
+        assert choose_cheapest([4, 6], obs, 63, ucb, clip=clip) == 4
+
+
 def test_5_unplayed_set_is_optimistic_and_feasibility_rule():
     assert cost_lcb([], 10, clip=False) == -math.inf and cost_lcb([], 10) == 0.0
     assert feasible_sets([1.0, 2.0, 2.9], 3.0, 0.1) == [2]

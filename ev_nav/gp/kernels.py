@@ -208,8 +208,10 @@ class _SparseState:
         self._cols = np.empty((self.prec.n, 0), dtype=np.float64, order="F")
         self._owner = np.empty(0, dtype=np.int64)
 
-    def columns(self, ids: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Unnormalised ``P^(-ν)[:, ids]``, cached per column.
+    def columns(
+        self, ids: NDArray[np.int64], rows: NDArray[np.int64] | None = None
+    ) -> NDArray[np.float64]:
+        """Unnormalised ``P^(-ν)[:, ids]`` (or its ``rows``), cached per column.
 
         Missing columns are solved in blocks of exactly :data:`_SOLVE_CHUNK` right-hand sides
         (the last block zero-padded). With a fixed block width SuperLU's solve gives every
@@ -226,7 +228,9 @@ class _SparseState:
             self._cols = np.asfortranarray(np.hstack([self._cols, new]))
             self._owner = np.concatenate([self._owner, missing])
             self._slot[missing] = np.arange(start, start + missing.size)
-        return self._cols[:, self._slot[ids]]
+        if rows is None:
+            return self._cols[:, self._slot[ids]]
+        return self._cols[np.ix_(rows, self._slot[ids])]
 
     def _make_room(self, extra: int, keep: NDArray[np.int64]) -> None:
         """Evict cached columns not in ``keep`` once the cache would exceed its budget."""
@@ -275,22 +279,19 @@ class _SparseColumns(torch.autograd.Function):
     def forward(  # noqa: D102
         ctx, shift: Tensor, state: _SparseState, ids: NDArray, rows: NDArray | None
     ) -> Tensor:
-        ctx.state = state
-        ctx.rows = rows
-        cols = state.columns(ids)
-        ctx.save_for_backward(torch.as_tensor(cols))
-        return torch.as_tensor(cols if rows is None else cols[rows], dtype=DTYPE)
+        ctx.state, ctx.ids, ctx.rows = state, ids, rows
+        return torch.from_numpy(state.columns(ids, rows))
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # noqa: D102
-        (cols,) = ctx.saved_tensors
+        cols = ctx.state.columns(ctx.ids)  # still cached: the shift has not changed
         g_all = grad.detach().numpy()
         if ctx.rows is not None:
             g_all = np.zeros(cols.shape, dtype=np.float64)
             np.add.at(g_all, ctx.rows, grad.detach().numpy())
         # d/dc <G, P^-ν E> = -ν <G, P^-(ν+1) E> = -ν <P^-1 G, P^-ν E>  (P symmetric)
         pg = ctx.state.prec.solve(g_all)
-        g = -ctx.state.nu * float(np.einsum("ij,ij->", pg, cols.numpy()))
+        g = -ctx.state.nu * float(np.einsum("ij,ij->", pg, cols))
         return torch.tensor(g, dtype=DTYPE), None, None, None
 
 

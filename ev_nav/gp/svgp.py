@@ -583,7 +583,8 @@ class SVGPModel:
                 k = self.kernel.cross_all(self.z)  # (n, M)
                 zt, rt = torch.as_tensor(self.z), torch.as_tensor(rest)
                 chol = _chol(k[zt])
-                a = torch.empty((self.m, self.n), dtype=DTYPE)
+                # column-major (M, n): LAPACK's triangular solves then need no copy
+                a = torch.empty((self.n, self.m), dtype=DTYPE).T
                 a[:, zt] = chol.T
                 if rest.size:
                     a[:, rt] = torch.linalg.solve_triangular(chol, k[rt].T, upper=False)

@@ -24,6 +24,12 @@ what ``gpytorch.optim.NGD`` computes via autograd — here without the autograd 
 segments in a batch are aggregated (their context is static), so the cost depends on the number
 of *distinct* segments, not on B. ``exact_refresh=True`` replaces the NGD step by the exact
 optimum on all data (ρ = 1, B = N).
+
+The Adam gradient is the exact gradient of the batch expected log-likelihood, computed from
+closed-form adjoints of the whitened loadings (see :meth:`SVGPModel._adam_step`) instead of
+autograd through the Cholesky factor and triangular solves; only the elementwise kernel
+evaluation is differentiated. The whitened loadings of the batch are shared with the NGD step
+(and come from the ``posterior()`` cache when parameters and inducing set are unchanged).
 """
 
 from __future__ import annotations

@@ -224,8 +224,17 @@ class _SparseState:
         if missing.size:
             self._make_room(missing.size, keep=ids)
             start = self._owner.size
-            new = self.prec.unit_columns_padded(missing, self.nu)
-            self._cols = np.asfortranarray(np.hstack([self._cols, new]))
+            if start + missing.size > self._cols.shape[1]:  # grow by doubling, not per miss
+                grown = np.empty(
+                    (self.prec.n, max(2 * self._cols.shape[1], start + missing.size)),
+                    dtype=np.float64,
+                    order="F",
+                )
+                grown[:, :start] = self._cols[:, :start]
+                self._cols = grown
+            self._cols[:, start : start + missing.size] = self.prec.unit_columns_padded(
+                missing, self.nu
+            )
             self._owner = np.concatenate([self._owner, missing])
             self._slot[missing] = np.arange(start, start + missing.size)
         if rows is None:
@@ -242,7 +251,7 @@ class _SparseState:
         stay = held[self._owner]
         self._slot[self._owner] = -1
         self._owner = self._owner[stay]
-        self._cols = np.asfortranarray(self._cols[:, stay])
+        self._cols = np.asfortranarray(self._cols[:, : stay.size][:, stay])
         self._slot[self._owner] = np.arange(self._owner.size)
 
     def diag(self, power: int) -> NDArray[np.float64]:

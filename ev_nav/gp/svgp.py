@@ -286,9 +286,13 @@ class SVGPModel:
         if ids.size == 0:
             return
         self._append(ids, y)
-        self._set_inducing(self._select_inducing())
-        for _ in range(self.config.steps_per_trip):
-            self._step()
+        moved = self._set_inducing(self._select_inducing())
+        for g in range(self.config.steps_per_trip):
+            # which loadings a step uses must not depend on whether posterior() was queried
+            # (cached and freshly solved loadings differ in the last bits): the first step of a
+            # trip whose inducing set did not move uses the all-segment pass (computed here if
+            # no query cached it), every other step solves for its batch only
+            self._step(use_full_pass=g == 0 and not moved)
         if self.config.exact_refresh:
             self.refresh_exact()
         self.n_trips += 1
@@ -341,10 +345,13 @@ class SVGPModel:
         order = np.lexsort((np.arange(self.n), spread_rank, ~member, -self.visits))
         return np.sort(order[: self.m])
 
-    def _set_inducing(self, z_new: NDArray[np.int64]) -> None:
-        """Move q to the new inducing set: q(u') := current posterior at Z' (whitened)."""
+    def _set_inducing(self, z_new: NDArray[np.int64]) -> bool:
+        """Move q to the new inducing set: q(u') := current posterior at Z' (whitened).
+
+        Returns whether the set changed.
+        """
         if np.array_equal(z_new, self.z):
-            return
+            return False
         with torch.no_grad():
             m = self.m
             full = self._full_pass()  # usually cached by the previous posterior() call
@@ -364,6 +371,7 @@ class SVGPModel:
             self.h = self.lam @ m_new
         self.z = z_new
         self._full = None
+        return True
 
     # ------------------------------------------------------------------ linear algebra pieces
     def _q_moments(self) -> tuple[Tensor, Tensor]:
@@ -433,11 +441,12 @@ class SVGPModel:
             scale,
         )
 
-    def _step(self) -> None:
+    def _step(self, use_full_pass: bool = False) -> None:
         """One simultaneous NGD (q) and Adam (hyperparameters) step on a history batch.
 
-        Both use the pre-step parameters and share the batch's whitened loadings; after a
-        ``posterior()`` call at the same parameters and inducing set they come from its cache.
+        Both use the pre-step parameters and share the batch's whitened loadings: from the
+        all-segment pass (``use_full_pass``; free after a ``posterior()`` call at the same
+        parameters and inducing set) or solved for the batch's segments only.
         """
         u, cnt, s1, s2, scale = self._batch()
         cfg = self.config
@@ -446,7 +455,7 @@ class SVGPModel:
         if not (learn or ngd):
             return
         with torch.no_grad():
-            full = self._full
+            full = self._full_pass() if use_full_pass else None
             ut = torch.as_tensor(u)
             if full is not None:
                 m_w, c, chol = full["m_w"], full["C"], full["L"]

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Diagnose GP-UCB's regret on a Fig. 2 route: rerun one agent with a modified GP learner.
+
+Runs the Fig. 2 ``RunSpec`` of ``--agent`` on ``--network``/``--route`` for each seed through
+:func:`ev_nav.sim.fleet.run_one` (no files written; the ground-truth cache of the Fig. 2 folder is
+reused), with the SVGP learner in one of three variants:
+
+``default``  the paper's learner (as in the Fig. 2 runs);
+``fixed``    hyperparameters fixed at the prior (= ground-truth) values, no Adam steps;
+``exact``    fixed hyperparameters and the exact closed-form q refresh after every trip.
+
+Prints the cumulative regret, regret per 50 trips, and the final posterior's RMSE against the
+truth and mean std [Wh].
+
+Usage: python scripts/diagnose_gp_ucb.py --variant fixed --seeds 0,1,2 --horizon 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+VARIANTS = {
+    "default": {},
+    "fixed": {"learn_hyperparameters": False},
+    "exact": {"learn_hyperparameters": False, "exact_refresh": True},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default="fixed")
+    ap.add_argument("--agent", default="GP-UCB")
+    ap.add_argument("--network", default="monaco")
+    ap.add_argument("--route", default="A")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--horizon", type=int, default=200)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    import ev_nav.sim.fleet as fleet
+    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    from ev_nav.sim.experiments import fig2_specs
+
+    extra = VARIANTS[args.variant]
+
+    def make_model(spec, net, seed):
+        if spec.model != "gp":
+            return default_make_model(spec, net, seed)
+        cfg = SVGPConfig(
+            num_inducing=spec.num_inducing,
+            batch_size=spec.batch_size,
+            steps_per_trip=spec.steps_per_trip,
+            lengthscale=spec.lengthscale,
+            kernel_mode=spec.kernel_mode,
+            **extra,
+        )
+        return SVGPModel(net, config=cfg, seed=seed)
+
+    default_make_model = fleet.make_model
+    fleet.make_model = make_model
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for spec in fig2_specs(horizon=args.horizon, seeds=seeds):
+        if (spec.network.name, spec.trips.name, spec.agent.label) != (
+            args.network,
+            args.route,
+            args.agent,
+        ):
+            continue
+        sink: dict = {}
+        rows = fleet.run_one(spec, None, sink=sink, truth_cache=REPO / "docs/results/fig2/truth")
+        regret = np.array([r["regret_wh"] for r in rows])
+        post, truth = sink["model"].posterior(), sink["env"].true_energy
+        rmse = float(np.sqrt(np.mean((post.mean - truth) ** 2)))
+        blocks = [round(float(regret[i : i + 50].sum())) for i in range(0, regret.size, 50)]
+        print(
+            f"{args.variant} {args.agent} {args.network} {args.route} seed {spec.seed}: "
+            f"cumulative {regret.sum():,.0f} Wh; per 50 trips {blocks}; "
+            f"RMSE {rmse:.2f} Wh; mean std {post.std.mean():.2f} Wh",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     import ev_nav.sim.fleet as fleet
-    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    from ev_nav.gp.svgp import SVGPModel
     from ev_nav.sim.experiments import fig2_specs
 
     extra = VARIANTS[args.variant]
@@ -55,15 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     def make_model(spec, net, seed):
         if spec.model != "gp":
             return default_make_model(spec, net, seed)
-        cfg = SVGPConfig(
-            num_inducing=spec.num_inducing,
-            batch_size=spec.batch_size,
-            steps_per_trip=spec.steps_per_trip,
-            lengthscale=spec.lengthscale,
-            kernel_mode=spec.kernel_mode,
-            **extra,
-        )
-        return SVGPModel(net, config=cfg, seed=seed)
+        return SVGPModel(net, config=fleet.svgp_config(spec, **extra), seed=seed)
 
     default_make_model = fleet.make_model
     fleet.make_model = make_model

@@ -185,6 +185,21 @@ def _seed(*parts: Any) -> int:
     return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
 
+def svgp_config(spec: AgentSpec, **overrides: Any) -> Any:
+    """The :class:`~ev_nav.gp.svgp.SVGPConfig` of a GP agent (``overrides``: other fields)."""
+    from ev_nav.gp.svgp import SVGPConfig
+
+    fields = {
+        "num_inducing": spec.num_inducing,
+        "batch_size": spec.batch_size,
+        "steps_per_trip": spec.steps_per_trip,
+        "lengthscale": spec.lengthscale,
+        "learn_hyperparameters": spec.learn_hyperparameters,
+        "kernel_mode": spec.kernel_mode,
+    }
+    return SVGPConfig(**{**fields, **overrides})
+
+
 def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
     """The agent's model with the spec §4 prior (σ0², ς² from the network's E_det)."""
     if spec.model == "bi":
@@ -192,17 +207,9 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
 
         return BIModel(net)
     if spec.model == "gp":
-        from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+        from ev_nav.gp.svgp import SVGPModel
 
-        config = SVGPConfig(
-            num_inducing=spec.num_inducing,
-            batch_size=spec.batch_size,
-            steps_per_trip=spec.steps_per_trip,
-            lengthscale=spec.lengthscale,
-            learn_hyperparameters=spec.learn_hyperparameters,
-            kernel_mode=spec.kernel_mode,
-        )
-        return SVGPModel(net, config=config, seed=seed)
+        return SVGPModel(net, config=svgp_config(spec), seed=seed)
     raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
 
 

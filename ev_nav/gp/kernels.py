@@ -142,12 +142,6 @@ class SparsePrecision:
             out = self.solve(out)
         return out
 
-    def unit_columns(self, ids: NDArray[np.int64], power: int) -> NDArray[np.float64]:
-        """``P^(-power)[:, ids]`` (dense, shape (n, len(ids)))."""
-        e = np.zeros((self.n, len(ids)), dtype=np.float64, order="F")
-        e[ids, np.arange(len(ids))] = 1.0
-        return self.power_solve(e, power)
-
     def unit_columns_padded(self, ids: NDArray[np.int64], power: int) -> NDArray[np.float64]:
         """``P^(-power)[:, ids]`` solved in fixed-width blocks: bits independent of grouping."""
         out = np.empty((self.n, len(ids)), dtype=np.float64, order="F")

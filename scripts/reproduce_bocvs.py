@@ -69,10 +69,9 @@ def fmt(a: np.ndarray) -> str:
 
 
 # ----------------------------------------------------------------------------- bocvs checks
-def part_cvs(args: argparse.Namespace) -> None:
-    print("== bocvs.md §6 behavioural checks (Hartmann-3, var 0.04, beta 2, fixed SE GP) ==")
-    n_seeds = 3 if args.quick else 5
-    common = dict(
+def b_check_settings(args: argparse.Namespace) -> dict:
+    """Settings shared by the B checks and the B3 diagnostic (Hartmann-3, var 0.04)."""
+    return dict(
         setting="cvs",
         benchmark="hartmann3",
         variance=0.04,
@@ -82,6 +81,12 @@ def part_cvs(args: argparse.Namespace) -> None:
         n_starts=2,
         maxiter=100,
     )
+
+
+def part_cvs(args: argparse.Namespace) -> None:
+    print("== bocvs.md §6 behavioural checks (Hartmann-3, var 0.04, beta 2, fixed SE GP) ==")
+    n_seeds = 3 if args.quick else 5
+    common = b_check_settings(args)
     seeds = tuple(range(n_seeds))
 
     # B1 moderate, C = 20
@@ -213,18 +218,11 @@ def part_b3_tail(args: argparse.Namespace) -> None:
     on seeds 0-4."""
     print("== B3 diagnostic: ETC-Ada, expensive, C = 20, seeds 0-19 (informational) ==")
     cfg = ExperimentConfig(
-        setting="cvs",
-        benchmark="hartmann3",
-        variance=0.04,
-        n_mc=128,
-        n_warmup=100,
-        n_warmup_full=args.warmup_full,
-        n_starts=2,
-        maxiter=100,
         costs="expensive",
         budget=20.0,
         seeds=tuple(range(20)),
         methods=("etcada",),
+        **{**b_check_settings(args), "n_mc": 128},
     )
     df = run(cfg, args.out, "cvs_b3_tail")
     r = final(df, "etcada", 20)
@@ -287,15 +285,14 @@ def phase_stats(
     return ""
 
 
-def part_ucvs(args: argparse.Namespace) -> None:
-    print("== bocvs-unknown-costs.md §6 checks 6-10 (Hartmann-6 in 12-D, cheap, var 0.02, C=20) ==")
-    seeds = (0, 1, 2)
-    common = dict(
+def ucvs_check_settings() -> dict:
+    """Settings shared by checks 6-10 (Hartmann-6 in 12-D, var 0.02, C = 20, seeds 0-2)."""
+    return dict(
         setting="ucvs",
         benchmark="hartmann6",
         variance=0.02,
         budget=20.0,
-        seeds=seeds,
+        seeds=(0, 1, 2),
         n_mc=128,
         n_warmup=256,
         n_warmup_full=1000,
@@ -303,6 +300,11 @@ def part_ucvs(args: argparse.Namespace) -> None:
         maxiter=50,
         etc_quota=10,
     )
+
+
+def part_ucvs(args: argparse.Namespace) -> None:
+    print("== bocvs-unknown-costs.md §6 checks 6-10 (Hartmann-6 in 12-D, cheap, var 0.02, C=20) ==")
+    common = ucvs_check_settings()
     C = 20.0
 
     # check 6 (+7, 8, 9 with the baselines in the same cell)
@@ -404,21 +406,7 @@ PERM_P0 = (1.0, 0.1, 0.01, 0.1, 0.01, 0.01, 0.1)
 def part_ucvs_perm(args: argparse.Namespace) -> None:
     """Check 10 with permuted costs: P1 gated, P0 (gap 0.09) clipped and unclipped reported."""
     print("== check 10, permuted cost vectors (cost noise std 0.02) ==")
-    common = dict(
-        setting="ucvs",
-        benchmark="hartmann6",
-        variance=0.02,
-        budget=20.0,
-        seeds=(0, 1, 2),
-        n_mc=128,
-        n_warmup=256,
-        n_warmup_full=1000,
-        n_starts=2,
-        maxiter=50,
-        etc_quota=10,
-        cost_noise_std=0.02,
-        methods=("ucvs",),
-    )
+    common = dict(ucvs_check_settings(), cost_noise_std=0.02, methods=("ucvs",))
     for name, perm in PERMS_HARD.items():
         df = run(ExperimentConfig(costs=perm, **common), args.out, f"ucvs_permuted_{name}")
         phase_stats(df, perm, f"10 ({name} {perm})")

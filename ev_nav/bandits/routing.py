@@ -3,8 +3,9 @@
 Weights live on line-graph *nodes* (segments): the cost of a path of segments is the sum of the
 weights of all its segments, the start segment included. As a graph problem, connection
 ``e1 → e2`` carries weight ``w[e2]`` and the start's own weight is added at the end. The CSR
-structure is built once per network; per trip only the data vector changes, and the compiled
-routines of ``scipy.sparse.csgraph`` do the work.
+structure is built once per network; per trip only the weight vector changes. The agent's
+point-to-point query runs a compiled Dijkstra that stops at the goal (:mod:`._dijkstra`); the
+oracle's single-source queries use the compiled routines of ``scipy.sparse.csgraph``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ev_nav.errors import (
 )
 from ev_nav.roads.network import RoadNetwork
 
-#: Added to every Dijkstra weight: SciPy treats explicit zeros in sparse input as edges, but a
-#: strictly positive floor also makes ties between equal-cost paths deterministic in length.
+#: Added to every Dijkstra weight: SciPy (the oracle) treats explicit zeros in sparse input as
+#: edges, and a strictly positive floor makes ties between equal-cost paths prefer fewer segments.
 _WEIGHT_FLOOR = 1e-12
 
 
@@ -43,6 +44,10 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
 class Router:
     """Dijkstra from a start segment to a goal segment with per-segment weights ≥ 0.
 
+    Each query is a bidirectional search that stops as soon as no cheaper path can remain and
+    costs only what it explores (scratch arrays are kept between queries, so a Router is not
+    shared between threads).
+
     Parameters
     ----------
     net : RoadNetwork
@@ -50,16 +55,25 @@ class Router:
     """
 
     def __init__(self, net: RoadNetwork) -> None:
-        self.n_segments = net.n_segments
-        self._targets = np.asarray(net.lg_indices, dtype=np.int32)
-        self._matrix = sp.csr_matrix(
-            (
-                np.ones(net.n_connections, dtype=np.float64),
-                self._targets,
-                np.asarray(net.lg_indptr, dtype=np.int32),
-            ),
-            shape=(net.n_segments, net.n_segments),
-        )
+        from ev_nav.bandits import _dijkstra
+
+        self._kernel = _dijkstra
+        self.n_segments = n = net.n_segments
+        self._indptr = np.ascontiguousarray(net.lg_indptr, dtype=np.int64)
+        self._indices = np.ascontiguousarray(net.lg_indices, dtype=np.int64)
+        # the reversed line graph, for the backward half of the search
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
+        order = np.argsort(self._indices, kind="stable")
+        self._rindices = src[order]
+        self._rindptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self._indices, minlength=n), out=self._rindptr[1:])
+        self._dist = np.empty((2, n), dtype=np.float64)
+        self._pred = np.empty((2, n), dtype=np.int64)
+        self._reached = np.zeros((2, n), dtype=np.int64)
+        self._settled = np.zeros((2, n), dtype=np.int64)
+        self._stamp = 0
+        self._heap_keys = np.empty((2, self._indices.size + 1), dtype=np.float64)
+        self._heap_nodes = np.empty((2, self._indices.size + 1), dtype=np.int64)
 
     def check_segment(self, e: int, what: str = "segment") -> int:
         """Validate a segment id and return it as ``int``."""
@@ -69,28 +83,44 @@ class Router:
             )
         return int(e)
 
-    def _set_weights(self, weights: ArrayLike) -> NDArray[np.float64]:
-        w = np.asarray(weights, dtype=np.float64)
+    def _check_weights(self, weights: ArrayLike) -> NDArray[np.float64]:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
         if w.shape != (self.n_segments,):
             raise InvalidObservation(
                 f"expected {self.n_segments} segment weights, got shape {w.shape}"
             )
-        if not np.isfinite(w).all() or (w < 0).any():
+        if not self._kernel.weights_valid(w):
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
-        np.add(w[self._targets], _WEIGHT_FLOOR, out=self._matrix.data)
         return w
 
     def route(self, weights: ArrayLike, start: int, goal: int) -> NDArray[np.int64]:
         """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included)."""
         start = self.check_segment(start, "start segment")
         goal = self.check_segment(goal, "goal segment")
-        self._set_weights(weights)
+        w = self._check_weights(weights)
         if start == goal:
             return np.array([start], dtype=np.int64)
-        dist, pred = dijkstra(self._matrix, directed=True, indices=start, return_predecessors=True)
-        if not np.isfinite(dist[goal]):
+        self._stamp += 1
+        path = self._kernel.shortest_path(
+            self._indptr,
+            self._indices,
+            self._rindptr,
+            self._rindices,
+            w,
+            _WEIGHT_FLOOR,
+            start,
+            goal,
+            self._dist,
+            self._pred,
+            self._reached,
+            self._settled,
+            self._stamp,
+            self._heap_keys,
+            self._heap_nodes,
+        )
+        if path.size == 0:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
-        return _path_from_predecessors(pred, start, goal)
+        return path
 
 
 class Oracle:

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from ev_nav.bandits.routing import Oracle, Router
-from ev_nav.errors import InvalidObservation, NegativeCycleError, UnknownSegmentError
+from ev_nav.errors import (
+    InvalidObservation,
+    NegativeCycleError,
+    UnknownSegmentError,
+    UnreachableError,
+)
 from ev_nav.roads.network import build_network
 from ev_nav.roads.synthetic import synthetic_town
 
@@ -121,3 +126,34 @@ def test_zero_weights_are_edges():
     router = Router(net)
     path = router.route(np.zeros(net.n_segments), 0, net.n_segments - 1)
     assert path[0] == 0 and path[-1] == net.n_segments - 1
+
+
+def test_bidirectional_search_is_optimal_on_a_real_network():
+    """Monaco (one-way streets), a third of the weights zero, one Router reused for all pairs:
+    every route is a connected path whose cost equals networkx's single-source distance."""
+    from ev_nav.gp.testing import MONACO_OSM, load_real
+
+    net = load_real(MONACO_OSM)
+    n = net.n_segments
+    rng = np.random.default_rng(3)
+    router = Router(net)
+    checked = 0
+    for _ in range(6):
+        w = rng.exponential(5.0, n) * (rng.random(n) > 0.3)
+        g = _nx_node_weighted(net, w)
+        for s in rng.choice(n, 4, replace=False):
+            dist = nx.single_source_dijkstra_path_length(g, int(s))
+            for t in rng.choice(n, 8, replace=False):
+                if t == s:
+                    continue
+                if int(t) not in dist:
+                    with pytest.raises(UnreachableError):
+                        router.route(w, s, t)
+                    continue
+                path = router.route(w, s, t)
+                assert path[0] == s and path[-1] == t
+                for a, b in itertools.pairwise(path.tolist()):
+                    assert b in net.lg_indices[net.lg_indptr[a] : net.lg_indptr[a + 1]]
+                assert w[path[1:]].sum() == pytest.approx(dist[int(t)], rel=1e-9, abs=1e-9)
+                checked += 1
+    assert checked > 150

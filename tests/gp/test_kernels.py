@@ -12,6 +12,7 @@ from ev_nav.gp.kernels import (
     GraphMaternKernel,
     SegmentKernel,
     SparsePrecision,
+    diag_spectrum,
     incidence_laplacian,
     laplacian_eigenpairs,
     segment_inputs,
@@ -128,6 +129,35 @@ def test_hutchinson_diag_gradient_is_unbiased_estimate(small):
         (k.graph_diag() * w).sum().backward()
     g_exact, g_probe = exact.raw_kappa.grad.item(), probe.raw_kappa.grad.item()
     assert g_probe == pytest.approx(g_exact, rel=0.06)
+
+
+def test_spectral_diagonal_equals_sparse_solves_with_exact_kappa_gradient(small):
+    """The spectral diagonal (values and κ-derivative) equals the exact sparse solves, even when
+    the solve path would estimate the derivative with few Hutchinson probes."""
+    lap = incidence_laplacian(small)
+    w = torch.linspace(0.0, 1.0, small.n_segments, dtype=torch.float64)
+    out = {}
+    for name, kw in {
+        "solves": {"diag_grad_probes": None},
+        "spectral": {"diag_grad_probes": 4, "spectral_diag": True},
+    }.items():
+        k = GraphMaternKernel(small, mode="sparse", kappa=0.8, laplacian=lap, **kw)
+        d = k.graph_diag()
+        (d * w).sum().backward()
+        out[name] = (d.detach().numpy(), k.raw_kappa.grad.item())
+    np.testing.assert_allclose(out["spectral"][0], out["solves"][0], rtol=1e-10)
+    assert out["spectral"][1] == pytest.approx(out["solves"][1], rel=1e-9)
+
+
+def test_diag_spectrum_is_memoised_by_content_and_read_only(small):
+    lap = incidence_laplacian(small)
+    lam, squares = diag_spectrum(lap)
+    again = diag_spectrum(incidence_laplacian(small))  # a new matrix with the same content
+    assert again[0] is lam and again[1] is squares
+    assert not lam.flags.writeable and not squares.flags.writeable
+    np.testing.assert_allclose(squares.sum(axis=1), 1.0, rtol=1e-10)  # rows of U∘U, U orthogonal
+    other = diag_spectrum(2.0 * lap)
+    np.testing.assert_allclose(other[0], 2.0 * lam, rtol=1e-9, atol=1e-9)
 
 
 def test_dense_nu_is_learnable_and_nonint_nu_rejected_in_sparse(small):

@@ -5,10 +5,12 @@
   ``scipy.sparse.csgraph.dijkstra``) against ``networkx.dijkstra_path`` on the same node-weighted
   line graph (graph built once, weights set per trip), same start/goal pairs, same answers checked.
 * Whole trip on MoST Monaco: posterior → rectified TS indices → route → model update, for the GP
-  (M = 1000, B = 2500, G = 1) and BI models.
+  (M = 1000, B = 2500, G = 1) and BI models, on one fixed route (Fig. 2's setting) after
+  ``--warm-trips`` trips' observations were recorded.
 
 Targets: Dijkstra ≥ 20× faster than networkx on Monaco; whole GP trip on Monaco ≤ 250 ms.
-Usage: python scripts/bench_routing.py [--quick] [--data ../shared/data]
+Usage: python scripts/bench_routing.py [--quick] [--no-trip] [--threads 1] [--warm-trips 200]
+       [--data ../shared/data]
 """
 
 from __future__ import annotations
@@ -129,11 +131,14 @@ def main() -> int:
     parser.add_argument(
         "--warm-trips", type=int, default=200, help="recorded history before the measured trips"
     )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads for the whole-trip latency"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(max(1, args.threads))
     from ev_nav.roads.load import load_osm
     from ev_nav.roads.synthetic import synthetic_town
 
@@ -162,7 +167,7 @@ def main() -> int:
         warm = min(args.warm_trips, 10) if args.quick else args.warm_trips
         print(
             f"\nwhole trip on MoST Monaco, fixed route after {warm} recorded trips "
-            "(median of steady-state trips, 1 thread):"
+            f"(median of steady-state trips, {torch.get_num_threads()} torch thread(s)):"
         )
         for kind in ("bi", "gp"):
             r = bench_trip(monaco, kind, 4 if args.quick else 21, warm)

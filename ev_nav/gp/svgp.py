@@ -53,10 +53,14 @@ from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1
 
-#: Networks up to this many segments get the sparse kernel's diagonal from a dense
-#: eigendecomposition when κ is learned (O(n³) once per process and network, then O(n²) per κ):
-#: Luxembourg's 5.6k segments cost ~30 s once and save ~0.9 s on every trip.
-SPECTRAL_DIAG_MAX = 6000
+#: With ``spectral_diag=None``, networks up to this many segments get the sparse kernel's
+#: diagonal from a dense eigendecomposition when κ is learned (O(n³) once per process and
+#: network, then O(n²) per κ; Monaco: 4 s once). Above it the set-up would dominate a short
+#: session (Luxembourg: 30–45 s once, against ~0.7 s saved per trip), so it is opt-in there.
+SPECTRAL_DIAG_AUTO_MAX = 3000
+#: ``spectral_diag=True`` is refused above this size: the dense eigenvectors alone would take
+#: more than ~3 GB.
+SPECTRAL_DIAG_LIMIT = 20_000
 _JITTERS = (1e-8, 1e-6, 1e-4)
 
 
@@ -102,6 +106,12 @@ class SVGPConfig:
         Sparse mode: Hutchinson probes for the κ-derivative of the prior variances (an unbiased
         estimate inside the already stochastic Adam gradient); ``None``: exact (one more solve
         pass over all segments per step).
+    spectral_diag : bool, optional
+        Sparse mode with κ learned: prior variances and their exact κ-derivative from a one-off
+        dense eigendecomposition of the Laplacian (memoised per process) instead of sparse
+        solves and probes on every trip. ``None``: only on networks of at most
+        ``SPECTRAL_DIAG_AUTO_MAX`` segments; ``True`` pays off for long runs on larger ones
+        (fleet simulations set it up to 6000 segments).
     outputscale, noise_var : float, optional
         Prior σ0² and ς² [Wh²]; default :meth:`PriorSettings.from_network`.
     """
@@ -123,6 +133,7 @@ class SVGPConfig:
     graph_kappa_every: int = 1
     hyper_batch_size: int | None = None
     diag_grad_probes: int | None = 32
+    spectral_diag: bool | None = None
     outputscale: float | None = None
     noise_var: float | None = None
 
@@ -210,6 +221,11 @@ class SVGPModel:
         self.seed = int(seed)
         self.n = n = net.n_segments
         self.m = min(cfg.num_inducing, n)
+        if cfg.spectral_diag and n > SPECTRAL_DIAG_LIMIT:
+            raise ConfigError(
+                f"spectral_diag=True needs a dense eigendecomposition of {n} segments "
+                f"(> {SPECTRAL_DIAG_LIMIT}); use spectral_diag=None or False"
+            )
         prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
         noise = prior.noise_var if cfg.noise_var is None else cfg.noise_var
@@ -221,10 +237,9 @@ class SVGPModel:
             rank=cfg.kernel_rank,
             learn_nu=cfg.learn_graph_nu,
             diag_grad_probes=cfg.diag_grad_probes,
-            # κ learned on a small network: diagonals from one dense eigendecomposition
             spectral_diag=cfg.learn_graph_kappa
             and cfg.learn_hyperparameters
-            and n <= SPECTRAL_DIAG_MAX,
+            and (n <= SPECTRAL_DIAG_AUTO_MAX if cfg.spectral_diag is None else cfg.spectral_diag),
         )
         kernel = SegmentKernel(
             graph,
@@ -662,10 +677,12 @@ class SVGPModel:
             raise ModelStateError(
                 "checkpoint was saved for a different road network; load it with that network"
             )
-        if dict(state["config"]) != asdict(self.config):
+        # a field added after the checkpoint was written holds its default (the old behaviour)
+        saved = {**asdict(SVGPConfig()), **dict(state["config"])}
+        if saved != asdict(self.config):
             raise ModelStateError(
                 "checkpoint was saved with a different SVGPConfig; build the model with "
-                f"SVGPConfig(**state['config']) first (saved: {dict(state['config'])})"
+                f"SVGPConfig(**state['config']) first (saved: {saved})"
             )
         z = np.asarray(state["z"], dtype=np.int64)
         lam = torch.as_tensor(state["lam"], dtype=DTYPE)

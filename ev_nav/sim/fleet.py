@@ -185,6 +185,10 @@ def _seed(*parts: Any) -> int:
     return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
 
+#: Fleet GP agents take the spectral prior variances up to this many segments.
+FLEET_SPECTRAL_MAX = 6000
+
+
 def svgp_config(spec: AgentSpec, **overrides: Any) -> Any:
     """The :class:`~ev_nav.gp.svgp.SVGPConfig` of a GP agent (``overrides``: other fields)."""
     from ev_nav.gp.svgp import SVGPConfig
@@ -209,7 +213,10 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
     if spec.model == "gp":
         from ev_nav.gp.svgp import SVGPModel
 
-        return SVGPModel(net, config=svgp_config(spec), seed=seed)
+        # fleet runs last hundreds of trips: a one-off eigendecomposition for the prior
+        # variances (Luxembourg: 30–45 s) pays for itself after ~50 trips
+        spectral = {"spectral_diag": True} if net.n_segments <= FLEET_SPECTRAL_MAX else {}
+        return SVGPModel(net, config=svgp_config(spec, **spectral), seed=seed)
     raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
 
 

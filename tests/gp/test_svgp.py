@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from ev_nav.errors import InvalidObservation, ModelStateError, UnknownSegmentError
+from ev_nav.errors import (
+    ConfigError,
+    InvalidObservation,
+    ModelStateError,
+    UnknownSegmentError,
+)
 from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
 from ev_nav.gp.independent import BIModel
 from ev_nav.gp.kernels import segment_inputs
@@ -181,6 +186,31 @@ def test_checkpoint_round_trip_is_bit_identical(small):
     assert np.array_equal(model.posterior().mean, clone.posterior().mean)
     with pytest.raises(ModelStateError):
         SVGPModel(small, config=SVGPConfig(num_inducing=81)).load_state_dict(model.state_dict())
+
+
+def test_spectral_diag_option_and_checkpoints_without_it(small):
+    cfg = SVGPConfig(num_inducing=60, batch_size=100)
+    model = SVGPModel(small, config=cfg, seed=1)
+    assert model.kernel.graph.spectral_diag  # auto: a small network
+    assert not SVGPModel(small, config=SVGPConfig(spectral_diag=False)).kernel.graph.spectral_diag
+    model.update(*_observations(small, 1, seed=2)[0])
+    # a checkpoint written before the field existed restores with its default
+    state = model.state_dict()
+    del state["config"]["spectral_diag"]
+    clone = SVGPModel(small, config=cfg, seed=5).load_state_dict(state)
+    assert np.array_equal(clone.posterior().mean, model.posterior().mean)
+    with pytest.raises(ModelStateError, match="different SVGPConfig"):
+        SVGPModel(
+            small, config=SVGPConfig(num_inducing=60, batch_size=100, spectral_diag=False)
+        ).load_state_dict(model.state_dict())
+
+
+def test_spectral_diag_refused_on_a_network_too_large_for_it(monkeypatch, small):
+    import ev_nav.gp.svgp as svgp
+
+    monkeypatch.setattr(svgp, "SPECTRAL_DIAG_LIMIT", small.n_segments - 1)
+    with pytest.raises(ConfigError, match="spectral_diag=True"):
+        SVGPModel(small, config=SVGPConfig(spectral_diag=True))
 
 
 @pytest.mark.parametrize(

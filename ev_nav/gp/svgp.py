@@ -560,11 +560,20 @@ class SVGPModel:
             phi.diagonal().mul_(0.5)
             x = torch.linalg.solve_triangular(chol.T, phi, upper=True)  # L⁻ᵀΦ
             kzz_bar = -torch.linalg.solve_triangular(chol, x, upper=False, left=False)  # ·L⁻¹
-            g_block = torch.cat([kzz_bar, k_bar.T])
+            # a batch segment inside Z has K[u, Z] = K[z, Z], a row of K_ZZ: folding its adjoint
+            # into that row evaluates the kernel derivative on M + |u \ Z| rows, not M + |u|
+            # (in a fleet run nearly every driven segment is in Z)
+            pos = np.minimum(np.searchsorted(self.z, u), self.m - 1)
+            in_z = self.z[pos] == u
+            k_rows = k_bar.T
+            if in_z.any():
+                kzz_bar.index_add_(0, torch.as_tensor(pos[in_z]), k_rows[torch.as_tensor(in_z)])
+            out_z = torch.as_tensor(~in_z)
+            g_block = torch.cat([kzz_bar, k_rows[out_z]])
         if freeze_kappa:
             kappa.requires_grad_(False)
         try:
-            surrogate = self.kernel.pullback(np.concatenate([self.z, u]), self.z, g_block)
+            surrogate = self.kernel.pullback(np.concatenate([self.z, u[~in_z]]), self.z, g_block)
             surrogate = surrogate + (g_var * self.kernel.diag_ids(u)).sum()
             noise = self.hyper.noise_var
             ell = -0.5 * cn * torch.log(2 * math.pi * noise) - 0.5 * sq / noise

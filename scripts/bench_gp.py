@@ -16,8 +16,13 @@ with one BLAS thread, so its peak memory (ru_maxrss) and timings are its own.
 ``--learning-check`` runs the acceptance learning check instead: a ground truth drawn from the
 prior on Monaco, 200 trips along random routes, the default SVGP (NGD + Adam each trip) vs BI.
 
+``--floor`` times only the dense float64 algebra one exact trip needs at the same sizes
+(:func:`dense_floor`): a lower bound for this formulation on this machine, against which the
+per-trip targets can be read.
+
 Usage: python scripts/bench_gp.py [--networks monaco,luxembourg,town100k] [--trips 7]
        python scripts/bench_gp.py --learning-check
+       python scripts/bench_gp.py --floor --networks monaco [--threads 2]
 """
 
 from __future__ import annotations
@@ -293,6 +298,53 @@ def learning_check(n_trips: int = 200, seed: int = 0, quiet: bool = False) -> di
     }
 
 
+# ====================================================================== dense-algebra floor
+def dense_floor(n: int, m: int, u: int, threads: int, repeats: int = 5) -> dict[str, float]:
+    """Median times [ms] of the dense float64 operations of one exact Algorithm 3 trip.
+
+    Random matrices of the shapes our learner uses (``n`` segments, ``m`` inducing points, ``u``
+    distinct segments in the batch): the posterior over all segments, the Cholesky factors of
+    ``K_ZZ`` and of q's precision, the NGD target and the Adam adjoints. Kernel evaluations,
+    the sparse solves of the graph kernel's columns after a κ step and moving q to a new inducing
+    set are left out, so the sum is a lower bound for a trip of this formulation here.
+    """
+    import torch
+
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, m + 50, dtype=torch.float64, generator=g)
+    spd = x @ x.T / (m + 50) + 0.1 * torch.eye(m, dtype=torch.float64)
+    low = torch.linalg.cholesky(spd)
+    rest = torch.randn(m, n - m, dtype=torch.float64, generator=g)
+    every = torch.randn(m, n, dtype=torch.float64, generator=g)
+    batch = torch.randn(m, u, dtype=torch.float64, generator=g)
+    w = torch.rand(u, dtype=torch.float64, generator=g)
+    trsm = torch.linalg.solve_triangular
+    ops = {
+        "Cholesky of K_ZZ": lambda: torch.linalg.cholesky(spd),
+        "Cholesky of q's precision": lambda: torch.linalg.cholesky(spd),
+        "posterior: L⁻¹K_Z,rest": lambda: trsm(low, rest, upper=False),
+        "posterior: C⁻¹A, all segments": lambda: trsm(low, every, upper=False),
+        "NGD target: A_b diag(w) A_bᵀ": lambda: (batch * w) @ batch.T,
+        "Adam: S a_b": lambda: trsm(low.T, batch, upper=True),
+        "Adam: L⁻ᵀĀ": lambda: trsm(low.T, batch, upper=True),
+        "Adam: Ā Aᵀ": lambda: batch @ batch.T,
+        "Adam: L⁻ᵀΦ L⁻¹ (two solves)": lambda: trsm(
+            low, trsm(low.T, spd, upper=True), upper=False, left=False
+        ),
+    }
+    out = {}
+    for name, op in ops.items():
+        op()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            op()
+            times.append(time.perf_counter() - t0)
+        out[name] = 1000 * statistics.median(times)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--networks", default="monaco,luxembourg,town100k")
@@ -310,6 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=2500)
     ap.add_argument("--timeout", type=float, default=900.0, help="per case [s]")
     ap.add_argument("--learning-check", action="store_true")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="only time the dense algebra of one exact trip (a lower bound) per network",
+    )
+    ap.add_argument(
+        "--floor-batch", type=int, default=1500, help="distinct batch segments for --floor"
+    )
     ap.add_argument("--out", default=str(REPO / "runs" / "gp" / "bench_gp.json"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -320,6 +380,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=2))
         out = Path(args.out).with_name("learning_check.json")
         atomic_write_json(out, {"result": res, "metadata": run_metadata(vars(args), seeds=[0, 1])})
+        return 0
+    if args.floor:
+        sizes = {"monaco": 2584, "luxembourg": 5614, "town100k": 103_333}
+        for name in args.networks.split(","):
+            n = sizes[name]
+            m = min(args.num_inducing, n)
+            ops = dense_floor(n, m, args.floor_batch, args.threads)
+            print(f"{name}: n = {n}, M = {m}, U = {args.floor_batch}, {args.threads} thread(s)")
+            for op, ms in ops.items():
+                print(f"  {op:32s} {ms:8.1f} ms")
+            print(f"  {'sum (lower bound per trip)':32s} {sum(ops.values()):8.1f} ms", flush=True)
+        print(f"load average during the run (1, 5, 15 min): {os.getloadavg()}")
         return 0
     results = []
     for name in args.networks.split(","):

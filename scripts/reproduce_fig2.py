@@ -17,8 +17,9 @@ def main() -> int:
     specs = fig2_specs(horizon=horizon, seeds=seeds)
     if args.quick:
         specs = paper.quick_subset(specs)
+    figure_specs = specs
     specs = paper.select(specs, args)
-    paper.run("fig2", args, specs, lambda out: [out / "regret.png"])
+    paper.run("fig2", args, specs, lambda out: [out / "regret.png"], report_specs=figure_specs)
     return 0
 
 

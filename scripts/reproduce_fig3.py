@@ -22,6 +22,7 @@ def main() -> int:
     specs = fig3_specs(horizon=horizon, seeds=seeds)
     if args.quick:
         specs = paper.quick_subset(specs)
+    figure_specs = specs
     specs = paper.select(specs, args)
 
     def figures(out):
@@ -40,7 +41,7 @@ def main() -> int:
             written.append(path)
         return written
 
-    paper.run("fig3", args, specs, figures)
+    paper.run("fig3", args, specs, figures, report_specs=figure_specs)
     return 0
 
 

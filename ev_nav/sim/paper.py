@@ -53,8 +53,16 @@ def run(
     args: argparse.Namespace,
     specs: list[RunSpec],
     figures: Callable[[Path], list[Path]],
+    report_specs: list[RunSpec] | None = None,
 ) -> Path:
-    """Execute the grid for figure ``name``, then call ``figures(out_dir)``; print a summary."""
+    """Execute the grid for figure ``name``, then call ``figures(out_dir)``; print a summary.
+
+    The report (``summary.*``, ``regret.png``, ``results.csv``) covers the finished runs of
+    ``report_specs`` (default ``specs``): pass the whole figure there when ``specs`` is a subset
+    (``--agents``/``--networks``) so runs finished by earlier invocations are included. Run
+    folders of other specs — e.g. left by an older version whose spec, hence run id, differed —
+    are named and left out instead of being averaged in as extra seeds.
+    """
     from ev_nav.sim.report import write_report
 
     out = args.out or REPO / "docs" / "results" / (name + ("-quick" if args.quick else ""))
@@ -71,7 +79,20 @@ def run(
         config={"figure": name, "quick": args.quick, "n_runs": len(specs)},
     )
     wall = time.perf_counter() - t0
-    table = write_report(out)
+    wanted = [s.run_id for s in (report_specs if report_specs is not None else specs)]
+    runs_dir = Path(out) / "runs"
+    other = (
+        sorted(p.name for p in runs_dir.iterdir() if p.is_dir() and p.name not in set(wanted))
+        if runs_dir.is_dir()
+        else []
+    )
+    if other:
+        print(
+            f"{len(other)} run folder(s) in {runs_dir} are not runs of this figure's current "
+            f"specs and are left out of the report: {', '.join(other[:6])}"
+            + (" …" if len(other) > 6 else "")
+        )
+    table = write_report(out, run_ids=wanted)
     written = figures(out)
     print(table)
     print(f"\n{name}: {len(specs)} runs, {len(result.failed)} failed, wall time {wall:.0f} s")

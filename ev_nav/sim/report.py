@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ev_nav.provenance import atomic_write_text
@@ -23,16 +24,17 @@ def summary_markdown(summary) -> str:
     return "\n".join(lines)
 
 
-def write_report(out_dir: str | Path) -> str:
+def write_report(out_dir: str | Path, run_ids: Sequence[str] | None = None) -> str:
     """(Re)aggregate an experiment folder, write ``regret.png`` and ``summary.md``.
 
+    ``run_ids`` limits the report to those runs (finished ones; default: every run folder).
     Returns the Markdown summary table ("" when no run has finished).
     """
     from ev_nav.sim.grid import aggregate
     from ev_nav.viz.regret import cumulative_regret_figure
 
     out = Path(out_dir)
-    results, summary = aggregate(out)
+    results, summary = aggregate(out, run_ids)
     if len(results) == 0:
         return ""
     cumulative_regret_figure(results, out / "regret.png")

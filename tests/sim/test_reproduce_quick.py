@@ -1,6 +1,7 @@
 """The paper-reproduction scripts run end to end in their --quick form (issue 4)."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,18 @@ def test_reproduction_scripts_quick(tmp_path):
     assert len(summary) == 6 and set(summary["network"]) == {"monaco"}
     assert (out2 / "regret.png").stat().st_size > 10_000
     assert "GP-TS" in text and "0 failed" in text
+
+    # a run folder left by an older spec of the same cell (another run id) is named and left out
+    # of the report instead of being averaged in as a second seed; finished runs are reused
+    old = next((out2 / "runs").glob("*_BI-TS_s0_*"))
+    shutil.copytree(old, out2 / "runs" / (old.name.rsplit("_", 1)[0] + "_0ld5pec0"))
+    text = _run(
+        "reproduce_fig2.py", "--quick", "--quiet", "--executor", "inprocess", "--out", out2,
+        "--agents", "BI-TS", env=env,
+    )  # fmt: skip
+    assert "left out of the report" in text and "_0ld5pec0" in text
+    again = pd.read_csv(out2 / "summary.csv")
+    assert len(again) == 6 and (again["runs"] == 1).all()
 
     out69 = tmp_path / "fig69"
     _run("reproduce_fig69.py", "--runs", out2, "--out", out69, "--no-html", env=env)

@@ -81,11 +81,8 @@ def run(
     wall = time.perf_counter() - t0
     wanted = [s.run_id for s in (report_specs if report_specs is not None else specs)]
     runs_dir = Path(out) / "runs"
-    other = (
-        sorted(p.name for p in runs_dir.iterdir() if p.is_dir() and p.name not in set(wanted))
-        if runs_dir.is_dir()
-        else []
-    )
+    folders = {p.name for p in runs_dir.iterdir() if p.is_dir()} if runs_dir.is_dir() else set()
+    other = sorted(folders - set(wanted))
     if other:
         print(
             f"{len(other)} run folder(s) in {runs_dir} are not runs of this figure's current "

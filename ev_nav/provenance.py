@@ -122,15 +122,43 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
     return res.stdout.strip() or None if res.returncode == 0 else None
 
 
+def source_modified(cwd: str | os.PathLike[str] | None = None) -> bool | None:
+    """Whether the package's files differ from the checked-out commit (``None``: unknown)."""
+    here = Path(__file__).resolve().parent
+    try:
+        res = subprocess.run(
+            ["git", "status", "--porcelain", "--", "."],
+            cwd=cwd or here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(res.stdout.strip()) if res.returncode == 0 else None
+
+
+#: The commit (and whether the package had uncommitted edits) when this process imported ev_nav:
+#: the code a long-lived worker runs, even after the checkout has moved on. Recording HEAD at the
+#: time a result is written would name later commits for runs made by older code.
+LOADED_SOURCE: dict[str, Any] = {"git_commit": git_commit(), "modified": source_modified()}
+
+
 def run_metadata(config: Any, seeds: Any = None, **extra: Any) -> dict[str, Any]:
-    """Metadata to store next to results: config, seeds, versions, platform, time, git commit."""
+    """Metadata to store next to results: config, seeds, versions, platform, time, git commit.
+
+    ``git_commit``/``source_modified`` describe the code this process loaded (see
+    :data:`LOADED_SOURCE`).
+    """
     return {
         "config": to_jsonable(config),
         "seeds": to_jsonable(seeds),
         "versions": package_versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "git_commit": git_commit(),
+        "git_commit": LOADED_SOURCE["git_commit"],
+        "source_modified": LOADED_SOURCE["modified"],
         "created_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         **{k: to_jsonable(v) for k, v in extra.items()},
     }

@@ -10,6 +10,8 @@ oracle's single-source queries use the compiled routines of ``scipy.sparse.csgra
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
@@ -41,6 +43,13 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
     return np.asarray(path[::-1], dtype=np.int64)
 
 
+def _compiled() -> ModuleType:
+    # numba is imported on first use: the CLI and the oracle-only paths do not pay for it
+    from ev_nav.bandits import _dijkstra
+
+    return _dijkstra
+
+
 class Router:
     """Dijkstra from a start segment to a goal segment with per-segment weights ≥ 0.
 
@@ -55,9 +64,7 @@ class Router:
     """
 
     def __init__(self, net: RoadNetwork) -> None:
-        from ev_nav.bandits import _dijkstra
-
-        self._kernel = _dijkstra
+        _compiled()  # load (or compile) the kernels now, not inside the first trip
         self.n_segments = n = net.n_segments
         self._indptr = np.ascontiguousarray(net.lg_indptr, dtype=np.int64)
         self._indices = np.ascontiguousarray(net.lg_indices, dtype=np.int64)
@@ -89,7 +96,7 @@ class Router:
             raise InvalidObservation(
                 f"expected {self.n_segments} segment weights, got shape {w.shape}"
             )
-        if not self._kernel.weights_valid(w):
+        if not _compiled().weights_valid(w):
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
         return w
 
@@ -101,7 +108,7 @@ class Router:
         if start == goal:
             return np.array([start], dtype=np.int64)
         self._stamp += 1
-        path = self._kernel.shortest_path(
+        path = _compiled().shortest_path(
             self._indptr,
             self._indices,
             self._rindptr,

@@ -157,3 +157,16 @@ def test_bidirectional_search_is_optimal_on_a_real_network():
                 assert w[path[1:]].sum() == pytest.approx(dist[int(t)], rel=1e-9, abs=1e-9)
                 checked += 1
     assert checked > 150
+
+
+def test_router_pickles_and_keeps_answering():
+    """Routers travel with environments and agents to worker processes."""
+    import pickle
+
+    net = synthetic_town(300, seed=2)
+    router = Router(net)
+    w = np.random.default_rng(0).exponential(1.0, net.n_segments)
+    first = router.route(w, 0, 120)
+    clone = pickle.loads(pickle.dumps(router))
+    assert clone.route(w, 0, 120).tolist() == first.tolist()
+    assert router.route(w, 0, 120).tolist() == first.tolist()  # scratch reuse is harmless

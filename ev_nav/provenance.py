@@ -106,11 +106,11 @@ def package_versions(names: tuple[str, ...] = RECORDED_PACKAGES) -> dict[str, st
     return out
 
 
-def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    """The current git commit of the source tree, or ``None`` outside a checkout."""
+def _git(args: list[str], cwd: str | os.PathLike[str] | None) -> str | None:
+    """Standard output of ``git *args`` in ``cwd`` (default: this package), ``None`` on failure."""
     try:
         res = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", *args],
             cwd=cwd or Path(__file__).resolve().parent,
             capture_output=True,
             text=True,
@@ -119,24 +119,19 @@ def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return res.stdout.strip() or None if res.returncode == 0 else None
+    return res.stdout if res.returncode == 0 else None
+
+
+def git_commit(cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """The current git commit of the source tree, or ``None`` outside a checkout."""
+    out = _git(["rev-parse", "HEAD"], cwd)
+    return (out.strip() or None) if out is not None else None
 
 
 def source_modified(cwd: str | os.PathLike[str] | None = None) -> bool | None:
     """Whether the package's files differ from the checked-out commit (``None``: unknown)."""
-    here = Path(__file__).resolve().parent
-    try:
-        res = subprocess.run(
-            ["git", "status", "--porcelain", "--", "."],
-            cwd=cwd or here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(res.stdout.strip()) if res.returncode == 0 else None
+    out = _git(["status", "--porcelain", "--", "."], cwd)
+    return bool(out.strip()) if out is not None else None
 
 
 #: The commit (and whether the package had uncommitted edits) when this process imported ev_nav:

@@ -9,8 +9,9 @@ reused), with the SVGP learner in one of three variants:
 ``fixed``    hyperparameters fixed at the prior (= ground-truth) values, no Adam steps;
 ``exact``    fixed hyperparameters and the exact closed-form q refresh after every trip.
 
-Prints the cumulative regret, regret per 50 trips, and the final posterior's RMSE against the
-truth and mean std [Wh].
+Prints the cumulative regret, regret per 50 trips, the final posterior's RMSE against the
+truth and mean std [Wh], and how many driven segments lie outside the inducing set with their
+posterior std next to what independent learning (BI) would reach with the same visits.
 
 Usage: python scripts/diagnose_gp_ucb.py --variant fixed --seeds 0,1,2 --horizon 500
 """
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     def make_model(spec, net, seed):
         if spec.model != "gp":
             return default_make_model(spec, net, seed)
-        return SVGPModel(net, config=fleet.svgp_config(spec, **extra), seed=seed)
+        spectral = {"spectral_diag": True} if net.n_segments <= fleet.FLEET_SPECTRAL_MAX else {}
+        return SVGPModel(net, config=fleet.svgp_config(spec, **extra, **spectral), seed=seed)
 
     default_make_model = fleet.make_model
     fleet.make_model = make_model
@@ -79,7 +81,34 @@ def main(argv: list[str] | None = None) -> int:
             f"RMSE {rmse:.2f} Wh; mean std {post.std.mean():.2f} Wh",
             flush=True,
         )
+        print(_capacity(sink["model"], post), flush=True)
     return 0
+
+
+def _capacity(model, post) -> str:
+    """Driven segments inside/outside the inducing set Z and their posterior std [Wh], next to
+    the std independent per-segment learning (BI) would reach with the same visits."""
+    visits = model.visits
+    in_z = np.zeros(visits.size, dtype=bool)
+    in_z[model.z] = True
+    driven = visits > 0
+    prior_var = model.kernel.diag_all().detach().numpy()
+    noise_var = model.noise_std**2
+    bi_std = np.sqrt(1.0 / (1.0 / prior_var + visits / noise_var))
+    out = driven & ~in_z
+    parts = [
+        f"  driven segments {int(driven.sum())}, of them outside Z {int(out.sum())} "
+        f"(M = {model.m}); share of driven segment-visits outside Z "
+        f"{visits[out].sum() / max(visits.sum(), 1):.1%}"
+    ]
+    for name, mask in (("driven, in Z", driven & in_z), ("driven, outside Z", out)):
+        if mask.any():
+            parts.append(
+                f"  {name}: posterior std {post.std[mask].mean():.2f} Wh "
+                f"(BI with the same visits {bi_std[mask].mean():.2f} Wh, "
+                f"mean visits {visits[mask].mean():.1f})"
+            )
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     import ev_nav.sim.fleet as fleet
-    from ev_nav.gp.svgp import SVGPModel
     from ev_nav.sim.experiments import fig2_specs
 
     extra = dict(VARIANTS[args.variant])
@@ -67,10 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         extra["num_inducing"] = args.num_inducing
 
     def make_model(spec, net, seed):
-        if spec.model != "gp":
-            return default_make_model(spec, net, seed)
-        spectral = {"spectral_diag": True} if net.n_segments <= fleet.FLEET_SPECTRAL_MAX else {}
-        return SVGPModel(net, config=fleet.svgp_config(spec, **extra, **spectral), seed=seed)
+        return default_make_model(spec, net, seed, **(extra if spec.model == "gp" else {}))
 
     default_make_model = fleet.make_model
     fleet.make_model = make_model

@@ -204,11 +204,17 @@ def svgp_config(spec: AgentSpec, **overrides: Any) -> Any:
     return SVGPConfig(**{**fields, **overrides})
 
 
-def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
-    """The agent's model with the spec §4 prior (σ0², ς² from the network's E_det)."""
+def make_model(spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: Any) -> Any:
+    """The agent's model with the spec §4 prior (σ0², ς² from the network's E_det).
+
+    ``gp_overrides`` are further :class:`~ev_nav.gp.svgp.SVGPConfig` fields for a GP agent
+    (diagnostics vary e.g. ``num_inducing``); a BI agent has none and refuses them.
+    """
     if spec.model == "bi":
         from ev_nav.gp.independent import BIModel
 
+        if gp_overrides:
+            raise ConfigError(f"BI models take no GP settings: {sorted(gp_overrides)}")
         return BIModel(net)
     if spec.model == "gp":
         from ev_nav.gp.svgp import SVGPModel
@@ -216,7 +222,8 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int) -> Any:
         # fleet runs last hundreds of trips: a one-off eigendecomposition for the prior
         # variances (Luxembourg: 30–45 s) pays for itself after ~50 trips
         spectral = {"spectral_diag": True} if net.n_segments <= FLEET_SPECTRAL_MAX else {}
-        return SVGPModel(net, config=svgp_config(spec, **spectral), seed=seed)
+        config = svgp_config(spec, **{**spectral, **gp_overrides})
+        return SVGPModel(net, config=config, seed=seed)
     raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
 
 

@@ -136,3 +136,18 @@ def test_rectified_optimum_and_truth_cache(tmp_path):
     np.testing.assert_array_equal(again.true_energy, env.true_energy)
     with pytest.raises(ConfigError):
         Environment.create(net, seed=4, truth=TruthSpec(optimum="best"))
+
+
+def test_make_model_gp_overrides():
+    from ev_nav.sim.fleet import make_model
+
+    net = load_network(NET)
+    gp = AgentSpec(model="gp", policy="ucb", **SMALL_GP)
+    assert make_model(gp, net, seed=0).m == 200
+    model = make_model(gp, net, seed=0, num_inducing=57, learn_hyperparameters=False)
+    assert model.m == 57
+    assert model.config.learn_hyperparameters is False
+    # the spec's other fields are kept
+    assert model.config.batch_size == 300
+    with pytest.raises(ConfigError, match="BI models take no GP settings"):
+        make_model(AgentSpec(model="bi", policy="ucb"), net, seed=0, num_inducing=57)

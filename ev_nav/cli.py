@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -64,6 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvNavError as exc:
         print(f"ev-nav: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except sqlite3.DatabaseError as exc:
+        # Last resort: the store translates its own errors, but a damaged page can surface in
+        # any query; never a traceback, and never advice that could destroy intact data.
+        print(
+            f"ev-nav: error: a state database could not be read ({exc}); "
+            "'ev-nav doctor STATE' checks it and salvages what is readable",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("ev-nav: interrupted", file=sys.stderr)
         return 130

@@ -69,8 +69,22 @@ class NegativeCycleError(EvNavError, ValueError):
 
 
 # --- state / CLI ---------------------------------------------------------------------------
+class UnsafeCheckpointError(ModelStateError):
+    """A checkpoint is not in ev-nav's pickle-free format (e.g. an old pickled one, or a planted
+    file): it is refused unread, because unpickling a file can run arbitrary code."""
+
+
 class StateError(EvNavError, ValueError):
     """A state directory is missing, corrupt, or belongs to another network."""
+
+
+class StateIOError(StateError):
+    """The medium holding a state failed (full disk, read-only file system, permissions); the
+    state's data is not known to be damaged and must not be deleted."""
+
+
+class StateDamagedError(StateError):
+    """A state's database file is damaged or not an ev-nav state at all."""
 
 
 class UnknownTripError(EvNavError, KeyError):

@@ -12,8 +12,9 @@ A *state directory* holds one SQLite database (``ev-nav.sqlite``) in WAL mode. E
 
 The schema is versioned with ``PRAGMA user_version`` and upgraded by the ordered list
 :data:`MIGRATIONS` when an older state is opened. The store knows nothing about models: a
-checkpoint is an opaque byte string that the caller serialises (e.g. ``torch.save`` into a
-``BytesIO``).
+checkpoint is an opaque byte string that the caller serialises (pickle-free, with
+:mod:`ev_nav.checkpoints`); :meth:`Store.checkpoints` lists the kept ones newest first so a caller
+can fall back from a damaged one.
 
 Typical use::
 
@@ -49,7 +50,9 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.errors import (
     InvalidObservation,
     ModelStateError,
+    StateDamagedError,
     StateError,
+    StateIOError,
     UnknownSegmentError,
     UnknownTripError,
 )
@@ -65,6 +68,40 @@ KEEP_CHECKPOINTS = 3
 
 MODEL_KINDS: tuple[str, ...] = ("gp", "bi")
 TRIP_STATUSES: tuple[str, ...] = ("planned", "observed")
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Messages of sqlite3.OperationalError that mean the medium, not the data, is the problem.
+_IO_MARKERS = (
+    "disk i/o error",
+    "database or disk is full",
+    "readonly database",
+    "read-only",
+    "unable to open database file",
+    "permission denied",
+)
+
+
+def io_problem(exc: BaseException) -> bool:
+    """Whether an SQLite error is an I/O problem (full disk, read-only, permissions), which says
+    nothing about the state's data being damaged."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _IO_MARKERS)
+
+
+def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
+    """The named error for an SQLite failure on ``path``: I/O problem or damaged database."""
+    if io_problem(exc):
+        return StateIOError(
+            f"cannot use the state {path} ({exc}): an I/O problem (full disk, read-only file "
+            "system or permissions); the state itself was not changed - fix that and retry"
+        )
+    return StateDamagedError(
+        f"the state database {path} is damaged ({exc}); run 'ev-nav doctor {path.parent}' "
+        "to check it and salvage every readable trip and observation"
+    )
 
 
 def _utcnow() -> str:
@@ -249,6 +286,13 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class CheckpointRecord(Checkpoint):
+    """A stored checkpoint with the verdict of its stored hash (``verified``)."""
+
+    verified: bool = True
+
+
+@dataclass(frozen=True)
 class Vehicle:
     """A vehicle registered in the state (``spec`` is the caller's JSON description)."""
 
@@ -285,7 +329,7 @@ class Store:
         try:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000.0, isolation_level=None)
         except sqlite3.Error as exc:  # unreadable directory, permissions, …
-            raise StateError(
+            raise StateIOError(
                 f"cannot open {path} ({exc}); check the path and permissions"
             ) from None
         try:
@@ -302,14 +346,37 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StateError(
-                f"{path} is not a usable ev-nav state database ({exc}); remove it or choose "
-                "another state directory"
-            ) from None
+            raise _db_error(path, exc) from None
         except BaseException:
             conn.close()
             raise
         return conn
+
+    @staticmethod
+    def _check_file(path: Path) -> None:
+        """Refuse, without writing a byte, a file that cannot be an ev-nav state.
+
+        SQLite would happily turn an empty or foreign file into a fresh database (and the next
+        migration would write a schema into it), so look at the header first.
+        """
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise StateIOError(
+                f"cannot read {path} ({exc}); check the path and permissions"
+            ) from None
+        if not head:
+            raise StateDamagedError(
+                f"{path} is empty (0 bytes): it holds no ev-nav state (truncated or never "
+                "written); nothing was written to it - restore it from a backup, or create a new "
+                "state in another directory"
+            )
+        if head != SQLITE_MAGIC:
+            raise StateDamagedError(
+                f"{path} is not an SQLite database, so not an ev-nav state; nothing was written "
+                "to it - check the path"
+            )
 
     @classmethod
     def create(
@@ -321,6 +388,7 @@ class Store:
         vehicle: dict[str, Any],
         *,
         n_segments: int | None = None,
+        network_arrays_hash: str | None = None,
     ) -> Store:
         """Create a new state in ``state_dir`` (made if missing) and return it open.
 
@@ -338,6 +406,8 @@ class Store:
             JSON-serialisable vehicle description (becomes vehicle 1).
         n_segments : int, optional
             Number of segments of the network; when given, segment ids are range-checked.
+        network_arrays_hash : str, optional
+            ``RoadNetwork.arrays_hash``: lets :meth:`check_network` verify the arrays themselves.
 
         Raises
         ------
@@ -382,6 +452,8 @@ class Store:
                 }
                 if n_segments is not None:
                     rows["n_segments"] = str(int(n_segments))
+                if network_arrays_hash:
+                    rows["network_arrays_hash"] = str(network_arrays_hash)
                 conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", rows.items())
                 conn.execute(
                     "INSERT INTO vehicles(id, name, spec, created) VALUES (1, ?, ?, ?)",
@@ -406,9 +478,16 @@ class Store:
             raise StateError(
                 f"no ev-nav state in {state_dir}; create one with 'ev-nav init {state_dir} ...'"
             )
+        cls._check_file(path)
         conn = cls._connect(path)
         store = cls(path, conn)
         try:
+            if store.schema_version == 0:
+                # An SQLite file that ev-nav never initialised: do not migrate (write) it.
+                raise StateError(
+                    f"{path} is an SQLite database but not an ev-nav state (no schema); nothing "
+                    "was written to it - check the path"
+                )
             store._migrate()
             if store._meta_get("network_hash") is None:
                 raise StateError(
@@ -417,7 +496,7 @@ class Store:
                 )
         except sqlite3.DatabaseError as exc:
             store.close()
-            raise StateError(f"{path} is not a usable ev-nav state database ({exc})") from None
+            raise _db_error(path, exc) from None
         except BaseException:
             store.close()
             raise
@@ -445,6 +524,8 @@ class Store:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise _db_error(self.path, exc) from None
             raise StateError(
                 f"the state {self.path.parent} is locked by another process ({exc}); "
                 "try again when it has finished"
@@ -452,6 +533,10 @@ class Store:
         try:
             yield conn
             conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise _db_error(self.path, exc) from None
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -466,11 +551,14 @@ class Store:
         if conn.in_transaction:  # nested inside another read or write: same snapshot already
             yield conn
             return
-        conn.execute("BEGIN")
         try:
+            conn.execute("BEGIN")
             yield conn
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
         finally:
-            conn.execute("COMMIT")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
 
     @property
     def schema_version(self) -> int:
@@ -531,12 +619,33 @@ class Store:
             self._n_segments_cache = None if value is None else int(value)
         return self._n_segments_cache  # type: ignore[return-value]
 
-    def check_network(self, network_hash: str) -> None:
-        """Raise :class:`StateError` unless ``network_hash`` is the state's network."""
+    def check_network(self, network_hash: str, arrays_hash: str | None = None) -> None:
+        """Raise :class:`StateError` unless the network is the state's network.
+
+        ``network_hash`` is the network's :attr:`~ev_nav.roads.network.RoadNetwork.content_hash`
+        (its build inputs); ``arrays_hash`` the hash of its arrays. A state created before arrays
+        hashes were recorded learns it on first use (and is checked against it afterwards).
+        """
         if network_hash != self.network_hash:
             raise StateError(
                 f"the state {self.path.parent} was created for network {self.network_hash!r} "
                 f"({self.network_ref}), not {network_hash!r}; use that network or a new state"
+            )
+        if arrays_hash is None:
+            return
+        recorded = self._meta_get("network_arrays_hash")
+        if recorded is None:
+            with contextlib.suppress(StateError):  # a read-only state is still usable
+                with self._write() as conn:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('network_arrays_hash', ?)",
+                        (arrays_hash,),
+                    )
+        elif recorded != arrays_hash:
+            raise StateError(
+                f"the network file {self.network_ref} has the state's header but different "
+                "contents (its arrays were modified or damaged); routes on it would be wrong - "
+                "restore or rebuild that network file"
             )
 
     # ------------------------------------------------------------------ vehicles
@@ -609,6 +718,59 @@ class Store:
         UnknownSegmentError
             For segment ids outside the network.
         """
+        row = self._trip_row(
+            origin_segment=origin_segment, goal_segment=goal_segment, policy=policy,
+            route=route, predicted_wh=predicted_wh, predicted_sd_wh=predicted_sd_wh,
+            length_m=length_m, time_s=time_s, seed=seed, vehicle_id=vehicle_id, extra=extra,
+        )
+        with self._write() as conn:
+            return self._insert_trip(conn, None, row)
+
+    def plan_trip(self, plan: Callable[[int], dict[str, Any]]) -> int:
+        """Reserve the next trip id, call ``plan(trip_id)`` and record what it returns.
+
+        ``plan`` runs inside the write transaction, so the id it is given is the one the trip
+        gets even while other processes plan on the same state (they wait their turn). Use it to
+        derive per-trip seeds from the id: two concurrent trips can then never share a seed.
+        ``plan`` returns the keyword arguments of :meth:`add_trip`; if it raises, nothing is
+        recorded.
+        """
+        with self._write() as conn:
+            trip_id = int(
+                conn.execute(
+                    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'trips'), "
+                    "0), COALESCE((SELECT MAX(id) FROM trips), 0)) + 1"
+                ).fetchone()[0]
+            )
+            row = self._trip_row(**plan(trip_id))
+            return self._insert_trip(conn, trip_id, row)
+
+    def _insert_trip(self, conn: sqlite3.Connection, trip_id: int | None, row: tuple) -> int:
+        cur = conn.execute(
+            """INSERT INTO trips(id, created, origin_segment, goal_segment, policy, seed,
+                   route_json, predicted_wh, predicted_sd_wh, length_m, time_s, status,
+                   extra_json, vehicle_id)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?)""",
+            (trip_id, *row),
+        )
+        return int(cur.lastrowid)
+
+    def _trip_row(
+        self,
+        *,
+        origin_segment: int,
+        goal_segment: int,
+        policy: str,
+        route: ArrayLike,
+        predicted_wh: float,
+        predicted_sd_wh: float,
+        length_m: float,
+        time_s: float,
+        seed: int | None = None,
+        vehicle_id: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> tuple:
+        """Validate a trip's fields and return its row (without the id)."""
         seg = _as_int_array(route, "route")
         if seg.size == 0:
             raise StateError("a trip needs a non-empty route")
@@ -635,28 +797,20 @@ class Store:
         except (TypeError, ValueError) as exc:
             raise StateError(f"trip extra data is not JSON-serialisable: {exc}") from None
         vid = self.vehicle(vehicle_id).id
-        with self._write() as conn:
-            cur = conn.execute(
-                """INSERT INTO trips(created, origin_segment, goal_segment, policy, seed,
-                       route_json, predicted_wh, predicted_sd_wh, length_m, time_s, status,
-                       extra_json, vehicle_id)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?)""",
-                (
-                    _utcnow(),
-                    int(origin_segment),
-                    int(goal_segment),
-                    str(policy),
-                    None if seed is None else int(seed),
-                    json.dumps(seg.tolist()),
-                    float(predicted_wh),
-                    float(predicted_sd_wh),
-                    float(length_m),
-                    float(time_s),
-                    extra_json,
-                    vid,
-                ),
-            )
-            return int(cur.lastrowid)
+        return (
+            _utcnow(),
+            int(origin_segment),
+            int(goal_segment),
+            str(policy),
+            None if seed is None else int(seed),
+            json.dumps(seg.tolist()),
+            float(predicted_wh),
+            float(predicted_sd_wh),
+            float(length_m),
+            float(time_s),
+            extra_json,
+            vid,
+        )
 
     _TRIP_COLUMNS = (
         "id, created, origin_segment, goal_segment, policy, seed, route_json, predicted_wh, "
@@ -1008,10 +1162,10 @@ class Store:
                     "(SELECT id FROM checkpoints ORDER BY id DESC LIMIT ?)",
                     (KEEP_CHECKPOINTS,),
                 )
-        except sqlite3.OperationalError as exc:  # e.g. database or disk is full
-            raise StateError(
-                f"could not write the model checkpoint ({exc}); the previous checkpoint is "
-                "still in use - free disk space and retry"
+        except StateError as exc:  # e.g. database or disk is full (translated by _write)
+            raise type(exc)(
+                f"could not write the model checkpoint: {exc}; the previous checkpoint is still "
+                "in use"
             ) from None
         return cid
 
@@ -1032,10 +1186,38 @@ class Store:
         blob = bytes(row[6])
         if hashlib.sha256(blob).hexdigest() != row[5]:
             raise ModelStateError(
-                f"model checkpoint {row[0]} is damaged (hash mismatch); remove it with a new "
-                "checkpoint or re-create the state"
+                f"model checkpoint {row[0]} is damaged (hash mismatch); the observations are "
+                f"intact: 'ev-nav doctor {self.path.parent} --repair' rebuilds the model from them"
             )
         return Checkpoint(int(row[0]), str(row[1]), int(row[2]), int(row[3]), str(row[4]), blob)
+
+    def checkpoints(self) -> list[CheckpointRecord]:
+        """Every kept checkpoint, newest first, each with the verdict of its stored hash.
+
+        Unlike :meth:`latest_checkpoint` this never raises on a damaged blob, so a caller can fall
+        back to the next older one (and finally to replaying all observations from the prior).
+        """
+        with self._read() as conn:
+            rows = conn.execute(
+                """SELECT id, created, n_observations, last_batch_id, model_kind, sha256, blob
+                   FROM checkpoints ORDER BY is_current DESC, id DESC"""
+            ).fetchall()
+        out = []
+        for row in rows:
+            blob = bytes(row[6] or b"")
+            ok = hashlib.sha256(blob).hexdigest() == row[5]
+            out.append(
+                CheckpointRecord(
+                    int(row[0]), str(row[1]), int(row[2]), int(row[3]), str(row[4]), blob, ok
+                )
+            )
+        return out
+
+    def delete_checkpoints(self, ids: Sequence[int]) -> int:
+        """Delete the given checkpoints (never observations); returns how many went."""
+        with self._write() as conn:
+            cur = conn.executemany("DELETE FROM checkpoints WHERE id = ?", [(int(i),) for i in ids])
+            return int(cur.rowcount)
 
     def checkpoint_ids(self) -> list[int]:
         """Ids of the stored checkpoints, oldest first."""

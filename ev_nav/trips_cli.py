@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ev_nav.energy import Vehicle, get_vehicle, load_vehicle
-from ev_nav.errors import InvalidObservation, StateError
+from ev_nav.errors import (
+    InvalidObservation,
+    ModelStateError,
+    StateError,
+    StateIOError,
+    UnsafeCheckpointError,
+)
 from ev_nav.roads.network import RoadNetwork
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -72,11 +78,9 @@ def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) ->
 
 
 def _model_bytes(model: Any) -> bytes:
-    import torch
+    from ev_nav.checkpoints import encode
 
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
-    return buf.getvalue()
+    return encode(model.state_dict())
 
 
 @dataclass
@@ -88,29 +92,64 @@ class Session:
     vehicle: Vehicle
     model: Any
     applied_upto: int = 0  # the model has absorbed every observation batch with id <= this
+    #: checkpoints passed over while loading (damaged, old pickle format): one line each
+    skipped: list[str] = field(default_factory=list)
 
     def close(self) -> None:
         self.store.close()
 
     def load_model(self) -> None:
-        """Rebuild the model: latest checkpoint, then every batch committed after it, in order.
+        """Rebuild the model: newest usable checkpoint, then every batch committed after it.
+
+        A checkpoint is used only if its hash verifies and it is in the pickle-free format
+        (:mod:`ev_nav.checkpoints`; an old pickled one is never unpickled). Otherwise the next
+        older one is tried, and finally the prior, replaying every observation: the observations
+        are the data, checkpoints only save replay time.
 
         Batch ids grow in commit order (writes are serialised), so the largest id replayed from
         one snapshot is an honest claim that every earlier batch is included too — even while
         another process is observing into the same state.
         """
-        model = build_model(self.store.model_kind, self.net, self.vehicle)
-        ckpt = self.store.latest_checkpoint()
-        after = 0
-        if ckpt is not None:
-            import torch
-
-            model.load_state_dict(torch.load(io.BytesIO(ckpt.blob), weights_only=False))
-            after = ckpt.last_batch_id
+        model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
         batches = self.store.observations(after_batch=after)
         _apply_batches(model, batches)
         self.model = model
         self.applied_upto = max([after, *(b.id for b in batches)])
+
+    def notice(self) -> str | None:
+        """One line saying how the model was rebuilt when a checkpoint had to be passed over."""
+        if not self.skipped:
+            return None
+        return (
+            f"model rebuilt from {'an older checkpoint' if self.applied_upto else 'the prior'} "
+            f"and the recorded observations ({'; '.join(self.skipped)}); no observation was lost"
+        )
+
+
+def restore_model(store: Any, net: RoadNetwork, vehicle: Vehicle) -> tuple[Any, int, list[str]]:
+    """The newest checkpoint that verifies and loads, as ``(model, last_batch_id, skipped)``.
+
+    Falls back to a fresh prior model (``last_batch_id = 0``) when none does; ``skipped`` says
+    why each newer checkpoint was passed over.
+    """
+    from ev_nav.checkpoints import decode
+
+    skipped: list[str] = []
+    for ck in store.checkpoints():
+        if not ck.verified:
+            skipped.append(f"checkpoint {ck.id} damaged (hash mismatch)")
+            continue
+        model = build_model(store.model_kind, net, vehicle)
+        try:
+            model.load_state_dict(decode(ck.blob))
+        except UnsafeCheckpointError:
+            skipped.append(f"checkpoint {ck.id} in the old pickle format, never loaded")
+            continue
+        except (ModelStateError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            skipped.append(f"checkpoint {ck.id} unusable ({str(exc)[:80]})")
+            continue
+        return model, ck.last_batch_id, skipped
+    return build_model(store.model_kind, net, vehicle), 0, skipped
 
 
 def open_session(state: Path, network: Path | None = None, *, with_model: bool = True) -> Session:
@@ -126,10 +165,19 @@ def open_session(state: Path, network: Path | None = None, *, with_model: bool =
             raise StateError(
                 f"the state's network {ref} is missing ({exc}); pass --network PATH"
             ) from None
-        store.check_network(net.content_hash)
+        store.check_network(net.content_hash, net.arrays_hash)
         session = Session(store, net, Vehicle(**store.vehicle().spec), None)
         if with_model:
             session.load_model()
+            note = session.notice()
+            if note:
+                print(f"ev-nav: notice: {note}", file=sys.stderr)
+                # Save a good checkpoint now so the next command does not replay again (this also
+                # migrates a state whose checkpoints are all in the old pickle format).
+                try:
+                    _checkpoint(session)
+                except StateError:
+                    pass  # e.g. read-only: the rebuilt model is still right for this command
         return session
     except BaseException:
         store.close()
@@ -224,6 +272,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
         args.model,
         vehicle.to_dict(),
         n_segments=net.n_segments,
+        network_arrays_hash=net.arrays_hash,
     )
     try:
         session = Session(store, net, vehicle, build_model(args.model, net, vehicle))
@@ -247,32 +296,38 @@ def _cmd_route(args: argparse.Namespace) -> int:
         net, model, store = session.net, session.model, session.store
         start = net.nearest_segment(args.origin[1], args.origin[0], args.max_snap)
         goal = net.nearest_segment(args.goal[1], args.goal[0], args.max_snap)
-        trip_no = store.n_trips() + 1
-        seed = trip_no if args.seed is None else args.seed
-        rng = np.random.default_rng(seed)
+        maps_dir = _maps_dir(Path(args.state))  # checked before anything is recorded
         router = Router(net)
-        weights = rectified_weights(make_index(args.policy), model.posterior(), trip_no, rng)
-        planned = router.route(weights, start, goal)
         shortest = router.route(net.length_m, start, goal)
         fastest = router.route(net.travel_time_s, start, goal)
-        routes = {
-            "planned": describe_route(net, planned, model, args.policy),
-            "shortest": describe_route(net, shortest, model, "shortest"),
-            "fastest": describe_route(net, fastest, model, "fastest"),
-        }
-        plan = routes["planned"]
-        trip_id = store.add_trip(
-            origin_segment=start,
-            goal_segment=goal,
-            policy=args.policy,
-            route=planned,
-            predicted_wh=plan.predicted_wh,
-            predicted_sd_wh=plan.predicted_sd_wh,
-            length_m=plan.length_m,
-            time_s=plan.time_s,
-            seed=seed,
-        )
-        maps_dir = Path(args.state) / "maps"
+        routes: dict[str, Any] = {}
+        post = model.posterior()
+
+        def plan(trip_id: int) -> dict[str, Any]:
+            # Runs inside the store's write transaction: trip_id is this trip's own, so the
+            # Thompson seed derived from it is never shared with a concurrent route command.
+            seed = trip_id if args.seed is None else args.seed
+            rng = np.random.default_rng(seed)
+            weights = rectified_weights(make_index(args.policy), post, trip_id, rng)
+            planned = router.route(weights, start, goal)
+            routes["planned"] = describe_route(net, planned, model, args.policy)
+            routes["shortest"] = describe_route(net, shortest, model, "shortest")
+            routes["fastest"] = describe_route(net, fastest, model, "fastest")
+            p = routes["planned"]
+            return dict(
+                origin_segment=start,
+                goal_segment=goal,
+                policy=args.policy,
+                route=planned,
+                predicted_wh=p.predicted_wh,
+                predicted_sd_wh=p.predicted_sd_wh,
+                length_m=p.length_m,
+                time_s=p.time_s,
+                seed=seed,
+            )
+
+        trip_id = store.plan_trip(plan)
+        planned = routes["planned"].segments
         print(f"trip {trip_id}: segment {start} -> {goal}, policy {args.policy}")
         print(f"{'route':<10}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in routes.items():
@@ -280,27 +335,48 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 f"{name:<10}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
                 f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
             )
-        _write_route_geojson(net, routes, maps_dir / f"trip-{trip_id}.geojson")
-        if not args.no_map:
-            from ev_nav.viz.maps import route_map
+        try:
+            _write_route_geojson(net, routes, maps_dir / f"trip-{trip_id}.geojson")
+            if not args.no_map:
+                from ev_nav.viz.maps import route_map
 
-            post = model.posterior()
-            html = maps_dir / f"trip-{trip_id}.html"
-            route_map(
-                net,
-                planned,
-                {"shortest": shortest, "fastest": fastest},
-                route_name=f"planned ({args.policy})",
-                mean_wh=post.mean,
-                sd_wh=post.std,
-                title=f"ev-nav trip {trip_id}",
-                path=html,
-            )
-            print(f"map: {html}")
+                post = model.posterior()
+                html = maps_dir / f"trip-{trip_id}.html"
+                route_map(
+                    net,
+                    planned,
+                    {"shortest": shortest, "fastest": fastest},
+                    route_name=f"planned ({args.policy})",
+                    mean_wh=post.mean,
+                    sd_wh=post.std,
+                    title=f"ev-nav trip {trip_id}",
+                    path=html,
+                )
+                print(f"map: {html}")
+        except OSError as exc:
+            raise StateIOError(
+                f"trip {trip_id} was recorded, but its map could not be written to {maps_dir} "
+                f"({exc}); record the drive as usual, 'ev-nav map' can draw it later"
+            ) from None
         print(f"record the drive with: ev-nav observe {args.state} {trip_id} --total-wh X")
     finally:
         session.close()
     return 0
+
+
+def _maps_dir(state: Path) -> Path:
+    """``STATE/maps``, created if missing; a clear error if it cannot hold maps."""
+    maps = state / "maps"
+    if maps.exists() and not maps.is_dir():
+        raise StateError(
+            f"{maps} exists but is not a folder, so trip maps cannot be written there; move that "
+            "file elsewhere (it is not part of the state's data) and retry"
+        )
+    try:
+        maps.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StateIOError(f"cannot create {maps} ({exc}); nothing was recorded") from None
+    return maps
 
 
 def _write_route_geojson(net: RoadNetwork, routes: dict[str, Any], path: Path) -> None:

@@ -110,7 +110,7 @@ def test_open_missing_or_garbage(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     Store.db_path(bad).write_bytes(b"this is not a database at all" * 100)
-    with pytest.raises(StateError, match="not a usable"):
+    with pytest.raises(StateError, match="not an SQLite database"):
         Store.open(bad)
 
 

@@ -8,6 +8,7 @@ connection ``e1 → e2`` when ``e1 = (u, v)`` ends where ``e2 = (v, w)`` starts;
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import warnings
@@ -328,6 +329,7 @@ class RoadNetwork:
             "name": self.name,
             "highway_classes": list(self.highway_classes),
             "meta": self.meta,
+            "arrays_sha256": self.arrays_hash,
         }
         arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         target = Path(path)
@@ -356,17 +358,43 @@ class RoadNetwork:
                 f"{p} was written by an incompatible ev-nav version "
                 f"(format {header.get('format_version')}, expected {FORMAT_VERSION}); rebuild it"
             )
-        return cls(
+        net = cls(
             name=header["name"],
             highway_classes=tuple(header["highway_classes"]),
             meta=header["meta"],
             **arrays,
         )
+        recorded = header.get("arrays_sha256")
+        if recorded is not None and recorded != net.arrays_hash:
+            raise NetworkCacheError(
+                f"{p} is damaged or was modified: its arrays do not match the hash written with "
+                "them; rebuild it with 'ev-nav network build'"
+            )
+        return net
 
     @property
     def content_hash(self) -> str:
         """Hash identifying the inputs and options this network was built from."""
         return str(self.meta.get("source_hash", ""))
+
+    @property
+    def arrays_hash(self) -> str:
+        """SHA-256 of the network's arrays themselves (names, dtypes, shapes and bytes).
+
+        :attr:`content_hash` names the inputs a network was built from and travels in the file's
+        header; this one is computed from what was actually loaded, so a file whose arrays were
+        altered behind an unchanged header is caught. Computed once per object.
+        """
+        cached = self.__dict__.get("_arrays_hash")
+        if cached is None:
+            h = hashlib.sha256()
+            for name in _ARRAY_FIELDS:
+                arr = np.ascontiguousarray(getattr(self, name))
+                h.update(f"{name}:{arr.dtype.str}:{arr.shape};".encode())
+                h.update(arr.tobytes())
+            cached = h.hexdigest()
+            object.__setattr__(self, "_arrays_hash", cached)  # frozen dataclass: memo only
+        return cached
 
 
 _ARRAY_FIELDS: tuple[str, ...] = (

@@ -56,6 +56,7 @@ from ev_nav.errors import (
     UnknownSegmentError,
     UnknownTripError,
 )
+from ev_nav.faults import crash_point
 
 #: File name of the database inside a state directory.
 DB_NAME = "ev-nav.sqlite"
@@ -516,8 +517,13 @@ class Store:
 
     # ------------------------------------------------------------------ transactions & schema
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: taken with the write lock up front, committed or rolled back."""
+    def _write(self, what: str = "write") -> Iterator[sqlite3.Connection]:
+        """One write transaction: taken with the write lock up front, committed or rolled back.
+
+        ``what`` names the write for the crash tests' deterministic kill points
+        (:func:`ev_nav.faults.crash_point` ``commit-WHAT`` just before the commit and
+        ``committed-WHAT`` just after it).
+        """
         conn = self._conn
         if conn is None:
             raise StateError("the store is closed")
@@ -532,7 +538,9 @@ class Store:
             ) from None
         try:
             yield conn
+            crash_point(f"commit-{what}")
             conn.execute("COMMIT")
+            crash_point(f"committed-{what}")
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -909,7 +917,7 @@ class Store:
             )
         self._check_segments(seg, "the observations")
         now = _utcnow()
-        with self._write() as conn:
+        with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
             if not allow_off_route:
                 off = np.setdiff1d(seg, trip.route)
@@ -958,7 +966,7 @@ class Store:
                 "is implausible - check the reading (it is in Wh, not kWh)"
             )
         now = _utcnow()
-        with self._write() as conn:
+        with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "total", 1, now)
@@ -1138,7 +1146,7 @@ class Store:
             raise ModelStateError(f"n_obs must be >= 0, got {n_obs}")
         digest = hashlib.sha256(data).hexdigest()
         try:
-            with self._write() as conn:
+            with self._write("checkpoint") as conn:
                 last = (
                     int(
                         conn.execute(

@@ -26,6 +26,7 @@ from ev_nav.errors import (
     StateIOError,
     UnsafeCheckpointError,
 )
+from ev_nav.faults import crash_point
 from ev_nav.roads.network import RoadNetwork
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -454,7 +455,9 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh)",
             flush=True,
         )
+        crash_point("observe-acknowledged")
         session.load_model()
+        crash_point("observe-model-updated")
         _checkpoint(session)
         print("model updated")
     finally:

@@ -35,6 +35,7 @@ def _worker(state_dir: str, worker: int, barrier: str) -> None:
     rng = np.random.default_rng(1000 + worker)
     store = Store.open(state_dir)
     preplanned = [t for t in store.list_trips() if t.extra.get("worker") == worker]
+    Path(f"{barrier}.ready{worker}").touch()  # imported and open: the parent may start us
     while not os.path.exists(barrier):  # start both workers at the same instant
         time.sleep(0.001)
     acks: list[dict[str, object]] = []
@@ -110,7 +111,13 @@ def test_two_writers_lose_nothing(tmp_path: Path) -> None:
         )
         for w in (0, 1)
     ]
-    time.sleep(1.0)  # both have imported and opened the store and are spinning on the barrier
+    # Start both at the same instant once both are ready (a handshake, not a guessed delay: on a
+    # loaded machine the imports alone can take seconds).
+    deadline = time.monotonic() + 300
+    while not all(Path(f"{barrier}.ready{w}").exists() for w in (0, 1)):
+        assert time.monotonic() < deadline, "workers did not start"
+        assert all(p.poll() is None for p in procs), "a worker died before the start"
+        time.sleep(0.01)
     barrier.touch()
     results = []
     for p in procs:
@@ -118,11 +125,13 @@ def test_two_writers_lose_nothing(tmp_path: Path) -> None:
         assert p.returncode == 0, f"worker failed:\n{err}"
         results.append(json.loads(out.strip().splitlines()[-1]))
 
-    # The workers really wrote at the same time.
-    overlap = min(r["end"] for r in results) - max(r["start"] for r in results)
-    span = max(r["end"] for r in results) - min(r["start"] for r in results)
-    print(f"\nwrite periods overlap {overlap:.2f} s of {span:.2f} s")
-    assert overlap > 0.5 * min(r["end"] - r["start"] for r in results)
+    # The workers really wrote at the same time: in commit order (batch ids), the writer changes
+    # many times. (Scheduling, not speed: a loaded machine slows both alike.)
+    owner = {a["batch"]: w for w, r in enumerate(results) for a in r["acks"]}
+    order = [owner[b] for b in sorted(owner)]
+    switches = sum(a != b for a, b in zip(order, order[1:], strict=False))
+    print(f"\nthe writer changed {switches} times in {len(order)} commits")
+    assert switches >= 4
 
     with Store.open(state) as s:
         assert s.integrity_check() == ["ok"]

@@ -1,22 +1,25 @@
 """SIGKILL and concurrency through the real CLI (issue 5): nothing acknowledged is ever lost.
 
-A planned set of trips is observed by ``ev-nav observe`` processes that are killed at random
-moments (while committing, while updating the model, while writing the checkpoint). Afterwards the
+A planned set of trips is observed by ``ev-nav observe`` processes that kill themselves at named
+crash points (inside and after the observation's commit, after the acknowledgement, after the model
+update, inside and after the checkpoint's commit: ``ev_nav.faults``), so every run of the test kills
+at the same instants whatever the machine's speed. Afterwards the
 store passes ``PRAGMA integrity_check``, every observation whose command had printed "recorded"
 is present exactly once and whole, and the learned model still loads: for the BI model it equals a
 model rebuilt from all stored observations.
 """
 
+import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from ev_nav.bandits.routing import Router
 from ev_nav.cli import main
+from ev_nav.faults import ENV_VAR
 from ev_nav.store import Store
 from ev_nav.trips_cli import _apply_batches, build_model, open_session
 
@@ -60,40 +63,47 @@ def _observe_cmd(state, tid, route, rng, tmp_path):
     return ["observe", str(state), str(tid), "--segments", str(csv)]
 
 
-@pytest.mark.parametrize("model,kills", [("bi", 12), ("gp", 8)])
-def test_sigkill_during_observe_loses_nothing(tmp_path, model, kills):
+# Where ``ev-nav observe`` is killed (ev_nav.faults crash points), and whether the observation
+# must survive: before its commit it is not recorded; from its commit on it must be there, whether
+# or not the command lived to print "recorded" (acknowledged); a kill in the checkpoint's
+# transaction must leave the previous checkpoint current and the model rebuildable by replay.
+CRASH_POINTS = (
+    ("commit-observation", False),
+    ("committed-observation", True),
+    ("observe-acknowledged", True),
+    ("observe-model-updated", True),
+    ("commit-checkpoint", True),
+    ("committed-checkpoint", True),
+)
+
+
+@pytest.mark.parametrize("model,rounds", [("bi", 2), ("gp", 1)])
+def test_sigkill_during_observe_loses_nothing(tmp_path, model, rounds):
+    """Every crash point is hit deterministically (no timing): nothing committed is lost."""
     rng = np.random.default_rng(7)
     state = tmp_path / "state"
     assert (
         main(["init", str(state), "--synthetic", "--segments", str(SEGMENTS), "--model", model])
         == 0
     )
-    trips = _plan_trips(state, kills + 4, rng)
-    acknowledged = {}
-    killed_after_ack = killed_before_ack = 0
-    duration = None  # of one uninterrupted command on this machine, measured on the first trip
-    for tid, route in trips:
+    plan = [p for _ in range(rounds) for p in CRASH_POINTS] + [(None, True)] * 2
+    trips = _plan_trips(state, len(plan), rng)
+    acknowledged, must_exist, must_not_exist = {}, set(), set()
+    for (tid, route), (point, survives) in zip(trips, plan, strict=True):
         cmd = [sys.executable, "-m", "ev_nav.cli", *_observe_cmd(state, tid, route, rng, tmp_path)]
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if duration is None:
-            out, err = proc.communicate()
-            assert proc.returncode == 0, err
-            duration = time.perf_counter() - t0
-            acknowledged[tid] = out
-            continue
-        # kill anywhere in the command's life: imports, commit, model update, checkpoint write
-        time.sleep(rng.uniform(0.3, 0.98) * duration)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate()
-        if "recorded" in out:
-            acknowledged[tid] = out
-            killed_after_ack += proc.returncode == -signal.SIGKILL
+        env = dict(os.environ)
+        env.pop(ENV_VAR, None)
+        if point is not None:
+            env[ENV_VAR] = point
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        if point is None:
+            assert proc.returncode == 0, proc.stderr
         else:
-            killed_before_ack += proc.returncode == -signal.SIGKILL
-            assert proc.returncode in (0, -signal.SIGKILL), err
-    assert killed_after_ack + killed_before_ack >= kills // 2, "the kills should mostly land"
+            assert proc.returncode == -signal.SIGKILL, f"{point}: {proc.stderr}"
+        if "recorded" in proc.stdout:
+            acknowledged[tid] = proc.stdout
+        (must_exist if survives else must_not_exist).add(tid)
+    assert set(acknowledged) <= must_exist
 
     with Store.open(state) as store:
         assert store.integrity_check() == ["ok"]
@@ -102,8 +112,10 @@ def test_sigkill_during_observe_loses_nothing(tmp_path, model, kills):
         for b in batches:
             assert b.trip_id not in by_trip, "a trip observed twice"
             by_trip[b.trip_id] = b
-        for tid in acknowledged:
-            assert tid in by_trip, f"acknowledged observation of trip {tid} lost"
+        for tid in must_exist:
+            assert tid in by_trip, f"committed observation of trip {tid} lost"
+        for tid in must_not_exist:
+            assert tid not in by_trip, f"trip {tid} recorded although killed before its commit"
         for tid, route in trips:  # whole batches only
             if tid in by_trip and by_trip[tid].kind == "segment":
                 assert np.array_equal(np.sort(by_trip[tid].segment_ids), np.sort(route))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import tomllib
@@ -29,7 +28,10 @@ import numpy as np
 from ev_nav.bandits.agent import Agent
 from ev_nav.bandits.indices import make_index
 from ev_nav.bandits.routing import Router
-from ev_nav.errors import ConfigError, NetworkFileNotFound
+from ev_nav.checkpoints import decode as decode_checkpoint
+from ev_nav.checkpoints import encode as encode_checkpoint
+from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound
+from ev_nav.faults import crash_point
 from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.sim.environment import Environment, TruthSpec
@@ -176,8 +178,28 @@ class RunSpec:
         digest = hashlib.sha256(
             json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.agent.label)
-        return f"{self.network.label}_{self.trips.name}_{safe}_s{self.seed}_{digest}"
+        parts = (self.network.label, self.trips.name, self.agent.label)
+        return "_".join(safe_name(p) for p in parts) + f"_s{self.seed}_{digest}"
+
+
+def safe_name(text: str) -> str:
+    """``text`` reduced to a file-name component that cannot leave its folder.
+
+    Config strings (network, route and agent names) become folder names; anything but letters,
+    digits, ``-``, ``_`` and inner dots is replaced, and leading dots are dropped (so neither
+    ``..`` nor a hidden name nor a path separator can come through).
+    """
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(text))
+    return cleaned.lstrip(".") or "_"
+
+
+def run_dir_for(out_dir: str | Path, run_id: str) -> Path:
+    """``out_dir/runs/<run_id>``, checked to stay inside ``out_dir`` (raises ConfigError)."""
+    base = Path(out_dir).resolve()
+    run_dir = (base / "runs" / run_id).resolve()
+    if run_dir.parent != base / "runs" or run_id != safe_name(run_id):
+        raise ConfigError(f"run id {run_id!r} would leave the output folder {base}")
+    return run_dir
 
 
 # ----------------------------------------------------------------------------- construction
@@ -284,24 +306,34 @@ class RunState:
     visits: Any = None
 
 
-def _save_checkpoint(path: Path, state: RunState) -> None:
-    import torch
+#: A run's checkpoint file (pickle-free, :mod:`ev_nav.checkpoints`). Runs of older versions left
+#: ``checkpoint.pt`` (pickle); that name is never read, so such a run restarts from trip 1.
+CHECKPOINT_NAME = "checkpoint.evck"
+LEGACY_CHECKPOINT_NAME = "checkpoint.pt"
 
-    buf = io.BytesIO()
-    torch.save(dataclasses.asdict(state), buf)
+
+def _save_checkpoint(path: Path, state: RunState) -> None:
+    blob = encode_checkpoint(dataclasses.asdict(state))
     with atomic_path(path) as tmp:
-        tmp.write_bytes(buf.getvalue())
+        tmp.write_bytes(blob)
 
 
 def _load_checkpoint(path: Path) -> RunState | None:
-    import torch
+    """The run state in ``path``; ``None`` if there is none.
 
+    Raises
+    ------
+    UnsafeCheckpointError
+        If the file is not a pickle-free ev-nav checkpoint (it is never unpickled: with Dask the
+        run folder is on a shared file system that others can write to).
+    ModelStateError
+        If it is one but damaged.
+    """
     if not path.is_file():
         return None
-    try:
-        data = torch.load(path, weights_only=False)
-    except Exception:  # a torn file cannot exist (atomic writes), but a foreign one could
-        return None
+    data = decode_checkpoint(path.read_bytes())
+    if not isinstance(data, dict) or set(data) != {f.name for f in dataclasses.fields(RunState)}:
+        raise ModelStateError(f"{path} is not a fleet run checkpoint")
     return RunState(**data)
 
 
@@ -322,9 +354,9 @@ def run_one(
     ----------
     spec : RunSpec
     out_dir : path, optional
-        Run folder: ``trips.csv``, ``metadata.json`` and ``checkpoint.pt`` are written there.
+        Run folder: ``trips.csv``, ``metadata.json`` and the checkpoint are written there.
     resume : bool
-        Continue from ``checkpoint.pt`` when present (a finished run is returned from its CSV).
+        Continue from the checkpoint when present (a finished run is returned from its CSV).
     checkpoint_every : int
         Rounds between checkpoints.
     progress : bool
@@ -364,7 +396,7 @@ def run_one(
     visits = np.zeros(net.n_segments, dtype=np.int64)
     t0 = 0
 
-    ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
+    ckpt = run_dir / CHECKPOINT_NAME if run_dir is not None else None
     if ckpt is not None and resume:
         state = _load_checkpoint(ckpt)
         if state is not None:
@@ -436,6 +468,7 @@ def run_one(
                     visits=visits,
                 ),
             )
+            crash_point("run-checkpointed")
         if stop_after is not None and t >= stop_after and not last:
             if bar is not None:
                 bar.close()
@@ -480,7 +513,8 @@ def write_run(
     with atomic_path(run_dir / "trips.csv") as tmp:
         pd.DataFrame(rows, columns=list(RESULT_COLUMNS)).to_csv(tmp, index=False)
     # the run is complete: its checkpoint (model state, possibly megabytes) is no longer needed
-    (run_dir / "checkpoint.pt").unlink(missing_ok=True)
+    (run_dir / CHECKPOINT_NAME).unlink(missing_ok=True)
+    (run_dir / LEGACY_CHECKPOINT_NAME).unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- configs

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ev_nav.errors import ConfigError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
-from ev_nav.sim.fleet import RunSpec, run_one
+from ev_nav.sim.fleet import RunSpec, run_dir_for, run_one
 
 
 @dataclass
@@ -80,7 +82,7 @@ def execute_run(
     spec: RunSpec, out_dir: str, checkpoint_every: int = 50, resume: bool = True
 ) -> RunOutcome:
     """Run one spec into ``out_dir/runs/<run_id>`` and report; never raises (errors recorded)."""
-    run_dir = Path(out_dir) / "runs" / spec.run_id
+    run_dir = run_dir_for(out_dir, spec.run_id)
     if resume and (run_dir / "trips.csv").is_file():
         return RunOutcome(spec.run_id, "skipped")
     t0 = time.perf_counter()
@@ -132,20 +134,39 @@ class InProcessExecutor(Executor):
             yield execute_run(spec, out_dir, checkpoint_every, resume)
 
 
+RunTask = Callable[[RunSpec, str, int, bool], RunOutcome]
+
+
 class LocalPoolExecutor(Executor):
-    """A process pool over the local cores, each worker capped at ``cores // workers`` threads."""
+    """A process pool over the local cores, each worker capped at ``cores // workers`` threads.
+
+    A worker process that dies (killed, out of memory, a crash in compiled code) breaks a
+    ``ProcessPoolExecutor`` and with it every run still in the pool. So the runs lost that way run
+    again, each in a process of its own (resuming from their checkpoints): the one whose process
+    dies again is recorded as failed with how it died; the others finish.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Worker processes (default: the number of cores).
+    task : callable, optional
+        What a worker runs per spec (default :func:`execute_run`); a module-level function with
+        its signature, for instrumentation and fault-injection tests.
+    """
 
     name = "local"
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, task: RunTask | None = None) -> None:
         cores = os.cpu_count() or 1
         self.workers = max(1, workers or cores)
         self.threads = max(1, cores // self.workers)
+        self.task: RunTask = task or execute_run
 
     def map(self, specs, out_dir, checkpoint_every, resume):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")  # fork after torch has threads is unsafe
+        lost: list[RunSpec] = []
         with ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=ctx,
@@ -153,14 +174,74 @@ class LocalPoolExecutor(Executor):
             initargs=(self.threads,),
         ) as pool:
             futures: dict[Future, RunSpec] = {
-                pool.submit(execute_run, spec, out_dir, checkpoint_every, resume): spec
+                pool.submit(self.task, spec, out_dir, checkpoint_every, resume): spec
                 for spec in specs
             }
             for fut in as_completed(futures):
+                spec = futures[fut]
                 try:
                     yield fut.result()
-                except Exception as exc:  # a crashed worker process
-                    yield RunOutcome(futures[fut].run_id, "failed", error=repr(exc))
+                except BrokenProcessPool:
+                    lost.append(spec)
+                except Exception as exc:  # e.g. the spec or outcome could not be pickled
+                    yield _record_failure(spec, out_dir, f"{type(exc).__name__}: {exc}")
+        if lost:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # One process per lost run, up to `workers` at a time: a process that dies now can
+            # only take its own run with it.
+            with ThreadPoolExecutor(max_workers=self.workers) as threads:
+                jobs = [
+                    threads.submit(self._alone, ctx, spec, out_dir, checkpoint_every)
+                    for spec in lost
+                ]
+                for job in as_completed(jobs):
+                    yield job.result()
+
+    def _alone(self, ctx, spec: RunSpec, out_dir: str, checkpoint_every: int) -> RunOutcome:
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_run_in_child,
+            args=(send, self.task, self.threads, spec, out_dir, checkpoint_every),
+        )
+        t0 = time.perf_counter()
+        proc.start()
+        send.close()
+        outcome = None
+        try:
+            outcome = receive.recv()
+        except EOFError:  # the child died before it could answer
+            pass
+        proc.join()
+        if outcome is not None:
+            return outcome
+        code = proc.exitcode
+        how = (
+            f"killed by signal {-code} ({signal.Signals(-code).name})"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+        )
+        return _record_failure(
+            spec,
+            out_dir,
+            f"WorkerDied: the worker process running this run {how}, in the pool and again when "
+            "the run was retried alone",
+            seconds=time.perf_counter() - t0,
+        )
+
+
+def _run_in_child(send, task: RunTask, threads: int, spec, out_dir, checkpoint_every) -> None:
+    _limit_threads(threads)
+    send.send(task(spec, out_dir, checkpoint_every, True))
+    send.close()
+
+
+def _record_failure(spec: RunSpec, out_dir: str, error: str, seconds: float = 0.0) -> RunOutcome:
+    """A failed outcome whose ``error.txt`` exists and says what really happened."""
+    run_dir = run_dir_for(out_dir, spec.run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "error.txt", error + "\n")
+    return RunOutcome(spec.run_id, "failed", seconds, error)
 
 
 class DaskExecutor(Executor):

@@ -4,12 +4,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from ev_nav.faults import ENV_VAR
 from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
 from ev_nav.sim.grid import make_executor, run_grid
 
@@ -92,22 +92,14 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
     subprocess.run([*cmd, "--executor", "inprocess", "--out", str(ref)], check=True)
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [*cmd, "--executor", "inprocess", "--out", str(out)], start_new_session=True
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:  # kill once a run has finished and another has checkpointed
-        done = list(out.glob("runs/*/trips.csv"))
-        ckpts = [
-            p for p in out.glob("runs/*/checkpoint.pt") if not (p.parent / "trips.csv").exists()
-        ]
-        if done and ckpts:
-            break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # Killed deterministically at its 11th checkpoint (ev_nav.faults): with 8 checkpoints per
+    # run, one run has finished and the second is three checkpoints in, on any machine.
+    env = dict(os.environ, **{ENV_VAR: "run-checkpointed:11"})
+    proc = subprocess.run([*cmd, "--executor", "inprocess", "--out", str(out)], env=env)
+    assert proc.returncode == -signal.SIGKILL
     n_done = len(list(out.glob("runs/*/trips.csv")))
-    assert 1 <= n_done < 6, "the kill should land mid-grid"
+    assert n_done == 1
+    assert len(list(out.glob("runs/*/checkpoint.evck"))) == 1
     subprocess.run([*cmd, "--resume", "--executor", "inprocess", "--out", str(out)], check=True)
     pd.testing.assert_frame_equal(_results(ref), _results(out), check_exact=True)
 

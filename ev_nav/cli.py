@@ -20,6 +20,7 @@ from ev_nav.errors import EvNavError
 COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
     "ev_nav.trips_cli",  # init | route | observe | map | history
+    "ev_nav.doctor",  # doctor
     "ev_nav.sim.cli",  # fleet run | report | grid
     "ev_nav.bo.cli",  # bo cvs | ucvs | ptr | boke
     "ev_nav.demo",  # demo

@@ -378,6 +378,21 @@ class Store:
                 f"{path} is not an SQLite database, so not an ev-nav state; nothing was written "
                 "to it - check the path"
             )
+        # Read-only look at the schema version before _connect switches the file to WAL (a
+        # write): an SQLite file ev-nav never initialised must stay byte-for-byte as it is.
+        try:
+            ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                version = int(ro.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                ro.close()
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(path, exc) from None
+        if version == 0:
+            raise StateError(
+                f"{path} is an SQLite database but not an ev-nav state (no schema); nothing was "
+                "written to it - check the path"
+            )
 
     @classmethod
     def create(
@@ -483,12 +498,6 @@ class Store:
         conn = cls._connect(path)
         store = cls(path, conn)
         try:
-            if store.schema_version == 0:
-                # An SQLite file that ev-nav never initialised: do not migrate (write) it.
-                raise StateError(
-                    f"{path} is an SQLite database but not an ev-nav state (no schema); nothing "
-                    "was written to it - check the path"
-                )
             store._migrate()
             if store._meta_get("network_hash") is None:
                 raise StateError(

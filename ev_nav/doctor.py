@@ -1,0 +1,314 @@
+"""``ev-nav doctor STATE``: check a state and repair what can be repaired without losing data.
+
+What is checked, in order:
+
+1. the database file: present, non-empty, an SQLite file, ``PRAGMA integrity_check``;
+2. the observations: every batch complete (its rows all present);
+3. the network: the state's reference loads, its build hash matches, and the hash of its arrays
+   matches the one recorded at ``init`` (a file altered behind an unchanged header is caught);
+4. the model checkpoints: each verifies against its hash, is in the pickle-free format (an old
+   pickled one is reported, never loaded) and loads into a model for this network.
+
+``--repair`` then fixes what it can, and never deletes an observation:
+
+* a damaged database is *salvaged*: every row that can still be read is copied, table by table
+  (row by row where a table scan hits a damaged page), into a fresh file that replaces it; the
+  damaged file is kept beside it as ``ev-nav.sqlite.damaged-<time>`` (with its ``-wal``), and the
+  report says how many rows of each table were recovered;
+* unusable checkpoints are deleted (they are caches: the observations are the data) and a fresh
+  one is written by rebuilding the model from the prior and every observation;
+* a state made before arrays hashes were recorded gets its network's arrays hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ev_nav.errors import EvNavError, StateDamagedError, StateError
+
+__all__ = ["DoctorReport", "check_state", "register", "salvage_database"]
+
+
+@dataclass
+class DoctorReport:
+    """What :func:`check_state` found and did.
+
+    Attributes
+    ----------
+    problems : list of str
+        Everything found wrong (one line each); empty for a healthy state.
+    repairs : list of str
+        What ``repair=True`` changed (one line each).
+    info : list of str
+        Facts about a state (counts, checkpoints) for the report.
+    repaired_all : bool
+        ``repair=True`` fixed every problem found.
+    """
+
+    state: Path
+    problems: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+    repaired_all: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing wrong is left: no problem found, or every one repaired."""
+        return not self.problems or self.repaired_all
+
+
+def check_state(
+    state: str | Path, *, repair: bool = False, network: Path | None = None
+) -> DoctorReport:
+    """Check the state in directory ``state``; with ``repair``, fix what can be fixed.
+
+    Parameters
+    ----------
+    state : path
+        State directory (the one given to ``ev-nav init``).
+    repair : bool
+        Salvage a damaged database, replace unusable checkpoints, record a missing arrays hash.
+    network : path, optional
+        The network file, if it moved since ``init``.
+    """
+    from ev_nav.store import Store
+
+    report = DoctorReport(Path(state))
+    path = Store.db_path(state)
+    if not path.is_file():
+        raise StateError(f"no ev-nav state in {state}")
+    try:
+        Store._check_file(path)
+    except StateDamagedError as exc:
+        report.problems.append(str(exc))
+        return report  # nothing SQLite can read: there is nothing to salvage either
+    damaged = _integrity_problems(path)
+    if damaged:
+        report.problems.append(f"database damaged: {'; '.join(damaged[:3])}")
+        if not repair:
+            return report
+        report.repairs.extend(salvage_database(path))
+    fixed_all = _check_contents(report, state, repair=repair, network=network)
+    report.repaired_all = repair and fixed_all
+    return report
+
+
+def _integrity_problems(path: Path) -> list[str]:
+    """Rows of ``PRAGMA integrity_check`` that are not ``ok`` (or why it could not run)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    return [r for r in rows if r != "ok"]
+
+
+def _check_contents(
+    report: DoctorReport, state: str | Path, *, repair: bool, network: Path | None
+) -> bool:
+    """Observations, network and checkpoints; returns whether every problem was repaired."""
+    from ev_nav.checkpoints import decode
+    from ev_nav.energy import Vehicle
+    from ev_nav.store import Store
+    from ev_nav.trips_cli import Session, _apply_batches, _checkpoint, build_model, load_network_ref
+
+    all_fixed = True
+    with Store.open(state) as store:
+        batches = store.observations()
+        report.info.append(
+            f"{store.n_trips()} trips, {len(batches)} observation batches, "
+            f"{store.n_observations()} observations"
+        )
+        incomplete = store._conn.execute(
+            """SELECT b.id FROM observation_batches b LEFT JOIN observations o
+               ON o.batch_id = b.id GROUP BY b.id HAVING COUNT(o.id) != b.n_rows"""
+        ).fetchall()
+        if incomplete:
+            report.problems.append(
+                f"{len(incomplete)} observation batches have rows missing (ids "
+                f"{', '.join(str(r[0]) for r in incomplete[:5])}); they cannot be restored"
+            )
+            all_fixed = False
+        ref = str(network.resolve()) if network is not None else store.network_ref
+        try:
+            net = load_network_ref(ref)
+        except (EvNavError, OSError) as exc:
+            report.problems.append(f"network {ref} cannot be loaded ({exc})")
+            return False
+        recorded = store.meta().get("network_arrays_hash")
+        try:
+            store.check_network(net.content_hash, net.arrays_hash if recorded else None)
+        except StateError as exc:
+            report.problems.append(str(exc))
+            return False
+        if recorded is None:
+            report.problems.append("the network's arrays hash was never recorded (older state)")
+            if repair:
+                store.check_network(net.content_hash, net.arrays_hash)
+                report.repairs.append("recorded the network's arrays hash")
+            else:
+                all_fixed = False
+        vehicle = Vehicle(**store.vehicle().spec)
+        bad: list[int] = []
+        records = store.checkpoints()
+        for ck in records:
+            why = None
+            if not ck.verified:
+                why = "damaged (hash mismatch)"
+            else:
+                try:
+                    build_model(store.model_kind, net, vehicle).load_state_dict(decode(ck.blob))
+                except EvNavError as exc:
+                    why = str(exc)
+                except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+                    why = f"does not fit this model ({exc})"
+            if why is not None:
+                bad.append(ck.id)
+                report.problems.append(f"checkpoint {ck.id}: {why}")
+        report.info.append(f"{len(records)} checkpoints, {len(records) - len(bad)} usable")
+        if bad or not records:
+            if not records:
+                report.problems.append("no model checkpoint")
+            if repair:
+                store.delete_checkpoints(bad)
+                model = build_model(store.model_kind, net, vehicle)
+                _apply_batches(model, batches)
+                session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
+                _checkpoint(session)
+                report.repairs.append(
+                    f"deleted {len(bad)} unusable checkpoints; rebuilt the model from the prior "
+                    f"and {len(batches)} observation batches and saved it"
+                )
+            else:
+                all_fixed = False
+    return all_fixed
+
+
+# ----------------------------------------------------------------------------- salvage
+def salvage_database(path: Path) -> list[str]:
+    """Copy every readable row of the damaged database ``path`` into a fresh file that replaces
+    it; the damaged file is kept as ``<name>.damaged-<UTC time>``. Returns report lines."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    fresh = path.with_name(path.name + f".salvage-{stamp}")
+    kept = path.with_name(path.name + f".damaged-{stamp}")
+    lines: list[str] = []
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    dst = sqlite3.connect(fresh, isolation_level=None)
+    try:
+        version = _safe_scalar(src, "PRAGMA user_version", 0)
+        schema = src.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+            "AND name NOT LIKE 'sqlite_%' ORDER BY type = 'index'"
+        ).fetchall()
+        dst.execute("BEGIN")
+        for kind, _name, sql in schema:
+            if kind == "table":
+                dst.execute(sql)
+        for kind, name, _sql in schema:
+            if kind != "table":
+                continue
+            got, lost = _copy_table(src, dst, name)
+            lines.append(
+                f"table {name}: {got} rows recovered"
+                + (f", {lost} unreadable (damaged pages)" if lost else "")
+            )
+        for kind, _name, sql in schema:
+            if kind in ("index", "trigger"):
+                with contextlib.suppress(sqlite3.DatabaseError):  # e.g. a now-violated unique
+                    dst.execute(sql)
+        dst.execute(f"PRAGMA user_version = {int(version)}")
+        dst.execute("COMMIT")
+        dst.execute("PRAGMA journal_mode = WAL")
+    finally:
+        src.close()
+        dst.close()
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, kept.with_name(kept.name + suffix))
+    os.replace(path, kept)
+    os.replace(fresh, path)
+    lines.append(f"damaged file kept as {kept.name}; the state now uses the salvaged copy")
+    return lines
+
+
+def _safe_scalar(conn: sqlite3.Connection, sql: str, default: int) -> int:
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    except (sqlite3.DatabaseError, TypeError):
+        return default
+
+
+def _copy_table(src: sqlite3.Connection, dst: sqlite3.Connection, name: str) -> tuple[int, int]:
+    """Copy ``name``'s readable rows; returns (rows copied, rowids known but unreadable)."""
+    cols = [r[1] for r in src.execute(f'PRAGMA table_info("{name}")').fetchall()]
+    marks = ", ".join("?" * len(cols))
+    insert = f'INSERT OR IGNORE INTO "{name}" ({", ".join(cols)}) VALUES ({marks})'
+    try:
+        rows = src.execute(f'SELECT {", ".join(cols)} FROM "{name}"').fetchall()
+        dst.executemany(insert, rows)
+        return len(rows), 0
+    except sqlite3.DatabaseError:
+        pass
+    # A scan stops at the first damaged page; look rows up one by one instead (through any
+    # intact path of the b-tree) up to the largest id the table has handed out.
+    top = max(
+        _safe_scalar(src, f"SELECT seq FROM sqlite_sequence WHERE name = '{name}'", 0),
+        _safe_scalar(src, f'SELECT MAX(rowid) FROM "{name}"', 0),
+    )
+    got = lost = 0
+    select = f'SELECT {", ".join(cols)} FROM "{name}" WHERE rowid = ?'
+    for rowid in range(1, top + 1):
+        try:
+            row = src.execute(select, (rowid,)).fetchone()
+        except sqlite3.DatabaseError:
+            lost += 1
+            continue
+        if row is not None:
+            dst.execute(insert, row)
+            got += 1
+    return got, lost
+
+
+# ----------------------------------------------------------------------------- CLI
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``doctor``."""
+    p = subparsers.add_parser(
+        "doctor", help="check a state (database, checkpoints, network) and repair it"
+    )
+    p.add_argument("state", type=Path, help="state directory")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="salvage a damaged database, replace unusable checkpoints (never deletes data)",
+    )
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.set_defaults(func=_cmd_doctor)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    report = check_state(args.state, repair=args.repair, network=args.network)
+    for line in report.info:
+        print(f"  {line}")
+    for line in report.problems:
+        print(f"problem: {line}")
+    for line in report.repairs:
+        print(f"repaired: {line}")
+    if not report.problems:
+        print(f"{args.state}: healthy")
+        return 0
+    if args.repair and report.repaired_all:
+        print(f"{args.state}: repaired")
+        return 0
+    if not args.repair:
+        print(f"run 'ev-nav doctor {args.state} --repair' to fix what can be fixed")
+    return 1

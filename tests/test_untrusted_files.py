@@ -1,0 +1,458 @@
+"""Untrusted files never run code; damaged states recover; errors name the real problem (issue 17).
+
+One test per row of the issue's table, each re-running the attack or accident as written and
+asserting the safe result: no code executed (a marker file a malicious pickle would create stays
+absent), one-line errors, and an unchanged (or losslessly repaired) state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav import checkpoints
+from ev_nav.cli import main
+from ev_nav.errors import NetworkCacheError, StateError, UnsafeCheckpointError
+from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.store import Store
+
+SEGMENTS = 400
+
+
+class _Evil:
+    """Unpickling this creates ``marker`` (a stand-in for any command an attacker would run)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _evil_blob(marker: Path) -> bytes:
+    return pickle.dumps({"model": _Evil(marker)})
+
+
+@pytest.fixture(scope="module")
+def net():
+    return synthetic_town(SEGMENTS, seed=0)
+
+
+def _latlon(net, e):
+    lon, lat = net.segment_anchor(e)
+    return f"{lat:.7f},{lon:.7f}"
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _state(tmp_path, capsys, model="bi", trips=2, net=None):
+    """A state with ``trips`` routed and observed trips."""
+    state = tmp_path / "state"
+    code, _, err = _run(
+        capsys, "init", state, "--synthetic", "--segments", SEGMENTS, "--model", model
+    )
+    assert code == 0, err
+    for t in range(1, trips + 1):
+        code, _, err = _run(
+            capsys, "route", state, "--from", _latlon(net, 3 * t), "--to", _latlon(net, 300 + t),
+            "--policy", "mean", "--no-map",
+        )
+        assert code == 0, err
+        code, _, err = _run(capsys, "observe", state, t, "--total-wh", 100 + t)
+        assert code == 0, err
+    return state
+
+
+def _snapshot(state):
+    """Trips and observations of a state (what must never change or get lost)."""
+    with Store.open(state) as s:
+        trips = [(t.id, t.route.tolist(), t.seed, t.status) for t in s.list_trips()]
+        obs = [(b.id, b.trip_id, b.kind, b.energy_wh.tolist()) for b in s.observations()]
+    return trips, obs
+
+
+def _one_line_error(code, err):
+    assert code != 0
+    lines = [ln for ln in err.strip().splitlines() if ln]
+    assert len(lines) == 1 and lines[0].startswith("ev-nav: error:"), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- pickle
+def test_decode_refuses_pickle_without_side_effect(tmp_path):
+    marker = tmp_path / "pwned"
+    with pytest.raises(UnsafeCheckpointError, match="refused unread"):
+        checkpoints.decode(_evil_blob(marker))
+    import torch
+
+    buf = __import__("io").BytesIO()
+    torch.save({"x": _Evil(marker)}, buf)  # the format of checkpoints before this fix
+    with pytest.raises(UnsafeCheckpointError):
+        checkpoints.decode(buf.getvalue())
+    # a planted blob that starts with the right magic but smuggles an object array
+    fake = checkpoints.MAGIC + b"PK\x03\x04" + _evil_blob(marker)
+    with pytest.raises(checkpoints.ModelStateError):
+        checkpoints.decode(fake)
+    assert not marker.exists()
+
+
+def test_checkpoint_roundtrip_is_exact(net):
+    from ev_nav.energy import get_vehicle
+    from ev_nav.trips_cli import build_model
+
+    model = build_model("gp", net, get_vehicle("sumo-default"))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        seg = rng.choice(net.n_segments, 30, replace=False)
+        model.update(seg, rng.normal(20, 5, seg.size))
+    blob = checkpoints.encode(model.state_dict())
+    again = build_model("gp", net, get_vehicle("sumo-default"))
+    again.load_state_dict(checkpoints.decode(blob))
+    assert checkpoints.encode(again.state_dict()) == blob  # bit-identical
+    a, b = model.posterior(), again.posterior()
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.std, b.std)
+
+
+def test_state_with_planted_pickle_checkpoint_runs_no_code(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="bi", net=net)
+    before = _snapshot(state)
+    marker = tmp_path / "pwned"
+    with sqlite3.connect(Store.db_path(state)) as conn:  # the attack: blob AND its hash replaced
+        blob = _evil_blob(marker)
+        conn.execute(
+            "UPDATE checkpoints SET blob = ?, sha256 = ? WHERE is_current = 1",
+            (blob, __import__("hashlib").sha256(blob).hexdigest()),
+        )
+    code, out, err = _run(
+        capsys, "route", state, "--from", _latlon(net, 5), "--to", _latlon(net, 200),
+        "--policy", "mean", "--no-map",
+    )
+    assert code == 0, err
+    assert not marker.exists()
+    assert "notice:" in err and "old pickle format" in err and len(err.strip().splitlines()) == 1
+    trips, obs = _snapshot(state)
+    assert obs == before[1] and trips[:-1] == before[0]
+    # the fallback wrote a good checkpoint: the next command needs no notice
+    code, _, err = _run(capsys, "history", state)
+    assert code == 0 and "notice" not in err
+
+
+def test_grid_with_planted_pickle_checkpoint_runs_no_code(tmp_path):
+    from ev_nav.sim.fleet import (
+        CHECKPOINT_NAME,
+        LEGACY_CHECKPOINT_NAME,
+        AgentSpec,
+        NetworkSpec,
+        RunSpec,
+        TripSpec,
+    )
+    from ev_nav.sim.grid import make_executor, run_grid
+
+    specs = [
+        RunSpec(
+            network=NetworkSpec(kind="synthetic", n_segments=300, seed=1),
+            agent=AgentSpec(model="bi", policy="ts"),
+            trips=TripSpec(kind="random", name="r", min_distance_m=300.0),
+            horizon=4,
+            seed=s,
+        )
+        for s in (0, 1)
+    ]
+    marker = tmp_path / "pwned"
+    planted, legacy = specs
+    for spec, name in ((planted, CHECKPOINT_NAME), (legacy, LEGACY_CHECKPOINT_NAME)):
+        d = tmp_path / "runs" / spec.run_id
+        d.mkdir(parents=True)
+        (d / name).write_bytes(_evil_blob(marker))
+    res = run_grid(specs, tmp_path, executor=make_executor("inprocess"), progress=False)
+    assert not marker.exists()
+    # the planted file in the current format is refused by name, the run recorded as failed
+    assert [o.run_id for o in res.failed] == [planted.run_id]
+    assert "UnsafeCheckpointError" in res.failed[0].error
+    assert "UnsafeCheckpointError" in (tmp_path / "runs" / planted.run_id / "error.txt").read_text()
+    # an old-format checkpoint.pt is never read: that run simply starts over and finishes
+    assert (tmp_path / "runs" / legacy.run_id / "trips.csv").is_file()
+    assert not (tmp_path / "runs" / legacy.run_id / LEGACY_CHECKPOINT_NAME).exists()
+
+
+# ----------------------------------------------------------------------------- paths
+def test_config_names_cannot_leave_the_output_folder(tmp_path):
+    cfg = tmp_path / "cfg" / "fleet.toml"
+    cfg.parent.mkdir()
+    cfg.write_text(
+        """
+horizon = 2
+seeds = [0]
+[network]
+kind = "synthetic"
+n_segments = 300
+name = "../../../x"
+[[routes]]
+name = "../../y/../../z"
+kind = "random"
+[[agents]]
+model = "bi"
+policy = "ts"
+"""
+    )
+    out = tmp_path / "deep" / "out"
+    assert main(["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out),
+                 "--quiet"]) == 0
+    runs = list((out / "runs").iterdir())
+    # one folder, directly in runs/, whose name is one component (no separator, not "..")
+    assert len(runs) == 1 and runs[0].resolve().parent == (out / "runs").resolve()
+    assert not runs[0].name.startswith(".")
+    outside = [p for p in tmp_path.rglob("*") if out not in p.parents and p != out
+               and cfg.parent not in (p, *p.parents) and p not in out.parents]
+    assert outside == []
+
+    from ev_nav.errors import ConfigError
+    from ev_nav.sim.fleet import run_dir_for
+
+    with pytest.raises(ConfigError):
+        run_dir_for(out, "../escape")
+
+
+# ----------------------------------------------------------------------------- recovery
+def test_damaged_current_checkpoint_falls_back(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="gp", net=net)
+    before = _snapshot(state)
+    with Store.open(state) as s:
+        ids = s.checkpoint_ids()
+    assert len(ids) >= 2
+    with sqlite3.connect(Store.db_path(state)) as conn:  # zero the current blob
+        n = conn.execute("SELECT length(blob) FROM checkpoints WHERE is_current = 1").fetchone()[0]
+        conn.execute("UPDATE checkpoints SET blob = zeroblob(?) WHERE is_current = 1", (n,))
+    code, out, err = _run(capsys, "doctor", state)
+    assert code == 1 and "damaged (hash mismatch)" in out and "--repair" in out
+    code, out, err = _run(capsys, "history", state)  # reads only: no model needed
+    assert code == 0
+    code, out, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
+    assert code == 0, err
+    assert "notice:" in err and "damaged" in err and "no observation was lost" in err
+    assert _snapshot(state) == before
+    # the repair: the damaged checkpoint is gone, a good one written from all observations
+    code, out, err = _run(capsys, "doctor", state, "--repair")
+    assert code == 0, out
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out
+    assert _snapshot(state) == before
+
+
+def test_io_errors_never_advise_deleting(tmp_path, capsys, net, monkeypatch):
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    before = _snapshot(state)
+    import ev_nav.store as store_mod
+
+    real_connect = sqlite3.connect
+
+    class _FullDisk:
+        def __init__(self, conn):
+            self._c = conn
+
+        def execute(self, sql, *a):
+            if sql.startswith("PRAGMA journal_mode"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self._c.execute(sql, *a)
+
+        def close(self):
+            self._c.close()
+
+    def _unopenable(*a, **k):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    for fake in (_unopenable, lambda *a, **k: _FullDisk(real_connect(*a, **k))):
+        monkeypatch.setattr(store_mod.sqlite3, "connect", fake)
+        code, out, err = _run(capsys, "history", state)
+        line = _one_line_error(code, err)
+        assert "remove" not in line and "delete" not in line
+        assert "permissions" in line or "I/O problem" in line
+    monkeypatch.setattr(store_mod.sqlite3, "connect", real_connect)
+    assert _snapshot(state) == before
+
+
+def test_network_checked_by_array_content(tmp_path, capsys):
+    net = synthetic_town(SEGMENTS, seed=0)
+    path = tmp_path / "net.npz"
+    net.save(path)
+    state = tmp_path / "state"
+    code, _, err = _run(capsys, "init", state, "--network", path, "--model", "bi")
+    assert code == 0, err
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["length_m"] = arrays["length_m"] * 10  # same header
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    with pytest.raises(NetworkCacheError, match="modified"):
+        RoadNetwork.load(path)
+    code, _, err = _run(capsys, "history", state)
+    assert code == 0  # history needs no network
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, 1), "--to",
+                        _latlon(net, 200), "--no-map")
+    assert "modified" in _one_line_error(code, err)
+    # an attacker who also rewrites the header's hash is caught by the state's own record
+    header = json.loads(bytes(arrays["header_json"]).decode())
+    header["arrays_sha256"] = None
+    arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, 1), "--to",
+                        _latlon(net, 200), "--no-map")
+    assert "different contents" in _one_line_error(code, err)
+    with Store.open(state) as s:
+        assert s.n_trips() == 0
+
+
+def test_damaged_pages_give_one_line_and_doctor_salvages(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="bi", trips=2, net=net)
+    rng = np.random.default_rng(1)
+    with Store.open(state) as s:  # enough per-segment rows to fill several pages
+        for _ in range(40):
+            route = rng.choice(net.n_segments, 40, replace=False)
+            tid = s.add_trip(origin_segment=int(route[0]), goal_segment=int(route[-1]),
+                             policy="mean", route=route, predicted_wh=1.0, predicted_sd_wh=0.0,
+                             length_m=1.0, time_s=1.0)
+            s.add_observations(tid, route, rng.normal(20, 5, route.size))
+    trips_before, obs_before = _snapshot(state)
+    db = Store.db_path(state)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'observations' AND pagetype = 'leaf' "
+            "ORDER BY pageno"
+        ).fetchall()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert len(pages) >= 2
+    victim = pages[len(pages) // 2][0]
+    with open(db, "r+b") as fh:  # 4 KiB of garbage inside the observations' pages
+        fh.seek((victim - 1) * page_size)
+        fh.write(np.random.default_rng(0).bytes(page_size))
+    for argv in (("history", state), ("route", state, "--from", _latlon(net, 5), "--to",
+                                       _latlon(net, 200), "--no-map")):
+        code, _, err = _run(capsys, *argv)
+        line = _one_line_error(code, err)
+        assert "doctor" in line and "remove" not in line
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "database damaged" in out
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert "rows recovered" in out and "damaged file kept" in out
+    assert list(state.glob("ev-nav.sqlite.damaged-*"))
+    with Store.open(state) as s:
+        assert s.integrity_check() == ["ok"]
+    trips, obs = _snapshot(state)
+    assert trips == trips_before  # the trips' pages were intact: all recovered
+    # nothing invented: every recovered batch is an original one, whole or missing the rows that
+    # lived on the damaged page
+    original = {b[0]: b for b in obs_before}
+    for b in obs:
+        o = original[b[0]]
+        assert b == o or (b[:3] == o[:3] and len(b[3]) < len(o[3]))
+    assert len(obs) >= len(obs_before) // 2
+    code, _, err = _run(capsys, "history", state)
+    assert code == 0, err
+
+
+def test_maps_is_a_file(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    before = _snapshot(state)
+    shutil.rmtree(state / "maps", ignore_errors=True)
+    (state / "maps").touch()
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, 5), "--to",
+                        _latlon(net, 200))
+    assert "not a folder" in _one_line_error(code, err)
+    assert _snapshot(state) == before  # nothing recorded
+
+
+def test_zero_byte_state_is_left_alone(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    db = Store.db_path(state)
+    for side in ("-wal", "-shm"):
+        Path(str(db) + side).unlink(missing_ok=True)
+    db.write_bytes(b"")
+    for argv in (("history", state), ("route", state, "--from", "1,1", "--to", "2,2"),
+                 ("observe", state, "1", "--total-wh", "5")):
+        code, _, err = _run(capsys, *argv)
+        line = _one_line_error(code, err)
+        assert "0 bytes" in line and "nothing was written" in line
+    assert db.stat().st_size == 0
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "0 bytes" in out
+
+
+# ----------------------------------------------------------------------------- processes
+def _suicidal_task(spec, out_dir, checkpoint_every, resume):
+    """A grid task whose worker dies by SIGKILL for one run (the fault the test injects)."""
+    from ev_nav.sim.grid import execute_run
+
+    if spec.seed == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return execute_run(spec, out_dir, checkpoint_every, resume)
+
+
+def test_dying_worker_fails_only_its_own_run(tmp_path):
+    from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
+    from ev_nav.sim.grid import LocalPoolExecutor, run_grid
+
+    specs = [
+        RunSpec(
+            network=NetworkSpec(kind="synthetic", n_segments=300, seed=1),
+            agent=AgentSpec(model="bi", policy="ts"),
+            trips=TripSpec(kind="random", name="r", min_distance_m=300.0),
+            horizon=3,
+            seed=s,
+        )
+        for s in range(4)
+    ]
+    res = run_grid(specs, tmp_path, executor=LocalPoolExecutor(2, task=_suicidal_task),
+                   progress=False)
+    assert [o.run_id for o in res.failed] == [specs[1].run_id]
+    err = (tmp_path / "runs" / specs[1].run_id / "error.txt").read_text()
+    assert "killed by signal 9 (SIGKILL)" in err
+    done = {o.run_id for o in res.outcomes if o.status == "done"}
+    assert done == {s.run_id for s in specs} - {specs[1].run_id}
+
+
+def test_concurrent_routes_never_share_a_seed(tmp_path, capsys, net):
+    state = _state(tmp_path, capsys, model="bi", trips=0, net=net)
+    cmd = [sys.executable, "-m", "ev_nav.cli", "route", str(state), "--from", _latlon(net, 7),
+           "--to", _latlon(net, 250), "--policy", "ts", "--no-map"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    with Store.open(state) as s:
+        trips = s.list_trips()
+    assert sorted(t.id for t in trips) == [1, 2, 3]
+    assert all(t.seed == t.id for t in trips)  # the seed is the trip's own id
+
+
+def test_opening_foreign_files_writes_nothing(tmp_path):
+    state = tmp_path / "s"
+    state.mkdir()
+    db = Store.db_path(state)
+    sqlite3.connect(db).close()  # an empty SQLite database someone else made
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE other(x)")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StateError, match="not an ev-nav state"):
+        Store.open(state)
+    assert db.read_bytes() == before

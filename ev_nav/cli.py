@@ -12,6 +12,7 @@ import importlib
 import sqlite3
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from ev_nav import __version__
 from ev_nav.errors import EvNavError
@@ -38,9 +39,16 @@ def _load_command_module(name: str):
         raise
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (like every other ev-nav error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"ev-nav: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the full argument parser (all registered sub-commands)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="ev-nav",
         description="Energy-efficient EV routing that learns what each road segment costs.",
     )

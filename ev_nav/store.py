@@ -1264,6 +1264,8 @@ def _trip_key(trip_id: object) -> int:
         key = int(trip_id)  # type: ignore[call-overload]
         if isinstance(trip_id, float) and not float(trip_id).is_integer():
             raise ValueError
+        if not -(2**63) <= key < 2**63:  # beyond SQLite's INTEGER: cannot be a trip id
+            raise UnknownTripError(f"no trip {key} in this state; see 'ev-nav history'")
     except (TypeError, ValueError):
         raise UnknownTripError(
             f"trip id must be a whole number, got {trip_id!r}; see 'ev-nav history'"

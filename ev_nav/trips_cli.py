@@ -46,6 +46,16 @@ def _parse_latlon(text: str) -> tuple[float, float]:
     return lat, lon
 
 
+def _seed_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"a seed must be in 0..2^63-1, got {text}")
+    return value
+
+
 def network_ref_for(args: argparse.Namespace) -> str:
     """How the state finds its network again: an absolute path or ``synthetic:N:SEED``."""
     if args.synthetic:
@@ -227,7 +237,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="ts",
         help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy",
     )
-    p.add_argument("--seed", type=int, help="seed of the Thompson draw (default: trip number)")
+    p.add_argument(
+        "--seed", type=_seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
+    )
     p.add_argument("--max-snap", type=float, default=500.0, help="max distance to a road [m]")
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
@@ -403,6 +415,11 @@ def _write_route_geojson(net: RoadNetwork, routes: dict[str, Any], path: Path) -
     atomic_write_text(path, json.dumps({"type": "FeatureCollection", "features": features}))
 
 
+#: More rows than any trip's route can have on a network ev-nav handles: a file this long is not an
+#: observation of one trip (and reading it whole would only exhaust memory).
+MAX_CSV_ROWS = 2_000_000
+
+
 def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read ``segment,energy_wh`` rows (header required)."""
     if not path.is_file():
@@ -418,10 +435,16 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 )
             seg, wh = [], []
             for i, row in enumerate(reader, start=2):
-                row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
+                if i > MAX_CSV_ROWS:
+                    raise InvalidObservation(
+                        f"{path} has more than {MAX_CSV_ROWS:,} rows: not one trip's observations"
+                    )
+                row = {k.strip(): (v or "").strip() for k, v in row.items() if isinstance(k, str)}
                 try:
                     seg.append(int(row["segment"]))
                     wh.append(float(row["energy_wh"]))
+                    if not -(2**63) <= seg[-1] < 2**63:
+                        raise ValueError
                 except ValueError:
                     raise InvalidObservation(
                         f"{path}, line {i}: cannot read segment {row['segment']!r} / "
@@ -429,6 +452,8 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
                     ) from None
     except UnicodeDecodeError:
         raise InvalidObservation(f"{path} is not a UTF-8 text CSV file") from None
+    except csv.Error as exc:  # e.g. a field longer than the csv module's limit, NUL bytes
+        raise InvalidObservation(f"{path} is not a readable CSV file ({exc})") from None
     if not seg:
         raise InvalidObservation(f"{path} has no observation rows")
     return np.asarray(seg, dtype=np.int64), np.asarray(wh, dtype=np.float64)

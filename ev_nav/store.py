@@ -448,7 +448,8 @@ class Store:
         if path.exists():
             raise StateError(
                 f"{directory} already holds an ev-nav state (possibly from an interrupted "
-                "'ev-nav init'); use it, remove it, or choose a new directory"
+                "'ev-nav init'); use it ('ev-nav history' shows what it holds) or choose a new "
+                "directory"
             )
         conn = cls._connect(path)
         store = cls(path, conn)
@@ -502,7 +503,8 @@ class Store:
             if store._meta_get("network_hash") is None:
                 raise StateError(
                     f"{path} has no network reference (an interrupted 'ev-nav init'?); "
-                    "remove the state directory and run 'ev-nav init' again"
+                    "'ev-nav doctor' shows what it holds; to start over, run 'ev-nav init' with "
+                    "a new directory"
                 )
         except sqlite3.DatabaseError as exc:
             store.close()

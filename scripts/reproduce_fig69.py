@@ -38,7 +38,7 @@ def main() -> int:
         nets[label] = net_spec
         agent = AgentSpec(**cfg["agent"]).label
         groups[(label, cfg["trips"]["name"], agent)].append(
-            np.load(meta_path.parent / "visits.npy")
+            np.load(meta_path.parent / "visits.npy", allow_pickle=False)
         )
     if not groups:
         print(f"no finished runs under {args.runs}; run scripts/reproduce_fig2.py first")

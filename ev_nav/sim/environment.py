@@ -146,7 +146,7 @@ def _draw(
         tag = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
         path = Path(cache_dir) / f"truth-{tag}.npy"
         if path.is_file():
-            f = np.load(path)
+            f = np.load(path, allow_pickle=False)
             if f.shape == (net.n_segments,):
                 _TRUTHS[key] = f
                 return f

@@ -315,13 +315,17 @@ def _cmd_route(args: argparse.Namespace) -> int:
         fastest = router.route(net.travel_time_s, start, goal)
         routes: dict[str, Any] = {}
         post = model.posterior()
+        from ev_nav.potential import potential_change
+
+        # Regeneration-aware: rectify in reduced-cost space (downhill savings count in full).
+        dphi = potential_change(net, session.vehicle)
 
         def plan(trip_id: int) -> dict[str, Any]:
             # Runs inside the store's write transaction: trip_id is this trip's own, so the
             # Thompson seed derived from it is never shared with a concurrent route command.
             seed = trip_id if args.seed is None else args.seed
             rng = np.random.default_rng(seed)
-            weights = rectified_weights(make_index(args.policy), post, trip_id, rng)
+            weights = rectified_weights(make_index(args.policy), post, trip_id, rng, dphi)
             planned = router.route(weights, start, goal)
             routes["planned"] = describe_route(net, planned, model, args.policy)
             routes["shortest"] = describe_route(net, shortest, model, "shortest")

@@ -87,6 +87,10 @@ class Agent:
         Index rule (``"ts"``, ``"bucb"``, ``"ucb"``, ``"mean"``, or an object).
     seed : int
         Seed of the agent's own generator (Thompson draws).
+    potential_change : ndarray, optional
+        ``ΔΦ`` per segment [Wh] (:func:`ev_nav.potential.potential_change`): rectify in
+        reduced-cost space, keeping regeneration (the product default). ``None``: the paper's
+        per-segment rectification.
     """
 
     def __init__(
@@ -97,8 +101,10 @@ class Agent:
         *,
         seed: int = 0,
         router: Router | None = None,
+        potential_change: NDArray[np.float64] | None = None,
     ) -> None:
         self.net = net
+        self.potential_change = potential_change
         self.model = model
         self.rule = make_index(rule) if isinstance(rule, str) else rule
         self.router = router or Router(net)
@@ -108,7 +114,9 @@ class Agent:
     def weights(self, t: int | None = None) -> NDArray[np.float64]:
         """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
         t = self.t + 1 if t is None else t
-        return rectified_weights(self.rule, self.model.posterior(), t, self.rng)
+        return rectified_weights(
+            self.rule, self.model.posterior(), t, self.rng, self.potential_change
+        )
 
     def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:
         """Choose the route for the next trip (Algorithm 1, lines 3–5); advances the trip count."""

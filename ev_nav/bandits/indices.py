@@ -190,7 +190,22 @@ def make_index(
 
 
 def rectified_weights(
-    rule: IndexRule, posterior: Posterior, t: int, rng: np.random.Generator
+    rule: IndexRule,
+    posterior: Posterior,
+    t: int,
+    rng: np.random.Generator,
+    potential_change: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Per-segment Dijkstra weights of Algorithm 2: rectified optimistic energies [Wh]."""
-    return rectify(rule(posterior, t, rng), posterior.noise_std)
+    """Per-segment Dijkstra weights: rectified optimistic energies [Wh].
+
+    Without ``potential_change`` this is the paper's Algorithm 2, ``E[max(0, μ̃ + ε)]`` per
+    segment, which values a regenerating (negative-energy) segment like a free one. With the
+    segments' ``ΔΦ`` (:func:`ev_nav.potential.potential_change`) the rectification happens in
+    reduced-cost space, ``E[max(0, μ̃ − ΔΦ + ε)]``: the weights are then the optimistic *losses*,
+    non-negative (Dijkstra-safe), and a route's energy is ``Φ(goal) − Φ(start)`` plus their sum,
+    so downhill regeneration counts in full down to what physics guarantees.
+    """
+    mu_tilde = rule(posterior, t, rng)
+    if potential_change is not None:
+        mu_tilde = mu_tilde - potential_change
+    return rectify(mu_tilde, posterior.noise_std)

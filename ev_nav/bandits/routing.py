@@ -142,7 +142,9 @@ class Oracle:
         When the energies admit a cycle of negative total energy (optimum undefined).
     """
 
-    def __init__(self, net: RoadNetwork, energies: ArrayLike) -> None:
+    def __init__(
+        self, net: RoadNetwork, energies: ArrayLike, node_potential: ArrayLike | None = None
+    ) -> None:
         f = np.asarray(energies, dtype=np.float64)
         if f.shape != (net.n_segments,) or not np.isfinite(f).all():
             raise InvalidObservation("true energies must be finite, one per segment")
@@ -150,18 +152,25 @@ class Oracle:
         n = net.n_segments
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(net.lg_indptr))
         dst = np.asarray(net.lg_indices, dtype=np.int64)
-        # virtual node n → every segment e with weight f[e]
-        rows = np.concatenate([src, np.full(n, n)])
-        cols = np.concatenate([dst, np.arange(n)])
-        data = np.concatenate([f[dst], f])
-        aug = sp.csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
-        try:
-            h = bellman_ford(aug, directed=True, indices=n)
-        except _ScipyNegativeCycle:
-            raise NegativeCycleError(
-                "the energies contain a cycle with negative total energy"
-            ) from None
-        self.potential = h[:n]
+        if node_potential is not None:
+            # A known feasible potential (the physical Φ for energies ΔΦ + c with c >= 0): the
+            # segment potential is Φ at the segment's head, and no Bellman–Ford is needed.
+            self.potential = np.asarray(node_potential, dtype=np.float64)[net.seg_v]
+            if (f[dst] + self.potential[src] - self.potential[dst]).min() < -1e-6:
+                raise NegativeCycleError("the given potential does not make the energies >= 0")
+        else:
+            # virtual node n → every segment e with weight f[e]
+            rows = np.concatenate([src, np.full(n, n)])
+            cols = np.concatenate([dst, np.arange(n)])
+            data = np.concatenate([f[dst], f])
+            aug = sp.csr_matrix((data, (rows, cols)), shape=(n + 1, n + 1))
+            try:
+                h = bellman_ford(aug, directed=True, indices=n)
+            except _ScipyNegativeCycle:
+                raise NegativeCycleError(
+                    "the energies contain a cycle with negative total energy"
+                ) from None
+            self.potential = h[:n]
         reweighted = f[dst] + self.potential[src] - self.potential[dst]
         # tiny negative values are round-off; clip to keep Dijkstra valid
         reweighted = np.maximum(reweighted, 0.0) + _WEIGHT_FLOOR

@@ -1,14 +1,26 @@
 """Simulated driving: a ground-truth energy per segment, noisy semi-bandit feedback, regret.
 
-The ground truth is one draw ``f ~ GP(E_det, k)`` (spec §4) from the GP core's sampler; a draw
-with a negative-energy cycle has no optimal route and is rejected and redrawn (counted). For very
-large networks, ``kind="det-noise"`` uses E_det plus spatially correlated noise instead.
+Two ground truths:
+
+* ``kind="physical"`` (the default): ``f = ΔΦ + c_true`` with the node potential ``Φ`` of
+  :mod:`ev_nav.potential` and losses ``c_true = c_det · exp(s·z − s²/2)``, where ``z`` is the
+  paper's spatially correlated GP draw standardised to unit variance (same kernel, same seed as
+  ``kind="gp"``) and ``s`` the relative spread of the losses (``loss_spread``, 0.25 = the paper's
+  σ0 = 0.25·sd(E_det), applied to losses). Losses stay positive and keep their expected value
+  ``c_det``, so no closed loop gains energy: the exact optimum always exists and is Dijkstra on
+  the reduced costs. Chosen over truncating ``c_det + noise`` at 0, which would put a mass of
+  loss-free segments wherever the noise exceeds the losses (short and downhill segments).
+* ``kind="gp"`` (the paper, spec §4): one draw ``f ~ GP(E_det, k)``; a draw with a negative-energy
+  cycle has no optimal route and is rejected and redrawn (counted, bounded by ``max_redraws``).
+  Used by the paper reproductions. For very large networks, ``kind="det-noise"`` uses E_det plus
+  spatially correlated noise instead.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +42,15 @@ class TruthSpec:
     Attributes
     ----------
     kind : str
-        ``"gp"`` (spec §4: one draw from the GP prior) or ``"det-noise"`` (E_det plus correlated
-        noise, for networks too large for the GP sampler).
+        ``"physical"`` (default: potential plus positive, spatially correlated losses; see the
+        module doc), ``"gp"`` (the paper, spec §4: one draw from the GP prior) or
+        ``"det-noise"`` (E_det plus correlated noise, for networks too large for the sampler).
     lengthscale : float
         Feature-kernel lengthscale of the ground truth (1.0 in the paper; varied in Fig. 4–5).
     max_redraws : int
         How many draws with a negative cycle are tolerated before giving up (``exact`` only).
+    loss_spread : float
+        Relative spread ``s`` of the losses in the physical truth (ignored by the others).
     optimum : str
         How each trip's optimal route p* is defined. ``"exact"`` (spec §1): the energy-optimal
         path under the true energies by Johnson/Bellman–Ford; draws with a negative-energy cycle
@@ -45,10 +60,11 @@ class TruthSpec:
         makes the exact optimum undefined; regret is still measured in true energies.
     """
 
-    kind: str = "gp"
+    kind: str = "physical"
     lengthscale: float = 1.0
     max_redraws: int = 50
     optimum: str = "exact"
+    loss_spread: float = 0.25
 
 
 @dataclass
@@ -98,19 +114,40 @@ class Environment:
             raise ConfigError(f"unknown optimum {truth.optimum!r}; use exact or rectified")
         settings = PriorSettings.from_network(net, vehicle, lengthscale=truth.lengthscale)
         noise_std = float(np.sqrt(settings.noise_var))
+        if truth.kind == "physical":
+            from ev_nav.potential import node_potential
+
+            if not truth.loss_spread >= 0:
+                raise ConfigError(f"loss_spread must be >= 0, got {truth.loss_spread}")
+            phi = node_potential(net, vehicle)
+            base = replace(truth, kind="gp")
+            f_gp = _draw(net, vehicle, settings, base, int(seed) * 1_000_003, cache_dir)
+            f = physical_truth(net, vehicle, phi, f_gp, settings.outputscale, truth.loss_spread)
+            if truth.optimum == "rectified":
+                oracle: Any = RectifiedOracle(net, f, noise_std)
+            else:  # exists for every draw: Dijkstra on the reduced costs, no Bellman–Ford
+                oracle = Oracle(net, f, node_potential=phi)
+            return cls(net=net, true_energy=f, noise_std=noise_std, oracle=oracle, redraws=0)
         for k in range(truth.max_redraws + 1):
             f = _draw(net, vehicle, settings, truth, int(seed) * 1_000_003 + k, cache_dir)
             if truth.optimum == "rectified":
-                oracle: Any = RectifiedOracle(net, f, noise_std)
+                oracle = RectifiedOracle(net, f, noise_std)
             else:
                 try:
                     oracle = Oracle(net, f)
                 except NegativeCycleError:
+                    if k == 0:
+                        warnings.warn(
+                            f"ground-truth draw of seed {seed} has a negative-energy cycle; "
+                            f"redrawing (at most {truth.max_redraws} times)",
+                            stacklevel=2,
+                        )
                     continue
             return cls(net=net, true_energy=f, noise_std=noise_std, oracle=oracle, redraws=k)
         raise NegativeCycleError(
             f"{truth.max_redraws + 1} ground-truth draws all had negative-energy cycles; use "
-            "optimum = 'rectified' in [truth] for this network"
+            "kind = 'physical' (no negative cycles by construction) or optimum = 'rectified' in "
+            "[truth] for this network"
         )
 
     def drive(self, path: ArrayLike, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -126,6 +163,27 @@ class Environment:
 
 
 _TRUTHS: dict[tuple, NDArray[np.float64]] = {}
+
+
+def physical_truth(
+    net: RoadNetwork,
+    vehicle: Vehicle | None,
+    potential: NDArray[np.float64],
+    gp_draw: NDArray[np.float64],
+    outputscale: float,
+    loss_spread: float,
+) -> NDArray[np.float64]:
+    """``ΔΦ + c_det · exp(s·z − s²/2)`` [Wh] from a paper-world draw ``gp_draw`` (module doc).
+
+    ``z = (gp_draw − E_det) / √outputscale`` carries the paper's spatial correlation with unit
+    variance; the log-normal factor has mean 1, so the expected loss of each segment is ``c_det``.
+    """
+    e_det = net.e_det(vehicle)
+    dphi = potential[net.seg_v] - potential[net.seg_u]
+    c_det = np.maximum(e_det - dphi, 0.0)  # >= 0 by the choice of potential (round-off only)
+    z = (gp_draw - e_det) / np.sqrt(outputscale)
+    s = float(loss_spread)
+    return dphi + c_det * np.exp(s * z - 0.5 * s * s)
 
 
 def _draw(
@@ -157,7 +215,9 @@ def _draw(
     elif truth.kind == "det-noise":
         f = det_plus_correlated_noise(net, vehicle, np.sqrt(settings.outputscale), draw_seed)
     else:
-        raise ConfigError(f"unknown ground-truth kind {truth.kind!r}; use gp or det-noise")
+        raise ConfigError(
+            f"unknown ground-truth kind {truth.kind!r}; use physical, gp or det-noise"
+        )
     if path is not None:
         with atomic_path(path, suffix=".npy") as tmp:
             with open(tmp, "wb") as fh:

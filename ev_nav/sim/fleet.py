@@ -115,6 +115,9 @@ class AgentSpec:
     ``policy``: ``ts``, ``bucb``, ``bucb-quantile``, ``ucb``, ``mean`` or ``random`` (uniform
     random routes between the endpoints: Dijkstra on i.i.d. exponential weights, the baseline of
     the CI check). ``lengthscale`` is the agent's initial feature-kernel lengthscale.
+    ``rectification``: ``"reduced"`` (the product default) rectifies the index in reduced-cost
+    space and so keeps downhill regeneration (:func:`ev_nav.bandits.indices.rectified_weights`);
+    ``"paper"`` rectifies each segment's energy as the paper's Algorithm 2 does.
     """
 
     model: str = "gp"
@@ -129,6 +132,7 @@ class AgentSpec:
     learn_hyperparameters: bool = True
     kernel_mode: str = "auto"
     name: str | None = None
+    rectification: str = "reduced"
 
     @property
     def label(self) -> str:
@@ -175,8 +179,15 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         """Readable, unique id: network, route, agent, seed and a short hash of the rest."""
+        fields = dataclasses.asdict(self)
+        # Fields added after results were published are left out of the hash while they hold the
+        # value that reproduces the old behaviour, so existing run folders keep their ids.
+        if fields["agent"]["rectification"] == "paper":
+            del fields["agent"]["rectification"]
+        if fields["truth"]["kind"] != "physical":
+            del fields["truth"]["loss_spread"]
         digest = hashlib.sha256(
-            json.dumps(dataclasses.asdict(self), sort_keys=True, default=str).encode()
+            json.dumps(fields, sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
         parts = (self.network.label, self.trips.name, self.agent.label)
         return "_".join(safe_name(p) for p in parts) + f"_s{self.seed}_{digest}"
@@ -389,7 +400,16 @@ def run_one(
             omega=spec.agent.omega,
             xi=spec.agent.xi,
         )
-        agent = Agent(net, model, rule, seed=agent_seed, router=router)
+        if spec.agent.rectification not in ("reduced", "paper"):
+            raise ConfigError(
+                f"unknown rectification {spec.agent.rectification!r}; use reduced or paper"
+            )
+        dphi = None
+        if spec.agent.rectification == "reduced":
+            from ev_nav.potential import potential_change
+
+            dphi = potential_change(net)
+        agent = Agent(net, model, rule, seed=agent_seed, router=router, potential_change=dphi)
     rng_noise = np.random.default_rng(_seed("noise", spec.seed))
     rng_random = np.random.default_rng(agent_seed)
     rows: list[dict[str, Any]] = []

@@ -1,0 +1,99 @@
+"""Node potential energy and reduced costs: why no closed loop gains energy, and how routing keeps
+regeneration.
+
+The energy model (:func:`ev_nav.energy.segment_energy_wh`, paper Eq. 8) splits the mechanical work
+of a segment into a potential part ``P = m g ℓ sin α`` and a loss part ``L ≥ 0`` (rolling and air
+resistance), and the battery supplies ``(P + L)/η⁺`` or receives ``η⁻ |P + L|``. With
+``η⁻ ≤ 1 ≤ 1/η⁺`` both branches are at least ``η⁻ P``:
+
+* traction (``P + L > 0``): ``(P + L)/η⁺ ≥ P + L ≥ P ≥ η⁻ P`` when ``P ≥ 0``, and ``> 0 > η⁻ P``
+  when ``P < 0``;
+* recuperation (``P + L ≤ 0``): ``η⁻ (P + L) ≥ η⁻ P``.
+
+With the node potential ``Φ(v) = η⁻ m g h(v) / 3600`` [Wh] and ``Δh = ℓ sin α`` this gives
+``E_det(u→v) = Φ(v) − Φ(u) + c(u→v)`` with ``c ≥ 0``. On a built network the grade is ``Δh / ℓ``
+(ℓ the segment length) so ``ℓ sin α = Δh / √(1 + grade²)`` has a slightly *smaller* magnitude than
+``Δh``. Downhill that only helps (the recoverable energy is less than ``η⁻ m g |Δh|``); uphill
+``c ≥ 0`` needs ``√(1 + grade²) ≤ 1/(η⁺ η⁻)``, true for |grade| ≤ 0.30 (the build limit) and the
+presets (1/(η⁺η⁻) = 1.063 for the paper's EV, grade ≤ 0.366). Where it fails (an unusual vehicle,
+round-off), :func:`node_potential` lowers ``Φ`` by the least amount that restores ``c ≥ 0`` on every
+segment: Johnson's correction ``Φ ← Φ + d`` with ``d(v) = min(0, shortest c-distance to v)``,
+the tightest node potential below the physical one.
+
+Consequences used across ev-nav:
+
+* a closed loop has energy ``Σ c ≥ 0``: the exact energy-optimal route exists for any energies of
+  the form ``ΔΦ + c`` with ``c ≥ 0`` (the physical ground truth of the simulator);
+* the reduced costs ``c`` are Dijkstra-safe (Johnson's reweighting with a known potential), and a
+  route's energy is ``Φ(goal) − Φ(start) + Σ c`` — constant plus a non-negative sum, so minimising
+  ``Σ c`` minimises energy;
+* an index rule can rectify in reduced space, ``max(0, μ̃ − ΔΦ)``, which never values a downhill
+  segment's regeneration at less than physics guarantees (the paper's ``max(0, μ̃)`` values a
+  −300 Wh descent like a 0 Wh segment).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
+from scipy.sparse.csgraph import bellman_ford
+
+from ev_nav.energy import J_PER_WH, Vehicle
+from ev_nav.errors import NegativeCycleError
+from ev_nav.roads.network import RoadNetwork
+
+__all__ = ["node_potential", "potential_change", "reduced_costs"]
+
+#: Reduced costs down to this (round-off of the energy model's trigonometry) count as zero [Wh].
+TOLERANCE_WH = 1e-9
+
+
+def physical_potential(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
+    """``Φ₀(v) = η⁻ m g h(v) / 3600`` [Wh] at every road node (before any correction)."""
+    veh = vehicle or Vehicle()
+    return veh.eta_recuperation * veh.mass_kg * veh.gravity * net.node_elevation / J_PER_WH
+
+
+def node_potential(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
+    """The tightest node potential [Wh] with ``E_det − ΔΦ ≥ 0`` on every segment (module doc).
+
+    Equal to :func:`physical_potential` whenever that already satisfies the bound (every network
+    built with the default grade limit and the presets); otherwise lowered minimally.
+    """
+    phi = physical_potential(net, vehicle)
+    c = net.e_det(vehicle) - (phi[net.seg_v] - phi[net.seg_u])
+    if c.min() >= -TOLERANCE_WH:
+        return phi
+    # Johnson: a virtual source reaches every node at cost 0; d(v) is the shortest c-distance,
+    # so d(v) <= d(u) + c(u->v) and Φ + d keeps every reduced cost >= 0.
+    n_nodes = net.node_elevation.shape[0]
+    rows = np.concatenate([net.seg_u, np.full(n_nodes, n_nodes)])
+    cols = np.concatenate([net.seg_v, np.arange(n_nodes)])
+    # csgraph drops explicit zeros; a tiny positive weight on the source edges keeps them
+    data = np.concatenate([c, np.full(n_nodes, 1e-300)])
+    graph = sp.csr_matrix((data, (rows, cols)), shape=(n_nodes + 1, n_nodes + 1))
+    try:
+        d = bellman_ford(graph, directed=True, indices=n_nodes)[:n_nodes]
+    except _ScipyNegativeCycle:
+        raise NegativeCycleError(
+            "this vehicle's deterministic energies have a cycle of negative total energy on "
+            "this network (no node potential exists; a loss-free vehicle with η⁺ = η⁻ = 1?)"
+        ) from None
+    return phi + np.minimum(d, 0.0)
+
+
+def potential_change(
+    net: RoadNetwork, vehicle: Vehicle | None = None, potential: ArrayLike | None = None
+) -> NDArray[np.float64]:
+    """``ΔΦ(e) = Φ(head) − Φ(tail)`` per segment [Wh] (regeneration physics guarantees)."""
+    phi = node_potential(net, vehicle) if potential is None else np.asarray(potential, float)
+    return phi[net.seg_v] - phi[net.seg_u]
+
+
+def reduced_costs(
+    net: RoadNetwork, energies: ArrayLike, vehicle: Vehicle | None = None
+) -> NDArray[np.float64]:
+    """``c = energies − ΔΦ`` per segment [Wh]; ``≥ 0`` for ``E_det`` and the physical truth."""
+    return np.asarray(energies, dtype=np.float64) - potential_change(net, vehicle)

@@ -124,3 +124,33 @@ def test_fleet_run_in_the_physical_world_has_no_negative_regret(town):
     )
     rows = run_one(spec)
     assert min(r["regret_wh"] for r in rows) >= -1e-6
+
+
+def test_network_info_says_flat_and_grade_share(luxembourg, monaco):
+    flat = luxembourg.summary()
+    assert flat["elevation_m"] == "flat (no elevation source)"
+    hilly = monaco.summary()
+    assert "–" in hilly["elevation_m"]
+    # MoST Monaco: 13 of 2,584 segments were steeper than 0.3 and got limited
+    assert hilly["grade_limited_share"] == pytest.approx(13 / 2584)
+    assert hilly["max_grade"] == 0.3
+
+
+def test_report_flags_negative_regret_instead_of_ranking_it_best():
+    import pandas as pd
+
+    from ev_nav.sim.report import NOT_OPTIMAL, summary_markdown
+
+    summary = pd.DataFrame(
+        {
+            "network": ["m"] * 3,
+            "route": ["B"] * 3,
+            "agent": ["GP-TS", "BI-TS", "GP-UCB"],
+            "final_cum_regret_mean": [-50.0, 20.0, 10.0],
+            "se": [1.0, 2.0, 3.0],
+            "runs": [5, 5, 5],
+        }
+    )
+    rows = [ln for ln in summary_markdown(summary).splitlines() if ln.startswith("| m |")]
+    assert [r.split("|")[3].strip() for r in rows] == ["GP-UCB", "BI-TS", "GP-TS"]
+    assert NOT_OPTIMAL in rows[-1] and NOT_OPTIMAL not in rows[0]

@@ -242,15 +242,23 @@ class RoadNetwork:
         """Headline statistics of the network (what ``ev-nav network info`` prints)."""
         e = self.e_det(vehicle)
         grade_pct = np.percentile(np.abs(self.grade), [50, 90, 99, 100]) * 100
+        source = self.meta.get("elevation_source")
+        flat = source in (None, "none") and float(np.ptp(self.node_elevation)) == 0.0
+        limited = self.meta.get("grade_clipped_share")
         return {
             "name": self.name,
             "nodes": self.n_nodes,
             "segments": self.n_segments,
             "connections": self.n_connections,
             "directed_road_km": float(self.length_m.sum() / 1000.0),
-            "elevation_min_m": float(self.node_elevation.min()),
-            "elevation_max_m": float(self.node_elevation.max()),
+            # a network without elevation data is flat by construction, not "0–0 m"
+            "elevation_m": "flat (no elevation source)"
+            if flat
+            else f"{self.node_elevation.min():,.1f} – {self.node_elevation.max():,.1f}",
             "abs_grade_pct_p50_p90_p99_max": [round(float(g), 2) for g in grade_pct],
+            # share of segments whose measured grade exceeded max_grade and was limited
+            "grade_limited_share": None if limited is None else float(limited),
+            "max_grade": self.meta.get("max_grade"),
             "speed_imputed_share": float(self.speed_imputed.mean()),
             "e_det_wh_mean": float(e.mean()),
             "e_det_wh_std": float(e.std()),

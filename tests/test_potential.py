@@ -154,3 +154,33 @@ def test_report_flags_negative_regret_instead_of_ranking_it_best():
     rows = [ln for ln in summary_markdown(summary).splitlines() if ln.startswith("| m |")]
     assert [r.split("|")[3].strip() for r in rows] == ["GP-UCB", "BI-TS", "GP-TS"]
     assert NOT_OPTIMAL in rows[-1] and NOT_OPTIMAL not in rows[0]
+
+
+def test_routes_pick_gives_distinct_snapping_routes(tmp_path, town, capsys):
+    import tomllib
+
+    from ev_nav.cli import main
+    from ev_nav.roads.network import haversine_m
+    from ev_nav.sim.routes import pick_routes
+
+    routes = pick_routes(town, 3, min_separation_m=300.0)
+    assert [r.name for r in routes] == ["A", "B", "C"]
+    mid = town.segment_midpoints()
+    for r in routes:  # the coordinates snap back to the picked segments
+        assert town.nearest_segment(*r.start, 50.0) == r.start_segment
+        assert town.nearest_segment(*r.goal, 50.0) == r.goal_segment
+    for i, a in enumerate(routes):
+        for b in routes[i + 1 :]:
+            def d(x, y):
+                return haversine_m(mid[x, 0], mid[x, 1], mid[y, 0], mid[y, 1])
+
+            assert not (d(a.start_segment, b.goal_segment) <= 300
+                        and d(a.goal_segment, b.start_segment) <= 300), "a reversed pair"
+    path = tmp_path / "town.npz"
+    town.save(path)
+    out = tmp_path / "routes.toml"
+    assert main(["routes", "pick", str(path), "--count", "2", "--min-separation", "300",
+                 "--out", str(out)]) == 0
+    cfg = tomllib.loads(out.read_text())
+    assert [r["name"] for r in cfg["routes"]] == ["A", "B"]
+    assert all(r["kind"] == "fixed" and len(r["start"]) == 2 for r in cfg["routes"])

@@ -1,4 +1,5 @@
-"""``ev-nav fleet run | grid | report``: simulated fleet-learning experiments."""
+"""``ev-nav fleet run | grid | report``: simulated fleet-learning experiments; ``ev-nav routes
+pick``: experiment routes for any network."""
 
 from __future__ import annotations
 
@@ -49,6 +50,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="write regret figures and tables of a finished run")
     report.add_argument("run_dir", type=Path, help="output folder of 'fleet run' / 'fleet grid'")
     report.set_defaults(func=_cmd_report)
+
+    routes = subparsers.add_parser("routes", help="experiment routes for a network")
+    rsub = routes.add_subparsers(dest="routes_command", metavar="ACTION")
+    routes.set_defaults(func=lambda _a: routes.print_help() or 1)
+    pick = rsub.add_parser(
+        "pick", help="far-apart routes where energy matters; prints a fleet config's [[routes]]"
+    )
+    pick.add_argument("network", help="network: .npz from 'network build', or an OSM file")
+    pick.add_argument("--count", type=int, default=2, help="how many routes (A, B, ...)")
+    pick.add_argument("--seed", type=int, default=0, help="seed of the candidate draw")
+    pick.add_argument("--starts", type=int, default=60, help="random start segments tried")
+    pick.add_argument(
+        "--min-separation", type=float, default=1000.0, help="between routes' endpoints [m]"
+    )
+    pick.add_argument("--out", type=Path, help="also write the TOML snippet to this file")
+    pick.set_defaults(func=_cmd_routes_pick)
+
+
+def _cmd_routes_pick(args: argparse.Namespace) -> int:
+    from ev_nav.provenance import atomic_write_text
+    from ev_nav.roads.network import RoadNetwork
+    from ev_nav.sim.routes import pick_routes, routes_toml
+
+    path = Path(args.network)
+    if path.suffix == ".npz":
+        net = RoadNetwork.load(path)
+    else:
+        from ev_nav.roads.load import load_osm
+
+        net = load_osm(path)
+    routes = pick_routes(
+        net,
+        args.count,
+        n_starts=args.starts,
+        seed=args.seed,
+        min_separation_m=args.min_separation,
+    )
+    text = f"# routes picked on {net.name} by 'ev-nav routes pick' (seed {args.seed})\n"
+    text += routes_toml(routes)
+    print(text, end="")
+    if args.out is not None:
+        atomic_write_text(args.out, text)
+        print(f"# written to {args.out}", file=sys.stderr)
+    return 0
 
 
 def _prepare(args: argparse.Namespace):

@@ -22,10 +22,27 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
     "ev_nav.trips_cli",  # init | route | observe | map | history
     "ev_nav.doctor",  # doctor
-    "ev_nav.sim.cli",  # fleet run | report | grid
+    "ev_nav.sim.cli",  # fleet run | report | grid, routes pick
     "ev_nav.bo.cli",  # bo cvs | ucvs | ptr | boke
     "ev_nav.demo",  # demo
 )
+
+#: Every top-level command, its module and its one-line help. Only the module of the command
+#: being run is imported: the BO and GP modules import torch (2-3 s), which ``--version``,
+#: ``history`` or ``doctor`` must not pay. A test checks this table against the modules.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "network": ("ev_nav.roads.cli", "build, inspect or download road networks"),
+    "init": ("ev_nav.trips_cli", "create a state directory for per-trip learning"),
+    "route": ("ev_nav.trips_cli", "plan a trip, record it, write its map"),
+    "observe": ("ev_nav.trips_cli", "record the energy a planned trip used"),
+    "map": ("ev_nav.trips_cli", "HTML map of the learned network"),
+    "history": ("ev_nav.trips_cli", "past trips: predicted vs observed energy"),
+    "doctor": ("ev_nav.doctor", "check a state (database, checkpoints, network) and repair it"),
+    "fleet": ("ev_nav.sim.cli", "simulated fleet-learning experiments"),
+    "routes": ("ev_nav.sim.cli", "experiment routes for a network"),
+    "bo": ("ev_nav.bo.cli", "Bayesian-optimisation experiments on the shared GP core"),
+    "demo": ("ev_nav.demo", "fleet-learning demo on the embedded town"),
+}
 
 
 def _load_command_module(name: str):
@@ -46,24 +63,60 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"ev-nav: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full argument parser (all registered sub-commands)."""
+def _base_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = OneLineErrorParser(
         prog="ev-nav",
         description="Energy-efficient EV routing that learns what each road segment costs.",
     )
     parser.add_argument("--version", action="version", version=f"ev-nav {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def build_parser(command: str | None = None, *, modules: bool = True) -> argparse.ArgumentParser:
+    """Build the argument parser.
+
+    With ``command`` (the sub-command about to run) only that command's module is imported and
+    registered in full; the others appear as one-line entries of ``--help``. Without it every
+    module is imported (the full parser, for documentation and tests) unless ``modules`` is
+    false (``--version``, top-level ``--help``: one-line entries only, nothing heavy imported).
+    """
+    parser, sub = _base_parser()
+    if not modules:
+        wanted: tuple[str, ...] = ()
+    elif command is None:
+        wanted = COMMAND_MODULES
+    else:
+        wanted = (COMMANDS[command][0],)
+    registered: set[str] = set()
     for name in COMMAND_MODULES:
+        if name not in wanted:
+            continue
         module = _load_command_module(name)
         if module is not None:
             module.register(sub)
+            registered |= {c for c, (m, _) in COMMANDS.items() if m == name}
+    for name, (_, text) in COMMANDS.items():
+        if name not in registered:
+            sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (first argument that is not an option)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg in ("-h", "--help", "--version"):
+            return None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ev-nav`` console script; returns the process exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    # ``--version`` and ``--help`` need no command module at all.
+    parser = build_parser(command, modules=command is not None)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

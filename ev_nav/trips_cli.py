@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,7 +27,9 @@ from ev_nav.errors import (
     UnsafeCheckpointError,
 )
 from ev_nav.faults import crash_point
-from ev_nav.roads.network import RoadNetwork
+
+if TYPE_CHECKING:  # scipy-backed; imported where a network is really loaded (not by 'history')
+    from ev_nav.roads.network import RoadNetwork
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -70,6 +72,8 @@ def load_network_ref(ref: str) -> RoadNetwork:
 
         n, seed = ref[len(SYNTHETIC_PREFIX) :].split(":")
         return synthetic_town(int(n), seed=int(seed))
+    from ev_nav.roads.network import RoadNetwork
+
     return RoadNetwork.load(ref)
 
 

@@ -1,0 +1,46 @@
+"""The CLI imports only the module of the command being run (issue 16: fast commands).
+
+``--version``, ``--help`` and ``history`` must not import torch or scipy (seconds of
+start-up the user waits for); the static command table must match what the modules register.
+"""
+
+import subprocess
+import sys
+
+from ev_nav.cli import COMMANDS, build_parser
+
+
+def test_command_table_matches_the_modules():
+    full = build_parser()  # imports every module and registers it in full
+    sub = next(a for a in full._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert set(sub.choices) == set(COMMANDS)
+    for name, parser in sub.choices.items():
+        assert parser.add_help, f"{name}: only a stub was registered; its module lacks it"
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    code = (
+        "import sys\n"
+        "from ev_nav.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    return set(out.split()[-1:]) | set(out.split())
+
+
+def test_light_commands_import_no_heavy_module(tmp_path):
+    from ev_nav.cli import main
+
+    state = tmp_path / "s"
+    assert main(["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]) == 0
+    for argv in (["--version"], ["--help"], ["history", str(state)],
+                 ["nonsense"]):
+        loaded = _modules_after(argv)
+        heavy = {m for m in ("torch", "scipy", "gpytorch", "osmnx", "folium", "matplotlib")
+                 if m in loaded}
+        assert not heavy, f"{argv}: imported {heavy}"

@@ -111,13 +111,46 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+#: Options whose value may start with "-" (southern/western coordinates: ``--from -45,-170``; a
+#: downhill trip's negative total), which argparse would otherwise take for an option.
+_NEGATIVE_VALUE_OPTIONS = frozenset({"--from", "--to", "--total-wh"})
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in _NEGATIVE_VALUE_OPTIONS:
+            value = next(it, None)
+            out.append(arg if value is None else f"{arg}={value}")
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ev-nav`` console script; returns the process exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Output piped into e.g. `head` that stopped reading: not an error of ours. Point stdout
+        # at devnull so the interpreter's final flush does not raise again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    argv = _join_negative_values(list(sys.argv[1:] if argv is None else argv))
     command = _command_of(argv)
     # ``--version`` and ``--help`` need no command module at all.
     parser = build_parser(command, modules=command is not None)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage error (one line already printed), --help, --version
+        return int(exc.code or 0)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

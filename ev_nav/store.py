@@ -989,6 +989,28 @@ class Store:
             conn.execute("UPDATE trips SET status = 'observed' WHERE id = ?", (trip.id,))
         return batch
 
+    def forget_observations(self, trip_id: int) -> int:
+        """Remove every observation of a trip (it becomes ``planned`` again); returns how many
+        batches went.
+
+        Checkpoints that had absorbed any of them are deleted in the same transaction, so the
+        next model load starts from an older checkpoint (or the prior) and replays only the
+        observations that remain: the model forgets the trip exactly.
+        """
+        with self._write("forget") as conn:
+            trip = self._trip_in_txn(conn, trip_id)
+            ids = [int(r[0]) for r in conn.execute(
+                "SELECT id FROM observation_batches WHERE trip_id = ?", (trip.id,)
+            )]
+            if not ids:
+                raise InvalidObservation(f"trip {trip.id} has no observations to forget")
+            first = min(ids)
+            conn.execute("DELETE FROM observations WHERE trip_id = ?", (trip.id,))
+            conn.execute("DELETE FROM observation_batches WHERE trip_id = ?", (trip.id,))
+            conn.execute("DELETE FROM checkpoints WHERE last_batch_id >= ?", (first,))
+            conn.execute("UPDATE trips SET status = 'planned' WHERE id = ?", (trip.id,))
+            return len(ids)
+
     def _trip_in_txn(self, conn: sqlite3.Connection, trip_id: int) -> Trip:
         row = conn.execute(
             f"SELECT {self._TRIP_COLUMNS} FROM trips WHERE id = ?", (_trip_key(trip_id),)

@@ -48,6 +48,23 @@ def _parse_latlon(text: str) -> tuple[float, float]:
     return lat, lon
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not np.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _distance_arg(text: str) -> float:
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a distance must be positive, got {text!r}")
+    return value
+
+
 def _seed_arg(text: str) -> int:
     try:
         value = int(text)
@@ -130,6 +147,12 @@ class Session:
         _apply_batches(model, batches)
         self.model = model
         self.applied_upto = max([after, *(b.id for b in batches)])
+
+    def catch_up(self) -> None:
+        """Apply the observation batches committed since the model was loaded."""
+        batches = self.store.observations(after_batch=self.applied_upto)
+        _apply_batches(self.model, batches)
+        self.applied_upto = max([self.applied_upto, *(b.id for b in batches)])
 
     def notice(self) -> str | None:
         """One line saying how the model was rebuilt when a checkpoint had to be passed over."""
@@ -244,7 +267,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=_seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
     )
-    p.add_argument("--max-snap", type=float, default=500.0, help="max distance to a road [m]")
+    p.add_argument(
+        "--max-snap", type=_distance_arg, default=500.0, help="max distance to a road [m]"
+    )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
     p.set_defaults(func=_cmd_route)
@@ -252,11 +277,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("observe", help="record the energy a planned trip used")
     p.add_argument("state", type=Path)
     p.add_argument("trip_id", type=int)
-    what = p.add_mutually_exclusive_group(required=True)
+    what = p.add_mutually_exclusive_group()
     what.add_argument(
         "--segments", type=Path, help="CSV with columns segment,energy_wh (per-segment energies)"
     )
-    what.add_argument("--total-wh", type=float, help="only the trip's total energy [Wh]")
+    what.add_argument("--total-wh", type=_finite_float, help="only the trip's total energy [Wh]")
+    what.add_argument(
+        "--undo", action="store_true", help="forget this trip's observations (and the model too)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=f"record readings more than {PLAUSIBLE_SIGMAS:g} sd from the prediction",
+    )
+    p.add_argument(
+        "--partial", action="store_true", help="accept a CSV that covers only part of the route"
+    )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.set_defaults(func=_cmd_observe)
 
@@ -313,6 +349,11 @@ def _cmd_route(args: argparse.Namespace) -> int:
         net, model, store = session.net, session.model, session.store
         start = net.nearest_segment(args.origin[1], args.origin[0], args.max_snap)
         goal = net.nearest_segment(args.goal[1], args.goal[0], args.max_snap)
+        if start == goal:
+            raise InvalidObservation(
+                f"origin and destination snap to the same road segment ({start}); a trip needs "
+                "two different places"
+            )
         maps_dir = _maps_dir(Path(args.state))  # checked before anything is recorded
         router = Router(net)
         shortest = router.route(net.length_m, start, goal)
@@ -467,17 +508,107 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(seg, dtype=np.int64), np.asarray(wh, dtype=np.float64)
 
 
+#: An observation further than this many predictive standard deviations from the model's
+#: prediction is refused unless ``--force`` (a typo, a unit mix-up, a broken logger). Far beyond
+#: what real variation produces, so honest surprises are still learned from.
+PLAUSIBLE_SIGMAS = 8.0
+
+#: No segment or trip of a road vehicle can use or recover this much [Wh] (the largest EV
+#: batteries hold ~200 kWh); refused even with ``--force``.
+HARD_LIMIT_WH = 1_000_000.0
+
+
+def check_plausible(
+    values: np.ndarray, mean: np.ndarray, sd: np.ndarray, what: list[str], *, force: bool = False
+) -> None:
+    """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
+
+    ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution;
+    ``what`` names each reading for the message. The message says why: too large for any
+    vehicle (always), a likely kWh/Wh mix-up, or how many standard deviations from the
+    prediction (both skipped with ``force``).
+    """
+    big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
+    if big.size:
+        k = int(big[0])
+        raise InvalidObservation(
+            f"{what[k]}: {values[k]:g} Wh is more than any vehicle can use or recover "
+            f"({HARD_LIMIT_WH:,.0f} Wh); energies are in Wh"
+        )
+    if force:
+        return
+    sd = np.maximum(sd, 1e-9)
+    z = np.abs(values - mean) / sd
+    # A unit mix-up: the reading is off, but a thousand times it sits right on the prediction
+    # (kWh from the trip computer typed where Wh are asked for).
+    fits = (np.abs(values * 1000.0 - mean) / sd < 2.0) & (z > 3.0)
+    if fits.any():
+        k = int(np.flatnonzero(fits)[0])
+        raise InvalidObservation(
+            f"{what[k]}: {values[k]:g} looks like kWh (predicted {mean[k]:.1f} ± "
+            f"{sd[k]:.1f} Wh); give energies in Wh, or --force to record it as it is"
+        )
+    bad = np.flatnonzero(z > PLAUSIBLE_SIGMAS)
+    if not bad.size:
+        return
+    k = int(bad[np.argmax(z[bad])])
+    pred = f"predicted {mean[k]:.1f} ± {sd[k]:.1f} Wh"
+    more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+    raise InvalidObservation(
+        f"{what[k]}: {values[k]:g} Wh is {z[k]:.0f} standard deviations from the {pred}"
+        f"{more}; check the reading, or --force to record it"
+    )
+
+
 def _cmd_observe(args: argparse.Namespace) -> int:
-    session = open_session(args.state, args.network, with_model=False)
+    if args.undo:
+        return _undo_observe(args)
+    if args.segments is None and args.total_wh is None:
+        raise InvalidObservation("give --segments CSV or --total-wh X (or --undo)")
+    session = open_session(args.state, args.network)
     try:
-        store = session.store
+        store, model = session.store, session.model
         trip = store.get_trip(args.trip_id)
+        post = model.posterior()
+        noise = float(model.noise_std)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
+            bad = np.flatnonzero(~np.isfinite(wh))
+            if bad.size:
+                raise InvalidObservation(
+                    f"{args.segments}: energies must be finite; segment {int(seg[bad[0]])} has "
+                    f"{wh[bad[0]]}"
+                )
+            missing = np.setdiff1d(trip.route, seg)
+            if missing.size and not args.partial:
+                raise InvalidObservation(
+                    f"{args.segments} covers {trip.route.size - missing.size} of the "
+                    f"{trip.route.size} segments of trip {trip.id}; give every segment, or the "
+                    "trip total with --total-wh, or --partial to record only these"
+                )
+            ok = (seg >= 0) & (seg < post.mean.size)
+            idx = np.where(ok, seg, 0)
+            check_plausible(
+                wh,
+                post.mean[idx],
+                np.sqrt(post.std[idx] ** 2 + noise**2),
+                [f"segment {int(e)}" for e in seg],
+                force=args.force,
+            )
             store.add_observations(trip.id, seg, wh)
             observed = float(wh.sum())
             what = f"{seg.size} segment energies"
         else:
+            if args.total_wh == 0 and not args.force:
+                raise InvalidObservation(
+                    f"trip {trip.id} total: exactly 0 Wh means the trip computer did not "
+                    "record this drive; --force if the trip really used no energy"
+                )
+            sd = np.sqrt(trip.predicted_sd_wh**2 + trip.route.size * noise**2)
+            check_plausible(
+                np.array([args.total_wh]), np.array([trip.predicted_wh]), np.array([sd]),
+                [f"trip {trip.id} total"], force=args.force,
+            )
             store.add_total_observation(trip.id, args.total_wh)
             observed = float(args.total_wh)
             what = "the trip total"
@@ -489,10 +620,23 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             flush=True,
         )
         crash_point("observe-acknowledged")
-        session.load_model()
+        session.catch_up()
         crash_point("observe-model-updated")
         _checkpoint(session)
         print("model updated")
+    finally:
+        session.close()
+    return 0
+
+
+def _undo_observe(args: argparse.Namespace) -> int:
+    session = open_session(args.state, args.network, with_model=False)
+    try:
+        n = session.store.forget_observations(args.trip_id)
+        print(f"trip {args.trip_id}: forgot {n} observation batch(es)", flush=True)
+        session.load_model()  # from a checkpoint that never saw them, or the prior
+        _checkpoint(session)
+        print("model updated (the trip's observations are forgotten)")
     finally:
         session.close()
     return 0

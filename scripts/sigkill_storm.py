@@ -69,12 +69,12 @@ def _plan(state: Path, n: int, rng: np.random.Generator) -> list[tuple[int, np.n
 def _command(state, tid, route, rng, folder) -> tuple[list[str], np.ndarray | float]:
     if rng.random() < 0.5:
         total = round(float(rng.uniform(50, 500)), 3)
-        return ["observe", str(state), str(tid), "--total-wh", repr(total)], total
+        return ["observe", str(state), str(tid), "--total-wh", repr(total), "--force"], total
     wh = np.round(rng.normal(20, 5, route.size), 6).tolist()
     csv = folder / f"obs-{tid}.csv"
     rows = "".join(f"{a},{b!r}\n" for a, b in zip(route.tolist(), wh, strict=True))
     csv.write_text("segment,energy_wh\n" + rows)
-    return ["observe", str(state), str(tid), "--segments", str(csv)], np.asarray(wh)
+    return ["observe", str(state), str(tid), "--segments", str(csv), "--force"], np.asarray(wh)
 
 
 def main() -> int:

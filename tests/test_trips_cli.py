@@ -67,7 +67,11 @@ def test_init_route_observe_route_history(tmp_path, capsys, net, model):
     csv.write_text(
         "segment,energy_wh\n" + "".join(f"{a},{b}\n" for a, b in zip(seg, wh, strict=True))
     )
+    # far outside the prior's prediction: recorded deliberately (--force), as a driver would
+    # after checking the reading
     code, out, err = _run(capsys, "observe", state, 1, "--segments", csv)
+    assert code == 2 and "standard deviations" in err
+    code, out, err = _run(capsys, "observe", state, 1, "--segments", csv, "--force")
     assert code == 0, err
 
     code, out, err = _run(

@@ -54,13 +54,14 @@ def _plan_trips(state, n, rng):
 
 def _observe_cmd(state, tid, route, rng, tmp_path):
     if rng.random() < 0.5:
-        return ["observe", str(state), str(tid), "--total-wh", f"{rng.uniform(50, 500):.3f}"]
+        return ["observe", str(state), str(tid), "--total-wh", f"{rng.uniform(50, 500):.3f}",
+                "--force"]  # synthetic readings: durability is tested here, not plausibility
     csv = tmp_path / f"obs-{tid}.csv"
     wh = rng.normal(20, 5, route.size)
     csv.write_text(
         "segment,energy_wh\n" + "".join(f"{a},{b:.6f}\n" for a, b in zip(route, wh, strict=True))
     )
-    return ["observe", str(state), str(tid), "--segments", str(csv)]
+    return ["observe", str(state), str(tid), "--segments", str(csv), "--force"]
 
 
 # Where ``ev-nav observe`` is killed (ev_nav.faults crash points), and whether the observation

@@ -73,7 +73,8 @@ def _state(tmp_path, capsys, model="bi", trips=2, net=None):
             "--policy", "mean", "--no-map",
         )
         assert code == 0, err
-        code, _, err = _run(capsys, "observe", state, t, "--total-wh", 100 + t)
+        # synthetic readings, far from the prior's prediction: recorded with --force
+        code, _, err = _run(capsys, "observe", state, t, "--total-wh", 100 + t, "--force")
         assert code == 0, err
     return state
 

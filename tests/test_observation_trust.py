@@ -1,0 +1,177 @@
+"""Observations a driver can trust (issue 16, item 5): implausible readings are refused with a
+one-line reason unless --force, partial CSVs are never silently accepted, a trip's observations
+can be forgotten, and awkward inputs behave. Every refusal leaves the state unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ev_nav.cli import main
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.store import Store
+
+SEGMENTS = 600
+
+
+@pytest.fixture(scope="module")
+def net():
+    return synthetic_town(SEGMENTS, seed=0)
+
+
+def _latlon(net, e):
+    lon, lat = net.segment_anchor(e)
+    return f"{lat:.7f},{lon:.7f}"
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _fingerprint(state) -> str:
+    h = hashlib.sha256()
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        for table in ("trips", "observation_batches", "observations", "checkpoints"):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
+                h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def planned(tmp_path, capsys, net):
+    """A GP state with one planned trip; returns (state, trip route)."""
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, 3), "--to",
+                        _latlon(net, 400), "--policy", "mean", "--no-map")
+    assert code == 0, err
+    with Store.open(state) as s:
+        return state, s.get_trip(1)
+
+
+def _refused(capsys, state, argv, *fragments):
+    before = _fingerprint(state)
+    code, _, err = _run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code != 0 and len(lines) == 1 and lines[0].startswith("ev-nav: error:"), err
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert _fingerprint(state) == before
+    return lines[0]
+
+
+def _csv(tmp_path, route, wh):
+    p = tmp_path / "obs.csv"
+    p.write_text("segment,energy_wh\n" + "".join(f"{a},{b!r}\n" for a, b in
+                                                  zip(route.tolist(), wh, strict=True)))
+    return p
+
+
+@pytest.mark.parametrize(
+    "value,reason",
+    [("1e12", "more than any vehicle"), ("1e308", "more than any vehicle"),
+     ("-1e12", "more than any vehicle")],
+)
+def test_absurd_totals_refused_even_with_force(capsys, planned, value, reason):
+    state, _ = planned
+    _refused(capsys, state, ["observe", state, 1, "--total-wh", value, "--force"], reason)
+
+
+def test_zero_total_and_far_readings_need_force(capsys, planned, tmp_path):
+    state, trip = planned
+    _refused(capsys, state, ["observe", state, 1, "--total-wh", "0"], "exactly 0 Wh")
+    far = trip.predicted_wh + 50 * max(trip.predicted_sd_wh, 1.0) + 1000
+    line = _refused(capsys, state, ["observe", state, 1, "--total-wh", f"{far:.1f}"],
+                    "standard deviations from the predicted")
+    assert "--force" in line
+    code, out, err = _run(capsys, "observe", state, 1, "--total-wh", f"{far:.1f}", "--force")
+    assert code == 0 and "recorded the trip total" in out, err
+
+
+def test_kwh_mixup_is_named(capsys, planned):
+    state, trip = planned
+    kwh = trip.predicted_wh / 1000
+    _refused(capsys, state, ["observe", state, 1, "--total-wh", repr(kwh)], "looks like kWh")
+
+
+@pytest.mark.parametrize("value", [1e12, 1e308])
+def test_absurd_segment_energies_refused(capsys, planned, tmp_path, value):
+    state, trip = planned
+    wh = np.full(trip.route.size, 10.0).tolist()
+    wh[len(wh) // 2] = value
+    _refused(capsys, state, ["observe", state, 1, "--segments", _csv(tmp_path, trip.route, wh)],
+             f"segment {int(trip.route[len(wh) // 2])}")
+
+
+def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
+    state, trip = planned
+    half = trip.route[: trip.route.size // 2]
+    _refused(capsys, state, ["observe", state, 1, "--segments",
+                             _csv(tmp_path, half, [5.0] * half.size)],
+             f"covers {half.size} of the {trip.route.size} segments", "--partial")
+    from ev_nav.trips_cli import open_session
+
+    session = open_session(state)
+    mean = session.model.posterior().mean[half].tolist()
+    session.close()
+    code, out, err = _run(capsys, "observe", state, 1, "--segments",
+                          _csv(tmp_path, half, mean), "--partial")
+    assert code == 0 and f"recorded {half.size} segment energies" in out, err
+
+
+def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, tmp_path):
+    state, trip = planned
+    from ev_nav.trips_cli import open_session
+
+    session = open_session(state)
+    prior = session.model.posterior()
+    session.close()
+    code, _, err = _run(capsys, "observe", state, 1, "--total-wh",
+                        f"{trip.predicted_wh * 1.2:.3f}")
+    assert code == 0, err
+    session = open_session(state)
+    learned = session.model.posterior()
+    session.close()
+    assert not np.allclose(learned.mean, prior.mean)
+    code, out, err = _run(capsys, "observe", state, 1, "--undo")
+    assert code == 0 and "forgot 1 observation batch" in out, err
+    session = open_session(state)
+    after = session.model.posterior()
+    assert session.store.observations() == []
+    assert session.store.get_trip(1).status == "planned"
+    session.close()
+    np.testing.assert_allclose(after.mean, prior.mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(after.std, prior.std, rtol=1e-9, atol=1e-9)
+    _refused(capsys, state, ["observe", state, 1, "--undo"], "no observations to forget")
+
+
+def test_awkward_route_inputs(capsys, planned, net):
+    state, _ = planned
+    _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to",
+                             _latlon(net, 7), "--no-map"], "same road segment")
+    _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to",
+                             _latlon(net, 300), "--max-snap", "-5", "--no-map"],
+             "must be positive")
+    # southern/western coordinates are coordinates, not options
+    _refused(capsys, state, ["route", state, "--from", "-45,-170", "--to", _latlon(net, 300),
+                             "--no-map"], "from the nearest road")
+    _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to", "-45.5,-170.25",
+                             "--no-map"], "from the nearest road")
+
+
+def test_output_piped_into_head(planned, net):
+    state, _ = planned
+    cmd = (f"{sys.executable} -m ev_nav.cli route {state} --from {_latlon(net, 9)} "
+           f"--to {_latlon(net, 350)} --policy mean --no-map | head -1")
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.stdout.startswith("trip 2:")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+    assert proc.returncode == 0

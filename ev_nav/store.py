@@ -287,6 +287,43 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class TripPlan:
+    """A planned trip as :meth:`Store.add_trip` records it.
+
+    Attributes
+    ----------
+    origin_segment, goal_segment : int
+        First and last segment of the route.
+    policy : str
+        Index rule that planned it (``ts``, ``mean``, …).
+    route : array_like of int
+        Segment ids from origin to goal.
+    predicted_wh, predicted_sd_wh : float
+        Predicted energy of the route and its sd [Wh].
+    length_m, time_s : float
+        Route length [m] and free-flow time [s].
+    seed : int, optional
+        Seed of the Thompson draw that planned it.
+    vehicle_id : int, optional
+        Vehicle that drives it (default: the current vehicle).
+    extra : dict, optional
+        JSON-serialisable extra data.
+    """
+
+    origin_segment: int
+    goal_segment: int
+    policy: str
+    route: ArrayLike
+    predicted_wh: float
+    predicted_sd_wh: float
+    length_m: float
+    time_s: float
+    seed: int | None = None
+    vehicle_id: int | None = None
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class CheckpointRecord(Checkpoint):
     """A stored checkpoint with the verdict of its stored hash (``verified``)."""
 
@@ -712,22 +749,11 @@ class Store:
                 "check that the data belongs to this state's network"
             )
 
-    def add_trip(
-        self,
-        *,
-        origin_segment: int,
-        goal_segment: int,
-        policy: str,
-        route: ArrayLike,
-        predicted_wh: float,
-        predicted_sd_wh: float,
-        length_m: float,
-        time_s: float,
-        seed: int | None = None,
-        vehicle_id: int | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> int:
+    def add_trip(self, **fields: Any) -> int:
         """Record a planned trip and return its id (after the commit).
+
+        ``fields`` are those of :class:`TripPlan` (origin and goal segment, policy, route,
+        predicted energy and sd, length, time, optional seed, vehicle id and extra data).
 
         Raises
         ------
@@ -737,22 +763,18 @@ class Store:
         UnknownSegmentError
             For segment ids outside the network.
         """
-        row = self._trip_row(
-            origin_segment=origin_segment, goal_segment=goal_segment, policy=policy,
-            route=route, predicted_wh=predicted_wh, predicted_sd_wh=predicted_sd_wh,
-            length_m=length_m, time_s=time_s, seed=seed, vehicle_id=vehicle_id, extra=extra,
-        )
+        row = self._trip_row(TripPlan(**fields))
         with self._write() as conn:
             return self._insert_trip(conn, None, row)
 
-    def plan_trip(self, plan: Callable[[int], dict[str, Any]]) -> int:
-        """Reserve the next trip id, call ``plan(trip_id)`` and record what it returns.
+    def plan_trip(self, plan: Callable[[int], TripPlan]) -> int:
+        """Reserve the next trip id, call ``plan(trip_id)`` and record the :class:`TripPlan` it
+        returns.
 
         ``plan`` runs inside the write transaction, so the id it is given is the one the trip
         gets even while other processes plan on the same state (they wait their turn). Use it to
         derive per-trip seeds from the id: two concurrent trips can then never share a seed.
-        ``plan`` returns the keyword arguments of :meth:`add_trip`; if it raises, nothing is
-        recorded.
+        If ``plan`` raises, nothing is recorded.
         """
         with self._write() as conn:
             trip_id = int(
@@ -761,7 +783,7 @@ class Store:
                     "0), COALESCE((SELECT MAX(id) FROM trips), 0)) + 1"
                 ).fetchone()[0]
             )
-            row = self._trip_row(**plan(trip_id))
+            row = self._trip_row(plan(trip_id))
             return self._insert_trip(conn, trip_id, row)
 
     def _insert_trip(self, conn: sqlite3.Connection, trip_id: int | None, row: tuple) -> int:
@@ -774,23 +796,10 @@ class Store:
         )
         return int(cur.lastrowid)
 
-    def _trip_row(
-        self,
-        *,
-        origin_segment: int,
-        goal_segment: int,
-        policy: str,
-        route: ArrayLike,
-        predicted_wh: float,
-        predicted_sd_wh: float,
-        length_m: float,
-        time_s: float,
-        seed: int | None = None,
-        vehicle_id: int | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> tuple:
+    def _trip_row(self, plan: TripPlan) -> tuple:
         """Validate a trip's fields and return its row (without the id)."""
-        seg = _as_int_array(route, "route")
+        origin_segment, goal_segment = plan.origin_segment, plan.goal_segment
+        seg = _as_int_array(plan.route, "route")
         if seg.size == 0:
             raise StateError("a trip needs a non-empty route")
         if int(seg[0]) != int(origin_segment) or int(seg[-1]) != int(goal_segment):
@@ -800,10 +809,10 @@ class Store:
             )
         self._check_segments(seg, "the route")
         figures = {
-            "predicted_wh": predicted_wh,
-            "predicted_sd_wh": predicted_sd_wh,
-            "length_m": length_m,
-            "time_s": time_s,
+            "predicted_wh": plan.predicted_wh,
+            "predicted_sd_wh": plan.predicted_sd_wh,
+            "length_m": plan.length_m,
+            "time_s": plan.time_s,
         }
         for name, value in figures.items():
             if not math.isfinite(float(value)):
@@ -812,21 +821,18 @@ class Store:
             if float(figures[name]) < 0:
                 raise StateError(f"trip {name} must be >= 0, got {figures[name]}")
         try:
-            extra_json = json.dumps(extra or {}, sort_keys=True, allow_nan=False)
+            extra_json = json.dumps(plan.extra or {}, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise StateError(f"trip extra data is not JSON-serialisable: {exc}") from None
-        vid = self.vehicle(vehicle_id).id
+        vid = self.vehicle(plan.vehicle_id).id
         return (
             _utcnow(),
             int(origin_segment),
             int(goal_segment),
-            str(policy),
-            None if seed is None else int(seed),
+            str(plan.policy),
+            None if plan.seed is None else int(plan.seed),
             json.dumps(seg.tolist()),
-            float(predicted_wh),
-            float(predicted_sd_wh),
-            float(length_m),
-            float(time_s),
+            *(float(v) for v in figures.values()),
             extra_json,
             vid,
         )

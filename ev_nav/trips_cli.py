@@ -343,6 +343,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
     from ev_nav.bandits.routing import Router
+    from ev_nav.store import TripPlan
 
     session = open_session(args.state, args.network)
     try:
@@ -376,7 +377,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             routes["shortest"] = describe_route(net, shortest, model, "shortest")
             routes["fastest"] = describe_route(net, fastest, model, "fastest")
             p = routes["planned"]
-            return dict(
+            return TripPlan(
                 origin_segment=start,
                 goal_segment=goal,
                 policy=args.policy,

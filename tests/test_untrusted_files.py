@@ -95,6 +95,22 @@ def _one_line_error(code, err):
     return lines[0]
 
 
+def _small_runs(horizon, seeds):
+    """BI runs on a 300-segment town (seconds each), one per seed."""
+    from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
+
+    return [
+        RunSpec(
+            network=NetworkSpec(kind="synthetic", n_segments=300, seed=1),
+            agent=AgentSpec(model="bi", policy="ts"),
+            trips=TripSpec(kind="random", name="r", min_distance_m=300.0),
+            horizon=horizon,
+            seed=s,
+        )
+        for s in seeds
+    ]
+
+
 # ----------------------------------------------------------------------------- pickle
 def test_decode_refuses_pickle_without_side_effect(tmp_path):
     marker = tmp_path / "pwned"
@@ -159,23 +175,10 @@ def test_grid_with_planted_pickle_checkpoint_runs_no_code(tmp_path):
     from ev_nav.sim.fleet import (
         CHECKPOINT_NAME,
         LEGACY_CHECKPOINT_NAME,
-        AgentSpec,
-        NetworkSpec,
-        RunSpec,
-        TripSpec,
     )
     from ev_nav.sim.grid import make_executor, run_grid
 
-    specs = [
-        RunSpec(
-            network=NetworkSpec(kind="synthetic", n_segments=300, seed=1),
-            agent=AgentSpec(model="bi", policy="ts"),
-            trips=TripSpec(kind="random", name="r", min_distance_m=300.0),
-            horizon=4,
-            seed=s,
-        )
-        for s in (0, 1)
-    ]
+    specs = _small_runs(horizon=4, seeds=(0, 1))
     marker = tmp_path / "pwned"
     planted, legacy = specs
     for spec, name in ((planted, CHECKPOINT_NAME), (legacy, LEGACY_CHECKPOINT_NAME)):
@@ -408,19 +411,9 @@ def _suicidal_task(spec, out_dir, checkpoint_every, resume):
 
 
 def test_dying_worker_fails_only_its_own_run(tmp_path):
-    from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
     from ev_nav.sim.grid import LocalPoolExecutor, run_grid
 
-    specs = [
-        RunSpec(
-            network=NetworkSpec(kind="synthetic", n_segments=300, seed=1),
-            agent=AgentSpec(model="bi", policy="ts"),
-            trips=TripSpec(kind="random", name="r", min_distance_m=300.0),
-            horizon=3,
-            seed=s,
-        )
-        for s in range(4)
-    ]
+    specs = _small_runs(horizon=3, seeds=range(4))
     res = run_grid(specs, tmp_path, executor=LocalPoolExecutor(2, task=_suicidal_task),
                    progress=False)
     assert [o.run_id for o in res.failed] == [specs[1].run_id]

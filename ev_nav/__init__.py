@@ -1,3 +1,59 @@
-"""ev-nav: energy-efficient EV navigation that learns per-segment energy with GP bandits."""
+"""ev-nav: energy-efficient EV navigation that learns per-segment energy with GP bandits.
+
+The public API, re-exported here (imported on first use, so that ``import ev_nav`` and the
+command line's start-up stay light):
+
+* the driver's workflow (:mod:`ev_nav.trips`): :func:`create_state`, :func:`open_state`,
+  :func:`plan_trip`, :func:`record_total`, :func:`record_segments`, :func:`forget_trip`,
+  :func:`trip_history`, :func:`write_trip_files`;
+* networks and vehicles: :class:`RoadNetwork`, :func:`load_osm`, :func:`synthetic_town`,
+  :class:`Vehicle`, :func:`get_vehicle`;
+* physics: :func:`node_potential`, :func:`potential_change`;
+* simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`;
+* errors: :class:`EvNavError` (every user-facing error derives from it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "create_state": "ev_nav.trips.session",
+    "open_state": "ev_nav.trips.session:open_session",
+    "plan_trip": "ev_nav.trips.planning",
+    "write_trip_files": "ev_nav.trips.planning",
+    "record_total": "ev_nav.trips.observations",
+    "record_segments": "ev_nav.trips.observations",
+    "forget_trip": "ev_nav.trips.observations",
+    "trip_history": "ev_nav.trips.session",
+    "RoadNetwork": "ev_nav.roads.network",
+    "load_osm": "ev_nav.roads.load",
+    "synthetic_town": "ev_nav.roads.synthetic",
+    "Vehicle": "ev_nav.energy",
+    "get_vehicle": "ev_nav.energy",
+    "node_potential": "ev_nav.potential",
+    "potential_change": "ev_nav.potential",
+    "RunSpec": "ev_nav.sim.fleet",
+    "run_one": "ev_nav.sim.fleet",
+    "run_grid": "ev_nav.sim.grid",
+    "EvNavError": "ev_nav.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'ev_nav' has no attribute {name!r}")
+    module, _, attr = target.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

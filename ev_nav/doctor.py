@@ -119,7 +119,13 @@ def _check_contents(
     from ev_nav.checkpoints import decode
     from ev_nav.energy import Vehicle
     from ev_nav.store import Store
-    from ev_nav.trips_cli import Session, _apply_batches, _checkpoint, build_model, load_network_ref
+    from ev_nav.trips.session import (
+        Session,
+        apply_batches,
+        build_model,
+        load_network_ref,
+        save_checkpoint,
+    )
 
     all_fixed = True
     with Store.open(state) as store:
@@ -181,9 +187,9 @@ def _check_contents(
             if repair:
                 store.delete_checkpoints(bad)
                 model = build_model(store.model_kind, net, vehicle)
-                _apply_batches(model, batches)
+                apply_batches(model, batches)
                 session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
-                _checkpoint(session)
+                save_checkpoint(session)
                 report.repairs.append(
                     f"deleted {len(bad)} unusable checkpoints; rebuilt the model from the prior "
                     f"and {len(batches)} observation batches and saved it"

@@ -36,7 +36,7 @@ from ev_nav.bandits.routing import Router
 from ev_nav.cli import main as cli
 from ev_nav.faults import ENV_VAR
 from ev_nav.store import Store
-from ev_nav.trips_cli import _apply_batches, build_model, open_session
+from ev_nav.trips import apply_batches, build_model, open_session
 
 SEGMENTS = 600
 CRASH_POINTS = (
@@ -154,7 +154,7 @@ def main() -> int:
         session = open_session(state)
         try:
             fresh = build_model("bi", session.net, session.vehicle)
-            _apply_batches(fresh, session.store.observations())
+            apply_batches(fresh, session.store.observations())
             same_model = np.array_equal(session.model.posterior().mean, fresh.posterior().mean)
         finally:
             session.close()

@@ -116,7 +116,7 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     _refused(capsys, state, ["observe", state, 1, "--segments",
                              _csv(tmp_path, half, [5.0] * half.size)],
              f"covers {half.size} of the {trip.route.size} segments", "--partial")
-    from ev_nav.trips_cli import open_session
+    from ev_nav.trips import open_session
 
     session = open_session(state)
     mean = session.model.posterior().mean[half].tolist()
@@ -128,7 +128,7 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
 
 def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, tmp_path):
     state, trip = planned
-    from ev_nav.trips_cli import open_session
+    from ev_nav.trips import open_session
 
     session = open_session(state)
     prior = session.model.posterior()

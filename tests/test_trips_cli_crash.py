@@ -21,7 +21,7 @@ from ev_nav.bandits.routing import Router
 from ev_nav.cli import main
 from ev_nav.faults import ENV_VAR
 from ev_nav.store import Store
-from ev_nav.trips_cli import _apply_batches, build_model, open_session
+from ev_nav.trips import apply_batches, build_model, open_session
 
 SEGMENTS = 600
 
@@ -128,7 +128,7 @@ def test_sigkill_during_observe_loses_nothing(tmp_path, model, rounds):
         assert np.isfinite(post.mean).all() and np.isfinite(post.std).all()
         if model == "bi":
             fresh = build_model("bi", session.net, session.vehicle)
-            _apply_batches(fresh, session.store.observations())
+            apply_batches(fresh, session.store.observations())
             np.testing.assert_allclose(post.mean, fresh.posterior().mean, rtol=1e-10)
             np.testing.assert_allclose(post.std, fresh.posterior().std, rtol=1e-10)
     finally:
@@ -162,7 +162,7 @@ def test_two_cli_processes_observe_concurrently(tmp_path):
         batches = session.store.observations()
         assert sorted(b.trip_id for b in batches) == [t for t, _ in trips]
         fresh = build_model("bi", session.net, session.vehicle)
-        _apply_batches(fresh, batches)
+        apply_batches(fresh, batches)
         np.testing.assert_allclose(
             session.model.posterior().mean, fresh.posterior().mean, rtol=1e-10
         )

@@ -131,7 +131,7 @@ def test_decode_refuses_pickle_without_side_effect(tmp_path):
 
 def test_checkpoint_roundtrip_is_exact(net):
     from ev_nav.energy import get_vehicle
-    from ev_nav.trips_cli import build_model
+    from ev_nav.trips import build_model
 
     model = build_model("gp", net, get_vehicle("sumo-default"))
     rng = np.random.default_rng(0)

@@ -1,0 +1,233 @@
+"""Recording what a trip cost, so that a driver can trust the learned model.
+
+Readings are checked before they are stored: more than any vehicle can use is always refused;
+a reading far from the model's prediction (more than :data:`PLAUSIBLE_SIGMAS` predictive standard
+deviations) or a likely kWh/Wh mix-up is refused with the reason unless forced; a per-segment file
+that covers only part of the route is refused unless explicitly partial. A trip's observations can
+be forgotten again (:func:`forget_trip`): the model forgets them too.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ev_nav.errors import InvalidObservation
+from ev_nav.faults import crash_point
+
+if TYPE_CHECKING:
+    from ev_nav.trips.session import Session
+
+__all__ = [
+    "HARD_LIMIT_WH",
+    "PLAUSIBLE_SIGMAS",
+    "check_plausible",
+    "forget_trip",
+    "read_segment_csv",
+    "record_segments",
+    "record_total",
+]
+
+
+#: More rows than any trip's route can have on a network ev-nav handles: a file this long is not an
+#: observation of one trip (and reading it whole would only exhaust memory).
+MAX_CSV_ROWS = 2_000_000
+
+
+def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read ``segment,energy_wh`` rows (header required)."""
+    if not path.is_file():
+        raise InvalidObservation(f"observation file not found: {path}")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None or not {"segment", "energy_wh"} <= set(
+                f.strip() for f in reader.fieldnames
+            ):
+                raise InvalidObservation(
+                    f"{path}: expected a header 'segment,energy_wh', got {reader.fieldnames}"
+                )
+            seg, wh = [], []
+            for i, row in enumerate(reader, start=2):
+                if i > MAX_CSV_ROWS:
+                    raise InvalidObservation(
+                        f"{path} has more than {MAX_CSV_ROWS:,} rows: not one trip's observations"
+                    )
+                row = {k.strip(): (v or "").strip() for k, v in row.items() if isinstance(k, str)}
+                try:
+                    seg.append(int(row["segment"]))
+                    wh.append(float(row["energy_wh"]))
+                    if not -(2**63) <= seg[-1] < 2**63:
+                        raise ValueError
+                except ValueError:
+                    raise InvalidObservation(
+                        f"{path}, line {i}: cannot read segment {row['segment']!r} / "
+                        f"energy {row['energy_wh']!r}"
+                    ) from None
+    except UnicodeDecodeError:
+        raise InvalidObservation(f"{path} is not a UTF-8 text CSV file") from None
+    except csv.Error as exc:  # e.g. a field longer than the csv module's limit, NUL bytes
+        raise InvalidObservation(f"{path} is not a readable CSV file ({exc})") from None
+    if not seg:
+        raise InvalidObservation(f"{path} has no observation rows")
+    return np.asarray(seg, dtype=np.int64), np.asarray(wh, dtype=np.float64)
+
+
+#: An observation further than this many predictive standard deviations from the model's
+#: prediction is refused unless ``--force`` (a typo, a unit mix-up, a broken logger). Far beyond
+#: what real variation produces, so honest surprises are still learned from.
+PLAUSIBLE_SIGMAS = 8.0
+
+#: No segment or trip of a road vehicle can use or recover this much [Wh] (the largest EV
+#: batteries hold ~200 kWh); refused even with ``--force``.
+HARD_LIMIT_WH = 1_000_000.0
+
+
+def check_plausible(
+    values: np.ndarray, mean: np.ndarray, sd: np.ndarray, what: list[str], *, force: bool = False
+) -> None:
+    """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
+
+    ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution;
+    ``what`` names each reading for the message. The message says why: too large for any
+    vehicle (always), a likely kWh/Wh mix-up, or how many standard deviations from the
+    prediction (both skipped with ``force``).
+    """
+    big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
+    if big.size:
+        k = int(big[0])
+        raise InvalidObservation(
+            f"{what[k]}: {values[k]:g} Wh is more than any vehicle can use or recover "
+            f"({HARD_LIMIT_WH:,.0f} Wh); energies are in Wh"
+        )
+    if force:
+        return
+    sd = np.maximum(sd, 1e-9)
+    z = np.abs(values - mean) / sd
+    # A unit mix-up: the reading is off, but a thousand times it sits right on the prediction
+    # (kWh from the trip computer typed where Wh are asked for).
+    fits = (np.abs(values * 1000.0 - mean) / sd < 2.0) & (z > 3.0)
+    if fits.any():
+        k = int(np.flatnonzero(fits)[0])
+        raise InvalidObservation(
+            f"{what[k]}: {values[k]:g} looks like kWh (predicted {mean[k]:.1f} ± "
+            f"{sd[k]:.1f} Wh); give energies in Wh, or --force to record it as it is"
+        )
+    bad = np.flatnonzero(z > PLAUSIBLE_SIGMAS)
+    if not bad.size:
+        return
+    k = int(bad[np.argmax(z[bad])])
+    pred = f"predicted {mean[k]:.1f} ± {sd[k]:.1f} Wh"
+    more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+    raise InvalidObservation(
+        f"{what[k]}: {values[k]:g} Wh is {z[k]:.0f} standard deviations from the {pred}"
+        f"{more}; check the reading, or --force to record it"
+    )
+
+
+def record_segments(
+    session: Session,
+    trip_id: int,
+    segment_ids: np.ndarray,
+    energies_wh: np.ndarray,
+    *,
+    force: bool = False,
+    partial: bool = False,
+    source: str = "the observations",
+    on_recorded: Callable[[int], None] | None = None,
+) -> int:
+    """Check and record per-segment energies [Wh] of a driven trip, then update the model.
+
+    Returns the observation batch id. The model (``session.model``, loaded) is updated and a
+    checkpoint saved; a crash after the record loses nothing (the next session replays it).
+    ``on_recorded(batch_id)`` is called as soon as the record is committed, before the model
+    update (an acknowledgement the user can rely on).
+    """
+
+    store, model = session.store, session.model
+    trip = store.get_trip(trip_id)
+    seg = np.asarray(segment_ids, dtype=np.int64)
+    wh = np.asarray(energies_wh, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(wh))
+    if bad.size:
+        raise InvalidObservation(
+            f"{source}: energies must be finite; segment {int(seg[bad[0]])} has {wh[bad[0]]}"
+        )
+    missing = np.setdiff1d(trip.route, seg)
+    if missing.size and not partial:
+        raise InvalidObservation(
+            f"{source} covers {trip.route.size - missing.size} of the {trip.route.size} "
+            f"segments of trip {trip.id}; give every segment, or the trip total with "
+            "--total-wh, or --partial to record only these"
+        )
+    post = model.posterior()
+    idx = np.where((seg >= 0) & (seg < post.mean.size), seg, 0)
+    check_plausible(
+        wh,
+        post.mean[idx],
+        np.sqrt(post.std[idx] ** 2 + float(model.noise_std) ** 2),
+        [f"segment {int(e)}" for e in seg],
+        force=force,
+    )
+    batch = store.add_observations(trip.id, seg, wh)
+    _absorb(session, batch, on_recorded)
+    return batch
+
+
+def record_total(
+    session: Session,
+    trip_id: int,
+    total_wh: float,
+    *,
+    force: bool = False,
+    on_recorded: Callable[[int], None] | None = None,
+) -> int:
+    """Check and record a trip's total energy [Wh] (trip computer), then update the model.
+
+    Returns the observation batch id (see :func:`record_segments`).
+    """
+    store, model = session.store, session.model
+    trip = store.get_trip(trip_id)
+    if total_wh == 0 and not force:
+        raise InvalidObservation(
+            f"trip {trip.id} total: exactly 0 Wh means the trip computer did not record this "
+            "drive; --force if the trip really used no energy"
+        )
+    sd = np.sqrt(trip.predicted_sd_wh**2 + trip.route.size * float(model.noise_std) ** 2)
+    check_plausible(
+        np.array([float(total_wh)]),
+        np.array([trip.predicted_wh]),
+        np.array([sd]),
+        [f"trip {trip.id} total"],
+        force=force,
+    )
+    batch = store.add_total_observation(trip.id, float(total_wh))
+    _absorb(session, batch, on_recorded)
+    return batch
+
+
+def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | None) -> None:
+    # The observation is committed (acknowledged) now; a kill from here on loses nothing.
+    from ev_nav.trips.session import save_checkpoint
+
+    if on_recorded is not None:
+        on_recorded(batch)
+    crash_point("observe-acknowledged")
+    session.catch_up()
+    crash_point("observe-model-updated")
+    save_checkpoint(session)
+
+
+def forget_trip(session: Session, trip_id: int) -> int:
+    """Remove a trip's observations and rebuild the model without them; returns the number of
+    batches removed (see :meth:`ev_nav.store.Store.forget_observations`)."""
+    from ev_nav.trips.session import save_checkpoint
+
+    n = session.store.forget_observations(trip_id)
+    session.load_model()  # from a checkpoint that never saw them, or the prior
+    save_checkpoint(session)
+    return n

@@ -1,0 +1,197 @@
+"""Planning a trip on an open state: snap, choose, record, and write the trip's map files.
+
+The planned route is regeneration-aware: the index is rectified in reduced-cost space
+(:mod:`ev_nav.potential`), so a descent counts with the regeneration physics guarantees. It is
+shown next to the shortest and the fastest route, each with the model's predicted energy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ev_nav.errors import InvalidObservation, StateError, StateIOError
+
+if TYPE_CHECKING:
+    from ev_nav.bandits.agent import Route
+    from ev_nav.roads.network import RoadNetwork
+    from ev_nav.trips.session import Session
+
+__all__ = ["PlannedTrip", "maps_dir", "plan_trip", "write_trip_files"]
+
+
+@dataclass(frozen=True)
+class PlannedTrip:
+    """A recorded trip and the routes it was chosen among.
+
+    Attributes
+    ----------
+    trip_id : int
+        The trip's id in the state (give it to ``observe``).
+    start_segment, goal_segment : int
+        The road segments origin and destination snapped to.
+    policy : str
+        Index rule of the planned route.
+    seed : int
+        Seed of the Thompson draw (the trip id unless given).
+    routes : dict of str to Route
+        ``planned``, ``shortest`` and ``fastest``, each with km, minutes and predicted Wh ± sd.
+    """
+
+    trip_id: int
+    start_segment: int
+    goal_segment: int
+    policy: str
+    seed: int
+    routes: dict[str, Route]
+
+
+def maps_dir(state: Path) -> Path:
+    """``STATE/maps``, created if missing; a clear error if it cannot hold maps."""
+    maps = Path(state) / "maps"
+    if maps.exists() and not maps.is_dir():
+        raise StateError(
+            f"{maps} exists but is not a folder, so trip maps cannot be written there; move that "
+            "file elsewhere (it is not part of the state's data) and retry"
+        )
+    try:
+        maps.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StateIOError(f"cannot create {maps} ({exc}); nothing was recorded") from None
+    return maps
+
+
+def plan_trip(
+    session: Session,
+    origin: tuple[float, float],
+    goal: tuple[float, float],
+    *,
+    policy: str = "ts",
+    seed: int | None = None,
+    max_snap_m: float = 500.0,
+) -> PlannedTrip:
+    """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
+
+    The trip id is reserved inside the store's write transaction and the Thompson seed derived
+    from it (unless ``seed`` is given), so concurrent planners never share a seed.
+
+    Raises
+    ------
+    OutsideNetworkError
+        A point is further than ``max_snap_m`` from every road.
+    InvalidObservation
+        Origin and destination snap to the same segment.
+    """
+    from ev_nav.bandits.agent import describe_route
+    from ev_nav.bandits.indices import make_index, rectified_weights
+    from ev_nav.bandits.routing import Router
+    from ev_nav.potential import potential_change
+    from ev_nav.store import TripPlan
+
+    net, model, store = session.net, session.model, session.store
+    start = net.nearest_segment(origin[1], origin[0], max_snap_m)
+    end = net.nearest_segment(goal[1], goal[0], max_snap_m)
+    if start == end:
+        raise InvalidObservation(
+            f"origin and destination snap to the same road segment ({start}); a trip needs two "
+            "different places"
+        )
+    maps_dir(session.state_dir)  # checked before anything is recorded
+    rule = make_index(policy)
+    router = Router(net)
+    shortest = router.route(net.length_m, start, end)
+    fastest = router.route(net.travel_time_s, start, end)
+    post = model.posterior()
+    dphi = potential_change(net, session.vehicle)
+    routes: dict[str, Route] = {}
+    used_seed: list[int] = []
+
+    def plan(trip_id: int) -> TripPlan:
+        # Runs inside the store's write transaction: trip_id is this trip's own.
+        s = trip_id if seed is None else seed
+        weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
+        routes["planned"] = describe_route(net, router.route(weights, start, end), model, policy)
+        routes["shortest"] = describe_route(net, shortest, model, "shortest")
+        routes["fastest"] = describe_route(net, fastest, model, "fastest")
+        used_seed.append(s)
+        p = routes["planned"]
+        return TripPlan(
+            origin_segment=start,
+            goal_segment=end,
+            policy=policy,
+            route=p.segments,
+            predicted_wh=p.predicted_wh,
+            predicted_sd_wh=p.predicted_sd_wh,
+            length_m=p.length_m,
+            time_s=p.time_s,
+            seed=s,
+        )
+
+    trip_id = store.plan_trip(plan)
+    return PlannedTrip(trip_id, start, end, policy, used_seed[-1], routes)
+
+
+def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) -> list[Path]:
+    """Write ``maps/trip-N.geojson`` (and the HTML map); returns the paths written.
+
+    Raises
+    ------
+    StateIOError
+        If writing fails; the message says the trip itself was recorded.
+    """
+    folder = maps_dir(session.state_dir)
+    written = []
+    try:
+        geo = folder / f"trip-{trip.trip_id}.geojson"
+        _write_route_geojson(session.net, trip.routes, geo)
+        written.append(geo)
+        if html:
+            from ev_nav.viz.maps import route_map
+
+            post = session.model.posterior()
+            page = folder / f"trip-{trip.trip_id}.html"
+            route_map(
+                session.net,
+                trip.routes["planned"].segments,
+                {"shortest": trip.routes["shortest"].segments,
+                 "fastest": trip.routes["fastest"].segments},
+                route_name=f"planned ({trip.policy})",
+                mean_wh=post.mean,
+                sd_wh=post.std,
+                title=f"ev-nav trip {trip.trip_id}",
+                path=page,
+            )
+            written.append(page)
+    except OSError as exc:
+        raise StateIOError(
+            f"trip {trip.trip_id} was recorded, but its map could not be written to {folder} "
+            f"({exc}); record the drive as usual, 'ev-nav map' can draw it later"
+        ) from None
+    return written
+
+
+def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path) -> None:
+    from ev_nav.provenance import atomic_write_text
+
+    features = []
+    for name, r in routes.items():
+        coords = np.concatenate([net.segment_coords(int(e)) for e in r.segments])
+        features.append(
+            {
+                "type": "Feature",
+                "geometry": {"type": "LineString", "coordinates": coords.round(7).tolist()},
+                "properties": {
+                    "name": name,
+                    "segments": r.segments.tolist(),
+                    "length_m": r.length_m,
+                    "time_s": r.time_s,
+                    "predicted_wh": r.predicted_wh,
+                    "predicted_sd_wh": r.predicted_sd_wh,
+                },
+            }
+        )
+    atomic_write_text(path, json.dumps({"type": "FeatureCollection", "features": features}))

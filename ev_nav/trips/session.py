@@ -1,0 +1,301 @@
+"""An open driver state: store, network, vehicle and the up-to-date learned model.
+
+A state directory holds the SQLite store (trips, observations, model checkpoints; see
+:mod:`ev_nav.store`) and a ``maps/`` folder. The model is rebuilt from the newest usable
+checkpoint plus every observation batch committed after it, so an interrupted ``observe`` never
+loses data: the next session replays what the checkpoint missed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ev_nav.energy import Vehicle
+from ev_nav.errors import ModelStateError, StateError, UnsafeCheckpointError
+
+if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
+    from ev_nav.gp.posterior import SegmentModel
+    from ev_nav.roads.network import RoadNetwork
+    from ev_nav.store import ObservationBatch, Store
+
+__all__ = [
+    "SYNTHETIC_PREFIX",
+    "Session",
+    "StateNotice",
+    "apply_batches",
+    "build_model",
+    "create_state",
+    "load_network_ref",
+    "open_session",
+    "restore_model",
+    "save_checkpoint",
+    "trip_history",
+]
+
+#: Prefix of a state's network reference for the embedded synthetic town (``synthetic:N:SEED``).
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+class StateNotice(UserWarning):
+    """A state was usable only after falling back (a damaged or old-format checkpoint)."""
+
+
+def synthetic_ref(n_segments: int, seed: int = 0) -> str:
+    """The network reference of the embedded synthetic town."""
+    return f"{SYNTHETIC_PREFIX}{int(n_segments)}:{int(seed)}"
+
+
+def load_network_ref(ref: str) -> RoadNetwork:
+    """Load the network a state refers to (a ``.npz`` path or a synthetic town reference)."""
+    if ref.startswith(SYNTHETIC_PREFIX):
+        from ev_nav.roads.synthetic import synthetic_town
+
+        n, seed = ref[len(SYNTHETIC_PREFIX) :].split(":")
+        return synthetic_town(int(n), seed=int(seed))
+    from ev_nav.roads.network import RoadNetwork
+
+    return RoadNetwork.load(ref)
+
+
+def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) -> SegmentModel:
+    """A fresh model of ``kind`` (``gp`` or ``bi``) with the spec's prior for this network.
+
+    The GP uses the closed-form q(u) refresh after every trip: one driver's data is small, and an
+    exact update is what a careful user wants (no learning-rate tuning).
+    """
+    if kind == "bi":
+        from ev_nav.gp.independent import BIModel
+
+        return BIModel(net, vehicle=vehicle)
+    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+
+    return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
+
+
+def apply_batches(model: SegmentModel, batches: list[ObservationBatch]) -> None:
+    """Feed stored observation batches to a model, in order."""
+    for b in batches:
+        if b.kind == "segment":
+            model.update(b.segment_ids, b.energy_wh)
+        else:
+            model.update_total(b.segment_ids, float(b.energy_wh[0]))
+
+
+@dataclass
+class Session:
+    """An open state: store, network, vehicle and the up-to-date model.
+
+    Use :func:`open_session` (or :func:`ev_nav.open_state`) to get one, and close it (or use it
+    as a context manager) when done.
+    """
+
+    store: Store
+    net: RoadNetwork
+    vehicle: Vehicle
+    model: SegmentModel | None
+    applied_upto: int = 0  # the model has absorbed every observation batch with id <= this
+    #: checkpoints passed over while loading (damaged, old pickle format): one line each
+    skipped: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def state_dir(self) -> Path:
+        """The state directory."""
+        return self.store.path.parent
+
+    def load_model(self) -> None:
+        """Rebuild the model: newest usable checkpoint, then every batch committed after it.
+
+        A checkpoint is used only if its hash verifies and it is in the pickle-free format
+        (:mod:`ev_nav.checkpoints`; an old pickled one is never unpickled). Otherwise the next
+        older one is tried, and finally the prior, replaying every observation: the observations
+        are the data, checkpoints only save replay time.
+
+        Batch ids grow in commit order (writes are serialised), so the largest id replayed from
+        one snapshot is an honest claim that every earlier batch is included too — even while
+        another process is observing into the same state.
+        """
+        model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
+        batches = self.store.observations(after_batch=after)
+        apply_batches(model, batches)
+        self.model = model
+        self.applied_upto = max([after, *(b.id for b in batches)])
+
+    def catch_up(self) -> None:
+        """Apply the observation batches committed since the model was loaded."""
+        batches = self.store.observations(after_batch=self.applied_upto)
+        apply_batches(self.model, batches)
+        self.applied_upto = max([self.applied_upto, *(b.id for b in batches)])
+
+    def notice(self) -> str | None:
+        """One line saying how the model was rebuilt when a checkpoint had to be passed over."""
+        if not self.skipped:
+            return None
+        return (
+            f"model rebuilt from {'an older checkpoint' if self.applied_upto else 'the prior'} "
+            f"and the recorded observations ({'; '.join(self.skipped)}); no observation was lost"
+        )
+
+
+def restore_model(
+    store: Store, net: RoadNetwork, vehicle: Vehicle
+) -> tuple[SegmentModel, int, list[str]]:
+    """The newest checkpoint that verifies and loads, as ``(model, last_batch_id, skipped)``.
+
+    Falls back to a fresh prior model (``last_batch_id = 0``) when none does; ``skipped`` says
+    why each newer checkpoint was passed over.
+    """
+    from ev_nav.checkpoints import decode
+
+    skipped: list[str] = []
+    for ck in store.checkpoints():
+        if not ck.verified:
+            skipped.append(f"checkpoint {ck.id} damaged (hash mismatch)")
+            continue
+        model = build_model(store.model_kind, net, vehicle)
+        try:
+            model.load_state_dict(decode(ck.blob))
+        except UnsafeCheckpointError:
+            skipped.append(f"checkpoint {ck.id} in the old pickle format, never loaded")
+            continue
+        except (ModelStateError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            skipped.append(f"checkpoint {ck.id} unusable ({str(exc)[:80]})")
+            continue
+        return model, ck.last_batch_id, skipped
+    return build_model(store.model_kind, net, vehicle), 0, skipped
+
+
+def save_checkpoint(session: Session) -> None:
+    """Store the session's model as the state's current checkpoint (pickle-free)."""
+    from ev_nav.checkpoints import encode
+
+    session.store.save_checkpoint(
+        encode(session.model.state_dict()),
+        session.store.n_observations(),
+        last_batch_id=session.applied_upto,
+    )
+
+
+def open_session(
+    state: str | Path, network: str | Path | None = None, *, with_model: bool = True
+) -> Session:
+    """Open a state, check its network, and rebuild the model (checkpoint + replay).
+
+    When a checkpoint had to be passed over, a :class:`StateNotice` warning says so (the CLI
+    prints it as one line) and a good checkpoint is saved right away, so the next session does
+    not replay again; this also migrates states whose checkpoints are in the old pickle format.
+    """
+    from ev_nav.store import Store
+
+    store = Store.open(state)
+    try:
+        ref = str(Path(network).resolve()) if network is not None else store.network_ref
+        try:
+            net = load_network_ref(ref)
+        except FileNotFoundError as exc:
+            raise StateError(
+                f"the state's network {ref} is missing ({exc}); pass --network PATH"
+            ) from None
+        store.check_network(net.content_hash, net.arrays_hash)
+        session = Session(store, net, Vehicle(**store.vehicle().spec), None)
+        if with_model:
+            session.load_model()
+            note = session.notice()
+            if note:
+                warnings.warn(note, StateNotice, stacklevel=2)
+                try:
+                    save_checkpoint(session)
+                except StateError:
+                    pass  # e.g. read-only: the rebuilt model is still right for this session
+        return session
+    except BaseException:
+        store.close()
+        raise
+
+
+def create_state(
+    state: str | Path,
+    *,
+    network: str | Path | None = None,
+    synthetic: int | None = None,
+    town_seed: int = 0,
+    model: str = "gp",
+    vehicle: Vehicle | None = None,
+) -> Session:
+    """Create a state directory bound to a network and return it open (with its prior model).
+
+    Parameters
+    ----------
+    state : path
+        New state directory.
+    network : path, optional
+        A network file from ``ev-nav network build``; or
+    synthetic : int, optional
+        the embedded synthetic town with about this many segments (``town_seed`` picks it).
+    model : {"gp", "bi"}
+        The learning model.
+    vehicle : Vehicle, optional
+        Default: the paper's EV (``sumo-default``).
+    """
+    from ev_nav.store import Store
+
+    if (network is None) == (synthetic is None):
+        raise StateError("give exactly one of network= and synthetic=")
+    ref = synthetic_ref(synthetic, town_seed) if synthetic is not None else str(
+        Path(network).resolve()
+    )
+    veh = vehicle or Vehicle()
+    net = load_network_ref(ref)
+    store = Store.create(
+        state,
+        net.content_hash,
+        ref,
+        model,
+        veh.to_dict(),
+        n_segments=net.n_segments,
+        network_arrays_hash=net.arrays_hash,
+    )
+    try:
+        session = Session(store, net, veh, build_model(model, net, veh))
+        save_checkpoint(session)  # applied_upto = 0: the prior
+    except BaseException:
+        store.close()
+        raise
+    return session
+
+
+def trip_history(state: str | Path) -> list[dict[str, object]]:
+    """Every trip of a state: id, time, policy, km, predicted Wh ± sd and observed Wh (or None).
+
+    Reads the store only (no network, no model), so it is fast.
+    """
+    from ev_nav.store import Store
+
+    with Store.open(state) as store:
+        rows = []
+        for trip in store.list_trips():
+            observed = store.observed_total(trip.id)
+            rows.append(
+                {
+                    "trip": trip.id,
+                    "created": trip.created[:19],
+                    "policy": trip.policy,
+                    "km": round(trip.length_m / 1000, 3),
+                    "predicted_wh": round(trip.predicted_wh, 1),
+                    "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
+                    "observed_wh": None if observed is None else round(observed, 1),
+                }
+            )
+    return rows

@@ -99,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_route)
 
     p = subparsers.add_parser("observe", help="record the energy a planned trip used")
@@ -121,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--partial", action="store_true", help="accept a CSV that covers only part of the route"
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_observe)
 
     p = subparsers.add_parser("map", help="HTML map of the learned network")
@@ -130,6 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, help="HTML file (default STATE/maps/<layer>.html)")
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_map)
 
     p = subparsers.add_parser("history", help="past trips: predicted vs observed energy")
@@ -193,15 +196,26 @@ def _cmd_route(args: argparse.Namespace) -> int:
             seed=args.seed,
             max_snap_m=args.max_snap,
         )
+        written = write_trip_files(session, trip, html=not args.no_map)
+        if args.json:
+            print(json.dumps({**trip.to_dict(), "files": [str(p) for p in written]}, indent=2))
+            return 0
         print(f"trip {trip.trip_id}: segment {trip.start_segment} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
-        print(f"{'route':<10}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
+        print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in trip.routes.items():
             print(
-                f"{name:<10}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
+                f"{name:<12}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
                 f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
             )
-        written = write_trip_files(session, trip, html=not args.no_map)
+        extra = trip.exploring_cost
+        if extra is not None:
+            if np.array_equal(trip.routes["planned"].segments,
+                              trip.routes["best guess"].segments):
+                print("the planned route is the best guess")
+            else:
+                print(f"exploring: {extra[0]:+.1f} Wh, {extra[1] / 60:+.1f} min against the best "
+                      "guess (predicted; exploring is how the model learns)")
         for path in written:
             if path.suffix == ".html":
                 print(f"map: {path}")
@@ -229,8 +243,15 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         trip = session.store.get_trip(args.trip_id)
 
         def acknowledge(what: str, observed: float):
-            def done(_batch: int) -> None:
+            def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
+                if args.json:
+                    print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
+                                      "observed_wh": round(observed, 3),
+                                      "predicted_wh": round(trip.predicted_wh, 1),
+                                      "predicted_sd_wh": round(trip.predicted_sd_wh, 1)}),
+                          flush=True)
+                    return
                 print(
                     f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted "
                     f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh)",
@@ -251,7 +272,8 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                 session, trip.id, args.total_wh, force=args.force,
                 on_recorded=acknowledge("the trip total", float(args.total_wh)),
             )
-        print("model updated")
+        if not args.json:
+            print("model updated")
     return 0
 
 
@@ -288,7 +310,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
             title=f"ev-nav: {titles[args.layer]}",
             path=out,
         )
-        print(f"map: {out}")
+        print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0
 
 

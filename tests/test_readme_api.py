@@ -20,3 +20,57 @@ def test_readme_python_api_block_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"trip 1: \d+\.\d\d km, \d+ ± \d+ Wh", proc.stdout), proc.stdout
     assert "'observed_wh'" in proc.stdout
+
+
+def test_readme_per_trip_example_output_is_current(tmp_path, capsys):
+    """The README's per-trip example prints what the commands print today."""
+    from ev_nav.cli import main
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## The per-trip workflow", 1)[1].split("```", 2)[1]
+    route_out = section.split("--policy ts\n", 1)[1].split("# 3.", 1)[0]
+    expected = [ln[4:].rstrip() for ln in route_out.splitlines() if ln.startswith("#   ")]
+    state = tmp_path / "mystate"
+    assert main(["init", str(state), "--synthetic", "--model", "gp"]) == 0
+    capsys.readouterr()
+    assert main(["route", str(state), "--from", "47.0010,8.0020", "--to", "47.0240,8.0350",
+                 "--policy", "ts"]) == 0
+    printed = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+    for line in expected:
+        line = line.replace("mystate/", f"{state}/").replace("observe mystate", f"observe {state}")
+        assert line in printed, f"README line not printed any more: {line!r}"
+    assert main(["observe", str(state), "1", "--total-wh", "530"]) == 0
+    out = capsys.readouterr().out
+    assert "trip 1: recorded the trip total (530.0 Wh; predicted 489.9 ± 33.1 Wh)" in out
+    assert "#   trip 1: recorded the trip total (530.0 Wh; predicted 489.9 ± 33.1 Wh)" in text
+
+
+def test_route_json_and_clean_exports(tmp_path, capsys):
+    import json as _json
+    import xml.etree.ElementTree as ET
+
+    from ev_nav.cli import main
+
+    state = tmp_path / "s"
+    assert main(["init", str(state), "--synthetic", "--model", "bi"]) == 0
+    capsys.readouterr()
+    assert main(["route", str(state), "--from", "47.0010,8.0020", "--to", "47.0240,8.0350",
+                 "--no-map", "--json"]) == 0
+    plan = _json.loads(capsys.readouterr().out)
+    assert set(plan["routes"]) == {"planned", "best guess", "shortest", "fastest"}
+    extra = plan["routes"]["planned"]["predicted_wh"] - plan["routes"]["best guess"][
+        "predicted_wh"]
+    assert plan["exploring_extra_wh"] == round(extra, 1) or abs(
+        plan["exploring_extra_wh"] - extra) <= 0.11
+    geo = _json.loads((state / "maps" / "trip-1.geojson").read_text())
+    for feature in geo["features"]:
+        coords = feature["geometry"]["coordinates"]
+        assert all(a != b for a, b in zip(coords, coords[1:], strict=False)), "repeated point"
+    gpx = ET.parse(state / "maps" / "trip-1.gpx").getroot()
+    points = gpx.findall(".//{http://www.topografix.com/GPX/1/1}trkpt")
+    planned = next(f for f in geo["features"] if f["properties"]["name"] == "planned")
+    assert len(points) == len(planned["geometry"]["coordinates"])
+    assert main(["observe", str(state), "1", "--total-wh",
+                 str(plan["routes"]["planned"]["predicted_wh"]), "--json"]) == 0
+    rec = _json.loads(capsys.readouterr().out.splitlines()[0])
+    assert rec["trip"] == 1 and rec["recorded"] == "the trip total"

@@ -39,7 +39,9 @@ class PlannedTrip:
     seed : int
         Seed of the Thompson draw (the trip id unless given).
     routes : dict of str to Route
-        ``planned``, ``shortest`` and ``fastest``, each with km, minutes and predicted Wh ± sd.
+        ``planned``, ``best guess`` (the greedy ``mean`` route, so a driver sees what exploring
+        costs; absent when the policy is ``mean``), ``shortest`` and ``fastest``, each with km,
+        minutes and predicted Wh ± sd.
     """
 
     trip_id: int
@@ -48,6 +50,39 @@ class PlannedTrip:
     policy: str
     seed: int
     routes: dict[str, Route]
+
+    @property
+    def exploring_cost(self) -> tuple[float, float] | None:
+        """Predicted extra energy [Wh] and time [s] of the planned route over the best guess
+        (``None`` when the planned route is the best guess)."""
+        guess = self.routes.get("best guess")
+        if guess is None:
+            return None
+        p = self.routes["planned"]
+        return p.predicted_wh - guess.predicted_wh, p.time_s - guess.time_s
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready summary (what ``ev-nav route --json`` prints)."""
+        extra = self.exploring_cost
+        return {
+            "trip": self.trip_id,
+            "start_segment": self.start_segment,
+            "goal_segment": self.goal_segment,
+            "policy": self.policy,
+            "seed": self.seed,
+            "routes": {
+                name: {
+                    "km": round(r.length_m / 1000, 3),
+                    "minutes": round(r.time_s / 60, 2),
+                    "predicted_wh": round(r.predicted_wh, 1),
+                    "predicted_sd_wh": round(r.predicted_sd_wh, 1),
+                    "segments": r.segments.tolist(),
+                }
+                for name, r in self.routes.items()
+            },
+            "exploring_extra_wh": None if extra is None else round(extra[0], 1),
+            "exploring_extra_minutes": None if extra is None else round(extra[1] / 60, 2),
+        }
 
 
 def maps_dir(state: Path) -> Path:
@@ -107,6 +142,12 @@ def plan_trip(
     fastest = router.route(net.travel_time_s, start, end)
     post = model.posterior()
     dphi = potential_change(net, session.vehicle)
+    # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
+    # shown beside an exploring plan so the driver sees what exploring costs
+    guess = None
+    if policy != "mean":
+        greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
+        guess = router.route(greedy, start, end)
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -115,6 +156,8 @@ def plan_trip(
         s = trip_id if seed is None else seed
         weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
         routes["planned"] = describe_route(net, router.route(weights, start, end), model, policy)
+        if guess is not None:
+            routes["best guess"] = describe_route(net, guess, model, "mean")
         routes["shortest"] = describe_route(net, shortest, model, "shortest")
         routes["fastest"] = describe_route(net, fastest, model, "fastest")
         used_seed.append(s)
@@ -148,7 +191,9 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     try:
         geo = folder / f"trip-{trip.trip_id}.geojson"
         _write_route_geojson(session.net, trip.routes, geo)
-        written.append(geo)
+        gpx = folder / f"trip-{trip.trip_id}.gpx"
+        _write_route_gpx(session.net, trip, gpx)
+        written += [geo, gpx]
         if html:
             from ev_nav.viz.maps import route_map
 
@@ -174,16 +219,45 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     return written
 
 
+def route_coordinates(net: RoadNetwork, segments: np.ndarray) -> np.ndarray:
+    """The route's polyline as (lon, lat) rows [deg], rounded to 1e-7 deg (~1 cm), without the
+    repeated junction point where one segment ends and the next begins."""
+    coords = np.concatenate([net.segment_coords(int(e)) for e in segments]).round(7)
+    keep = np.ones(len(coords), dtype=bool)
+    keep[1:] = np.any(coords[1:] != coords[:-1], axis=1)
+    return coords[keep]
+
+
+def _write_route_gpx(net: RoadNetwork, trip: PlannedTrip, path: Path) -> None:
+    """The planned route as a GPX 1.1 track (for navigation devices and apps)."""
+    from xml.sax.saxutils import escape
+
+    from ev_nav.provenance import atomic_write_text
+
+    points = "\n".join(
+        f'      <trkpt lat="{lat:.7f}" lon="{lon:.7f}"/>'
+        for lon, lat in route_coordinates(net, trip.routes["planned"].segments)
+    )
+    name = escape(f"ev-nav trip {trip.trip_id} ({trip.policy})")
+    atomic_write_text(
+        path,
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<gpx version="1.1" creator="ev-nav" xmlns="http://www.topografix.com/GPX/1/1">\n'
+        f"  <trk><name>{name}</name>\n    <trkseg>\n{points}\n    </trkseg>\n  </trk>\n"
+        "</gpx>\n",
+    )
+
+
 def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path) -> None:
     from ev_nav.provenance import atomic_write_text
 
     features = []
     for name, r in routes.items():
-        coords = np.concatenate([net.segment_coords(int(e)) for e in r.segments])
+        coords = route_coordinates(net, r.segments)
         features.append(
             {
                 "type": "Feature",
-                "geometry": {"type": "LineString", "coordinates": coords.round(7).tolist()},
+                "geometry": {"type": "LineString", "coordinates": coords.tolist()},
                 "properties": {
                     "name": name,
                     "segments": r.segments.tolist(),

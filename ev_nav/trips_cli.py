@@ -19,6 +19,7 @@ import numpy as np
 
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import InvalidObservation
+from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 
 if TYPE_CHECKING:
@@ -87,9 +88,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--to", dest="goal", required=True, type=_parse_latlon, metavar="LAT,LON")
     p.add_argument(
         "--policy",
-        choices=("ts", "bucb", "ucb", "mean"),
+        choices=("ts", "bucb", "ucb", "mean", "safe"),
         default="ts",
-        help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy",
+        help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy, "
+        "safe avoids energy surprises (least 95%% quantile)",
+    )
+    p.add_argument(
+        "--soc",
+        help="state of charge at departure (80%%, 24.5kWh): show arrival charge per route",
+    )
+    p.add_argument(
+        "--reserve", default="10%", help="charge to keep at arrival (default 10%%)"
     )
     p.add_argument(
         "--seed", type=_seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
@@ -188,6 +197,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
     with _session(args.state, args.network) as session:
+        capacity = session.vehicle.battery_wh
+        soc = parse_charge(args.soc, capacity) if args.soc is not None else None
+        reserve = parse_charge(args.reserve, capacity)
         trip = plan_trip(
             session,
             args.origin,
@@ -195,10 +207,25 @@ def _cmd_route(args: argparse.Namespace) -> int:
             policy=args.policy,
             seed=args.seed,
             max_snap_m=args.max_snap,
+            with_safe=soc is not None,
         )
         written = write_trip_files(session, trip, html=not args.no_map)
+        arrivals = {}
+        if soc is not None:
+            for name, r in trip.routes.items():
+                arrivals[name] = arrival_forecast(
+                    soc, reserve, capacity, route_energy(session.model, r.segments)
+                )
         if args.json:
-            print(json.dumps({**trip.to_dict(), "files": [str(p) for p in written]}, indent=2))
+            doc = {**trip.to_dict(), "files": [str(p) for p in written]}
+            for name, a in arrivals.items():
+                doc["routes"][name]["arrival"] = {
+                    "soc_pct": round(a.soc_pct, 2),
+                    "interval_pct": [round(a.low_pct, 2), round(a.high_pct, 2)],
+                    "level": a.level,
+                    "p_reserve": round(a.p_reserve, 4),
+                }
+            print(json.dumps(doc, indent=2))
             return 0
         print(f"trip {trip.trip_id}: segment {trip.start_segment} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
@@ -208,6 +235,17 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 f"{name:<12}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
                 f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
             )
+        if arrivals:
+            print(f"arrival charge (departing at {100 * soc / capacity:.0f}%, reserve "
+                  f"{100 * reserve / capacity:.0f}% of {capacity / 1000:g} kWh):")
+            print(f"{'route':<12}{'charge':>8}{'90% interval':>16}{'P[>= reserve]':>15}")
+            for name, a in arrivals.items():
+                interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
+                print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
+            risk = 1.0 - arrivals["planned"].p_reserve
+            if risk > RISK_WARNING:
+                print(f"warning: the planned route misses the reserve with probability "
+                      f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or charging")
         extra = trip.exploring_cost
         if extra is not None:
             if np.array_equal(trip.routes["planned"].segments,

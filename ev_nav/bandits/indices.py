@@ -167,10 +167,24 @@ class MeanIndex:
         return np.array(posterior.mean, dtype=np.float64, copy=True)
 
 
+@dataclass(frozen=True)
+class SafeIndex:
+    """Risk-averse (for a driver short of charge): the upper ``quantile`` of each segment's
+    energy, ``μ + z σ``. Summed along a route this bounds the route's upper quantile from above
+    (exactly so for fully correlated segments), so the route minimising it is the one least
+    likely to need much more energy than predicted. Never explores."""
+
+    name: str = "safe"
+    quantile: float = 0.95
+
+    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
+        return posterior.mean + float(ndtri(self.quantile)) * posterior.std
+
+
 def make_index(
     policy: str, *, beta_scale: float = 1.0, omega: float = 1.0, xi: float = 1.0
 ) -> IndexRule:
-    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ts`` or ``mean``."""
+    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ts``, ``mean`` or ``safe``."""
     policy = policy.lower()
     if policy == "ucb":
         return LowerConfidenceIndex(BetaSchedule("ucb", scale=beta_scale), name="ucb")
@@ -186,7 +200,11 @@ def make_index(
         return ThompsonIndex()
     if policy == "mean":
         return MeanIndex()
-    raise ConfigError(f"unknown policy {policy!r}; choose ts, bucb, bucb-quantile, ucb or mean")
+    if policy == "safe":
+        return SafeIndex()
+    raise ConfigError(
+        f"unknown policy {policy!r}; choose ts, bucb, bucb-quantile, ucb, mean or safe"
+    )
 
 
 def rectified_weights(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ModelStateError
@@ -100,6 +100,11 @@ class BIModel:
         self.precision[uniq] = 1.0 / new_var
         self.eta[uniq] = new_mu / new_var
         self._cache = None
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent)."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        return np.diag(self.posterior().std[ids] ** 2)
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays and settings that restore the model exactly."""

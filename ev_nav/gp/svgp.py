@@ -296,6 +296,33 @@ class SVGPModel:
             self._post = SegmentPosterior(mean=mean, std=std, noise_std=self.noise_std)
         return self._post
 
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``.
+
+        ``K_RR − AᵀA + (C⁻¹A)ᵀ(C⁻¹A)`` with the whitened loadings ``A = L⁻¹K_ZR`` and the
+        Cholesky factor ``C`` of q's precision: the SVGP's predictive covariance, whose diagonal
+        is :meth:`posterior`'s variance. Segments of one route are correlated (shared graph and
+        feature kernel), so a route's energy variance is not the sum of its variances.
+        """
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        with torch.no_grad():
+            a, _, _ = self._loadings(ids)
+            _, c = self._q_moments()
+            t = torch.linalg.solve_triangular(c, a, upper=False)
+            k = self.kernel.cross(ids, ids)
+            cov = k - a.T @ a + t.T @ t
+        out = cov.numpy()
+        return 0.5 * (out + out.T)
+
+    def predict_sum(self, segment_ids: ArrayLike) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of the sum of latent energies over ``segment_ids``
+        (from the joint posterior: correlations along the route included)."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        u, counts = np.unique(ids, return_counts=True)
+        mean = float(self.posterior().mean[ids].sum())
+        w = counts.astype(np.float64)
+        return mean, float(w @ self.route_covariance(u) @ w)
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Algorithm 3 for one trip: record observations, refresh Z, take G steps [Wh]."""
         ids, y = validate_observations(segment_ids, energies, self.n)

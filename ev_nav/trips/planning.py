@@ -108,11 +108,15 @@ def plan_trip(
     policy: str = "ts",
     seed: int | None = None,
     max_snap_m: float = 500.0,
+    with_safe: bool = False,
 ) -> PlannedTrip:
     """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
     The trip id is reserved inside the store's write transaction and the Thompson seed derived
     from it (unless ``seed`` is given), so concurrent planners never share a seed.
+
+    With ``with_safe`` the ``safe`` route (least upper-quantile energy,
+    :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too.
 
     Raises
     ------
@@ -148,6 +152,10 @@ def plan_trip(
     if policy != "mean":
         greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
         guess = router.route(greedy, start, end)
+    safe = None
+    if with_safe and policy != "safe":
+        careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
+        safe = router.route(careful, start, end)
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -158,6 +166,8 @@ def plan_trip(
         routes["planned"] = describe_route(net, router.route(weights, start, end), model, policy)
         if guess is not None:
             routes["best guess"] = describe_route(net, guess, model, "mean")
+        if safe is not None:
+            routes["safe"] = describe_route(net, safe, model, "safe")
         routes["shortest"] = describe_route(net, shortest, model, "shortest")
         routes["fastest"] = describe_route(net, fastest, model, "fastest")
         used_seed.append(s)

@@ -1,0 +1,116 @@
+"""Will the car arrive with enough charge? Arrival state of charge from the route's joint
+posterior.
+
+The energy a route will take is, under the model, Gaussian with the route's predicted mean and a
+variance from the *joint* posterior of its segments (``model.route_covariance``: segments of one
+route are correlated through the graph and feature kernels, so their variances do not simply add;
+an independent-segment model such as BI has a diagonal covariance) plus the observation noise of
+each segment driven. Arrival charge is departure charge minus that energy, so its credible
+interval and the probability of arriving above a reserve are closed-form.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from ev_nav.errors import ConfigError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ev_nav.gp.posterior import SegmentModel
+
+__all__ = ["ArrivalForecast", "RouteEnergy", "arrival_forecast", "parse_charge", "route_energy"]
+
+#: Planned routes whose probability of arriving below the reserve exceeds this get a warning.
+RISK_WARNING = 0.05
+
+_CHARGE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(%|kwh|wh)?\s*$", re.IGNORECASE)
+
+
+def parse_charge(text: str, capacity_wh: float) -> float:
+    """A charge given as ``80%``, ``24.5kWh``, ``24500Wh`` or a bare number of kWh → Wh.
+
+    Raises
+    ------
+    ConfigError
+        If the text is not a charge or lies outside 0 .. the usable capacity.
+    """
+    m = _CHARGE.match(str(text))
+    if m is None:
+        raise ConfigError(f"expected a charge like 80% or 24.5kWh, got {text!r}")
+    value, unit = float(m.group(1)), (m.group(2) or "kwh").lower()
+    wh = {"%": value / 100.0 * capacity_wh, "kwh": value * 1000.0, "wh": value}[unit]
+    if not 0.0 <= wh <= capacity_wh * (1 + 1e-9):
+        raise ConfigError(
+            f"charge {text!r} is outside the battery's usable 0..{capacity_wh / 1000:g} kWh"
+        )
+    return wh
+
+
+@dataclass(frozen=True)
+class RouteEnergy:
+    """Predicted energy of a route [Wh]: mean, joint sd, and the sd if segments were independent."""
+
+    mean_wh: float
+    sd_wh: float
+    independent_sd_wh: float
+
+
+def route_energy(model: SegmentModel, segments: ArrayLike) -> RouteEnergy:
+    """The route's energy distribution under the model's joint posterior, observation noise
+    included (what the battery will actually deliver)."""
+    seg = np.asarray(segments, dtype=np.int64)
+    post = model.posterior()
+    noise = float(model.noise_std) ** 2 * seg.size
+    cov = model.route_covariance(seg)
+    joint = float(cov.sum())
+    indep = float(np.trace(cov))
+    return RouteEnergy(
+        float(post.mean[seg].sum()), math.sqrt(max(joint, 0.0) + noise), math.sqrt(indep + noise)
+    )
+
+
+@dataclass(frozen=True)
+class ArrivalForecast:
+    """Arrival state of charge of one route (percentages of the usable capacity).
+
+    Attributes
+    ----------
+    soc_pct : float
+        Predicted (mean) arrival state of charge [%].
+    low_pct, high_pct : float
+        The central credible interval of ``level`` [%].
+    level : float
+        Its probability (e.g. 0.9).
+    p_reserve : float
+        Probability of arriving with at least the reserve.
+    """
+
+    soc_pct: float
+    low_pct: float
+    high_pct: float
+    level: float
+    p_reserve: float
+
+
+def arrival_forecast(
+    departure_wh: float,
+    reserve_wh: float,
+    capacity_wh: float,
+    energy: RouteEnergy,
+    level: float = 0.9,
+) -> ArrivalForecast:
+    """Arrival charge for a departure charge and a route energy distribution (all in Wh)."""
+    z = float(ndtri(0.5 + level / 2))
+    mean = departure_wh - energy.mean_wh
+    sd = max(energy.sd_wh, 1e-12)
+    pct = 100.0 / capacity_wh
+    p = float(ndtr((mean - reserve_wh) / sd))
+    return ArrivalForecast(mean * pct, (mean - z * sd) * pct, (mean + z * sd) * pct, level, p)

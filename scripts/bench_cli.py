@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""Whole-command latency of the driver's CLI against bare interpreter imports, measured in one run.
+
+Builds a Monaco state (MoST network, GP model) with ``--trips`` recorded trips (default 20), then
+times, as a user waits for them (a fresh process each, start-up included, medians of ``--repeat``):
+``python -c "import numpy"``, ``python -c "import torch"``, ``ev-nav --version``,
+``ev-nav history``, ``ev-nav route --no-map`` and ``ev-nav observe``. Prints each median and the
+ratios the driver-tool issue asks for:
+
+    version/numpy-import ratio: Y      (goal <= 1.5)
+    history/numpy-import ratio: Y      (goal <= 1.5)
+    route/torch-import ratio: X        (goal <= 2.5)
+    observe/torch-import ratio: X      (goal <= 2.5)
+
+``--quick`` uses the synthetic town, 2 trips and 1 repeat (a smoke test of the script itself).
+Usage: python scripts/bench_cli.py [--trips 20] [--repeat 5] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EV_NAV = [sys.executable, "-m", "ev_nav.cli"]
+
+
+def _wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def _median(cmd: list[str], repeat: int) -> float:
+    return statistics.median(_wall(cmd) for _ in range(repeat))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trips", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    trips, repeat = (2, 1) if args.quick else (args.trips, args.repeat)
+    with tempfile.TemporaryDirectory(prefix="ev-nav-bench-cli-") as tmp:
+        tmp = Path(tmp)
+        state = tmp / "state"
+        if args.quick:
+            subprocess.run([*EV_NAV, "init", str(state), "--synthetic"], check=True,
+                           stdout=subprocess.DEVNULL)
+            points = ("47.0010,8.0020", "47.0100,8.0150")
+        else:
+            net = tmp / "monaco.npz"
+            subprocess.run([*EV_NAV, "network", "build", "--osm",
+                            str(REPO.parent / "shared" / "data" / "most_monaco.osm.gz"),
+                            "--out", str(net)], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            subprocess.run([*EV_NAV, "init", str(state), "--network", str(net)], check=True,
+                           stdout=subprocess.DEVNULL)
+            points = ("43.7237558,7.3994245", "43.7724615,7.4562873")  # route A
+        route = [*EV_NAV, "route", str(state), "--from", points[0], "--to", points[1],
+                 "--no-map"]
+        for t in range(1, trips + 1):
+            subprocess.run(route, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([*EV_NAV, "observe", str(state), str(t), "--total-wh", "500",
+                            "--force"], check=True, stdout=subprocess.DEVNULL)
+        numpy_s = _median([sys.executable, "-c", "import numpy"], repeat)
+        torch_s = _median([sys.executable, "-c", "import torch"], repeat)
+        version_s = _median([*EV_NAV, "--version"], repeat)
+        history_s = _median([*EV_NAV, "history", str(state)], repeat)
+        route_s = _median(route, repeat)
+        observe_times = []
+        for _ in range(repeat):  # each observe needs a trip of its own
+            planned = subprocess.run([*route, "--json"], check=True, capture_output=True,
+                                     text=True).stdout
+            trip = json.loads(planned)["trip"]
+            observe_times.append(_wall([*EV_NAV, "observe", str(state), str(trip),
+                                        "--total-wh", "500", "--force"]))
+        observe_s = statistics.median(observe_times)
+    where = "synthetic town (quick)" if args.quick else "MoST Monaco"
+    print(f"{where}, {trips} recorded trips, medians of {repeat}:")
+    for name, s in (("import numpy", numpy_s), ("import torch", torch_s),
+                    ("ev-nav --version", version_s), ("ev-nav history", history_s),
+                    ("ev-nav route --no-map", route_s), ("ev-nav observe", observe_s)):
+        print(f"  {name:<24}{s * 1000:8.0f} ms")
+    print(f"version/numpy-import ratio: {version_s / numpy_s:.2f}")
+    print(f"history/numpy-import ratio: {history_s / numpy_s:.2f}")
+    print(f"route/torch-import ratio: {route_s / torch_s:.2f}")
+    print(f"observe/torch-import ratio: {observe_s / torch_s:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

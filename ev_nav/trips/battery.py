@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from ev_nav.errors import ConfigError
 
@@ -108,9 +108,10 @@ def arrival_forecast(
     level: float = 0.9,
 ) -> ArrivalForecast:
     """Arrival charge for a departure charge and a route energy distribution (all in Wh)."""
-    z = float(ndtri(0.5 + level / 2))
+    # stdlib normal: `history` imports this module and must not pay for scipy's import
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     mean = departure_wh - energy.mean_wh
     sd = max(energy.sd_wh, 1e-12)
     pct = 100.0 / capacity_wh
-    p = float(ndtr((mean - reserve_wh) / sd))
+    p = NormalDist().cdf((mean - reserve_wh) / sd)
     return ArrivalForecast(mean * pct, (mean - z * sd) * pct, (mean + z * sd) * pct, level, p)

@@ -316,7 +316,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
-    from ev_nav.viz.maps import network_map
+    from ev_nav.viz.maps import network_map, visits_map
 
     with _session(args.state, args.network, with_model=args.layer != "visits") as session:
         net = session.net
@@ -326,28 +326,29 @@ def _cmd_map(args: argparse.Namespace) -> int:
             "visits": "times driven",
             "energy-per-km": "predicted energy [Wh/km]",
         }
+        out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+        title = f"ev-nav: {titles[args.layer]}"
         if args.layer == "visits":
-            values = session.store.visit_counts(net.n_segments).astype(float)
-            mean = sd = None
+            # the exploration map: log scale from 1 to the true maximum, never-driven grey
+            counts = session.store.visit_counts(net.n_segments).astype(float)
+            visits_map(net, counts, legend_title=titles["visits"], title=title, path=out)
         else:
             post = session.model.posterior()
-            mean, sd = post.mean, post.std
             values = {
                 "mean": post.mean,
                 "sd": post.std,
                 "energy-per-km": post.mean / (net.length_m / 1000.0),
             }[args.layer]
-        out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
-        network_map(
-            net,
-            values,
-            layer_name=args.layer,
-            legend_title=titles[args.layer],
-            mean_wh=mean,
-            sd_wh=sd,
-            title=f"ev-nav: {titles[args.layer]}",
-            path=out,
-        )
+            network_map(
+                net,
+                values,
+                layer_name=args.layer,
+                legend_title=titles[args.layer],
+                mean_wh=post.mean,
+                sd_wh=post.std,
+                title=title,
+                path=out,
+            )
         print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0
 

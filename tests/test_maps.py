@@ -229,3 +229,173 @@ def test_visits_png(net: RoadNetwork, tmp_path: Path) -> None:
     with pytest.raises(InvalidNetworkData):
         visits_png(net, visits[:-1], tmp_path / "w.png")
     assert not (tmp_path / "w.png").exists()
+
+
+# ---------------------------------------------------------------------- offline pages
+STATIC = Path(__file__).resolve().parents[1] / "ev_nav" / "static"
+
+
+def test_vendored_leaflet_matches_its_notice() -> None:
+    """The shipped files are the ones the NOTICE names (version, hashes), with their licence."""
+    import hashlib
+
+    from ev_nav.viz.maps import LEAFLET_VERSION
+
+    folder = STATIC / "leaflet"
+    notice = (folder / "NOTICE.md").read_text()
+    assert f"Leaflet {LEAFLET_VERSION}" in notice and "BSD 2-Clause" in notice
+    rows = re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", notice, re.M)
+    listed = {name for name, _ in rows}
+    shipped = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert shipped - {"NOTICE.md"} == listed
+    for name, digest in rows:
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    assert f'version="{LEAFLET_VERSION}"' in (folder / "leaflet.js").read_text()
+    assert "BSD 2-Clause" in (folder / "LICENSE").read_text()
+
+
+def test_static_files_are_package_data() -> None:
+    """Every file under ev_nav/static is matched by pyproject's package-data globs (so a wheel
+    carries the map library and the server page)."""
+    import fnmatch
+    import tomllib
+
+    conf = tomllib.loads((STATIC.parents[1] / "pyproject.toml").read_text())
+    globs = conf["tool"]["setuptools"]["package-data"]["ev_nav"]
+    files = [p.relative_to(STATIC.parent).as_posix() for p in STATIC.rglob("*") if p.is_file()]
+    assert files
+    missing = [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)]
+    assert missing == []
+
+
+def test_pages_link_nothing_external(net: RoadNetwork, tmp_path: Path) -> None:
+    """No script, stylesheet or image is loaded from elsewhere: Leaflet is inline, images are
+    data URIs, folium's CDN links (jQuery, Bootstrap, fonts) are gone."""
+    from ev_nav.viz.maps import LEAFLET_VERSION
+
+    route = _walk(net, 20, 0, 1)
+    pages = [
+        route_map(net, route, {"shortest": _walk(net, 10, 0, 2)}, path=tmp_path / "r.html"),
+        network_map(net, net.e_det(), path=tmp_path / "n.html"),
+        visits_map(net, np.arange(net.n_segments) % 3, path=tmp_path / "v.html"),
+    ]
+    assert len(pages) == 3
+    for name in ("r.html", "n.html", "v.html"):
+        page = (tmp_path / name).read_text()
+        assert re.findall(r"<script[^>]*\bsrc=", page) == []
+        assert re.findall(r"<link[^>]*stylesheet", page) == []
+        assert re.findall(r"url\((?!data:|#)", page) == []  # CSS images inline
+        for host in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "code.jquery.com",
+                     "bootstrapcdn.com"):
+            assert host not in page
+        assert f"Leaflet {LEAFLET_VERSION}" in page and "sourceMappingURL" not in page
+        head = page[: page.index("</head>")]
+        assert head.index("<script>/* Leaflet") < len(head)  # the library is in the head
+
+
+def _fit_bounds(page: str) -> np.ndarray:
+    m = re.search(r"map_[0-9a-f]+\.fitBounds\(\s*(\[\[.*?\]\])", page, re.S)
+    assert m, "no fitBounds"
+    return np.array(json.loads(m.group(1)))
+
+
+def test_route_map_fits_routes_and_marks_ends(net: RoadNetwork, tmp_path: Path) -> None:
+    planned, shortest = _walk(net, 12, 100, 3), _walk(net, 8, 100, 4)
+    path = tmp_path / "r.html"
+    route_map(net, planned, {"shortest": shortest}, path=path)
+    page = path.read_text()
+    both = np.concatenate([route_latlon(net, planned), route_latlon(net, shortest)])
+    np.testing.assert_allclose(_fit_bounds(page), [both.min(axis=0), both.max(axis=0)])
+    # start and end markers: divIcons on the planned route's first and last point
+    from ev_nav.viz.maps import END_CLASS, START_CLASS
+
+    markers = re.findall(r"L\.marker\(\s*(\[.*?\])", page, re.S)
+    latlon = route_latlon(net, planned)
+    np.testing.assert_allclose(json.loads(markers[0]), latlon[0])
+    np.testing.assert_allclose(json.loads(markers[1]), latlon[-1])
+    assert START_CLASS in page and END_CLASS in page
+    # a network map without routes opens on the whole network; so does the exploration map
+    network_map(net, None, path=tmp_path / "n.html")
+    lon0, lat0, lon1, lat1 = net.bounds()
+    np.testing.assert_allclose(_fit_bounds((tmp_path / "n.html").read_text()),
+                               [[lat0, lon0], [lat1, lon1]])
+    visits_map(net, np.ones(net.n_segments), highlight={"optimal": planned},
+               path=tmp_path / "v.html")
+    np.testing.assert_allclose(_fit_bounds((tmp_path / "v.html").read_text()),
+                               [[lat0, lon0], [lat1, lon1]])
+
+
+def test_overlapping_routes_are_stacked_widest_first(net: RoadNetwork, tmp_path: Path) -> None:
+    route = _walk(net, 10, 0, 5)
+    path = tmp_path / "o.html"
+    route_map(net, route, {"best guess": route, "shortest": route, "fastest": route}, path=path)
+    lines = _polylines(path.read_text())
+    # drawing order = page order; each later route narrower, all opaque and solid
+    weights = [opts["weight"] for _, opts in lines]
+    classes = [opts["className"] for _, opts in lines]
+    assert classes == [f"{ROUTE_CLASS} {ROUTE_CLASS}-{k}" for k in range(4)]
+    assert all(a - b >= 4 for a, b in zip(weights, weights[1:], strict=False))
+    assert all(opts["opacity"] == 1.0 and not opts.get("dashArray") for _, opts in lines)
+
+
+def _ticks(page: str) -> list[str]:
+    return re.findall(r'class="ev-nav-tick"[^>]*>([^<]*)<', page)
+
+
+def test_visits_colour_bar_reaches_the_true_maximum(net: RoadNetwork, tmp_path: Path) -> None:
+    """One segment driven far more than the rest: the bar ends at its count, not a percentile."""
+    visits = np.zeros(net.n_segments)
+    visits[: net.n_segments // 2] = 3.0
+    visits[7] = 250.0
+    path = tmp_path / "v.html"
+    visits_map(net, visits, path=path)
+    ticks = _ticks(path.read_text())
+    assert ticks[0] == "1" and ticks[-1] == "250"
+    # a percentile-clipped scale (the network map's default) says so on its end ticks
+    values = np.linspace(0.0, 100.0, net.n_segments)
+    network_map(net, values, path=tmp_path / "n.html")
+    clipped = _ticks((tmp_path / "n.html").read_text())
+    assert clipped[0].startswith("≤ ") and clipped[-1].startswith("≥ ")
+    network_map(net, values, vmin=0.0, vmax=100.0, path=tmp_path / "full.html")
+    assert not any("≤" in t or "≥" in t for t in _ticks((tmp_path / "full.html").read_text()))
+
+
+def test_cli_visits_map_is_not_clipped(tmp_path: Path, capsys) -> None:
+    """'ev-nav map --layer visits' draws the exploration map (scale up to the true maximum)."""
+    from ev_nav.cli import main
+    from ev_nav.store import Store
+
+    state = tmp_path / "st"
+    assert main(["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]) == 0
+    with Store.open(state) as store:
+        for k in range(3):
+            trip = store.add_trip(origin_segment=0, goal_segment=0, policy="mean", route=[0],
+                                  predicted_wh=1.0, predicted_sd_wh=1.0, length_m=1.0,
+                                  time_s=1.0)
+            store.add_total_observation(trip, 1.0 + k)
+        n = store.visit_counts(300)
+    assert main(["map", str(state), "--layer", "visits"]) == 0
+    ticks = _ticks((state / "maps" / "visits.html").read_text())
+    assert ticks[-1] == format_value(max(float(n.max()), 2.0))
+    capsys.readouterr()
+
+
+def test_legend_never_labels_a_prediction_as_truth(net: RoadNetwork, tmp_path: Path) -> None:
+    """The demo names a route after the truth ("energy-optimal (true)"); every energy figure
+    in the legend that comes from the model is written as predicted."""
+    mean = net.e_det()
+    path = tmp_path / "demo.html"
+    route_map(
+        net,
+        _walk(net, 20, 0, 6),
+        {"energy-optimal (true)": _walk(net, 15, 0, 7), "shortest": _walk(net, 12, 0, 8)},
+        route_name="planned by GP (mean)",
+        mean_wh=mean,
+        sd_wh=np.full(net.n_segments, 1.0),
+        path=path,
+    )
+    page = path.read_text()
+    legend = page[page.index(f'id="{LEGEND_ID}"') :]
+    legend = re.sub(r"<[^>]+>", " ", legend[: legend.index("</div></div>")])
+    figures = re.findall(r"(\S+)\s+[-\d.,]+(?: ± [\d.,]+)? Wh", legend)
+    assert len(figures) == 3 and set(figures) == {"predicted"}

@@ -209,14 +209,24 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
 
             post = session.model.posterior()
             page = folder / f"trip-{trip.trip_id}.html"
+            planned_name = f"planned ({trip.policy})"
+            others = {n: r for n, r in trip.routes.items() if n != "planned"}
+            # the legend shows each route's own figures: its joint-posterior sd, as in the table
+            labels = {
+                (planned_name if n == "planned" else n): (
+                    f"{r.length_m / 1000:.2f} km, {r.time_s / 60:.1f} min, predicted "
+                    f"{r.predicted_wh:.0f} ± {r.predicted_sd_wh:.0f} Wh"
+                )
+                for n, r in trip.routes.items()
+            }
             route_map(
                 session.net,
                 trip.routes["planned"].segments,
-                {"shortest": trip.routes["shortest"].segments,
-                 "fastest": trip.routes["fastest"].segments},
-                route_name=f"planned ({trip.policy})",
+                {n: r.segments for n, r in others.items()},
+                route_name=planned_name,
                 mean_wh=post.mean,
                 sd_wh=post.std,
+                route_labels=labels,
                 title=f"ev-nav trip {trip.trip_id}",
                 path=page,
             )

@@ -6,28 +6,41 @@ Design points
 * **One layer for the whole network.** All segments go into a single GeoJSON layer whose features
   carry their own style and tooltip fields, so a 100k-segment network is one Leaflet layer, not
   100k folium objects.
-* **Legends are plain HTML/CSS**, not JavaScript widgets: they show even if no script runs.
-* **Offline.** Tiles are optional decoration: if they fail to load, the route and network layers
-  still draw over the blank background. If Leaflet itself cannot be loaded (no internet and no
-  cached copy), a static SVG drawing of the routes (and the network, when small enough), built here
-  in Python, is shown in place of the map, so the route can still be read.
+* **Legends are plain HTML/CSS**, not JavaScript widgets: they show even if no script runs. Every
+  energy figure a legend derives from the model is written as "predicted", so a route named for
+  what it truly is (e.g. the demo's true energy optimum) never shows a prediction as its truth.
+* **Offline, one file.** The map library (Leaflet, BSD-2, shipped in ``ev_nav/static/leaflet``
+  with its NOTICE) is *inlined* into every page: its script, its stylesheet and the stylesheet's
+  images as data URIs. Nothing is loaded from a CDN, and folium's other CDN links (jQuery,
+  Bootstrap, icon fonts: unused by these maps) are dropped. See :func:`leaflet_inline_html` for
+  why inlining beats linking packaged files beside the map. Tiles are optional decoration: if
+  they fail to load, the network, routes, markers and legend draw over a blank background, and
+  panning and zooming work. If scripts are disabled altogether, a static SVG drawing of the
+  routes (and the network, when small enough), built here in Python, is shown instead.
+* **Readable routes.** The view is fitted to the routes (the network when there are none); the
+  planned route gets start and end markers; routes are stacked widest first, each narrower one on
+  top, so routes that share roads all stay visible (as nested bands) where they overlap.
 * Maps are written atomically (:func:`save_map`): a reader never sees half a file.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import html
+import re
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import folium
 import numpy as np
-from branca.element import MacroElement
+from branca.element import Element, MacroElement
 from jinja2 import Template
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import InvalidNetworkData, UnknownSegmentError
+from ev_nav.errors import EvNavError, InvalidNetworkData, UnknownSegmentError
 from ev_nav.provenance import atomic_write_text
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.viz import NO_DATA_COLOR, ColorScale, format_value
@@ -44,10 +57,73 @@ LEGEND_ID = "ev-nav-legend"
 #: Element id of the static SVG shown when Leaflet cannot be loaded.
 FALLBACK_ID = "ev-nav-fallback"
 
+#: CSS classes of the start and end markers of the planned route.
+START_CLASS = "ev-nav-start"
+END_CLASS = "ev-nav-end"
+
 #: Above this many polyline vertices the offline SVG omits the network background (file size).
 FALLBACK_MAX_NETWORK_VERTICES = 60_000
 
+#: Version of the Leaflet files shipped in ``ev_nav/static/leaflet`` (see the NOTICE there).
+LEAFLET_VERSION = "1.9.4"
+
 _COORD_DECIMALS = 6  # ~0.1 m: finer than any map needs, keeps the HTML small
+
+
+# ====================================================================== the map library
+class MapLibraryMissing(EvNavError, FileNotFoundError):
+    """The Leaflet files shipped with the package are missing (a broken installation)."""
+
+
+def leaflet_file(name: str) -> bytes:
+    """A file of the packaged Leaflet distribution (``leaflet.js``, ``images/layers.png``, ...).
+
+    Raises
+    ------
+    MapLibraryMissing
+        If the package was installed without its data files.
+    """
+    ref = resources.files("ev_nav").joinpath("static", "leaflet", *name.split("/"))
+    try:
+        return ref.read_bytes()
+    except OSError as exc:
+        raise MapLibraryMissing(
+            f"ev-nav's packaged map library file leaflet/{name} is missing ({exc}); "
+            "reinstall ev-nav (its package data was not installed)"
+        ) from None
+
+
+@functools.cache
+def leaflet_inline_html() -> str:
+    """Leaflet's stylesheet and script as inline ``<style>``/``<script>`` blocks for a page head.
+
+    Why inline rather than link ``leaflet.js`` installed beside the map: a driver copies *one*
+    file (to a phone, a USB stick, an e-mail); a page that links ``leaflet/leaflet.js`` breaks as
+    soon as it leaves its folder, and one that links the installed package breaks on any other
+    machine. Inlining costs about 165 kB per page (small next to a network layer) and makes each
+    map a self-contained file that pans and zooms with no network and no ev-nav installed.
+    The stylesheet's images (the layer-control icon and the default marker) become data URIs for
+    the same reason; the source-map comment is dropped (it would point at a file that is not
+    there). The server (:mod:`ev_nav.server`) instead serves the packaged files, which browsers
+    then cache across pages.
+    """
+    js = leaflet_file("leaflet.js").decode("utf-8")
+    js = re.sub(r"//# sourceMappingURL=\S+\s*$", "", js)
+    css = leaflet_file("leaflet.css").decode("utf-8")
+
+    def data_uri(match: re.Match[str]) -> str:
+        png = base64.b64encode(leaflet_file(f"images/{match.group(1)}")).decode("ascii")
+        return f"url(data:image/png;base64,{png})"
+
+    css = re.sub(r"url\(images/([\w.-]+\.png)\)", data_uri, css)
+    # An inline block ends at the first closing tag of its kind: make sure none hides inside.
+    if "</script" in js.lower() or "</style" in css.lower():
+        raise MapLibraryMissing("the packaged Leaflet files cannot be inlined (closing tag inside)")
+    return (
+        f"<style>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause) */\n{css}</style>\n"
+        f"<script>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause, (c) Volodymyr Agafonkin, "
+        f"CloudMade) */\n{js}</script>"
+    )
 
 
 # ====================================================================== geometry helpers
@@ -114,11 +190,27 @@ def route_stats(
 def _stats_label(stats: Mapping[str, float]) -> str:
     text = f"{stats['length_km']:.2f} km, {stats['time_min']:.1f} min"
     if "energy_wh" in stats:
-        text += f", {format_value(stats['energy_wh'])}"
+        # "predicted": the figure is the model's belief, whatever the route is named after
+        text += f", predicted {format_value(stats['energy_wh'])}"
         if "energy_sd_wh" in stats:
             text += f" ± {format_value(stats['energy_sd_wh'])}"
         text += " Wh"
     return text
+
+
+def route_widths(n_routes: int) -> list[float]:
+    """Stroke widths [px] of ``n_routes`` routes in legend order (the planned one first).
+
+    Routes are drawn in this order, each narrower than the one below it, so where routes share
+    roads each stays visible as a band of :data:`ROUTE_BAND_PX` on either side of the ones above.
+    """
+    return [ROUTE_MIN_WIDTH_PX + 2 * ROUTE_BAND_PX * (n_routes - 1 - k) for k in range(n_routes)]
+
+
+#: Width of the narrowest (last) route [px] and of each route's visible band on either side of
+#: the routes drawn over it [px].
+ROUTE_MIN_WIDTH_PX = 3.0
+ROUTE_BAND_PX = 2.0
 
 
 # ====================================================================== HTML pieces
@@ -133,6 +225,17 @@ class _HtmlBlock(MacroElement):
         self.content = content
 
 
+class _RawHead(Element):
+    """Raw text for the page head (a MacroElement there would render into the body)."""
+
+    _template = Template("{{ this.content }}")
+
+    def __init__(self, content: str) -> None:
+        super().__init__()
+        self._name = "EvNavHead"
+        self.content = content
+
+
 _LEGEND_CSS = (
     "position:fixed;bottom:24px;right:12px;z-index:1000;background:rgba(255,255,255,0.92);"
     "padding:8px 10px;border:1px solid #888;border-radius:4px;font:12px/1.35 sans-serif;"
@@ -140,7 +243,11 @@ _LEGEND_CSS = (
 )
 
 
-def _colorbar_html(scale: ColorScale, title: str, has_no_data: bool) -> str:
+def _colorbar_html(
+    scale: ColorScale, title: str, has_no_data: bool, beyond: tuple[bool, bool] = (False, False)
+) -> str:
+    """A colour bar with ticks; ``beyond`` = (values below vmin, values above vmax) exist, shown
+    as "≤"/"≥" on the end ticks so a clipped scale never passes for the data's true range."""
     stops = np.linspace(0.0, 1.0, 11)
     values = (
         np.exp(np.log(scale.vmin) + stops * (np.log(scale.vmax) - np.log(scale.vmin)))
@@ -150,10 +257,17 @@ def _colorbar_html(scale: ColorScale, title: str, has_no_data: bool) -> str:
     colors = scale.hex(values)
     gradient = ", ".join(f"{c} {100 * s:.0f}%" for c, s in zip(colors, stops, strict=True))
     ticks = scale.ticks(5)
+    texts = [format_value(t) for t in ticks]
+    if beyond[0]:
+        texts[0] = "≤ " + texts[0]
+    if beyond[1]:
+        texts[-1] = "≥ " + texts[-1]
+    # ticks are evenly spaced on the scale (linear or log), so evenly spaced on the bar
     tick_html = "".join(
-        f'<span style="position:absolute;left:{100 * i / (len(ticks) - 1):.0f}%;'
-        f'transform:translateX(-50%)">{html.escape(format_value(t))}</span>'
-        for i, t in enumerate(ticks)
+        f'<span class="ev-nav-tick" style="position:absolute;'
+        f"left:{100 * i / (len(ticks) - 1):.0f}%;transform:translateX(-50%);"
+        f'white-space:nowrap">{html.escape(t)}</span>'
+        for i, t in enumerate(texts)
     )
     no_data = (
         f'<div style="margin-top:18px"><span style="display:inline-block;width:22px;height:4px;'
@@ -171,14 +285,35 @@ def _colorbar_html(scale: ColorScale, title: str, has_no_data: bool) -> str:
     )
 
 
-def _routes_legend_html(entries: Sequence[tuple[str, str, str]]) -> str:
+def _routes_legend_html(entries: Sequence[tuple[str, str, str]], markers: bool) -> str:
     rows = "".join(
         f'<div class="ev-nav-legend-route"><span style="display:inline-block;width:26px;'
         f'height:5px;background:{color};vertical-align:middle;margin-right:6px"></span>'
         f"<b>{html.escape(name)}</b> {html.escape(label)}</div>"
         for name, color, label in entries
     )
+    if markers:
+        rows += (
+            '<div class="ev-nav-legend-markers" style="margin-top:3px">'
+            f"{_marker_badge('A', START_COLOR, 16)} start "
+            f"{_marker_badge('B', END_COLOR, 16)} end</div>"
+        )
     return f'<div style="margin-top:6px">{rows}</div>'
+
+
+#: Fill colours of the start and end markers.
+START_COLOR = "#1a9850"
+END_COLOR = "#222222"
+
+
+def _marker_badge(letter: str, color: str, size: int) -> str:
+    """A round lettered badge (marker icon and legend sample): plain HTML, no image."""
+    return (
+        f'<span style="display:inline-block;width:{size}px;height:{size}px;border-radius:50%;'
+        f"background:{color};color:#fff;border:2px solid #fff;box-shadow:0 0 2px 1px #0008;"
+        f"font:bold {int(size * 0.6)}px/{size}px sans-serif;text-align:center;"
+        f'vertical-align:middle;box-sizing:content-box">{letter}</span>'
+    )
 
 
 def _legend(parts: Sequence[str], title: str | None = None) -> _HtmlBlock:
@@ -200,7 +335,8 @@ def _fallback_svg(
     network_colors: Sequence[str] | None,
     width: int = 900,
 ) -> _HtmlBlock:
-    """Static SVG (equirectangular, aspect-correct) shown only if Leaflet failed to load.
+    """Static SVG (equirectangular, aspect-correct) shown only if Leaflet did not run (scripts
+    disabled; the library itself is inlined).
 
     ``lines`` are (latlon polyline, colour, stroke width, css class) drawn over the network.
     """
@@ -241,8 +377,8 @@ def _fallback_svg(
     return _HtmlBlock(
         f'<div id="{FALLBACK_ID}" style="display:none;position:absolute;inset:0;'
         f'background:#f4f4f0;z-index:500">'
-        '<div style="font:13px sans-serif;padding:6px 10px;color:#444">Offline view: the map '
-        "library could not be loaded, showing a static drawing.</div>"
+        '<div style="font:13px sans-serif;padding:6px 10px;color:#444">Static view: scripts '
+        "are disabled or the map library did not run, showing a drawing of the routes.</div>"
         f"{svg}</div>"
         f"<noscript><style>#{FALLBACK_ID}{{display:block !important}}</style></noscript>"
         "<script>window.addEventListener('load', function () {"
@@ -257,7 +393,17 @@ def _fallback_svg(
 CANVAS_ABOVE_SEGMENTS = 30_000
 
 
-def _base_map(net: RoadNetwork, tiles: str | None) -> folium.Map:
+#: Padding between the fitted routes and the map's edge [px]; the bottom right leaves room for
+#: the legend box so the route is not drawn underneath it.
+FIT_PADDING_TOP_LEFT = (30, 30)
+FIT_PADDING_BOTTOM_RIGHT = (60, 60)
+
+
+def _base_map(
+    net: RoadNetwork, tiles: str | None, fit: NDArray[np.float64] | None = None
+) -> folium.Map:
+    """A folium map with Leaflet inlined (no CDN), fitted to ``fit`` (lat, lon rows) or the
+    whole network."""
     lon0, lat0, lon1, lat1 = net.bounds()
     m = folium.Map(
         location=[0.5 * (lat0 + lat1), 0.5 * (lon0 + lon1)],
@@ -266,7 +412,20 @@ def _base_map(net: RoadNetwork, tiles: str | None) -> folium.Map:
         # SVG paths for usual sizes: one DOM element per path, crisp at any zoom.
         prefer_canvas=net.n_segments > CANVAS_ABOVE_SEGMENTS,
     )
-    m.fit_bounds([[lat0, lon0], [lat1, lon1]])
+    # folium links Leaflet, jQuery, Bootstrap and icon fonts from CDNs; these maps use none but
+    # Leaflet, which goes inline (instance attributes: other folium maps are left as they are).
+    m.default_js = []
+    m.default_css = []
+    m.get_root().header.add_child(_RawHead(leaflet_inline_html()), name="leaflet", index=0)
+    if fit is None:
+        m.fit_bounds([[lat0, lon0], [lat1, lon1]])
+    else:
+        (la0, lo0), (la1, lo1) = fit.min(axis=0), fit.max(axis=0)
+        m.fit_bounds(
+            [[float(la0), float(lo0)], [float(la1), float(lo1)]],
+            padding_top_left=FIT_PADDING_TOP_LEFT,
+            padding_bottom_right=FIT_PADDING_BOTTOM_RIGHT,
+        )
     return m
 
 
@@ -352,35 +511,50 @@ def _as_values(net: RoadNetwork, values: ArrayLike | None, what: str) -> NDArray
 def _add_routes(
     m: folium.Map,
     net: RoadNetwork,
-    routes: Mapping[str, ArrayLike],
+    routes: Mapping[str, NDArray[np.float64]],
     labels: Mapping[str, str],
     mean_wh: NDArray[np.float64] | None,
     sd_wh: NDArray[np.float64] | None,
+    segments: Mapping[str, ArrayLike],
 ) -> tuple[list[tuple[str, str, str]], list[tuple[NDArray[np.float64], str, float, str]]]:
-    """Draw routes (first = main, drawn last so it is on top); return legend rows and SVG lines."""
+    """Draw routes (``routes``: name -> lat/lon rows; the first is the planned one) widest first,
+    then the planned route's start and end markers; return legend rows and SVG lines."""
     legend: list[tuple[str, str, str]] = []
     svg: list[tuple[NDArray[np.float64], str, float, str]] = []
-    items = list(routes.items())
-    for k, (name, segs) in reversed(list(enumerate(items))):
+    widths = route_widths(len(routes))
+    for k, (name, latlon) in enumerate(routes.items()):
         color = ROUTE_COLORS[k % len(ROUTE_COLORS)]
-        latlon = route_latlon(net, segs)
-        label = labels.get(name) or _stats_label(route_stats(net, segs, mean_wh, sd_wh))
-        main = k == 0
+        label = labels.get(name) or _stats_label(route_stats(net, segments[name], mean_wh, sd_wh))
         cls = f"{ROUTE_CLASS} {ROUTE_CLASS}-{k}"
         folium.PolyLine(
             latlon.tolist(),
             color=color,
-            weight=7 if main else 5,
-            opacity=0.95 if main else 0.8,
-            dash_array=None if main else "8 6",
+            weight=widths[k],
+            # opaque and solid: a band of an overlapped route must show its own colour
+            opacity=1.0,
+            line_cap="butt",
             class_name=cls,
             smooth_factor=0.0,  # draw every vertex: the route must be exact, not simplified
             tooltip=f"{html.escape(name)}: {html.escape(label)}",
         ).add_to(folium.FeatureGroup(name=f"route: {name}").add_to(m))
         legend.append((name, color, label))
-        svg.append((latlon, color, 5.0 if main else 3.0, cls))
-    legend.reverse()
-    return legend, svg  # svg in drawing order: alternatives first, main route on top
+        svg.append((latlon, color, widths[k], cls))
+    main = next(iter(routes.values()))
+    for latlon, letter, color, cls, what in (
+        (main[0], "A", START_COLOR, START_CLASS, "start"),
+        (main[-1], "B", END_COLOR, END_CLASS, "end"),
+    ):
+        folium.Marker(
+            latlon.tolist(),
+            icon=folium.DivIcon(
+                html=_marker_badge(letter, color, 18),
+                icon_size=(22, 22),
+                icon_anchor=(11, 11),  # the badge's centre sits on the point
+                class_name=f"ev-nav-marker {cls}",
+            ),
+            tooltip=f"{what} of the {html.escape(next(iter(routes)))}",
+        ).add_to(m)
+    return legend, svg  # svg in drawing order: widest (planned) first
 
 
 def network_map(
@@ -401,6 +575,7 @@ def network_map(
     title: str | None = None,
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
+    fit_to_routes: bool = True,
 ) -> folium.Map:
     """The whole network coloured by a per-segment value, with a colour legend and tooltips.
 
@@ -429,16 +604,25 @@ def network_map(
         Folium tile layer name; ``None`` for a blank background (fully offline).
     path : path, optional
         If given, the HTML is written there atomically.
+    fit_to_routes : bool
+        Open the map fitted to the routes (default) rather than to the whole network.
     """
     v = _as_values(net, values, "values")
     mean = _as_values(net, mean_wh, "mean_wh")
     sd = _as_values(net, sd_wh, "sd_wh")
-    m = _base_map(net, tiles)
+    lines = {name: route_latlon(net, segs) for name, segs in (routes or {}).items()}
+    fit = np.concatenate(list(lines.values())) if lines and fit_to_routes else None
+    m = _base_map(net, tiles, fit)
     parts: list[str] = []
     if v is not None:
         scale = ColorScale.fit(v, cmap=cmap, vmin=vmin, vmax=vmax, log=log_scale)
         colors = scale.hex(v)
-        parts.append(_colorbar_html(scale, legend_title, bool(np.isnan(v).any())))
+        finite = v[np.isfinite(v)]
+        beyond = (
+            bool(finite.size and finite.min() < scale.vmin),
+            bool(finite.size and finite.max() > scale.vmax),
+        )
+        parts.append(_colorbar_html(scale, legend_title, bool(np.isnan(v).any()), beyond))
     else:
         colors = ["#7a7a7a"] * net.n_segments
     layer = _network_layer(
@@ -455,8 +639,10 @@ def network_map(
     layer.add_to(m)
     svg_lines: list[tuple[NDArray[np.float64], str, float, str]] = []
     if routes:
-        legend_rows, svg_lines = _add_routes(m, net, routes, route_labels or {}, mean, sd)
-        parts.append(_routes_legend_html(legend_rows))
+        legend_rows, svg_lines = _add_routes(
+            m, net, lines, route_labels or {}, mean, sd, routes
+        )
+        parts.append(_routes_legend_html(legend_rows, markers=True))
     folium.LayerControl(collapsed=True).add_to(m)
     m.add_child(_legend(parts, title))
     m.add_child(_fallback_svg(net, svg_lines, colors if v is not None else None))
@@ -524,7 +710,9 @@ def visits_map(
 
     Never-driven segments are thin and grey; line width grows with the visit count, so the
     explored corridors stand out as in the exploration figures of the paper. ``highlight`` routes
-    (e.g. the optimal path) are drawn on top.
+    (e.g. the optimal path) are drawn on top; the view shows the whole network. The colour bar
+    runs from 1 to the true maximum count (never a percentile that would clip the most driven
+    segments).
     """
     counts = _as_values(net, visits, "visits")
     if np.any(counts < 0) or not np.all(np.isfinite(counts)):
@@ -546,6 +734,7 @@ def visits_map(
         title=title,
         tiles=tiles,
         path=path,
+        fit_to_routes=False,
     )
 
 

@@ -331,8 +331,9 @@ class CheckpointRecord(Checkpoint):
 
 
 @dataclass(frozen=True)
-class Vehicle:
-    """A vehicle registered in the state (``spec`` is the caller's JSON description)."""
+class RegisteredVehicle:
+    """A vehicle registered in the state (``spec`` is the caller's JSON description, e.g.
+    :meth:`ev_nav.energy.Vehicle.to_dict`; this record is the store's row, not the physics)."""
 
     id: int
     name: str
@@ -705,12 +706,14 @@ class Store:
             )
 
     # ------------------------------------------------------------------ vehicles
-    def vehicles(self) -> list[Vehicle]:
+    def vehicles(self) -> list[RegisteredVehicle]:
         """All registered vehicles, by id."""
         rows = self._conn.execute("SELECT id, name, spec, created FROM vehicles ORDER BY id")
-        return [Vehicle(int(i), str(n), json.loads(s), str(c)) for i, n, s, c in rows]
+        return [
+            RegisteredVehicle(int(i), str(n), json.loads(s), str(c)) for i, n, s, c in rows
+        ]
 
-    def vehicle(self, vehicle_id: int | None = None) -> Vehicle:
+    def vehicle(self, vehicle_id: int | None = None) -> RegisteredVehicle:
         """The vehicle ``vehicle_id`` (default: the current one)."""
         vid = int(self._meta_get("current_vehicle") or 1) if vehicle_id is None else vehicle_id
         row = self._conn.execute(
@@ -719,7 +722,7 @@ class Store:
         if row is None:
             known = [v.id for v in self.vehicles()]
             raise StateError(f"unknown vehicle id {vid}; known vehicles: {known}")
-        return Vehicle(int(row[0]), str(row[1]), json.loads(row[2]), str(row[3]))
+        return RegisteredVehicle(int(row[0]), str(row[1]), json.loads(row[2]), str(row[3]))
 
     def add_vehicle(self, spec: dict[str, Any], *, make_current: bool = True) -> int:
         """Register a vehicle (JSON description); optionally make it the current one."""

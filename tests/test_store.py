@@ -339,6 +339,18 @@ def test_vehicles(store: Store) -> None:
     assert [v.name for v in store.vehicles()] == ["test-car", "van"]
 
 
+def test_registered_vehicle_is_not_the_physics_vehicle(store: Store) -> None:
+    """The store's vehicle record has its own name (issue 18): one ``Vehicle`` in ev-nav."""
+    import ev_nav.store as store_module
+    from ev_nav.energy import Vehicle
+    from ev_nav.store import RegisteredVehicle
+
+    assert not hasattr(store_module, "Vehicle")
+    rec = store.vehicle()
+    assert isinstance(rec, RegisteredVehicle) and not isinstance(rec, Vehicle)
+    assert Vehicle(**rec.spec).to_dict() == Vehicle(**VEHICLE).to_dict()
+
+
 # ---------------------------------------------------------------------- migrations
 def _make_v1_state(state: Path) -> None:
     """A state exactly as schema version 1 wrote it (one vehicle as JSON in meta)."""

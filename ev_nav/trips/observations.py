@@ -139,13 +139,16 @@ def record_segments(
     partial: bool = False,
     source: str = "the observations",
     on_recorded: Callable[[int], None] | None = None,
+    absorb: bool = True,
 ) -> int:
     """Check and record per-segment energies [Wh] of a driven trip, then update the model.
 
     Returns the observation batch id. The model (``session.model``, loaded) is updated and a
     checkpoint saved; a crash after the record loses nothing (the next session replays it).
     ``on_recorded(batch_id)`` is called as soon as the record is committed, before the model
-    update (an acknowledgement the user can rely on).
+    update (an acknowledgement the user can rely on). With ``absorb=False`` the record is only
+    checked (against ``session.model``'s posterior and noise, which are only read) and
+    committed: whoever owns the model applies the batch later (the server's model writer).
     """
 
     store, model = session.store, session.model
@@ -174,7 +177,10 @@ def record_segments(
         force=force,
     )
     batch = store.add_observations(trip.id, seg, wh)
-    _absorb(session, batch, on_recorded)
+    if absorb:
+        _absorb(session, batch, on_recorded)
+    elif on_recorded is not None:
+        on_recorded(batch)
     return batch
 
 
@@ -185,10 +191,11 @@ def record_total(
     *,
     force: bool = False,
     on_recorded: Callable[[int], None] | None = None,
+    absorb: bool = True,
 ) -> int:
     """Check and record a trip's total energy [Wh] (trip computer), then update the model.
 
-    Returns the observation batch id (see :func:`record_segments`).
+    Returns the observation batch id (see :func:`record_segments`, also for ``absorb``).
     """
     store, model = session.store, session.model
     trip = store.get_trip(trip_id)
@@ -206,7 +213,10 @@ def record_total(
         force=force,
     )
     batch = store.add_total_observation(trip.id, float(total_wh))
-    _absorb(session, batch, on_recorded)
+    if absorb:
+        _absorb(session, batch, on_recorded)
+    elif on_recorded is not None:
+        on_recorded(batch)
     return batch
 
 

@@ -8,7 +8,7 @@ shown next to the shortest and the fastest route, each with the model's predicte
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,14 +109,19 @@ def plan_trip(
     seed: int | None = None,
     max_snap_m: float = 500.0,
     with_safe: bool = False,
+    extra: dict[str, object] | None = None,
 ) -> PlannedTrip:
     """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
     The trip id is reserved inside the store's write transaction and the Thompson seed derived
-    from it (unless ``seed`` is given), so concurrent planners never share a seed.
+    from it (unless ``seed`` is given), so concurrent planners never share a seed. Only what
+    depends on the id (the planned route and its prediction) is computed inside that
+    transaction; the alternatives are routed and predicted before it, so concurrent planners
+    and observers (the server's vehicles) wait as little as possible for the store's write lock.
 
     With ``with_safe`` the ``safe`` route (least upper-quantile energy,
-    :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too.
+    :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
+    with the trip (the server records the requesting vehicle's name there).
 
     Raises
     ------
@@ -142,20 +147,25 @@ def plan_trip(
     maps_dir(session.state_dir)  # checked before anything is recorded
     rule = make_index(policy)
     router = Router(net)
-    shortest = router.route(net.length_m, start, end)
-    fastest = router.route(net.travel_time_s, start, end)
     post = model.posterior()
     dphi = potential_change(net, session.vehicle)
+    # the routes that do not depend on the trip id, described before the write transaction:
     # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
-    # shown beside an exploring plan so the driver sees what exploring costs
-    guess = None
+    # shown beside an exploring plan so the driver sees what exploring costs; the safe route;
+    # the shortest and the fastest
+    fixed: dict[str, Route] = {}
     if policy != "mean":
         greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
-        guess = router.route(greedy, start, end)
-    safe = None
+        fixed["best guess"] = describe_route(net, router.route(greedy, start, end), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
-        safe = router.route(careful, start, end)
+        fixed["safe"] = describe_route(net, router.route(careful, start, end), model, "safe")
+    fixed["shortest"] = describe_route(
+        net, router.route(net.length_m, start, end), model, "shortest"
+    )
+    fixed["fastest"] = describe_route(
+        net, router.route(net.travel_time_s, start, end), model, "fastest"
+    )
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -163,13 +173,16 @@ def plan_trip(
         # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
         weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
-        routes["planned"] = describe_route(net, router.route(weights, start, end), model, policy)
-        if guess is not None:
-            routes["best guess"] = describe_route(net, guess, model, "mean")
-        if safe is not None:
-            routes["safe"] = describe_route(net, safe, model, "safe")
-        routes["shortest"] = describe_route(net, shortest, model, "shortest")
-        routes["fastest"] = describe_route(net, fastest, model, "fastest")
+        path = router.route(weights, start, end)
+        same = next((r for r in fixed.values() if np.array_equal(r.segments, path)), None)
+        routes.clear()
+        # a planned route equal to an alternative has that alternative's prediction: reuse it
+        routes["planned"] = (
+            describe_route(net, path, model, policy)
+            if same is None
+            else replace(same, segments=path, policy=policy)
+        )
+        routes.update(fixed)
         used_seed.append(s)
         p = routes["planned"]
         return TripPlan(
@@ -182,6 +195,7 @@ def plan_trip(
             length_m=p.length_m,
             time_s=p.time_s,
             seed=s,
+            extra=extra,
         )
 
     trip_id = store.plan_trip(plan)

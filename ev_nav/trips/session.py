@@ -276,26 +276,28 @@ def create_state(
     return session
 
 
-def trip_history(state: str | Path) -> list[dict[str, object]]:
+def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[str, object]]:
     """Every trip of a state: id, time, policy, km, predicted Wh ± sd and observed Wh (or None).
 
-    Reads the store only (no network, no model), so it is fast.
+    Reads the store only (no network, no model), so it is fast. ``with_vehicle`` adds the name
+    of the vehicle that asked for the trip (``vehicle``: set by the server, else None).
     """
     from ev_nav.store import Store
 
     with Store.open(state) as store:
-        rows = []
-        for trip in store.list_trips():
-            observed = store.observed_total(trip.id)
-            rows.append(
-                {
-                    "trip": trip.id,
-                    "created": trip.created[:19],
-                    "policy": trip.policy,
-                    "km": round(trip.length_m / 1000, 3),
-                    "predicted_wh": round(trip.predicted_wh, 1),
-                    "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
-                    "observed_wh": None if observed is None else round(observed, 1),
-                }
-            )
+        history = store.history()  # one read snapshot, not one query per trip
+    rows = []
+    for trip, observed in history:
+        row: dict[str, object] = {
+            "trip": trip.id,
+            "created": trip.created[:19],
+            "policy": trip.policy,
+            "km": round(trip.length_m / 1000, 3),
+            "predicted_wh": round(trip.predicted_wh, 1),
+            "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
+            "observed_wh": None if observed is None else round(observed, 1),
+        }
+        if with_vehicle:
+            row["vehicle"] = trip.extra.get("vehicle")
+        rows.append(row)
     return rows

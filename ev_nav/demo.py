@@ -57,12 +57,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     ]
     out = args.out
     exp_dir = out / "demo-runs"
-    sinks = {}
+    finished = {}
     show = not args.quiet and sys.stderr.isatty()
     for spec in tqdm(specs, desc="demo runs", unit="run", disable=not show):
-        sink: dict = {}
-        run_one(spec, exp_dir / "runs" / spec.run_id, resume=False, sink=sink)
-        sinks[(spec.agent.label, spec.seed)] = sink
+        result = run_one(spec, exp_dir / "runs" / spec.run_id, resume=False)
+        finished[(spec.agent.label, spec.seed)] = result
     results, summary = aggregate(exp_dir)
     print(f"\nFleet of {args.vehicles} vehicles, {args.rounds} rounds, {args.seeds} worlds:")
     print(summary_markdown(summary))
@@ -71,8 +70,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
 
     # The learned GP of world 0, and one trip it plans greedily (its best guess).
-    sink = sinks[("GP-TS", 0)]
-    model, env = sink["model"], sink["env"]
+    model, env = finished[("GP-TS", 0)].model, finished[("GP-TS", 0)].env
     post = model.posterior()
     wh_per_km = post.mean / (net.length_m / 1000.0)
     mid = net.segment_midpoints()

@@ -40,7 +40,7 @@ VARIANTS = {
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="fixed")
-    ap.add_argument("--agent", default="GP-UCB")
+    ap.add_argument("--agent", default="SVGP-UCB", help="Fig. 2 agent label (Algorithm 3 ones)")
     ap.add_argument("--network", default="monaco")
     ap.add_argument("--route", default="A")
     ap.add_argument("--seeds", default="0")
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    import ev_nav.sim.fleet as fleet
     from ev_nav.sim.experiments import fig2_specs
+    from ev_nav.sim.fleet import make_model, run_one
 
     extra = dict(VARIANTS[args.variant])
     if args.num_inducing is not None:
@@ -65,23 +65,22 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--num-inducing must be >= 1")
         extra["num_inducing"] = args.num_inducing
 
-    def make_model(spec, net, seed):
-        return default_make_model(spec, net, seed, **(extra if spec.model == "gp" else {}))
+    def factory(spec, net, seed):
+        return make_model(spec, net, seed, **(extra if spec.model == "gp" else {}))
 
-    default_make_model = fleet.make_model
-    fleet.make_model = make_model
     seeds = [int(s) for s in args.seeds.split(",")]
-    for spec in fig2_specs(horizon=args.horizon, seeds=seeds):
+    for spec in fig2_specs(horizon=args.horizon, seeds=seeds, learner="svgp"):
         if (spec.network.name, spec.trips.name, spec.agent.label) != (
             args.network,
             args.route,
             args.agent,
         ):
             continue
-        sink: dict = {}
-        rows = fleet.run_one(spec, None, sink=sink, truth_cache=REPO / "docs/results/fig2/truth")
-        regret = np.array([r["regret_wh"] for r in rows])
-        post, truth = sink["model"].posterior(), sink["env"].true_energy
+        result = run_one(
+            spec, None, truth_cache=REPO / "docs/results/fig2/truth", model_factory=factory
+        )
+        regret = np.array([r["regret_wh"] for r in result.rows])
+        post, truth = result.model.posterior(), result.env.true_energy
         rmse = float(np.sqrt(np.mean((post.mean - truth) ** 2)))
         blocks = [round(float(regret[i : i + 50].sum())) for i in range(0, regret.size, 50)]
         print(
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             f"RMSE {rmse:.2f} Wh; mean std {post.std.mean():.2f} Wh",
             flush=True,
         )
-        print(_capacity(sink["model"], post), flush=True)
+        print(_capacity(result.model, post), flush=True)
     return 0
 
 

@@ -122,7 +122,7 @@ def test_fleet_run_in_the_physical_world_has_no_negative_regret(town):
         horizon=30,
         seed=0,
     )
-    rows = run_one(spec)
+    rows = run_one(spec).rows
     assert min(r["regret_wh"] for r in rows) >= -1e-6
 
 

@@ -561,6 +561,37 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         """Normalised block ``K_G[rows, cols]``."""
         return self.graph_columns(cols, rows)
 
+    def raw_block(
+        self, rows: NDArray[np.int64], cols: NDArray[np.int64], kappa: Tensor | None = None
+    ) -> Tensor:
+        """Unnormalised block ``(c I + Δ)^(-ν)[rows, cols]``, differentiable in κ.
+
+        ``K_G = raw / z`` with ``z`` = :meth:`normaliser`. A marginal-likelihood fit that also
+        learns the graph outputscale can work with the raw block and a free scale: the
+        normaliser (a mean over *all* segments' prior variances, n sparse solves per κ) is then
+        needed once, at the fitted κ, instead of at every evaluation. ``kappa``: a κ tensor to
+        evaluate at (and differentiate through) instead of the kernel's own parameter.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        self._check_ids(rows)
+        self._check_ids(cols)
+        nu = self.nu
+        c = self.shift() if kappa is None else 2.0 * nu / kappa**2
+        if self.mode == "sparse":
+            return _SparseColumns.apply(c, self._sparse_state(c), cols, rows)
+        lam, u = self._eig  # type: ignore[misc]
+        s = (c + lam) ** (-nu)
+        return (u[torch.as_tensor(rows)] * s) @ u[torch.as_tensor(cols)].T
+
+    def normaliser(self) -> float:
+        """``z = mean(diag((c I + Δ)^(-ν)))`` at the current κ, ν (so ``K_G = raw / z``)."""
+        with torch.no_grad():
+            if self.mode == "sparse":
+                c = self.shift()
+                return float(self._sparse_state(c).diag(self._sparse_state(c).nu).mean())
+            return float(self._spectrum()[1])
+
     def dense_matrix(self) -> Tensor:
         """The full normalised K_G (n×n). For tests and small graphs only."""
         return self.graph_columns(np.arange(self.n_segments))

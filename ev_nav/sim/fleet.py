@@ -19,11 +19,13 @@ import json
 import os
 import tomllib
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ev_nav.bandits.agent import Agent
 from ev_nav.bandits.indices import make_index
@@ -32,6 +34,8 @@ from ev_nav.checkpoints import decode as decode_checkpoint
 from ev_nav.checkpoints import encode as encode_checkpoint
 from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound
 from ev_nav.faults import crash_point
+from ev_nav.gp.posterior import SegmentModel
+from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.sim.environment import Environment, TruthSpec
@@ -118,6 +122,11 @@ class AgentSpec:
     ``rectification``: ``"reduced"`` (the product default) rectifies the index in reduced-cost
     space and so keeps downhill regeneration (:func:`ev_nav.bandits.indices.rectified_weights`);
     ``"paper"`` rectifies each segment's energy as the paper's Algorithm 2 does.
+    ``learner`` (GP agents): ``"exact"`` (:class:`~ev_nav.gp.incremental.IncrementalGP`, the
+    product default: exact posterior, rank-k updates, hyperparameters on a schedule) or
+    ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`; the paper mode,
+    labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
+    ``kernel_mode`` configure the SVGP only.
     """
 
     model: str = "gp"
@@ -133,6 +142,7 @@ class AgentSpec:
     kernel_mode: str = "auto"
     name: str | None = None
     rectification: str = "reduced"
+    learner: str = "exact"
 
     @property
     def label(self) -> str:
@@ -140,7 +150,8 @@ class AgentSpec:
             return self.name
         if self.policy == "random":
             return "random"
-        label = f"{self.model.upper()}-{self.policy.upper()}"
+        model = "SVGP" if self.model == "gp" and self.learner == "svgp" else self.model.upper()
+        label = f"{model}-{self.policy.upper()}"
         if self.policy.startswith("bucb") and (self.omega, self.xi) != (1.0, 1.0):
             label += f"(w={self.omega:g},xi={self.xi:g})"
         if self.beta_scale != 1.0:
@@ -184,6 +195,8 @@ class RunSpec:
         # value that reproduces the old behaviour, so existing run folders keep their ids.
         if fields["agent"]["rectification"] == "paper":
             del fields["agent"]["rectification"]
+        if fields["agent"]["learner"] == "svgp" or fields["agent"]["model"] != "gp":
+            del fields["agent"]["learner"]
         if fields["truth"]["kind"] != "physical":
             del fields["truth"]["loss_spread"]
         digest = hashlib.sha256(
@@ -237,11 +250,14 @@ def svgp_config(spec: AgentSpec, **overrides: Any) -> Any:
     return SVGPConfig(**{**fields, **overrides})
 
 
-def make_model(spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: Any) -> Any:
+def make_model(
+    spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: object
+) -> SegmentModel:
     """The agent's model with the spec §4 prior (σ0², ς² from the network's E_det).
 
-    ``gp_overrides`` are further :class:`~ev_nav.gp.svgp.SVGPConfig` fields for a GP agent
-    (diagnostics vary e.g. ``num_inducing``); a BI agent has none and refuses them.
+    ``gp_overrides`` are further config fields of a GP agent's learner
+    (:class:`~ev_nav.gp.incremental.IncrementalConfig` or, for ``learner="svgp"``,
+    :class:`~ev_nav.gp.svgp.SVGPConfig`); a BI agent has none and refuses them.
     """
     if spec.model == "bi":
         from ev_nav.gp.independent import BIModel
@@ -249,7 +265,22 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: Any
         if gp_overrides:
             raise ConfigError(f"BI models take no GP settings: {sorted(gp_overrides)}")
         return BIModel(net)
-    if spec.model == "gp":
+    if spec.model != "gp":
+        raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
+    if spec.learner == "exact":
+        from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
+
+        fields = {
+            "lengthscale": spec.lengthscale,
+            "learn_hyperparameters": spec.learn_hyperparameters,
+            "kernel_mode": spec.kernel_mode,
+        }
+        try:
+            config = IncrementalConfig(**{**fields, **gp_overrides})
+        except TypeError as exc:
+            raise ConfigError(f"not a setting of the exact learner: {exc}") from None
+        return IncrementalGP(net, config=config, seed=seed)
+    if spec.learner == "svgp":
         from ev_nav.gp.svgp import SVGPModel
 
         # fleet runs last hundreds of trips: a one-off eigendecomposition for the prior
@@ -257,7 +288,7 @@ def make_model(spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: Any
         spectral = {"spectral_diag": True} if net.n_segments <= FLEET_SPECTRAL_MAX else {}
         config = svgp_config(spec, **{**spectral, **gp_overrides})
         return SVGPModel(net, config=config, seed=seed)
-    raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
+    raise ConfigError(f"unknown learner {spec.learner!r}; use exact or svgp")
 
 
 def resolve_endpoint(net: RoadNetwork, value: Any) -> int:
@@ -348,52 +379,89 @@ def _load_checkpoint(path: Path) -> RunState | None:
     return RunState(**data)
 
 
-def run_one(
-    spec: RunSpec,
-    out_dir: str | Path | None = None,
-    *,
-    resume: bool = True,
-    checkpoint_every: int = 50,
-    progress: bool = False,
-    stop_after: int | None = None,
-    sink: dict[str, Any] | None = None,
-    truth_cache: str | Path | None = None,
-) -> list[dict[str, Any]]:
-    """Execute one run; returns its result rows (one per vehicle trip).
+#: Builds an agent's model: ``(agent spec, network, seed) -> model``; :func:`make_model` by
+#: default (diagnostics pass their own, e.g. with other learner settings).
+ModelFactory = Callable[[AgentSpec, RoadNetwork, int], SegmentModel]
 
-    Parameters
+
+@dataclass
+class RunResult:
+    """What a run produced.
+
+    Attributes
     ----------
-    spec : RunSpec
-    out_dir : path, optional
-        Run folder: ``trips.csv``, ``metadata.json`` and the checkpoint are written there.
-    resume : bool
-        Continue from the checkpoint when present (a finished run is returned from its CSV).
-    checkpoint_every : int
-        Rounds between checkpoints.
-    progress : bool
-        Show a tqdm progress bar.
-    stop_after : int, optional
-        Stop (after checkpointing) once this round is done: simulates an interruption in tests.
-    sink : dict, optional
-        Receives the final ``model``, ``env`` and ``visits`` (for maps after a run).
-    truth_cache : path, optional
-        Folder where ground-truth draws are cached (shared by the runs of a grid).
+    rows : list of dict
+        One row per vehicle trip (the columns of :data:`RESULT_COLUMNS`).
+    model : SegmentModel or None
+        The final learned model (``None`` for random routing or a run read back from its CSV).
+    env : Environment or None
+        The simulated world (``None`` for a run read back from its CSV).
+    visits : ndarray of int64 or None
+        Times each segment was driven.
+    finished : bool
+        Whether the run reached its horizon (``False`` after ``stop_after``).
     """
-    run_dir = Path(out_dir) if out_dir is not None else None
-    if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
-        import pandas as pd
 
-        return pd.read_csv(run_dir / "trips.csv").to_dict("records")
+    rows: list[dict[str, Any]]
+    model: SegmentModel | None = None
+    env: Environment | None = None
+    visits: NDArray[np.int64] | None = None
+    finished: bool = True
 
+
+@dataclass
+class _Driver:
+    """The per-run machinery: world, trips, agent (or random routing) and their generators."""
+
+    net: RoadNetwork
+    env: Environment
+    trips: TripGenerator
+    router: Router
+    model: SegmentModel | None
+    agent: Agent | None
+    rng_noise: np.random.Generator
+    rng_random: np.random.Generator
+    visits: NDArray[np.int64]
+
+    def plan(self, start: int, goal: int, t: int) -> NDArray[np.int64]:
+        if self.agent is None:
+            weights = self.rng_random.exponential(1.0, self.net.n_segments)
+            return self.router.route(weights, start, goal)
+        return self.agent.plan(start, goal, t)
+
+    def state(self, t: int, rows: list[dict[str, Any]]) -> RunState:
+        return RunState(
+            t=t,
+            rows=rows,
+            model=self.model.state_dict() if self.model is not None else None,
+            agent=self.agent.state() if self.agent is not None else {},
+            rng_noise=self.rng_noise.bit_generator.state,
+            rng_trips=self.trips.rng.bit_generator.state,
+            rng_random=self.rng_random.bit_generator.state,
+            visits=self.visits,
+        )
+
+    def restore(self, state: RunState) -> None:
+        if state.visits is not None:
+            self.visits = np.asarray(state.visits, dtype=np.int64)
+        if self.model is not None and self.agent is not None:
+            self.model.load_state_dict(state.model)
+            self.agent.load_state(state.agent)
+        self.rng_noise.bit_generator.state = state.rng_noise
+        self.trips.rng.bit_generator.state = state.rng_trips
+        self.rng_random.bit_generator.state = state.rng_random
+
+
+def _driver(
+    spec: RunSpec, truth_cache: str | Path | None, model_factory: ModelFactory
+) -> _Driver:
     net = load_network(spec.network)
     env = Environment.create(net, seed=spec.seed, truth=spec.truth, cache_dir=truth_cache)
-    trips = TripGenerator(spec.trips, net, spec.seed)
     router = Router(net)
     agent_seed = _seed("agent", spec.seed, spec.agent.label)
-    model = None
-    agent = None
+    model = agent = None
     if spec.agent.policy != "random":
-        model = make_model(spec.agent, net, agent_seed)
+        model = model_factory(spec.agent, net, agent_seed)
         rule = make_index(
             spec.agent.policy,
             beta_scale=spec.agent.beta_scale,
@@ -404,37 +472,98 @@ def run_one(
             raise ConfigError(
                 f"unknown rectification {spec.agent.rectification!r}; use reduced or paper"
             )
-        dphi = None
-        if spec.agent.rectification == "reduced":
-            from ev_nav.potential import potential_change
-
-            dphi = potential_change(net)
+        dphi = potential_change(net) if spec.agent.rectification == "reduced" else None
         agent = Agent(net, model, rule, seed=agent_seed, router=router, potential_change=dphi)
-    rng_noise = np.random.default_rng(_seed("noise", spec.seed))
-    rng_random = np.random.default_rng(agent_seed)
-    rows: list[dict[str, Any]] = []
-    visits = np.zeros(net.n_segments, dtype=np.int64)
-    t0 = 0
+    return _Driver(
+        net=net,
+        env=env,
+        trips=TripGenerator(spec.trips, net, spec.seed),
+        router=router,
+        model=model,
+        agent=agent,
+        rng_noise=np.random.default_rng(_seed("noise", spec.seed)),
+        rng_random=np.random.default_rng(agent_seed),
+        visits=np.zeros(net.n_segments, dtype=np.int64),
+    )
 
+
+def run_one(
+    spec: RunSpec,
+    out_dir: str | Path | None = None,
+    *,
+    resume: bool = True,
+    checkpoint_every: int = 50,
+    progress: bool = False,
+    stop_after: int | None = None,
+    truth_cache: str | Path | None = None,
+    model_factory: ModelFactory = make_model,
+) -> RunResult:
+    """Execute one run.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    out_dir : path, optional
+        Run folder: ``trips.csv``, ``metadata.json`` and the checkpoint are written there.
+    resume : bool
+        Continue from the checkpoint when present (a finished run is read back from its CSV).
+    checkpoint_every : int
+        Rounds between checkpoints.
+    progress : bool
+        Show a tqdm progress bar.
+    stop_after : int, optional
+        Stop (after checkpointing) once this round is done: simulates an interruption in tests.
+    truth_cache : path, optional
+        Folder where ground-truth draws are cached (shared by the runs of a grid).
+    model_factory : callable, optional
+        Builds the agent's model (default :func:`make_model`).
+
+    Returns
+    -------
+    RunResult
+    """
+    run_dir = Path(out_dir) if out_dir is not None else None
+    if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
+        import pandas as pd
+
+        return RunResult(rows=pd.read_csv(run_dir / "trips.csv").to_dict("records"))
+
+    drv = _driver(spec, truth_cache, model_factory)
+    rows: list[dict[str, Any]] = []
+    t0 = 0
     ckpt = run_dir / CHECKPOINT_NAME if run_dir is not None else None
     if ckpt is not None and resume:
         state = _load_checkpoint(ckpt)
         if state is not None:
             t0, rows = state.t, state.rows
-            if state.visits is not None:
-                visits = np.asarray(state.visits, dtype=np.int64)
-            if model is not None:
-                model.load_state_dict(state.model)
-                agent.load_state(state.agent)
-            rng_noise.bit_generator.state = state.rng_noise
-            trips.rng.bit_generator.state = state.rng_trips
-            rng_random.bit_generator.state = state.rng_random
+            drv.restore(state)
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=spec.horizon, initial=t0, desc=spec.run_id[:48], leave=False)
+    for t in range(t0 + 1, spec.horizon + 1):
+        rows.extend(_round(spec, drv, t))
+        if bar is not None:
+            bar.update(1)
+        last = t == spec.horizon
+        if ckpt is not None and (t % checkpoint_every == 0 or last or t == stop_after):
+            _save_checkpoint(ckpt, drv.state(t, rows))
+            crash_point("run-checkpointed")
+        if stop_after is not None and t >= stop_after and not last:
+            if bar is not None:
+                bar.close()
+            return RunResult(rows, drv.model, drv.env, drv.visits, finished=False)
+    if bar is not None:
+        bar.close()
+    if run_dir is not None:
+        write_run(run_dir, spec, rows, drv.env, drv.visits)
+    return RunResult(rows, drv.model, drv.env, drv.visits)
+
+
+def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
+    """One round: every vehicle plans and drives; the shared model learns from all of them."""
     base = {
         "run_id": spec.run_id,
         "network": spec.network.label,
@@ -442,63 +571,31 @@ def run_one(
         "agent": spec.agent.label,
         "seed": spec.seed,
     }
-    for t in range(t0 + 1, spec.horizon + 1):
-        paths, observed = [], []
-        for vehicle in range(spec.trips.vehicles):
-            start, goal = trips.next()
-            if agent is None:
-                path = router.route(rng_random.exponential(1.0, net.n_segments), start, goal)
-            else:
-                path = agent.plan(start, goal, t)
-            obs = env.drive(path, rng_noise)
-            regret, energy, best = env.regret(path, start, goal)
-            rows.append(
-                {
-                    **base,
-                    "t": t,
-                    "vehicle": vehicle,
-                    "start": start,
-                    "goal": goal,
-                    "regret_wh": regret,
-                    "energy_wh": energy,
-                    "optimal_wh": best,
-                    "path_segments": int(path.shape[0]),
-                    "length_m": float(net.length_m[path].sum()),
-                }
-            )
-            paths.append(path)
-            observed.append(obs)
-            np.add.at(visits, path, 1)
-        if model is not None:
-            model.update(np.concatenate(paths), np.concatenate(observed))
-        if bar is not None:
-            bar.update(1)
-        last = t == spec.horizon
-        if ckpt is not None and (t % checkpoint_every == 0 or last or t == stop_after):
-            _save_checkpoint(
-                ckpt,
-                RunState(
-                    t=t,
-                    rows=rows,
-                    model=model.state_dict() if model is not None else None,
-                    agent=agent.state() if agent is not None else {},
-                    rng_noise=rng_noise.bit_generator.state,
-                    rng_trips=trips.rng.bit_generator.state,
-                    rng_random=rng_random.bit_generator.state,
-                    visits=visits,
-                ),
-            )
-            crash_point("run-checkpointed")
-        if stop_after is not None and t >= stop_after and not last:
-            if bar is not None:
-                bar.close()
-            return rows
-    if bar is not None:
-        bar.close()
-    if run_dir is not None:
-        write_run(run_dir, spec, rows, env, visits)
-    if sink is not None:
-        sink.update(model=model, env=env, visits=visits, net=net)
+    rows, paths, observed = [], [], []
+    for vehicle in range(spec.trips.vehicles):
+        start, goal = drv.trips.next()
+        path = drv.plan(start, goal, t)
+        obs = drv.env.drive(path, drv.rng_noise)
+        regret, energy, best = drv.env.regret(path, start, goal)
+        rows.append(
+            {
+                **base,
+                "t": t,
+                "vehicle": vehicle,
+                "start": start,
+                "goal": goal,
+                "regret_wh": regret,
+                "energy_wh": energy,
+                "optimal_wh": best,
+                "path_segments": int(path.shape[0]),
+                "length_m": float(drv.net.length_m[path].sum()),
+            }
+        )
+        paths.append(path)
+        observed.append(obs)
+        np.add.at(drv.visits, path, 1)
+    if drv.model is not None:
+        drv.model.update(np.concatenate(paths), np.concatenate(observed))
     return rows
 
 

@@ -63,16 +63,21 @@ def load_network_ref(ref: str) -> RoadNetwork:
 def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) -> SegmentModel:
     """A fresh model of ``kind`` (``gp`` or ``bi``) with the spec's prior for this network.
 
-    The GP uses the closed-form q(u) refresh after every trip: one driver's data is small, and an
-    exact update is what a careful user wants (no learning-rate tuning).
+    The GP is the exact, incremental learner (:class:`~ev_nav.gp.incremental.IncrementalGP`):
+    one driver's data is small, and an exact posterior is what a careful user wants.
     """
     if kind == "bi":
         from ev_nav.gp.independent import BIModel
 
         return BIModel(net, vehicle=vehicle)
-    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    from ev_nav.gp.incremental import IncrementalGP
 
-    return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
+    return IncrementalGP(net, vehicle=vehicle, seed=seed)
+
+
+#: Checkpoint kinds written by learners that states no longer use; the model is rebuilt with the
+#: current learner from the recorded observations instead (they are the data).
+SUPERSEDED_KINDS = {"svgp": "the previous GP learner (Algorithm 3)"}
 
 
 def apply_batches(model: SegmentModel, batches: list[ObservationBatch]) -> None:
@@ -166,7 +171,12 @@ def restore_model(
             continue
         model = build_model(store.model_kind, net, vehicle)
         try:
-            model.load_state_dict(decode(ck.blob))
+            state = decode(ck.blob)
+            old = SUPERSEDED_KINDS.get(state.get("kind")) if isinstance(state, dict) else None
+            if old is not None:
+                skipped.append(f"checkpoint {ck.id} written by {old}; rebuilt with the exact one")
+                continue
+            model.load_state_dict(state)
         except UnsafeCheckpointError:
             skipped.append(f"checkpoint {ck.id} in the old pickle format, never loaded")
             continue

@@ -35,7 +35,7 @@ def test_num_inducing_reaches_the_model():
         text=True,
         check=True,
     ).stdout
-    assert re.search(r"default GP-UCB monaco A seed 0: cumulative -?[\d,]+ Wh", out)
+    assert re.search(r"default SVGP-UCB monaco A seed 0: cumulative -?[\d,]+ Wh", out)
     m = re.search(r"driven segments (\d+), of them outside Z (\d+) \(M = 40\)", out)
     assert m is not None, out
     # three trips along one route drive more than 40 distinct segments of Monaco, and the

@@ -54,10 +54,10 @@ def test_resume_equals_uninterrupted(agent, tmp_path):
     spec = _spec(agent)
     full = run_one(spec, tmp_path / "full", checkpoint_every=4)
     part = run_one(spec, tmp_path / "part", checkpoint_every=4, stop_after=7)
-    assert len(part) == 7 * 2
+    assert len(part.rows) == 7 * 2 and not part.finished
     assert not (tmp_path / "part" / "trips.csv").exists()
     resumed = run_one(spec, tmp_path / "part", checkpoint_every=4)
-    a, b = pd.DataFrame(full), pd.DataFrame(resumed)
+    a, b = pd.DataFrame(full.rows), pd.DataFrame(resumed.rows)
     pd.testing.assert_frame_equal(a, b)
     np.testing.assert_array_equal(
         np.load(tmp_path / "full" / "visits.npy"), np.load(tmp_path / "part" / "visits.npy")
@@ -67,10 +67,10 @@ def test_resume_equals_uninterrupted(agent, tmp_path):
 
 
 def test_runs_are_deterministic_and_share_worlds(tmp_path):
-    a = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ts"), horizon=5)))
-    b = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ts"), horizon=5)))
+    a = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ts"), horizon=5)).rows)
+    b = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ts"), horizon=5)).rows)
     pd.testing.assert_frame_equal(a, b)
-    c = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ucb"), horizon=5)))
+    c = pd.DataFrame(run_one(_spec(AgentSpec(model="bi", policy="ucb"), horizon=5)).rows)
     # common random numbers: other agents see the same trips and the same optimum
     np.testing.assert_array_equal(a[["start", "goal"]], c[["start", "goal"]])
     np.testing.assert_allclose(a["optimal_wh"], c["optimal_wh"])
@@ -141,13 +141,24 @@ def test_rectified_optimum_and_truth_cache(tmp_path):
 def test_make_model_gp_overrides():
     from ev_nav.sim.fleet import make_model
 
+    from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.gp.svgp import SVGPModel
+
     net = load_network(NET)
-    gp = AgentSpec(model="gp", policy="ucb", **SMALL_GP)
-    assert make_model(gp, net, seed=0).m == 200
-    model = make_model(gp, net, seed=0, num_inducing=57, learn_hyperparameters=False)
-    assert model.m == 57
+    svgp = AgentSpec(model="gp", policy="ucb", learner="svgp", **SMALL_GP)
+    assert make_model(svgp, net, seed=0).m == 200
+    model = make_model(svgp, net, seed=0, num_inducing=57, learn_hyperparameters=False)
+    assert isinstance(model, SVGPModel) and model.m == 57
     assert model.config.learn_hyperparameters is False
     # the spec's other fields are kept
     assert model.config.batch_size == 300
+    exact = make_model(AgentSpec(model="gp", policy="ucb", lengthscale=0.7), net, seed=0,
+                       first_fit=3)
+    assert isinstance(exact, IncrementalGP)
+    assert (exact.config.first_fit, exact.config.lengthscale) == (3, 0.7)
+    with pytest.raises(ConfigError, match="not a setting of the exact learner"):
+        make_model(AgentSpec(model="gp", policy="ucb"), net, seed=0, num_inducing=57)
+    with pytest.raises(ConfigError, match="unknown learner"):
+        make_model(AgentSpec(model="gp", policy="ucb", learner="magic"), net, seed=0)
     with pytest.raises(ConfigError, match="BI models take no GP settings"):
         make_model(AgentSpec(model="bi", policy="ucb"), net, seed=0, num_inducing=57)

@@ -26,7 +26,7 @@ def test_gp_ts_beats_random_routing():
         for seed in range(3):
             rows = run_one(
                 RunSpec(network=net_spec, agent=agent, trips=trips, horizon=40, seed=seed)
-            )
+            ).rows
             totals.append(pd.DataFrame(rows)["regret_wh"].sum())
         final[agent.label] = float(np.mean(totals))
     assert final["GP-TS"] < final["random"], final

@@ -1,0 +1,654 @@
+"""Exact GP over road segments, updated incrementally: the product's learner.
+
+Model (spec §5.2): ``f(e) = E_det(e) + g(e)``, ``g ~ GP(0, k)`` with the composite
+:class:`~ev_nav.gp.kernels.SegmentKernel`; a driven segment is observed as ``f(e) + N(0, ς²)``
+and a trip computer's total as ``Σ f(e) + N(0, K ς²)`` over the K segments of the trip.
+
+Why an exact GP is affordable
+-----------------------------
+Segment context is static, so all observations of one segment collapse to sufficient statistics
+(count ``n_e``, sum and sum of squares of the residuals ``y − E_det``). Given the data, the
+posterior is a GP regression on the *support* S — the D distinct segments that any observation
+touched — with noise ``ς²/n_e`` per segment; D grows with the distinct roads driven (a few
+hundred to a few thousand on the paper routes), not with the number of trips.
+
+Representation
+--------------
+The learner keeps ``P = Σ[:, S]`` (posterior covariance between every segment and the support,
+N × D, stored transposed as D rows of length N), the posterior mean ``μ`` and variance ``σ²`` of
+every segment. With ``Q = Hᵀ R⁻¹ H`` the data precision on S (``n_e/ς²`` on the diagonal plus
+``h hᵀ/(K ς²)`` per trip total), two identities make every step a few matrix products:
+
+* a segment ``x`` joining S: ``Σ[:, x] = K[:, x] − P Q K[S, x]`` (no inverse of ``K_SS``, which
+  is often near-singular: both directions of a street are almost the same input);
+* a trip observing segments T (counts ``c``, means ``ȳ``): with ``M = Σ[T, T] + diag(ς²/c)``,
+  ``M = L Lᵀ`` and ``W = L⁻¹ Σ[T, :]``, the exact Bayesian update is ``Σ ← Σ − WᵀW``, so
+  ``P ← P − W[:, S]ᵀ W``, ``μ ← μ + Wᵀ L⁻¹(ȳ − μ_T)`` and ``σ² ← σ² − colsum(W∘W)``: a rank-k
+  correction, ``O(N·D·k)`` for a trip of k distinct segments (one GEMM), instead of a fresh
+  ``O(N·D²)`` solve.
+
+A *refresh* recomputes ``P``, ``μ``, ``σ²`` from the sufficient statistics (``O(N·D²)``): after
+each hyperparameter fit, which happens on a schedule (the ``first_fit``-th update, then every time
+the number of updates has grown by ``fit_growth``, at least every ``fit_max_gap`` updates), so its
+cost is amortised over the trips between fits. Hyperparameters (κ, both feature lengthscales,
+both outputscales, ς²) are fitted by maximising the exact marginal likelihood of the sufficient
+statistics (type-II MAP: weak log-normal priors centred on the initial values keep early fits on
+a handful of trips from running off), with L-BFGS and autograd through the Cholesky factor.
+
+Checkpoints
+-----------
+:meth:`IncrementalGP.state_dict` holds the hyperparameters, the sufficient statistics at the last
+refresh and the observations since (plain arrays; no pickle, no N × D matrix). Loading refreshes
+from those statistics and replays the observations since, the same computations in the same
+order, so a restored model's posterior is bit-identical to the one that was saved.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import scipy.linalg as sla
+import torch
+from numpy.typing import ArrayLike, NDArray
+from scipy.linalg.blas import dsyrk
+from torch import Tensor
+
+from ev_nav.energy import Vehicle
+from ev_nav.errors import ConfigError, ModelStateError
+from ev_nav.gp.groundtruth import PriorSettings
+from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel, matern52
+from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
+from ev_nav.roads.network import RoadNetwork
+
+_STATE_VERSION = 1
+_JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
+_Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
+
+
+@dataclass(frozen=True)
+class IncrementalConfig:
+    """Settings of the exact, incremental learner.
+
+    Attributes
+    ----------
+    graph_nu, graph_kappa : float
+        Graph Matérn ν (fixed) and initial κ.
+    lengthscale : float
+        Initial lengthscale of both feature kernels (all dimensions).
+    kernel_mode : str
+        Graph kernel computation (see :mod:`ev_nav.gp.kernels`); ``"auto"``: sparse for integer ν.
+    outputscale, noise_var : float, optional
+        Initial σ0² and ς² [Wh²]; default :meth:`PriorSettings.from_network`.
+    learn_hyperparameters : bool
+        Fit the hyperparameters on the schedule (otherwise they stay at their initial values;
+        the schedule's refreshes still happen, and keep the replay log of checkpoints short).
+    learn_graph_kappa : bool
+        Include κ in the fit (each new κ costs a sparse factorisation and fresh kernel columns).
+    first_fit : int
+        Update (trip) at which the first refresh (and fit) happens.
+    fit_growth : float
+        Next refresh once the number of updates is ``fit_growth`` times that at the last one.
+    fit_max_gap : int
+        ... or at the latest this many updates after it.
+    fit_max_rows : int
+        Observation rows (observed segments and trip totals) that the marginal likelihood uses;
+        beyond it a random subset (the likelihood of a subset of the data is still exact).
+    fit_iterations : int
+        L-BFGS iterations per fit (warm-started from the current values).
+    prior_log_sd : float
+        Standard deviation of the log-normal hyperparameter priors (natural-log units).
+    """
+
+    graph_nu: float = 2.0
+    graph_kappa: float = 1.0
+    lengthscale: float = 1.0
+    kernel_mode: str = "auto"
+    outputscale: float | None = None
+    noise_var: float | None = None
+    learn_hyperparameters: bool = True
+    learn_graph_kappa: bool = True
+    first_fit: int = 10
+    fit_growth: float = 1.5
+    fit_max_gap: int = 100
+    fit_max_rows: int = 600
+    fit_iterations: int = 20
+    prior_log_sd: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kernel_mode not in KERNEL_MODES:
+            raise ConfigError(f"kernel_mode must be one of {', '.join(KERNEL_MODES)}")
+        if self.first_fit < 1 or self.fit_max_gap < 1 or not self.fit_growth > 1.0:
+            raise ConfigError("first_fit and fit_max_gap must be >= 1 and fit_growth > 1")
+        if self.fit_max_rows < 2 or self.fit_iterations < 1 or not self.prior_log_sd > 0:
+            raise ConfigError("fit_max_rows >= 2, fit_iterations >= 1 and prior_log_sd > 0")
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Observation rows: support positions and weights (``H``), residual, count per row.
+
+    ``count`` is ``n_e`` for a segment's row (noise ``ς²/n_e``) and ``-K`` for a trip total
+    over K traversals (noise ``K ς²``).
+    """
+
+    pos: list[NDArray[np.int64]]
+    wts: list[NDArray[np.float64]]
+    resid: NDArray[np.float64]
+    count: NDArray[np.float64]
+
+    def noise_factor(self) -> NDArray[np.float64]:
+        """Noise variance of each row in units of ς²."""
+        return np.where(self.count > 0, 1.0 / np.abs(self.count), np.abs(self.count))
+
+
+def _cholesky(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Lower Cholesky factor of an SPD matrix; a tiny relative jitter only if LAPACK refuses."""
+    scale = float(np.abs(np.diagonal(a)).mean()) or 1.0
+    for jit in _JITTERS:
+        try:
+            return sla.cholesky(
+                a + (jit * scale) * np.eye(a.shape[0]) if jit else a, lower=True,
+                check_finite=False,
+            )
+        except np.linalg.LinAlgError:
+            continue
+    raise ModelStateError(
+        "posterior covariance is not positive definite even with jitter; the hyperparameters "
+        "are degenerate (refit or reset them)"
+    )
+
+
+class IncrementalGP:
+    """Exact GP posterior over all segments, updated by rank-k corrections.
+
+    Implements the :class:`~ev_nav.gp.posterior.SegmentModel` protocol.
+
+    Parameters
+    ----------
+    net : RoadNetwork
+    vehicle : Vehicle, optional
+        Vehicle of the prior mean E_det.
+    config : IncrementalConfig, optional
+    seed : int
+        Seed of the generator that picks the marginal likelihood's rows when there are more
+        than ``fit_max_rows``.
+    device : str or torch.device
+        Where the N × D matrix and the posterior live (``"cpu"`` default; the kernel columns are
+        always computed on the CPU by sparse solves).
+    """
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        vehicle: Vehicle | None = None,
+        config: IncrementalConfig | None = None,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = cfg = config or IncrementalConfig()
+        self.net = net
+        self.n = net.n_segments
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
+        s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
+        noise = prior.noise_var if cfg.noise_var is None else cfg.noise_var
+        graph = GraphMaternKernel(
+            net, nu=cfg.graph_nu, kappa=cfg.graph_kappa, mode=cfg.kernel_mode, learn_nu=False
+        )
+        self.kernel = SegmentKernel(
+            graph,
+            net.features,
+            lengthscale=cfg.lengthscale,
+            product_scale=s0 * prior.graph_share,
+            feature_scale=s0 * (1 - prior.graph_share),
+        )
+        for p in self.kernel.parameters():
+            p.requires_grad_(False)
+        self.noise_var = float(noise)
+        self._prior_log = self._log_hyper()  # centres of the hyperparameter priors
+        self.prior_mean = net.e_det(vehicle).astype(np.float64)
+        self._prior_mean_t = torch.as_tensor(self.prior_mean, device=self.device)
+        self.rng = np.random.default_rng(self.seed)
+        self.n_updates = 0
+        self.next_refresh = cfg.first_fit
+        self.fits: list[dict[str, Any]] = []
+        self._reset_data()
+        self._base = self._snapshot()
+        self._log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]] = []
+        self._post: SegmentPosterior | None = None
+
+    # ------------------------------------------------------------------ data
+    def _reset_data(self) -> None:
+        n = self.n
+        self.n_obs = np.zeros(n, dtype=np.int64)
+        self.sum_r = np.zeros(n, dtype=np.float64)  # Σ (y − E_det) per segment
+        self.sum_r2 = np.zeros(n, dtype=np.float64)  # Σ (y − E_det)² per segment
+        self.totals: list[tuple[NDArray[np.int64], float]] = []
+        self._in_support = np.zeros(n, dtype=bool)
+        self.support = np.empty(0, dtype=np.int64)
+        self._cov: NDArray[np.float64] | None = None  # built by the first refresh
+        self._mean = self.prior_mean.copy()
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "n_obs": self.n_obs.copy(),
+            "sum_r": self.sum_r.copy(),
+            "sum_r2": self.sum_r2.copy(),
+            "support": self.support.copy(),
+            "n_totals": len(self.totals),
+        }
+
+    # ------------------------------------------------------------------ protocol
+    @property
+    def noise_std(self) -> float:
+        """Current observation-noise standard deviation ς [Wh]."""
+        return math.sqrt(self.noise_var)
+
+    @property
+    def n_support(self) -> int:
+        """D, the number of distinct segments that observations touched."""
+        return int(self.support.size)
+
+    def posterior(self) -> SegmentPosterior:
+        """Exact posterior mean and std of every segment's expected energy [Wh] (cached)."""
+        if self._post is None:
+            cov = self._covariance()
+            std = np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
+            self._post = SegmentPosterior(mean=self._mean.copy(), std=std, noise_std=self.noise_std)
+        return self._post
+
+    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        """Learn from one observation per listed segment (repeats allowed) [Wh]."""
+        ids, y = validate_observations(segment_ids, energies, self.n)
+        if ids.size == 0:
+            return
+        self._log.append(("seg", ids.copy(), y.copy()))
+        self._apply_segments(ids, y)
+        self._after_update()
+
+    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+        """Learn from the total energy [Wh] of driving all listed segments once each."""
+        ids, total = validate_total(segment_ids, total_energy, self.n)
+        self._log.append(("tot", ids.copy(), np.array([total])))
+        self._apply_total(ids, total)
+        self._after_update()
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``.
+
+        Exact, including the correlations along the route (its segments share graph and
+        feature kernels), so a route's variance is not the sum of its segments' variances.
+        """
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        return _sym_rows(self._covariance(), ids)[:, ids]
+
+    def predict_sum(self, segment_ids: ArrayLike) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of the sum of latent energies over ``segment_ids``."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        u, counts = np.unique(ids, return_counts=True)
+        w = counts.astype(np.float64)
+        return float(self._mean[ids].sum()), float(w @ self.route_covariance(u) @ w)
+
+    def hyperparameters(self) -> dict[str, float | list[float]]:
+        """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""
+        k = self.kernel
+        return {
+            "graph_kappa": float(k.graph.kappa),
+            "lengthscale_product": k.k_f.base_kernel.lengthscale.reshape(-1).tolist(),
+            "lengthscale_feature": k.k_f2.base_kernel.lengthscale.reshape(-1).tolist(),
+            "outputscale_product": float(k.k_f.outputscale),
+            "outputscale_feature": float(k.k_f2.outputscale),
+            "noise_var": self.noise_var,
+        }
+
+    # ------------------------------------------------------------------ incremental steps
+    def _covariance(self) -> NDArray[np.float64]:
+        """Σ over all segments (lower triangle valid, column-major), the prior until data."""
+        if self._cov is None:
+            self._refresh(reset_log=False)
+        assert self._cov is not None
+        return self._cov
+
+    def _after_update(self) -> None:
+        self.n_updates += 1
+        self._post = None
+        if self.n_updates >= self.next_refresh:
+            if self.config.learn_hyperparameters:
+                self._fit()
+            self._refresh()
+            cfg = self.config
+            self.next_refresh = self.n_updates + max(
+                1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
+            )
+
+    def _join_support(self, ids: NDArray[np.int64]) -> None:
+        new = np.unique(ids[~self._in_support[ids]])
+        if new.size:
+            self._in_support[new] = True
+            self.support = np.concatenate([self.support, new])
+
+    def _apply_segments(self, ids: NDArray[np.int64], y: NDArray[np.float64]) -> None:
+        r = y - self.prior_mean[ids]
+        u, inv, cnt = np.unique(ids, return_inverse=True, return_counts=True)
+        s1 = np.bincount(inv, weights=r, minlength=u.size)
+        cov = self._covariance()
+        a = _sym_rows(cov, u)  # Σ[T, :]  (k, N)
+        m = a[:, u] + np.diag(self.noise_var / cnt)
+        chol = _cholesky(0.5 * (m + m.T))
+        w = sla.solve_triangular(chol, a, lower=True, check_finite=False)  # L⁻¹ Σ[T, :]
+        innov = self.prior_mean[u] + s1 / cnt - self._mean[u]
+        z = sla.solve_triangular(chol, innov, lower=True, check_finite=False)
+        self._mean += w.T @ z
+        _syrk_down(cov, w)
+        self._join_support(u)
+        np.add.at(self.n_obs, ids, 1)
+        np.add.at(self.sum_r, ids, r)
+        np.add.at(self.sum_r2, ids, r * r)
+
+    def _apply_total(self, ids: NDArray[np.int64], total: float) -> None:
+        u, cnt = np.unique(ids, return_counts=True)
+        h = cnt.astype(np.float64)
+        cov = self._covariance()
+        sh = h @ _sym_rows(cov, u)  # Σ h
+        s = float(sh[u] @ h) + ids.size * self.noise_var
+        w = sh / math.sqrt(s)
+        innov = total - float(h @ self._mean[u])
+        self._mean += w * (innov / math.sqrt(s))
+        _syrk_down(cov, w[None, :])
+        self._join_support(u)
+        self.totals.append((ids.copy(), float(total)))
+
+    # ------------------------------------------------------------------ refresh
+    def _rows(self) -> _Rows:
+        """Observation rows: one per observed segment (its mean residual), one per trip total."""
+        segs = np.flatnonzero(self.n_obs > 0)
+        pos = [np.array([e]) for e in segs]
+        wts = [np.ones(1) for _ in segs]
+        resid = list(self.sum_r[segs] / self.n_obs[segs])
+        count = list(self.n_obs[segs].astype(np.float64))
+        for ids, total in self.totals:
+            u, cnt = np.unique(ids, return_counts=True)
+            pos.append(u)
+            wts.append(cnt.astype(np.float64))
+            resid.append(total - float(self.prior_mean[ids].sum()))
+            count.append(-float(ids.size))  # a total: noise K ς² over its K traversals
+        return _Rows(pos, wts, np.asarray(resid, dtype=np.float64),
+                     np.asarray(count, dtype=np.float64))
+
+    def _refresh(self, reset_log: bool = True) -> None:
+        """Recompute Σ and μ from the sufficient statistics at the current hyperparameters.
+
+        ``Σ = K − X Xᵀ``, ``μ = E_det + X L⁻¹ r`` with ``C = K Hᵀ``, ``G = H K Hᵀ + R = L Lᵀ``
+        and ``Xᵀ = L⁻¹ Cᵀ``: O(N² D) for D observation rows, once per schedule step.
+        """
+        with torch.no_grad():
+            k = self.kernel.cross_all(np.arange(self.n))
+        # column-major once, so every SYRK updates it in place (K is symmetric)
+        cov = np.asfortranarray(k.numpy())
+        del k
+        self._cov = None
+        rows = self._rows()
+        mean = self.prior_mean.copy()
+        if rows.pos:
+            c = _row_combination(cov, rows.pos, rows.wts)  # (N, n_rows)
+            g = _row_combination(np.ascontiguousarray(c.T), rows.pos, rows.wts)
+            g = 0.5 * (g + g.T) + np.diag(rows.noise_factor() * self.noise_var)
+            chol = _cholesky(g)
+            xt = sla.solve_triangular(chol, c.T, lower=True, check_finite=False)
+            beta = sla.solve_triangular(chol, rows.resid, lower=True, check_finite=False)
+            mean += xt.T @ beta
+            cov = _syrk_down(cov, xt)
+        self._cov = cov
+        self._mean = mean
+        self._post = None
+        if reset_log:
+            self._base = self._snapshot()
+            self._log = []
+
+    # ------------------------------------------------------------------ hyperparameters
+    def _log_hyper(self) -> Tensor:
+        """Log hyperparameters ``[κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]`` (s₁ normalised as in K_G)."""
+        k = self.kernel
+        return torch.cat(
+            [
+                torch.log(k.graph.kappa.detach()).reshape(1),
+                torch.log(k.k_f.base_kernel.lengthscale.detach().reshape(-1)),
+                torch.log(k.k_f2.base_kernel.lengthscale.detach().reshape(-1)),
+                torch.log(k.k_f.outputscale.detach()).reshape(1),
+                torch.log(k.k_f2.outputscale.detach()).reshape(1),
+                torch.tensor([math.log(self.noise_var)], dtype=DTYPE),
+            ]
+        )
+
+    def _set_hyper(self, theta: Tensor) -> None:
+        k = self.kernel
+        dim = k.features.shape[1]
+        t = theta.detach().exp()
+        k.graph.kappa = t[0]
+        k.k_f.base_kernel.lengthscale = t[1 : 1 + dim].reshape(1, -1)
+        k.k_f2.base_kernel.lengthscale = t[1 + dim : 1 + 2 * dim].reshape(1, -1)
+        k.k_f.outputscale = t[1 + 2 * dim]
+        k.k_f2.outputscale = t[2 + 2 * dim]
+        self.noise_var = float(t[3 + 2 * dim])
+        for p in k.parameters():
+            p.requires_grad_(False)
+
+    def _fit_rows(self) -> _Rows:
+        """The observation rows of the marginal likelihood (a random subset beyond the cap)."""
+        rows = self._rows()
+        cap = self.config.fit_max_rows
+        if len(rows.pos) <= cap:
+            return rows
+        keep = np.sort(self.rng.choice(len(rows.pos), size=cap, replace=False))
+        return _Rows([rows.pos[i] for i in keep], [rows.wts[i] for i in keep],
+                     rows.resid[keep], rows.count[keep])
+
+    def _fit(self) -> None:
+        """Type-II MAP of the hyperparameters on the sufficient statistics (L-BFGS, autograd).
+
+        Negative log posterior of ``[log κ, log ℓ₁, log ℓ₂, log s₁, log s₂, log ς²]``: the
+        marginal likelihood of the per-segment means (noise ``ς²/n_e``) and trip totals, plus
+        the within-segment scatter ``Σ (y − ȳ_e)²`` (which only ς² explains), plus the
+        log-normal priors. The graph block is the raw ``(cI + Δ)^(-ν)`` with the scale
+        ``s₁/z`` (:meth:`GraphMaternKernel.raw_block`), converted back once at the end.
+        """
+        rows = self._fit_rows()
+        if len(rows.pos) < 2:
+            return
+        cfg = self.config
+        dim = self.kernel.features.shape[1]
+        graph = self.kernel.graph
+        segs = np.unique(np.concatenate(rows.pos))
+        local = np.full(self.n, -1, dtype=np.int64)
+        local[segs] = np.arange(segs.size)
+        lpos = [local[p] for p in rows.pos]
+        x = self.kernel.features[torch.as_tensor(segs)]
+        r = torch.as_tensor(rows.resid)
+        noise_factor = torch.as_tensor(rows.noise_factor())
+        observed = self.n_obs > 0
+        n_all = self.n_obs[observed].astype(np.float64)
+        ssw = float(np.sum(self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all))
+        dof = float(np.sum(n_all - 1.0))
+        i_s1 = 1 + 2 * dim
+        theta0 = self._log_hyper()
+        log_z0 = math.log(graph.normaliser())
+        start = theta0.clone()
+        start[i_s1] -= log_z0
+        centre = self._prior_log.clone()
+        centre[i_s1] -= log_z0
+        free = torch.ones_like(start, dtype=torch.bool)
+        free[0] = cfg.learn_graph_kappa
+        fixed_raw = None if cfg.learn_graph_kappa else graph.raw_block(segs, segs).detach()
+        theta = start.clone().requires_grad_(True)
+        opt = torch.optim.LBFGS(
+            [theta], lr=1.0, max_iter=cfg.fit_iterations, line_search_fn="strong_wolfe"
+        )
+        best = {"nll": math.inf, "theta": start.clone()}
+
+        def closure() -> Tensor:
+            opt.zero_grad()
+            t = theta.exp()
+            raw = fixed_raw if fixed_raw is not None else graph.raw_block(segs, segs, kappa=t[0])
+            k = t[i_s1] * raw * matern52(x, x, t[1 : 1 + dim])
+            k = k + t[i_s1 + 1] * matern52(x, x, t[1 + dim : i_s1])
+            noise = t[i_s1 + 2]
+            g = _row_combination(_row_combination(k, lpos, rows.wts).T.contiguous(), lpos,
+                                 rows.wts)
+            g = 0.5 * (g + g.T) + torch.diag(noise * noise_factor)
+            chol, info = torch.linalg.cholesky_ex(g)
+            if int(info) != 0:  # far outside the useful range: steer the line search away
+                return (theta * 0.0).sum() + 1e30
+            alpha = torch.linalg.solve_triangular(chol, r[:, None], upper=False)[:, 0]
+            dev = (theta - centre)[free]
+            nll = (
+                0.5 * (alpha @ alpha)
+                + torch.log(chol.diagonal()).sum()
+                + 0.5 * dof * torch.log(noise)
+                + 0.5 * ssw / noise
+                + 0.5 * (dev @ dev) / cfg.prior_log_sd**2
+            )
+            if float(nll.detach()) < best["nll"]:
+                best.update(nll=float(nll), theta=theta.detach().clone())
+            nll.backward()
+            theta.grad[~free] = 0.0
+            return nll
+
+        try:
+            opt.step(closure)
+        except (RuntimeError, ValueError):  # a failed line search keeps the best point seen
+            pass
+        fitted = best["theta"]
+        # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)
+        self._set_hyper(torch.cat([fitted[:1], theta0[1:]]))
+        fitted[i_s1] += math.log(graph.normaliser())
+        self._set_hyper(fitted)
+        self.fits.append(
+            {"update": self.n_updates, "rows": len(rows.pos), "nll": float(best["nll"]),
+             **self.hyperparameters()}
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Hyperparameters, statistics at the last refresh and the observations since (arrays)."""
+        k = self.kernel
+        return {
+            "kind": "incremental",
+            "version": _STATE_VERSION,
+            "config": asdict(self.config),
+            "seed": self.seed,
+            "n_segments": self.n,
+            "network_hash": self.net.content_hash,
+            "prior_mean": self.prior_mean.copy(),
+            "hyper": {
+                "raw_kappa": k.graph.raw_kappa.detach().clone(),
+                "raw_ls_1": k.k_f.base_kernel.raw_lengthscale.detach().clone(),
+                "raw_ls_2": k.k_f2.base_kernel.raw_lengthscale.detach().clone(),
+                "raw_s_1": k.k_f.raw_outputscale.detach().clone(),
+                "raw_s_2": k.k_f2.raw_outputscale.detach().clone(),
+                "noise_var": self.noise_var,
+            },
+            "base": {key: (v.copy() if isinstance(v, np.ndarray) else v)
+                     for key, v in self._base.items()},
+            "totals": [(ids.copy(), t) for ids, t in self.totals[: self._base["n_totals"]]],
+            "log": [(kind, ids.copy(), y.copy()) for kind, ids, y in self._log],
+            "n_updates": self.n_updates,
+            "next_refresh": self.next_refresh,
+            "rng": self.rng.bit_generator.state,
+            "prior_log": self._prior_log.clone(),
+            "fits": [dict(f) for f in self.fits],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> IncrementalGP:
+        """Restore a :meth:`state_dict` (same network and config): refresh, then replay."""
+        if state.get("kind") != "incremental" or state.get("version") != _STATE_VERSION:
+            raise ModelStateError("not an incremental-GP checkpoint (or from another version)")
+        if int(state["n_segments"]) != self.n or state.get("network_hash") != self.net.content_hash:
+            raise ModelStateError(
+                "checkpoint was saved for a different road network; load it with that network"
+            )
+        saved = {**asdict(IncrementalConfig()), **dict(state["config"])}
+        if saved != asdict(self.config):
+            raise ModelStateError(
+                "checkpoint was saved with a different IncrementalConfig; build the model with "
+                f"IncrementalConfig(**state['config']) first (saved: {saved})"
+            )
+        try:
+            h = state["hyper"]
+            k = self.kernel
+            with torch.no_grad():
+                k.graph.raw_kappa.copy_(torch.as_tensor(h["raw_kappa"], dtype=DTYPE))
+                k.k_f.base_kernel.raw_lengthscale.copy_(torch.as_tensor(h["raw_ls_1"]))
+                k.k_f2.base_kernel.raw_lengthscale.copy_(torch.as_tensor(h["raw_ls_2"]))
+                k.k_f.raw_outputscale.copy_(torch.as_tensor(h["raw_s_1"], dtype=DTYPE))
+                k.k_f2.raw_outputscale.copy_(torch.as_tensor(h["raw_s_2"], dtype=DTYPE))
+            self.noise_var = float(h["noise_var"])
+            base = state["base"]
+            arrays = {key: np.asarray(base[key]) for key in ("n_obs", "sum_r", "sum_r2")}
+            if any(a.shape != (self.n,) for a in arrays.values()):
+                raise ModelStateError("checkpoint statistics have the wrong length")
+            support = np.asarray(base["support"], dtype=np.int64)
+            totals = [(np.asarray(i, dtype=np.int64), float(t)) for i, t in state["totals"]]
+            log = [(str(kind), np.asarray(i, dtype=np.int64), np.asarray(y, dtype=np.float64))
+                   for kind, i, y in state["log"]]
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
+        self.prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
+        self._prior_mean_t = torch.as_tensor(self.prior_mean, device=self.device)
+        self._reset_data()
+        self.n_obs = arrays["n_obs"].astype(np.int64).copy()
+        self.sum_r = arrays["sum_r"].astype(np.float64).copy()
+        self.sum_r2 = arrays["sum_r2"].astype(np.float64).copy()
+        self.totals = totals
+        self.support = support.copy()
+        self._in_support[support] = True
+        self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
+        self._refresh()
+        for kind, ids, y in log:
+            self._log.append((kind, ids, y))
+            if kind == "seg":
+                self._apply_segments(ids, y)
+            else:
+                self._apply_total(ids, float(y[0]))
+        self.n_updates = int(state["n_updates"])
+        self.next_refresh = int(state["next_refresh"])
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = state["rng"]
+        self.fits = [dict(f) for f in state["fits"]]
+        self._post = None
+        return self
+
+
+def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:
+    """``K Hᵀ``: column j is ``Σ_i w_ji K[:, pos_ji]`` (NumPy or torch, differentiable in K)."""
+    torch_in = isinstance(k, Tensor)
+    if all(p.size == 1 for p in pos):  # only segment rows: a column gather
+        idx = np.concatenate(pos)
+        return k[:, torch.as_tensor(idx)] if torch_in else k[:, idx]
+    cols = []
+    for p, w in zip(pos, wts, strict=True):
+        if torch_in:
+            cols.append(k[:, torch.as_tensor(p)] @ torch.as_tensor(w, dtype=k.dtype))
+        else:
+            cols.append(k[:, p] @ w)
+    return torch.stack(cols, dim=1) if torch_in else np.stack(cols, axis=1)
+
+
+def _sym_rows(cov: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Rows ``Σ[ids, :]`` of a symmetric matrix of which only the lower triangle is valid."""
+    j = np.arange(cov.shape[0])
+    return np.where(j[None, :] <= ids[:, None], cov[ids, :], cov[:, ids].T)
+
+
+def _syrk_down(cov: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``Σ ← Σ − WᵀW`` on the lower triangle, in place (BLAS SYRK: half a GEMM's flops)."""
+    if not cov.flags.f_contiguous:
+        raise ModelStateError("internal: the covariance must be column-major for SYRK")
+    out = dsyrk(-1.0, np.asfortranarray(w), beta=1.0, c=cov, trans=1, lower=1, overwrite_c=1)
+    if not np.shares_memory(out, cov):
+        raise ModelStateError("internal: SYRK did not update the covariance in place")
+    return cov

@@ -513,7 +513,7 @@ class IncrementalGP:
                 + 0.5 * (dev @ dev) / cfg.prior_log_sd**2
             )
             if float(nll.detach()) < best["nll"]:
-                best.update(nll=float(nll), theta=theta.detach().clone())
+                best.update(nll=float(nll.detach()), theta=theta.detach().clone())
             nll.backward()
             theta.grad[~free] = 0.0
             return nll

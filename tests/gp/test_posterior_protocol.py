@@ -1,4 +1,4 @@
-"""Both models implement the one posterior protocol; sum observations are exact Gaussian updates."""
+"""All models implement the one posterior protocol; sum observations are exact Gaussian updates."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from ev_nav.gp.incremental import IncrementalGP
 from ev_nav.gp.independent import BIModel
 from ev_nav.gp.posterior import SegmentModel, SegmentPosterior
 from ev_nav.gp.svgp import SVGPConfig, SVGPModel
@@ -23,6 +24,7 @@ def _models(net):
     return [
         BIModel(net),
         SVGPModel(net, config=SVGPConfig(num_inducing=60, batch_size=100), seed=0),
+        IncrementalGP(net, seed=0),
     ]
 
 

@@ -396,25 +396,27 @@ class Store:
         """Refuse, without writing a byte, a file that cannot be an ev-nav state.
 
         SQLite would happily turn an empty or foreign file into a fresh database (and the next
-        migration would write a schema into it), so look at the header first.
+        migration would write a schema into it), so look at it read-only first.
+
+        The file is never opened outside SQLite: closing any descriptor of a file releases
+        every POSIX lock the *process* holds on it, including those of this process's other
+        open connections (a server answering requests while its model writer keeps the state
+        open). Another process closing its connection would then see no other user, checkpoint
+        and delete the WAL under the running connections ("disk I/O error"). SQLite's own
+        descriptors are kept open while the process holds locks, so a read-only SQLite
+        connection looks at the file safely.
         """
         try:
-            with open(path, "rb") as fh:
-                head = fh.read(len(SQLITE_MAGIC))
+            size = path.stat().st_size
         except OSError as exc:
             raise StateIOError(
                 f"cannot read {path} ({exc}); check the path and permissions"
             ) from None
-        if not head:
+        if size == 0:
             raise StateDamagedError(
                 f"{path} is empty (0 bytes): it holds no ev-nav state (truncated or never "
                 "written); nothing was written to it - restore it from a backup, or create a new "
                 "state in another directory"
-            )
-        if head != SQLITE_MAGIC:
-            raise StateDamagedError(
-                f"{path} is not an SQLite database, so not an ev-nav state; nothing was written "
-                "to it - check the path"
             )
         # Read-only look at the schema version before _connect switches the file to WAL (a
         # write): an SQLite file ev-nav never initialised must stay byte-for-byte as it is.
@@ -425,6 +427,11 @@ class Store:
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):  # SQLITE_NOTADB: no SQLite header
+                raise StateDamagedError(
+                    f"{path} is not an SQLite database, so not an ev-nav state; nothing was "
+                    "written to it - check the path"
+                ) from None
             raise _db_error(path, exc) from None
         if version == 0:
             raise StateError(

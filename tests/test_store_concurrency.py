@@ -166,3 +166,38 @@ if __name__ == "__main__":
         _worker(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
         sys.exit(f"usage: {sys.argv[0]} worker STATE_DIR WORKER BARRIER")
+
+
+def test_second_store_in_a_process_keeps_the_first_ones_locks(tmp_path):
+    """A process with one Store open opens and closes another (the server: its model writer
+    keeps the state open while each request opens its own). Another process then opens and
+    closes a connection: it must not see the state as unused and delete the WAL under the
+    first process (closing a raw descriptor of the file would drop all of this process's
+    POSIX locks on it; then the first connection fails with 'disk I/O error')."""
+    from ev_nav.store import Store
+
+    def trip() -> dict:
+        return dict(origin_segment=1, goal_segment=3, policy="mean", route=[1, 2, 3],
+                    predicted_wh=10.0, predicted_sd_wh=1.0, length_m=100.0, time_s=10.0)
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    first = Store.open(state)
+    try:
+        first.add_trip(**trip())
+        Store.open(state).close()  # a request's own connection, opened and closed
+        wal = state / "ev-nav.sqlite-wal"
+        assert wal.exists()
+        code = (
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1])\n"
+            "c.execute('SELECT COUNT(*) FROM trips').fetchone()\n"
+            "c.close()\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(state / "ev-nav.sqlite")], check=True,
+                       timeout=120)
+        assert wal.exists(), "another process deleted the WAL of an open state"
+        trip_id = first.add_trip(**trip())  # the first connection still reads and writes
+        assert first.get_trip(trip_id).id == trip_id and first.n_trips() == 2
+    finally:
+        first.close()

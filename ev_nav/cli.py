@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
     "ev_nav.trips_cli",  # init | route | observe | map | history
     "ev_nav.doctor",  # doctor
+    "ev_nav.server.cli",  # serve
     "ev_nav.sim.cli",  # fleet run | report | grid, routes pick
     "ev_nav.bo.cli",  # bo cvs | ucvs | ptr | boke
     "ev_nav.demo",  # demo
@@ -38,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "map": ("ev_nav.trips_cli", "HTML map of the learned network"),
     "history": ("ev_nav.trips_cli", "past trips: predicted vs observed energy"),
     "doctor": ("ev_nav.doctor", "check a state (database, checkpoints, network) and repair it"),
+    "serve": (
+        "ev_nav.server.cli",
+        "routing server: HTTP API and web page for a fleet (loopback by default)",
+    ),
     "fleet": ("ev_nav.sim.cli", "simulated fleet-learning experiments"),
     "routes": ("ev_nav.sim.cli", "experiment routes for a network"),
     "bo": ("ev_nav.bo.cli", "Bayesian-optimisation experiments on the shared GP core"),

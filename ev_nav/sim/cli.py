@@ -47,6 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grid.add_argument("--dask-local", type=int, help="start a Dask LocalCluster with N workers")
     grid.set_defaults(func=_cmd_grid)
 
+    drive = sub.add_parser(
+        "drive", help="drive a running 'ev-nav serve' with the config's simulated fleet"
+    )
+    from ev_nav.server.client import add_drive_arguments  # light: no web framework, no torch
+
+    add_drive_arguments(drive)
+
     report = sub.add_parser("report", help="write regret figures and tables of a finished run")
     report.add_argument("run_dir", type=Path, help="output folder of 'fleet run' / 'fleet grid'")
     report.set_defaults(func=_cmd_report)

@@ -1,0 +1,143 @@
+"""``ev-nav serve STATE``: the routing server (HTTP API and web page) of a state.
+
+Loopback by default. ``--token`` (or ``EV_NAV_TOKEN``) makes every request that changes the state
+require ``Authorization: Bearer TOKEN``. The web framework is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import socket
+import sys
+import warnings
+from pathlib import Path
+
+#: Environment variable holding the shared token when ``--token`` is not given.
+TOKEN_ENV = "EV_NAV_TOKEN"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535 (0: any free one), got {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``serve``."""
+    p = subparsers.add_parser(
+        "serve", help="routing server: HTTP API and web page for a fleet (loopback by default)"
+    )
+    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free)")
+    p.add_argument(
+        "--token",
+        help=f"shared token required to plan and post (default: ${TOKEN_ENV}, else none)",
+    )
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.add_argument(
+        "--checkpoint-every", type=float, default=30.0, metavar="S",
+        help="least seconds between model checkpoints (observations are durable anyway)",
+    )
+    p.add_argument("--access-log", action="store_true", help="log every request")
+    p.set_defaults(func=_cmd_serve)
+
+
+def resolve_token(given: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """The token from ``--token``, else ``$EV_NAV_TOKEN``; empty means none.
+
+    Raises
+    ------
+    ConfigError
+        For a token with whitespace or control characters (it could not be sent in a header).
+    """
+    from ev_nav.errors import ConfigError
+
+    env = os.environ if environ is None else environ
+    token = given if given is not None else env.get(TOKEN_ENV)
+    if not token:
+        return None
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in token):
+        raise ConfigError("the token must not contain spaces or control characters")
+    return token
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ev_nav.errors import ConfigError, StateIOError
+
+    token = resolve_token(args.token)
+    if args.checkpoint_every <= 0:
+        raise ConfigError("--checkpoint-every must be > 0 seconds")
+    # Bind before the (slow) state is opened: a taken port is reported at once, and with
+    # --port 0 the real port is known for the start-up line.
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        raise StateIOError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})") from None
+    try:
+        return _serve(args, sock, token)
+    finally:
+        sock.close()
+
+
+def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> int:
+    import uvicorn
+
+    from ev_nav.server.app import create_app
+    from ev_nav.server.service import FleetService
+
+    service = FleetService(args.state, args.network, checkpoint_every_s=args.checkpoint_every)
+    for note in service.notices:
+        print(f"ev-nav: notice: {note}", file=sys.stderr)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    if not _is_loopback(args.host) and token is None:
+        warnings.warn(
+            f"serving on {args.host} without a token: anyone who can reach it can record trips "
+            f"(set --token or ${TOKEN_ENV})",
+            stacklevel=1,
+        )
+    app = create_app(service, token=token)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=args.access_log,
+        # the service is one process holding one model; more workers would be more models
+        workers=1,
+        timeout_graceful_shutdown=30,
+    )
+    server = uvicorn.Server(config)
+    print(
+        f"ev-nav: serving {args.state} ({service.net.name}, {service.net.n_segments:,} segments, "
+        f"model {service.model_kind}) on http://{shown}:{port}/"
+        f"{' (token required to post)' if token else ''}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        # uvicorn shuts down gracefully on Ctrl-C / SIGINT, then raises the signal again: by
+        # now the model has absorbed every acknowledged observation and is checkpointed
+        pass
+    finally:
+        service.close()  # idempotent: the app's shutdown normally did it already
+    print("ev-nav: server stopped", file=sys.stderr, flush=True)
+    return 0

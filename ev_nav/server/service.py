@@ -1,0 +1,591 @@
+"""The fleet service behind ``ev-nav serve``: one network and one learned model in memory, many
+vehicles asking for routes and posting what their trips cost.
+
+Every operation runs on the driver library (:mod:`ev_nav.trips`): :func:`plan_trip`,
+:func:`record_total` / :func:`record_segments` with their plausibility checks,
+:func:`forget_trip`, :func:`arrival_forecast`. There is no second copy of the trip logic.
+
+How many vehicles are served at once
+------------------------------------
+* **Readers use immutable snapshots.** A route request takes the current :class:`Snapshot` (one
+  reference read) and plans on it: a copy of the model as of some observation batch, with its
+  marginal posterior computed before it was published. Nothing ever updates a published
+  snapshot, so a route is planned on one consistent model state even while observations arrive.
+  Models keep lazy caches (kernel columns), so calls on one snapshot are serialised by its own
+  lock; that lock is never held by the writer.
+* **One writer.** A single thread owns the live model (and the state's checkpoints). It applies
+  new observation batches in commit order, then publishes a fresh snapshot: a new model of the
+  same kind (``build_model``) loaded with the live model's ``state_dict``, its posterior computed,
+  swapped in by assigning one reference. Any :class:`~ev_nav.gp.posterior.SegmentModel` works;
+  nothing here depends on how it learns.
+* **Durable once acknowledged.** A posted observation is checked (against the current snapshot's
+  posterior and noise, read only) and committed to the SQLite store in the request; only then is
+  the answer sent. The writer is woken and absorbs it afterwards; a crash in between loses
+  nothing (the store is the data, checkpoints only save replay time, and the writer also polls
+  the store, so observations committed by other processes, e.g. ``ev-nav observe``, are learned
+  too).
+* **The model update never blocks a route request.** Requests keep planning on the previous
+  snapshot while the writer updates its own model; they see the new one from the swap on. The
+  answer to a posted observation carries the model version it will be part of, and ``health``
+  tells which version is being served.
+* **Forgetting goes through the writer** (it rebuilds the model without the trip and must not
+  race a checkpoint); the request waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import EvNavError, ModelStateError, StateError
+
+if TYPE_CHECKING:
+    from ev_nav.energy import Vehicle
+    from ev_nav.gp.posterior import SegmentModel, SegmentPosterior
+    from ev_nav.roads.network import RoadNetwork
+    from ev_nav.store import Store
+    from ev_nav.trips.session import Session
+
+__all__ = ["FleetService", "ServiceClosed", "Snapshot"]
+
+#: Largest number of segment energies one observation may carry (a route of a large city has a
+#: few hundred; far more is not one trip's data).
+MAX_SEGMENTS_PER_OBSERVATION = 100_000
+
+#: The learned layers served as GeoJSON: property name -> title (with units).
+LAYER_TITLES: dict[str, str] = {
+    "wh_per_km": "predicted energy [Wh/km]",
+    "mean_wh": "posterior mean energy [Wh]",
+    "sd_wh": "posterior sd [Wh]",
+    "visits": "times driven",
+}
+
+
+class ServiceClosed(StateError):
+    """The service is shutting down (or its model writer stopped); retry against a live one."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A published, never-modified copy of the model for route requests.
+
+    Attributes
+    ----------
+    version : int
+        Increases by one at every publication (1 = the model as the server started).
+    model : SegmentModel
+        The model copy; call it only while holding :attr:`lock` (models keep lazy caches).
+    posterior : SegmentPosterior
+        Its marginal posterior (mean, sd [Wh]), computed before publication.
+    noise_std : float
+        Its observation-noise sd [Wh].
+    applied_upto : int
+        Every observation batch with an id up to this one is included.
+    published : float
+        Wall-clock time of publication [s since the epoch].
+    """
+
+    version: int
+    model: SegmentModel
+    posterior: SegmentPosterior
+    noise_std: float
+    applied_upto: int
+    published: float
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+
+class _SnapshotView:
+    """What the plausibility checks of :mod:`ev_nav.trips.observations` read from a model (its
+    posterior and noise), answered from a snapshot's published values without touching the
+    model itself; it cannot learn."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    @property
+    def noise_std(self) -> float:
+        return self._snap.noise_std
+
+    def posterior(self) -> SegmentPosterior:
+        return self._snap.posterior
+
+    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        raise ModelStateError("a served snapshot is read-only; the model writer learns")
+
+    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+        raise ModelStateError("a served snapshot is read-only; the model writer learns")
+
+    def state_dict(self) -> dict[str, Any]:
+        raise ModelStateError("a served snapshot view has no state of its own")
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        raise ModelStateError("a served snapshot is read-only")
+
+
+@dataclass
+class _Job:
+    kind: str  # "wake" | "forget" | "stop"
+    trip_id: int = 0
+    done: Future[dict[str, object]] | None = None
+
+
+def _clone_model(
+    model: SegmentModel, net: RoadNetwork, vehicle: Vehicle, kind: str
+) -> SegmentModel:
+    """A new model of the state's kind restored from ``model``'s state: the protocol's own
+    persistence path (``state_dict`` restores bit-identically), so it works for any model."""
+    from ev_nav.trips.session import build_model
+
+    copy = build_model(kind, net, vehicle)
+    copy.load_state_dict(model.state_dict())
+    return copy
+
+
+class FleetService:
+    """An open state served to many vehicles (see the module docstring for the design).
+
+    Parameters
+    ----------
+    state : path
+        State directory (``ev-nav init``).
+    network : path, optional
+        Network file, if it moved since ``init``.
+    poll_s : float
+        How often the writer looks for observations committed by other processes [s].
+    checkpoint_every_s : float
+        Least time between model checkpoints [s] (and one at shutdown). Observations are durable
+        without them; a checkpoint only spares a restart the replay.
+    clone : callable, optional
+        ``clone(model, net, vehicle, kind) -> model`` used to make snapshots (default: build a
+        model of the state's kind and load the live one's ``state_dict``).
+
+    Raises
+    ------
+    StateError, NetworkCacheError, ...
+        Whatever opening the state raises (``open_session``), in the caller's thread.
+    """
+
+    def __init__(
+        self,
+        state: str | Path,
+        network: str | Path | None = None,
+        *,
+        poll_s: float = 1.0,
+        checkpoint_every_s: float = 30.0,
+        clone: Callable[[SegmentModel, RoadNetwork, Vehicle, str], SegmentModel] | None = None,
+    ) -> None:
+        self.state = Path(state)
+        self._network_arg = network
+        self.poll_s = float(poll_s)
+        self.checkpoint_every_s = float(checkpoint_every_s)
+        self._clone = clone or _clone_model
+        self._jobs: queue.Queue[_Job] = queue.Queue()
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._snapshot: Snapshot | None = None
+        self._closed = False
+        #: one line per checkpoint passed over while opening (damaged, old format)
+        self.notices: list[str] = []
+        #: the last error of the model writer (None while all is well)
+        self.writer_error: str | None = None
+        self._layers_lock = threading.Lock()
+        self._layers_cache: tuple[tuple[int, int], bytes] | None = None
+        self._geometry: list[str] | None = None
+        self._thread = threading.Thread(target=self._writer_main, name="ev-nav-model-writer")
+        self._thread.daemon = True
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            raise self._startup_error
+
+    # ================================================================== reading side
+    @property
+    def snapshot(self) -> Snapshot:
+        """The snapshot route requests use now."""
+        snap = self._snapshot
+        if snap is None or self._closed:
+            raise ServiceClosed("the routing service is shutting down; retry in a moment")
+        return snap
+
+    @contextmanager
+    def _session(self, snap: Snapshot, *, read_only_model: bool) -> Iterator[Session]:
+        """A per-request session on the snapshot: its own store connection (SQLite connections
+        belong to one thread) and the snapshot's model, or a read-only view of it."""
+        from ev_nav.store import Store
+        from ev_nav.trips.session import Session
+
+        store = Store.open(self.state)
+        model = _SnapshotView(snap) if read_only_model else snap.model
+        try:
+            yield Session(store, self.net, self.vehicle, model, applied_upto=snap.applied_upto)
+        finally:
+            store.close()
+
+    def plan(
+        self,
+        origin: tuple[float, float],
+        goal: tuple[float, float],
+        *,
+        policy: str = "ts",
+        soc: str | None = None,
+        reserve: str = "10%",
+        seed: int | None = None,
+        max_snap_m: float = 500.0,
+        vehicle: str | None = None,
+    ) -> dict[str, object]:
+        """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
+
+        ``origin``/``goal`` are (lat, lon) [deg]; ``soc``/``reserve`` are charges as the CLI takes
+        them (``80%``, ``24.5kWh``); ``vehicle`` names the vehicle asking (stored with the trip).
+        Returns the CLI's ``route --json`` document plus each route's coordinates and the model
+        version it was planned on. A bad charge is refused before anything is recorded.
+        """
+        from ev_nav.trips.battery import (
+            RISK_WARNING,
+            arrival_forecast,
+            parse_charge,
+            route_energy,
+        )
+        from ev_nav.trips.planning import plan_trip, route_coordinates
+
+        capacity = self.vehicle.battery_wh
+        soc_wh = parse_charge(soc, capacity) if soc is not None else None
+        reserve_wh = parse_charge(reserve, capacity)
+        snap = self.snapshot
+        extra = {"vehicle": vehicle} if vehicle else None
+        with self._session(snap, read_only_model=False) as session, snap.lock:
+            trip = plan_trip(
+                session,
+                origin,
+                goal,
+                policy=policy,
+                seed=seed,
+                max_snap_m=max_snap_m,
+                with_safe=soc_wh is not None,
+                extra=extra,
+            )
+            arrivals = {
+                name: arrival_forecast(
+                    soc_wh, reserve_wh, capacity, route_energy(snap.model, r.segments)
+                )
+                for name, r in trip.routes.items()
+                if soc_wh is not None
+            }
+        doc = trip.to_dict()
+        routes = doc["routes"]
+        assert isinstance(routes, dict)
+        for name, r in trip.routes.items():
+            coords = route_coordinates(self.net, r.segments).round(6)
+            routes[name]["coordinates"] = coords.tolist()
+            a = arrivals.get(name)
+            if a is not None:
+                routes[name]["arrival"] = {
+                    "soc_pct": round(a.soc_pct, 2),
+                    "interval_pct": [round(a.low_pct, 2), round(a.high_pct, 2)],
+                    "level": a.level,
+                    "p_reserve": round(a.p_reserve, 4),
+                }
+        doc["vehicle"] = vehicle
+        doc["model_version"] = snap.version
+        if soc_wh is not None:
+            doc["departure_soc_pct"] = round(100 * soc_wh / capacity, 2)
+            doc["reserve_pct"] = round(100 * reserve_wh / capacity, 2)
+            risk = 1.0 - arrivals["planned"].p_reserve
+            doc["warning"] = (
+                f"the planned route misses the reserve with probability {100 * risk:.0f}%; "
+                "consider the 'safe' route or charging"
+                if risk > RISK_WARNING
+                else None
+            )
+        return doc
+
+    def record(
+        self,
+        trip_id: int,
+        *,
+        total_wh: float | None = None,
+        segments: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None,
+        force: bool = False,
+        partial: bool = False,
+    ) -> dict[str, object]:
+        """Check and commit a trip's observations (a total or per-segment energies [Wh]).
+
+        When this returns, the observation is in the store (acknowledged); the model writer
+        learns from it afterwards. Raises what the library raises for bad readings
+        (:class:`InvalidObservation`, :class:`UnknownTripError`), with nothing recorded.
+        """
+        from ev_nav.errors import InvalidObservation
+        from ev_nav.trips.observations import record_segments, record_total
+
+        if (total_wh is None) == (segments is None):
+            raise InvalidObservation("give either total_wh or segments (not both)")
+        snap = self.snapshot
+        with self._session(snap, read_only_model=True) as session:
+            trip = session.store.get_trip(trip_id)
+            if total_wh is not None:
+                if not math.isfinite(total_wh):
+                    raise InvalidObservation(f"total_wh must be a finite number, got {total_wh}")
+                batch = record_total(session, trip.id, total_wh, force=force, absorb=False)
+                observed, what = float(total_wh), "total"
+            else:
+                seg, wh = segments  # type: ignore[misc]
+                batch = record_segments(
+                    session, trip.id, seg, wh, force=force, partial=partial,
+                    source="the observation", absorb=False,
+                )
+                observed, what = float(np.sum(wh)), "segments"
+        self._jobs.put(_Job("wake"))
+        return {
+            "trip": trip.id,
+            "batch": batch,
+            "recorded": what,
+            "observed_wh": round(observed, 3),
+            "predicted_wh": round(trip.predicted_wh, 1),
+            "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
+            # the snapshot that includes this batch has a larger version; poll health for it
+            "model_version_before": snap.version,
+        }
+
+    def forget(self, trip_id: int, timeout_s: float = 300.0) -> dict[str, object]:
+        """Remove a trip's observations; the model forgets them (done by the writer, waited
+        for). Raises :class:`UnknownTripError` / :class:`InvalidObservation` as the library."""
+        self.snapshot  # noqa: B018 - raises ServiceClosed when shutting down
+        done: Future[dict[str, object]] = Future()
+        self._jobs.put(_Job("forget", int(trip_id), done))
+        return done.result(timeout=timeout_s)
+
+    def history(self, limit: int | None = None) -> list[dict[str, object]]:
+        """The trips (newest ``limit`` of them), as ``ev-nav history --json`` plus ``vehicle``."""
+        from ev_nav.trips.session import trip_history
+
+        rows = trip_history(self.state, with_vehicle=True)
+        return rows if limit is None else rows[max(len(rows) - int(limit), 0) :]
+
+    def health(self) -> dict[str, object]:
+        """What is served and how fresh the model is."""
+        from ev_nav.store import Store
+
+        snap = self.snapshot
+        with Store.open(self.state) as store:
+            trips, newest = store.n_trips(), store.last_batch_id()
+        lon0, lat0, lon1, lat1 = self.net.bounds()
+        return {
+            "status": "ok" if self.writer_error is None else "degraded",
+            "network": self.net.name,
+            "network_hash": self.net.content_hash,
+            "segments": self.net.n_segments,
+            "bounds": [lon0, lat0, lon1, lat1],
+            "model": self.model_kind,
+            "vehicle": self.vehicle.to_dict(),
+            "battery_wh": self.vehicle.battery_wh,
+            "trips": trips,
+            "newest_batch": newest,
+            "model_version": snap.version,
+            "model_applied_upto": snap.applied_upto,
+            "pending": newest > snap.applied_upto,
+            "snapshot_age_s": round(max(time.time() - snap.published, 0.0), 3),
+            "writer_error": self.writer_error,
+            "notices": list(self.notices),
+        }
+
+    def layers_geojson(self) -> bytes:
+        """The learned layers (:data:`LAYER_TITLES`) of every segment as a GeoJSON
+        FeatureCollection (UTF-8 bytes), cached per snapshot and visit counts."""
+        from ev_nav.store import Store
+
+        snap = self.snapshot
+        with Store.open(self.state) as store:
+            visits = store.visit_counts(self.net.n_segments)
+        key = (snap.version, int(visits.sum()))
+        with self._layers_lock:
+            cached = self._layers_cache
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            body = self._build_layers(snap, visits)
+            self._layers_cache = (key, body)
+            return body
+
+    def _build_layers(self, snap: Snapshot, visits: NDArray[np.int64]) -> bytes:
+        if self._geometry is None:  # the lines never change: serialised once
+            flat = np.round(self.net.geom_lonlat, 6).tolist()
+            off = self.net.geom_offsets.tolist()
+            self._geometry = [
+                json.dumps({"type": "LineString", "coordinates": flat[a:b]}, separators=(",", ":"))
+                for a, b in zip(off[:-1], off[1:], strict=True)
+            ]
+        mean, sd = snap.posterior.mean, snap.posterior.std
+        per_km = mean / (self.net.length_m / 1000.0)
+        columns = {
+            "wh_per_km": np.round(per_km, 2).tolist(),
+            "mean_wh": np.round(mean, 2).tolist(),
+            "sd_wh": np.round(sd, 2).tolist(),
+            "visits": visits.astype(int).tolist(),
+            "length_m": np.round(self.net.length_m, 1).tolist(),
+        }
+        parts = []
+        for e, geom in enumerate(self._geometry):
+            props = {"segment": e, **{k: v[e] for k, v in columns.items()}}
+            parts.append(
+                '{"type":"Feature","geometry":' + geom + ',"properties":'
+                + json.dumps(props, separators=(",", ":")) + "}"
+            )
+        head = {
+            "type": "FeatureCollection",
+            "model_version": snap.version,
+            "model_applied_upto": snap.applied_upto,
+            "layers": LAYER_TITLES,
+        }
+        text = json.dumps(head, separators=(",", ":"))[:-1] + ',"features":[' + ",".join(parts)
+        return (text + "]}").encode("utf-8")
+
+    # ================================================================== writing side
+    def _writer_main(self) -> None:
+        from ev_nav.trips.session import StateNotice, open_session
+
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", StateNotice)
+                session = open_session(self.state, self._network_arg)
+            self.notices = [str(w.message) for w in caught if issubclass(w.category, StateNotice)]
+            self.net: RoadNetwork = session.net
+            self.vehicle: Vehicle = session.vehicle
+            self.model_kind: str = session.store.model_kind
+            self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
+            self._publish(session)
+        except BaseException as exc:  # handed to the constructor's thread
+            self._startup_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        last_checkpoint = time.monotonic()
+        unsaved = False
+        try:
+            while True:
+                jobs = self._next_jobs()
+                stop = any(j.kind == "stop" for j in jobs)
+                for job in jobs:
+                    if job.kind == "forget":
+                        self._run_forget(session, job)
+                try:
+                    unsaved |= self._absorb_new(session)
+                    self.writer_error = None
+                except (EvNavError, ValueError, RuntimeError) as exc:
+                    # keep serving the last good snapshot; the batches stay in the store and
+                    # are retried at the next wake (and replayed by any later session)
+                    self.writer_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                due = time.monotonic() - last_checkpoint >= self.checkpoint_every_s
+                if unsaved and (stop or due):
+                    self._checkpoint(session)
+                    last_checkpoint, unsaved = time.monotonic(), False
+                if stop:
+                    return
+        finally:
+            session.close()
+
+    def _next_jobs(self) -> list[_Job]:
+        """Jobs waiting now (at least one, or an empty list after ``poll_s``)."""
+        try:
+            jobs = [self._jobs.get(timeout=self.poll_s)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                jobs.append(self._jobs.get_nowait())
+            except queue.Empty:
+                return jobs
+
+    @staticmethod
+    def _rows_upto(store: Store, batch_id: int) -> int:
+        """Observation rows in batches up to ``batch_id`` (a fingerprint of the absorbed data)."""
+        return sum(b.energy_wh.size for b in store.observations() if b.id <= batch_id)
+
+    def _absorb_new(self, session: Session) -> bool:
+        """Apply batches committed since the last snapshot; publish if any. Returns whether the
+        model changed."""
+        from ev_nav.trips.session import apply_batches
+
+        store = session.store
+        batches = store.observations(after_batch=session.applied_upto)
+        # rows counted after reading the batches: a batch committed in between only adds rows,
+        # so fewer rows than absorbed + new means observations were forgotten by another
+        # process ('ev-nav observe --undo'): rebuild the model from the store then
+        rows_now = store.n_observations()
+        if rows_now < self._absorbed_rows + sum(b.energy_wh.size for b in batches):
+            session.load_model()
+            self._absorbed_rows = self._rows_upto(store, session.applied_upto)
+            self._publish(session)
+            return True
+        if not batches:
+            return False
+        apply_batches(session.model, batches)
+        session.applied_upto = max(b.id for b in batches)
+        self._absorbed_rows += sum(b.energy_wh.size for b in batches)
+        self._publish(session)
+        return True
+
+    def _run_forget(self, session: Session, job: _Job) -> None:
+        from ev_nav.trips.observations import forget_trip
+
+        assert job.done is not None
+        try:
+            n = forget_trip(session, job.trip_id)  # rebuilds the model and saves a checkpoint
+            self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
+            snap = self._publish(session)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting request
+            job.done.set_exception(exc)
+            return
+        job.done.set_result(
+            {"trip": job.trip_id, "forgotten_batches": n, "model_version": snap.version}
+        )
+
+    def _publish(self, session: Session) -> Snapshot:
+        model = self._clone(session.model, self.net, self.vehicle, self.model_kind)
+        post = model.posterior()  # computed here, once, not by the first route request
+        old = self._snapshot
+        snap = Snapshot(
+            version=1 if old is None else old.version + 1,
+            model=model,
+            posterior=post,
+            noise_std=float(model.noise_std),
+            applied_upto=session.applied_upto,
+            published=time.time(),
+        )
+        self._snapshot = snap  # one reference assignment: readers see the old or the new one
+        return snap
+
+    def _checkpoint(self, session: Session) -> None:
+        from ev_nav.trips.session import save_checkpoint
+
+        try:
+            save_checkpoint(session)
+        except StateError as exc:  # e.g. disk full: observations are safe, replay will work
+            self.writer_error = f"checkpoint not saved: {str(exc)[:200]}"
+
+    # ================================================================== lifecycle
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Stop the writer after it has absorbed what is committed and saved a checkpoint."""
+        if self._closed:
+            return
+        self._jobs.put(_Job("stop"))
+        self._thread.join(timeout=timeout_s)
+        self._closed = True
+
+    def __enter__(self) -> FleetService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,353 @@
+// ev-nav's web page: click a start and a destination, see the planned, best-guess and shortest
+// routes with their figures, record what the trip cost, look at what the fleet has learned.
+// Plain JavaScript on the server's own JSON API (see /docs); Leaflet is served by ev-nav.
+"use strict";
+
+const ROUTE_STYLE = {
+  // drawn in this order, each narrower than the one before, so shared roads show every route
+  "planned": { color: "#d62728", weight: 11 },
+  "best guess": { color: "#1f77b4", weight: 7 },
+  "shortest": { color: "#2ca02c", weight: 3 },
+};
+const TABLE_COLOR = { "fastest": "#9467bd", "safe": "#ff7f0e" };
+const VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c", "#22a884",
+  "#44bf70", "#7ad151", "#bddf26", "#fde725"];
+const PLASMA = ["#0d0887", "#41049d", "#6a00a8", "#8f0da4", "#b12a90", "#cc4778", "#e16462",
+  "#f2844b", "#fca636", "#fcce25", "#f0f921"];
+const NO_DATA = "#b8b8b8";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  map: null, network: null, layers: null, scale: null, routes: [], markers: [],
+  origin: null, goal: null, trip: null, health: null, busy: false,
+};
+
+// ------------------------------------------------------------------ HTTP
+function authHeaders() {
+  const token = $("token").value.trim();
+  return token ? { "Authorization": "Bearer " + token } : {};
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: { "Accept": "application/json", ...authHeaders() } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (err) {
+    throw new Error("the server cannot be reached (" + err.message + ")");
+  }
+  const text = await resp.text();
+  let doc = null;
+  try { doc = text ? JSON.parse(text) : null; } catch (err) { doc = null; }
+  if (!resp.ok) {
+    throw new Error((doc && doc.error) || ("HTTP " + resp.status));
+  }
+  return doc;
+}
+
+function status(text, kind) {
+  const el = $("status");
+  el.textContent = text;
+  el.className = kind || "";
+}
+
+// ------------------------------------------------------------------ colours
+function hexToRgb(h) { return [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)); }
+
+function rampColor(ramp, t) {
+  const x = Math.min(Math.max(t, 0), 1) * (ramp.length - 1);
+  const i = Math.min(Math.floor(x), ramp.length - 2);
+  const a = hexToRgb(ramp[i]), b = hexToRgb(ramp[i + 1]), f = x - i;
+  return "#" + a.map((v, k) => Math.round(v + f * (b[k] - v)).toString(16).padStart(2, "0"))
+    .join("");
+}
+
+function percentile(sorted, p) {
+  if (!sorted.length) return NaN;
+  const x = (sorted.length - 1) * p, i = Math.floor(x), f = x - i;
+  return i + 1 < sorted.length ? sorted[i] * (1 - f) + sorted[i + 1] * f : sorted[i];
+}
+
+function fmt(x) {
+  if (!isFinite(x)) return "n/a";
+  const a = Math.abs(x);
+  if (a >= 1000) return Math.round(x).toLocaleString("en");
+  if (Number.isInteger(x)) return String(x);
+  if (a >= 10) return x.toFixed(1);
+  return x.toPrecision(3);
+}
+
+// The scale of a layer: 2nd–98th percentile (ends marked ≤/≥ when values lie beyond), visits on
+// a log scale from 1 to the true maximum (never driven: grey).
+function makeScale(name, features) {
+  const values = features.map((f) => f.properties[name]);
+  if (name === "visits") {
+    const max = Math.max(2, ...values);
+    return {
+      name, log: true, lo: 1, hi: max, ramp: PLASMA, below: false, above: false,
+      color: (v) => (v > 0 ? rampColor(PLASMA, Math.log(v) / Math.log(max)) : NO_DATA),
+    };
+  }
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  let lo = percentile(sorted, 0.02), hi = percentile(sorted, 0.98);
+  if (!(hi > lo)) { lo -= 1; hi += 1; }
+  return {
+    name, log: false, lo, hi, ramp: VIRIDIS,
+    below: sorted[0] < lo, above: sorted[sorted.length - 1] > hi,
+    color: (v) => (Number.isFinite(v) ? rampColor(VIRIDIS, (v - lo) / (hi - lo)) : NO_DATA),
+  };
+}
+
+function drawLegend(scale, title) {
+  const stops = scale.ramp.map((c, i) => c + " " + (100 * i / (scale.ramp.length - 1)) + "%");
+  const ticks = [0, 0.5, 1].map((t) => (scale.log
+    ? Math.exp(Math.log(scale.lo) + t * (Math.log(scale.hi) - Math.log(scale.lo)))
+    : scale.lo + t * (scale.hi - scale.lo)));
+  const text = ticks.map(fmt);
+  if (scale.below) text[0] = "≤ " + text[0];
+  if (scale.above) text[2] = "≥ " + text[2];
+  $("legend").innerHTML = "";
+  const head = document.createElement("div");
+  head.textContent = title + (scale.log ? " (log scale)" : "");
+  const bar = document.createElement("div");
+  bar.className = "bar";
+  bar.style.background = "linear-gradient(to right, " + stops.join(", ") + ")";
+  const row = document.createElement("div");
+  row.className = "ticks";
+  text.forEach((t, i) => {
+    const s = document.createElement("span");
+    s.style.left = (50 * i) + "%";
+    s.textContent = t;
+    row.appendChild(s);
+  });
+  $("legend").append(head, bar, row);
+}
+
+// ------------------------------------------------------------------ learned layers
+async function loadLayers() {
+  const doc = await api("GET", "/api/layers");
+  ui.layers = doc;
+  const select = $("layer-select");
+  const current = select.value || "wh_per_km";
+  select.innerHTML = "";
+  for (const [key, title] of Object.entries(doc.layers)) {
+    const opt = document.createElement("option");
+    opt.value = key;
+    opt.textContent = title;
+    select.appendChild(opt);
+  }
+  select.value = current in doc.layers ? current : "wh_per_km";
+  if (ui.network) ui.network.remove();
+  ui.network = L.geoJSON(doc, {
+    interactive: false, // clicks go to the map: they pick the start and the destination
+    style: () => ({ color: NO_DATA, weight: 3, opacity: 0.9 }),
+  }).addTo(ui.map);
+  ui.network.bringToBack();
+  colourLayer();
+  return doc;
+}
+
+function colourLayer() {
+  if (!ui.layers) return;
+  const name = $("layer-select").value;
+  const scale = makeScale(name, ui.layers.features);
+  ui.scale = scale;
+  ui.network.setStyle((f) => ({ color: scale.color(f.properties[name]), weight: 3 }));
+  drawLegend(scale, ui.layers.layers[name]);
+}
+
+// ------------------------------------------------------------------ planning
+function badge(letter, color) {
+  return L.divIcon({
+    className: "ev-marker ev-marker-" + letter,
+    html: '<div class="ev-badge" style="background:' + color + '">' + letter + "</div>",
+    iconSize: [22, 22],
+    iconAnchor: [11, 11],
+  });
+}
+
+function clearRoutes() {
+  ui.routes.forEach((l) => l.remove());
+  ui.routes = [];
+}
+
+function resetTrip() {
+  clearRoutes();
+  ui.markers.forEach((m) => m.remove());
+  ui.markers = [];
+  ui.origin = ui.goal = null;
+  ui.trip = null;
+  $("routes").hidden = true;
+  $("record").hidden = true;
+  $("trip-head").textContent = "";
+  $("explain").textContent = "";
+}
+
+function onMapClick(e) {
+  if (ui.busy) return;
+  if (!ui.origin || ui.goal) {
+    resetTrip();
+    ui.origin = e.latlng;
+    ui.markers.push(L.marker(e.latlng, { icon: badge("A", "#1a9850") }).addTo(ui.map));
+    $("hint").textContent = "Now click the destination.";
+    return;
+  }
+  ui.goal = e.latlng;
+  ui.markers.push(L.marker(e.latlng, { icon: badge("B", "#222222") }).addTo(ui.map));
+  plan();
+}
+
+async function plan() {
+  const body = {
+    origin: [ui.origin.lat, ui.origin.lng],
+    goal: [ui.goal.lat, ui.goal.lng],
+    policy: $("policy").value,
+  };
+  const soc = $("soc").value.trim();
+  const vehicle = $("vehicle").value.trim();
+  if (soc) body.soc = soc;
+  if (vehicle) body.vehicle = vehicle;
+  ui.busy = true;
+  status("planning…");
+  try {
+    const trip = await api("POST", "/api/routes", body);
+    ui.trip = trip;
+    showTrip(trip);
+    status("trip " + trip.trip + " planned (model version " + trip.model_version + ")", "ok");
+  } catch (err) {
+    status(err.message, "error");
+    $("hint").textContent = "Click the map to choose a new start.";
+    ui.goal = ui.goal || ui.origin; // the next click starts over
+  } finally {
+    ui.busy = false;
+  }
+}
+
+function showTrip(trip) {
+  clearRoutes();
+  const bounds = L.latLngBounds([]);
+  for (const [name, style] of Object.entries(ROUTE_STYLE)) {
+    const r = trip.routes[name];
+    if (!r) continue;
+    const latlngs = r.coordinates.map((c) => [c[1], c[0]]);
+    const line = L.polyline(latlngs, {
+      color: style.color, weight: style.weight, opacity: 1, lineCap: "butt",
+      className: "ev-route ev-route-" + name.replace(" ", "-"),
+    }).bindTooltip(name + ": " + r.km.toFixed(2) + " km, predicted " + fmt(r.predicted_wh)
+      + " ± " + fmt(r.predicted_sd_wh) + " Wh", { sticky: true }).addTo(ui.map);
+    ui.routes.push(line);
+    bounds.extend(line.getBounds());
+  }
+  ui.markers.forEach((m) => m.setZIndexOffset(1000));
+  if (bounds.isValid()) ui.map.fitBounds(bounds, { padding: [30, 30] });
+
+  $("trip-head").textContent = "trip " + trip.trip + " (policy " + trip.policy
+    + (trip.vehicle ? ", " + trip.vehicle : "") + ")";
+  const tbody = $("routes").querySelector("tbody");
+  tbody.innerHTML = "";
+  const withArrival = trip.departure_soc_pct !== undefined;
+  $("routes").querySelectorAll(".arrival").forEach((el) => { el.hidden = !withArrival; });
+  for (const [name, r] of Object.entries(trip.routes)) {
+    const tr = document.createElement("tr");
+    tr.dataset.route = name;
+    const color = (ROUTE_STYLE[name] || {}).color || TABLE_COLOR[name] || "#777";
+    const cells = [
+      '<span class="swatch" style="background:' + color + '"></span>', name,
+      r.km.toFixed(2), r.minutes.toFixed(1), fmt(r.predicted_wh), fmt(r.predicted_sd_wh),
+    ];
+    if (withArrival) {
+      cells.push(r.arrival ? r.arrival.soc_pct.toFixed(1) + "%" : "");
+    }
+    cells.forEach((c, i) => {
+      const td = document.createElement("td");
+      if (i === 0) td.innerHTML = c; else td.textContent = c;
+      tr.appendChild(td);
+    });
+    tbody.appendChild(tr);
+  }
+  $("routes").hidden = false;
+  const notes = [];
+  if (trip.exploring_extra_wh !== null && trip.exploring_extra_wh !== undefined) {
+    notes.push("exploring: " + (trip.exploring_extra_wh >= 0 ? "+" : "")
+      + trip.exploring_extra_wh + " Wh against the best guess (predicted; exploring is how "
+      + "the fleet learns)");
+  }
+  if (trip.warning) notes.push(trip.warning);
+  $("explain").textContent = notes.join(" · ");
+  $("explain").className = trip.warning ? "warning" : "muted";
+  $("trip-id").textContent = trip.trip;
+  $("record").hidden = false;
+  $("hint").textContent = "Click the map to plan another trip.";
+}
+
+// ------------------------------------------------------------------ recording
+async function recordTotal() {
+  if (!ui.trip) return;
+  const value = Number($("total-wh").value);
+  if ($("total-wh").value.trim() === "" || !Number.isFinite(value)) {
+    status("give the trip's energy in Wh", "error");
+    return;
+  }
+  const body = { total_wh: value, force: $("force").checked };
+  status("recording…");
+  try {
+    const ack = await api("POST", "/api/trips/" + ui.trip.trip + "/observations", body);
+    status("trip " + ack.trip + ": recorded " + fmt(ack.observed_wh) + " Wh (predicted "
+      + fmt(ack.predicted_wh) + " ± " + fmt(ack.predicted_sd_wh) + " Wh); the model is learning",
+    "ok");
+    $("record").hidden = true;
+    waitForModel(ack.batch);
+  } catch (err) {
+    status(err.message, "error");
+  }
+}
+
+async function waitForModel(batch) {
+  for (let i = 0; i < 120; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    try {
+      const h = await api("GET", "/api/health");
+      showHealth(h);
+      if (h.model_applied_upto >= batch) {
+        await loadLayers();
+        status("the model learned from the trip (model version " + h.model_version + ")", "ok");
+        return;
+      }
+    } catch (err) {
+      status(err.message, "error");
+      return;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ start
+function showHealth(h) {
+  ui.health = h;
+  $("health").textContent = h.network + " · " + h.segments.toLocaleString("en")
+    + " segments · model " + h.model + " v" + h.model_version + " · " + h.trips + " trips";
+  $("token-row").hidden = !h.token_required;
+}
+
+async function start() {
+  ui.map = L.map("map", { zoomControl: true });
+  ui.map.on("click", onMapClick);
+  L.control.scale().addTo(ui.map);
+  $("layer-select").addEventListener("change", colourLayer);
+  $("record-btn").addEventListener("click", recordTotal);
+  try {
+    const h = await api("GET", "/api/health");
+    showHealth(h);
+    const [lon0, lat0, lon1, lat1] = h.bounds;
+    ui.map.fitBounds([[lat0, lon0], [lat1, lon1]]);
+    await loadLayers();
+    document.body.dataset.ready = "1";
+  } catch (err) {
+    status(err.message, "error");
+  }
+}
+
+start();

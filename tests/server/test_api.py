@@ -1,0 +1,423 @@
+"""The routing server over real HTTP: every endpoint, figures against independent computations,
+every error a one-line JSON 4xx that leaves the state (history and model) as it was.
+
+The server runs in a child process (``tests/server/conftest.py``); these tests talk to it with
+httpx, and check what it says against the state's own library: the trip's route figures
+recomputed from the network, the served posterior against a model replayed from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+TOKEN = "fleet-secret-42"  # the one tests/server/conftest.py starts the server with
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def http(server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=120.0) as client:
+        yield client
+
+
+def _far_pair(net, k: int = 0) -> tuple[list[float], list[float]]:
+    """(lat, lon) of two segment midpoints far apart (SW and NE corners, shifted by k)."""
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    a, b = order[5 + 7 * k], order[-6 - 7 * k]
+    return [float(mid[a, 1]), float(mid[a, 0])], [float(mid[b, 1]), float(mid[b, 0])]
+
+
+def settle(http: httpx.Client, timeout_s: float = 300.0) -> dict:
+    """Wait until the served model includes every committed observation; the health doc."""
+    t0 = time.monotonic()
+    while True:
+        h = http.get("/api/health").json()
+        if not h["pending"]:
+            return h
+        assert time.monotonic() - t0 < timeout_s, f"model never caught up: {h}"
+        time.sleep(0.2)
+
+
+def fingerprint(http: httpx.Client, state: Path) -> dict:
+    """What must not change when a request is refused: history, the served model (its layers
+    and version), and the store's observations."""
+    from ev_nav.store import Store
+
+    h = settle(http)
+    with Store.open(state) as store:
+        batches = [(b.id, b.trip_id, b.energy_wh.tolist()) for b in store.observations()]
+        trips = store.n_trips()
+    return {
+        "history": http.get("/api/trips").json(),
+        "model_version": h["model_version"],
+        "layers": hashlib.sha256(http.get("/api/layers").content).hexdigest(),
+        "batches": batches,
+        "trips": trips,
+    }
+
+
+def replayed_model(state: Path):
+    """The state's model rebuilt by the library (checkpoint + replay), as the CLI would."""
+    from ev_nav.trips.session import open_session
+
+    session = open_session(state)
+    session.close()
+    return session.model
+
+
+def _plan(http: httpx.Client, net, k: int = 0, **extra) -> dict:
+    origin, goal = _far_pair(net, k)
+    r = http.post("/api/routes", json={"origin": origin, "goal": goal, **extra}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _assert_error(r: httpx.Response, status: int, *needles: str) -> str:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error", "type"}
+    msg = body["error"]
+    assert "\n" not in msg and "Traceback" not in msg and msg
+    for n in needles:
+        assert n in msg, msg
+    return msg
+
+
+# ---------------------------------------------------------------------- reading endpoints
+def test_health_openapi_and_pages(http, served_town) -> None:
+    h = http.get("/api/health").json()
+    assert h["status"] == "ok" and h["segments"] == served_town.n_segments
+    assert h["network_hash"] == served_town.content_hash
+    assert h["model"] == "gp" and h["token_required"] is True
+    assert h["battery_wh"] == pytest.approx(35000.0)
+    spec = http.get("/openapi.json").json()
+    paths = spec["paths"]
+    for path, method in [("/api/health", "get"), ("/api/routes", "post"),
+                         ("/api/trips/{trip_id}/observations", "post"),
+                         ("/api/trips/{trip_id}/observations", "delete"),
+                         ("/api/trips", "get"), ("/api/layers", "get")]:
+        assert method in paths[path], (path, method)
+    docs = http.get("/docs")
+    assert docs.status_code == 200
+    # the OpenAPI page's scripts and styles come from this server, never a CDN
+    assert re.findall(r'(?:src|href)="(https?:[^"]*)"', docs.text) == []
+    assert "/static/swagger-ui/swagger-ui-bundle.js" in docs.text
+    for asset in ("/static/swagger-ui/swagger-ui-bundle.js", "/static/swagger-ui/swagger-ui.css",
+                  "/static/leaflet/leaflet.js", "/static/leaflet/leaflet.css",
+                  "/static/server/app.js", "/static/server/app.css"):
+        assert http.get(asset).status_code == 200, asset
+    page = http.get("/")
+    assert page.status_code == 200 and "/static/leaflet/leaflet.js" in page.text
+    assert re.findall(r'(?:src|href)="(https?:[^"]*)"', page.text) == []
+
+
+def test_vendored_swagger_ui_matches_its_notice() -> None:
+    folder = ROOT / "ev_nav" / "static" / "swagger-ui"
+    notice = (folder / "NOTICE.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", notice, re.M)
+    shipped = {p.name for p in folder.iterdir() if p.is_file()} - {"NOTICE.md"}
+    assert {n for n, _ in rows} == shipped
+    for name, digest in rows:
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_layers_are_geojson_of_the_served_posterior(http, served_town, served_state) -> None:
+    settle(http)
+    doc = http.get("/api/layers").json()
+    assert doc["type"] == "FeatureCollection"
+    assert set(doc["layers"]) == {"wh_per_km", "mean_wh", "sd_wh", "visits"}
+    feats = doc["features"]
+    assert [f["properties"]["segment"] for f in feats] == list(range(served_town.n_segments))
+    post = replayed_model(served_state).posterior()
+    mean = np.array([f["properties"]["mean_wh"] for f in feats])
+    sd = np.array([f["properties"]["sd_wh"] for f in feats])
+    per_km = np.array([f["properties"]["wh_per_km"] for f in feats])
+    np.testing.assert_allclose(mean, post.mean, atol=0.006)
+    np.testing.assert_allclose(sd, post.std, atol=0.006)
+    np.testing.assert_allclose(per_km, post.mean / served_town.length_m * 1000, atol=0.006)
+    e = 17
+    np.testing.assert_allclose(
+        feats[e]["geometry"]["coordinates"], served_town.segment_coords(e), atol=1e-6
+    )
+
+
+# ---------------------------------------------------------------------- planning
+def test_plan_route_figures(http, served_town, served_state) -> None:
+    settle(http)
+    trip = _plan(http, served_town, 0, soc="80%", vehicle="van-7", policy="ts")
+    routes = trip["routes"]
+    assert list(routes) == ["planned", "best guess", "safe", "shortest", "fastest"]
+    model = replayed_model(served_state)
+    from ev_nav.bandits.agent import describe_route
+
+    net = served_town
+    for name, r in routes.items():
+        seg = np.array(r["segments"])
+        # independent figures: lengths and times from the network, energy from the replayed model
+        assert r["km"] == pytest.approx(net.length_m[seg].sum() / 1000, abs=6e-4), name
+        assert r["minutes"] == pytest.approx(net.travel_time_s[seg].sum() / 60, abs=6e-3), name
+        ref = describe_route(net, seg, model)
+        assert r["predicted_wh"] == pytest.approx(ref.predicted_wh, abs=0.06), name
+        assert r["predicted_sd_wh"] == pytest.approx(ref.predicted_sd_wh, abs=0.06), name
+        # arrival charge: departure 80% minus the route's predicted energy, of 35 kWh
+        assert r["arrival"]["soc_pct"] == pytest.approx(80 - ref.predicted_wh / 350, abs=0.006)
+        lo, hi = r["arrival"]["interval_pct"]
+        assert lo < r["arrival"]["soc_pct"] < hi
+        # the drawn line follows the segments: it starts where the first segment starts
+        np.testing.assert_allclose(r["coordinates"][0], net.segment_coords(seg[0])[0], atol=1e-6)
+        np.testing.assert_allclose(r["coordinates"][-1], net.segment_coords(seg[-1])[-1], atol=1e-6)
+    assert seg[0] == trip["start_segment"] and seg[-1] == trip["goal_segment"]
+    assert trip["departure_soc_pct"] == 80.0 and trip["reserve_pct"] == 10.0
+    assert trip["vehicle"] == "van-7" and trip["seed"] == trip["trip"]
+    # the trip is recorded, with the vehicle that asked
+    rows = http.get("/api/trips", params={"limit": 1}).json()
+    assert isinstance(rows, list), rows
+    assert rows[-1]["trip"] == trip["trip"] and rows[-1]["vehicle"] == "van-7"
+    assert rows[-1]["km"] == routes["planned"]["km"] and rows[-1]["observed_wh"] is None
+
+
+# ---------------------------------------------------------------------- observations
+def test_record_total_the_model_learns_it(http, served_town, served_state) -> None:
+    before = settle(http)
+    trip = _plan(http, served_town, 1)
+    predicted = trip["routes"]["planned"]["predicted_wh"]
+    r = http.post(f"/api/trips/{trip['trip']}/observations",
+                  json={"total_wh": predicted + 25.0}, headers=AUTH)
+    assert r.status_code == 201, r.text
+    ack = r.json()
+    assert ack["trip"] == trip["trip"] and ack["recorded"] == "total"
+    assert ack["observed_wh"] == pytest.approx(predicted + 25.0)
+    # durable when acknowledged: it is in the store already, whatever the model is doing
+    from ev_nav.store import Store
+
+    with Store.open(served_state) as store:
+        assert store.observed_total(trip["trip"]) == pytest.approx(predicted + 25.0)
+    after = settle(http)
+    assert after["model_applied_upto"] >= ack["batch"]
+    assert after["model_version"] > before["model_version"]
+    # the served model is the library's model of the state (checkpoint + replay)
+    layers = http.get("/api/layers").json()["features"]
+    mean = np.array([f["properties"]["mean_wh"] for f in layers])
+    np.testing.assert_allclose(mean, replayed_model(served_state).posterior().mean, atol=0.006)
+    row = [t for t in http.get("/api/trips").json() if t["trip"] == trip["trip"]][0]
+    assert row["observed_wh"] == pytest.approx(predicted + 25.0, abs=0.05)
+
+
+def test_record_segments_and_forget(http, served_town, served_state) -> None:
+    settle(http)
+    layers_before = http.get("/api/layers").json()["features"]
+    trip = _plan(http, served_town, 2, policy="mean")
+    seg = trip["routes"]["planned"]["segments"]
+    model = replayed_model(served_state)
+    post = model.posterior()
+    energies = [float(post.mean[e]) + 1.0 for e in seg]
+    r = http.post(f"/api/trips/{trip['trip']}/observations", headers=AUTH,
+                  json={"segments": [{"segment": e, "energy_wh": w}
+                                     for e, w in zip(seg, energies, strict=True)]})
+    assert r.status_code == 201, r.text
+    assert r.json()["observed_wh"] == pytest.approx(sum(energies), abs=1e-3)
+    settle(http)
+    learned = http.get("/api/layers").json()["features"]
+    assert learned[seg[0]]["properties"]["visits"] == layers_before[seg[0]]["properties"][
+        "visits"] + 1
+    # forget: the observations go, and the model forgets them (back to what it was)
+    r = http.delete(f"/api/trips/{trip['trip']}/observations", headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert r.json()["forgotten_batches"] == 1
+    settle(http)
+    forgotten = http.get("/api/layers").json()["features"]
+    for key in ("mean_wh", "sd_wh", "visits"):
+        np.testing.assert_allclose(
+            [f["properties"][key] for f in forgotten],
+            [f["properties"][key] for f in layers_before],
+            atol=0.011,
+        )
+    _assert_error(http.delete(f"/api/trips/{trip['trip']}/observations", headers=AUTH), 422,
+                  "no observations")
+
+
+# ---------------------------------------------------------------------- errors
+def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, int, tuple]]:
+    """(description, request kwargs, status, message fragments) of requests that must fail."""
+    origin, goal = _far_pair(net, 3)
+    obs = f"/api/trips/{trip_id}/observations"
+    big = {"origin": origin, "goal": goal, "vehicle": "x" * 10_000_000}
+    return [
+        ("latitude beyond 90", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": [95.0, 8.0], "goal": goal}), 422, ("origin.0", "90")),
+        ("longitude not a number", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": [47.0, "east"], "goal": goal}), 422, ("origin.1",)),
+        ("far from every road", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": [-45.0, -170.0], "goal": goal}), 422, ()),
+        ("origin equals goal", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": origin}), 422, ("same road segment",)),
+        ("unknown policy", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "policy": "fastest"}), 422, ("policy",)),
+        ("unknown field", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "speed": 3}), 422, ("speed",)),
+        ("charge beyond the battery", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "soc": "150%"}), 422, ("outside",)),
+        ("malformed JSON", dict(method="POST", url="/api/routes", headers={
+            **AUTH, "Content-Type": "application/json"}, content=b'{"origin": [47.0, 8.0'),
+         400, ("malformed JSON",)),
+        ("body too large", dict(method="POST", url="/api/routes", headers=AUTH, json=big),
+         413, ("larger than",)),
+        ("no token", dict(method="POST", url="/api/routes",
+         json={"origin": origin, "goal": goal}), 401, ("token",)),
+        ("wrong token", dict(method="POST", url="/api/routes",
+         headers={"Authorization": "Bearer guess"}, json={"origin": origin, "goal": goal}),
+         403, ("wrong token",)),
+        ("unknown trip", dict(method="POST", url="/api/trips/987654/observations",
+         headers=AUTH, json={"total_wh": 100.0}), 404, ("unknown trip id 987654",)),
+        ("trip id not a number", dict(method="POST", url="/api/trips/abc/observations",
+         headers=AUTH, json={"total_wh": 100.0}), 422, ("trip_id",)),
+        ("beyond any vehicle", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": 1e12}), 422, ("more than any vehicle",)),
+        ("kWh for Wh", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": round(predicted / 1000, 3)}), 422, ("looks like kWh",)),
+        ("far outside the prediction", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": predicted * 40 + 5000}), 422, ("standard deviations",)),
+        ("zero total", dict(method="POST", url=obs, headers=AUTH, json={"total_wh": 0}),
+         422, ("0 Wh",)),
+        ("NaN total (not JSON)", dict(method="POST", url=obs, headers={
+            **AUTH, "Content-Type": "application/json"}, content=b'{"total_wh": NaN}'),
+         422, ("total_wh",)),
+        ("total and segments", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": 1.0, "segments": [{"segment": 1, "energy_wh": 1.0}]}),
+         422, ("exactly one",)),
+        ("segment not on the route", dict(method="POST", url=obs, headers=AUTH,
+         json={"segments": [{"segment": 0, "energy_wh": 1.0}, {"segment": 1,
+                                                                "energy_wh": 1.0}]}),
+         422, ()),
+        ("observation without token", dict(method="POST", url=obs,
+         json={"total_wh": predicted}), 401, ("token",)),
+        ("forget without token", dict(method="DELETE", url=obs), 401, ("token",)),
+    ]
+
+
+def test_errors_are_one_line_and_leave_the_state_unchanged(
+    http, served_town, served_state
+) -> None:
+    trip = _plan(http, served_town, 3)
+    predicted = trip["routes"]["planned"]["predicted_wh"]
+    assert predicted > 50  # the kWh and sd cases below rely on a clearly positive prediction
+    before = fingerprint(http, served_state)
+    for what, request, status, needles in _bad_requests(served_town, trip["trip"], predicted):
+        r = http.request(**request)
+        _assert_error(r, status, *needles)
+        assert fingerprint(http, served_state) == before, f"{what} changed the state"
+    # a repeated observation is refused too, and leaves the first one as it was
+    ok = http.post(f"/api/trips/{trip['trip']}/observations", json={"total_wh": predicted},
+                   headers=AUTH)
+    assert ok.status_code == 201
+    once = fingerprint(http, served_state)
+    again = http.post(f"/api/trips/{trip['trip']}/observations",
+                      json={"total_wh": predicted + 1}, headers=AUTH)
+    _assert_error(again, 422, "already has observations")
+    assert fingerprint(http, served_state) == once
+
+
+# ---------------------------------------------------------------------- many vehicles
+def test_concurrent_fleet_loses_nothing(server, served_town, served_state) -> None:
+    """Vehicles plan and post at the same time (the real client, one thread each): every
+    acknowledged observation is stored and learned, trips never share an id or a seed, and
+    the served model equals the library's replay of the state."""
+    from ev_nav.server.client import RoutingClient, drive_fleet
+    from ev_nav.sim.environment import Environment
+    from ev_nav.store import Store
+
+    world = Environment.create(served_town, seed=3)
+    rng = np.random.default_rng(11)
+    pairs = [[tuple(int(x) for x in rng.choice(served_town.n_segments, 2, replace=False))
+              for _ in range(4)] for _ in range(4)]
+    report = drive_fleet(lambda: RoutingClient(server.url, TOKEN), served_town, world, pairs,
+                         observe="segments", seed=5)
+    assert report.errors == []
+    assert len(report.trips) == 16
+    trips = [t.trip for t in report.trips]
+    assert len(set(trips)) == 16
+    acked = report.acknowledged
+    assert acked, "no observation was acknowledged"
+    with RoutingClient(server.url, TOKEN) as client:
+        client.wait_for_model(acked[-1])
+    with Store.open(served_state) as store:
+        stored = {b.id for b in store.observations()}
+        seeds = [store.get_trip(t).seed for t in trips]
+    assert set(acked) <= stored  # lost observations: 0
+    assert len(set(seeds)) == len(seeds)
+    with httpx.Client(base_url=server.url) as http:
+        settle(http)
+        mean = np.array([f["properties"]["mean_wh"]
+                         for f in http.get("/api/layers").json()["features"]])
+    np.testing.assert_allclose(mean, replayed_model(served_state).posterior().mean, atol=0.006)
+
+
+# ---------------------------------------------------------------------- ev-nav fleet drive
+def test_fleet_drive_command(server, tmp_path) -> None:
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text(
+        'horizon = 3\nseeds = [4]\n[network]\nkind = "synthetic"\nn_segments = 400\nseed = 0\n'
+        '[trips]\nkind = "random"\nvehicles = 2\nmin_distance_m = 400.0\n'
+        '[[agents]]\nmodel = "gp"\npolicy = "ts"\n'
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "ev_nav.cli", "fleet", "drive", str(cfg), "--server", server.url,
+         "--token", TOKEN, "--observe", "total"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "6 trips by 2 vehicles" in res.stdout
+    assert re.search(r"observations acknowledged \d+, refused \d+", res.stdout)
+    # a config of another network is refused with one line
+    other = tmp_path / "other.toml"
+    other.write_text(cfg.read_text().replace("n_segments = 400", "n_segments = 300"))
+    res = subprocess.run(
+        [sys.executable, "-m", "ev_nav.cli", "fleet", "drive", str(other), "--server",
+         server.url], capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert res.returncode != 0 and "serves network" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------- the serve command
+def test_serve_command_errors_are_one_line(served_state, tmp_path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        for argv, needle in (
+            (["serve", str(served_state), "--port", str(port)], "cannot listen"),
+            (["serve", str(tmp_path / "nothing"), "--port", "0"], "no ev-nav state"),
+            (["serve", str(served_state), "--port", "70000"], "0..65535"),
+        ):
+            res = subprocess.run([sys.executable, "-m", "ev_nav.cli", *argv], capture_output=True,
+                                 text=True, timeout=300, check=False)
+            assert res.returncode != 0, argv
+            assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    finally:
+        busy.close()
+
+
+def test_token_from_the_environment() -> None:
+    from ev_nav.errors import ConfigError
+    from ev_nav.server.cli import resolve_token
+
+    assert resolve_token(None, {"EV_NAV_TOKEN": "abc"}) == "abc"
+    assert resolve_token("given", {"EV_NAV_TOKEN": "abc"}) == "given"
+    assert resolve_token(None, {}) is None and resolve_token("", {"EV_NAV_TOKEN": ""}) is None
+    with pytest.raises(ConfigError):
+        resolve_token("two words", {})

@@ -1,0 +1,186 @@
+"""The server's web page in a real browser (headless Debian Chromium through Playwright) with the
+network blocked except the server on loopback: click a start and a destination, a route is drawn
+and its figures shown; record the trip total; the OpenAPI page renders offline too.
+Screenshots go to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+TOKEN = "fleet-secret-42"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run",
+        # no name resolves: only the loopback address itself can be reached
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "setup_browser_test.sh")],
+                         capture_output=True, text=True, timeout=900, check=False)
+    if res.returncode != 0:
+        pytest.fail(f"browser set-up failed: {(res.stdout + res.stderr)[-2000:]}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class LoopbackPage:
+    """A page that may reach the server and nothing else (every other request is aborted)."""
+
+    def __init__(self, browser, base_url: str) -> None:
+        self.base = base_url.rstrip("/") + "/"
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800})
+        self.context.route("**/*", self._handle)
+        self.page = self.context.new_page()
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def _handle(self, route) -> None:
+        if route.request.url.startswith(self.base):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort("internetdisconnected")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def _screen_point(page, lat: float, lon: float) -> tuple[float, float]:
+    """Where the page's map shows (lat, lon), in page pixels."""
+    x, y = page.evaluate(
+        "([lat, lon]) => { const p = ui.map.latLngToContainerPoint([lat, lon]); "
+        "const r = ui.map.getContainer().getBoundingClientRect(); "
+        "return [p.x + r.left, p.y + r.top]; }",
+        [lat, lon],
+    )
+    return float(x), float(y)
+
+
+def test_click_two_points_route_drawn_and_recorded(browser, server, served_town) -> None:
+    lp = LoopbackPage(browser, server.url)
+    try:
+        page = lp.page
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        assert page.locator("#token-row").is_visible()  # the server asks for a token
+        page.fill("#token", TOKEN)
+        page.fill("#soc", "80%")
+        page.fill("#vehicle", "browser-car")
+        # the network is drawn from the server's layers: one path per segment
+        assert page.locator(".leaflet-overlay-pane path").count() == served_town.n_segments
+
+        mid = served_town.segment_midpoints()
+        order = np.argsort(mid[:, 0] + mid[:, 1])
+        a, b = order[12], order[-12]
+        with page.expect_response("**/api/routes") as planned:
+            page.mouse.click(*_screen_point(page, mid[a, 1], mid[a, 0]))
+            page.mouse.click(*_screen_point(page, mid[b, 1], mid[b, 0]))
+        resp = planned.value
+        assert resp.status == 200, resp.text()
+        trip = resp.json()
+        page.wait_for_selector("#routes tbody tr")
+
+        # the three routes are drawn, each over its own coordinates
+        for name in ("planned", "best-guess", "shortest"):
+            line = page.locator(f"path.ev-route-{name}")
+            assert line.count() == 1
+            box = line.bounding_box()
+            assert box is not None and max(box["width"], box["height"]) > 40, name
+        start, end = page.locator(".ev-marker-A"), page.locator(".ev-marker-B")
+        assert start.is_visible() and end.is_visible()
+
+        # their figures are shown, as the API gave them
+        rows = {
+            tr.get_attribute("data-route"): tr.locator("td").all_inner_texts()
+            for tr in page.locator("#routes tbody tr").all()
+        }
+        assert {"planned", "best guess", "shortest"} <= set(rows)
+        for name in ("planned", "best guess", "shortest"):
+            r = trip["routes"][name]
+            cells = rows[name]
+            assert cells[2] == f"{r['km']:.2f}" and cells[3] == f"{r['minutes']:.1f}"
+            assert float(cells[4].replace(",", "")) == pytest.approx(r["predicted_wh"], rel=2e-3)
+            assert cells[6] == f"{r['arrival']['soc_pct']:.1f}%"
+        assert f"trip {trip['trip']}" in page.inner_text("#trip-head")
+        assert "browser-car" in page.inner_text("#trip-head")
+
+        # record the trip total through the page: acknowledged, the model learns it
+        page.fill("#total-wh", f"{trip['routes']['planned']['predicted_wh'] + 10:.1f}")
+        with page.expect_response("**/observations") as posted:
+            page.click("#record-btn")
+        assert posted.value.status == 201
+        page.wait_for_function(
+            "document.getElementById('status').textContent.includes('learned')", timeout=120_000
+        )
+        # switch the learned layer: the legend follows
+        page.select_option("#layer-select", "visits")
+        assert "times driven" in page.inner_text("#legend")
+        page.select_option("#layer-select", "sd_wh")
+        assert "posterior sd" in page.inner_text("#legend")
+
+        assert lp.errors == [], lp.errors
+        assert lp.blocked == [], f"the page asked for the internet: {lp.blocked}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / "server_page.png"
+        page.screenshot(path=str(shot))
+        assert shot.stat().st_size > 20_000
+        with httpx.Client(base_url=server.url) as http:
+            row = [t for t in http.get("/api/trips").json() if t["trip"] == trip["trip"]][0]
+        assert row["vehicle"] == "browser-car" and row["observed_wh"] is not None
+    finally:
+        lp.close()
+
+
+def test_page_shows_the_servers_error(browser, server) -> None:
+    """A wrong token: the one-line message appears on the page, nothing is drawn."""
+    lp = LoopbackPage(browser, server.url)
+    try:
+        page = lp.page
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        page.fill("#token", "not-the-token")
+        box = page.locator("#map").bounding_box()
+        page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.6)
+        with page.expect_response("**/api/routes") as planned:
+            page.mouse.click(box["x"] + box["width"] * 0.7, box["y"] + box["height"] * 0.3)
+        assert planned.value.status == 403
+        page.wait_for_function("document.getElementById('status').className === 'error'")
+        assert "wrong token" in page.inner_text("#status")
+        assert page.locator("path.ev-route-planned").count() == 0
+        assert lp.blocked == [] and lp.errors == []
+    finally:
+        lp.close()
+
+
+def test_openapi_page_renders_offline(browser, server) -> None:
+    lp = LoopbackPage(browser, server.url)
+    try:
+        page = lp.page
+        page.goto(server.url + "/docs")
+        page.wait_for_selector(".opblock", timeout=60_000)
+        assert page.locator(".opblock").count() >= 6  # every endpoint of the API
+        assert "ev-nav routing server" in page.inner_text(".info")
+        assert lp.blocked == [], f"the OpenAPI page asked for the internet: {lp.blocked}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "server_openapi.png"))
+    finally:
+        lp.close()

@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ev_nav.bo.boke import CandidateCache, kr_posterior, log_ikr_ucb, scott_bandwidth
-from ev_nav.bo.boke_benchmarks import get_benchmark
-from ev_nav.bo.boke_optim import AcqOptConfig
-from ev_nav.bo.boke_runner import ExperimentConfig, run_single
+from ev_nav.bo.boke.methods import BOKEMaximizerConfig
+from ev_nav.bo.boke.problems import get_benchmark
+from ev_nav.bo.boke.runner import BOKERunConfig, run_single
+from ev_nav.bo.boke.surrogate import CandidateCache, kr_posterior, log_ikr_ucb, scott_bandwidth
 from ev_nav.gp.exact import ExactGP
 from ev_nav.provenance import atomic_write_json, run_metadata
 
@@ -135,8 +135,8 @@ def incremental(ts: list[int], m: int, d: int, repeats: int) -> dict:
 
 def end_to_end(T: int, checkpoints: list[int], m: int) -> dict:
     bench = get_benchmark("rosenbrock4")
-    opt = AcqOptConfig(n_per_dim=m // 4, max_candidates=m, n_best=0, maxiter=0)
-    cfg = ExperimentConfig(benchmarks=("rosenbrock4",), methods=("boke", "gp-ucb"), seeds=(0,),
+    opt = BOKEMaximizerConfig(n_per_dim=m // 4, max_candidates=m, n_best=0, maxiter=0)
+    cfg = BOKERunConfig(benchmarks=("rosenbrock4",), methods=("boke", "gp-ucb"), seeds=(0,),
                            budget=T, opt=opt)
     out = {}
     for meth in ("boke", "gp-ucb"):

@@ -18,9 +18,10 @@ import time
 
 import torch
 
-from ev_nav.bo.acquisition import MaximizerConfig, single_threaded
-from ev_nav.bo.cvs import BOContext, make_etc
-from ev_nav.bo.problems import make_problem
+from ev_nav.bo.core.maximize import single_threaded
+from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
+from ev_nav.bo.cvs.benchmarks import make_problem
+from ev_nav.bo.cvs.policies import BOContext, make_etc
 from ev_nav.gp.exact import ExactGP
 
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     y = p.observe(X, gen)
     model = ExactGP("se", 0.1, 1.0, 1e-4).fit(X, y)
     S = p.mc_matrix(args.n_mc, gen)
-    cfg = MaximizerConfig(n_warmup=100, n_warmup_full=10_000, n_starts=5, maxiter=200)
+    cfg = CVSMaximizerConfig(n_warmup=100, n_warmup_full=10_000, n_starts=5, maxiter=200)
     walls, cpus, chosen = [], [], []
     for r in range(args.repeats):
         policy = make_etc(p, "etcada")  # first group: sets {1}, {2}, {3}

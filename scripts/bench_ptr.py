@@ -16,10 +16,11 @@ import time
 import numpy as np
 import torch
 
-from ev_nav.bo.ptr_benchmarks import make_problem
-from ev_nav.bo.ptr_gp import GridPosterior, ProductGrid
-from ev_nav.bo.ptr_policies import StepContext, make_policy
-from ev_nav.bo.ptr_runner import run_trial
+from ev_nav.bo.ptr.context import StepContext
+from ev_nav.bo.ptr.grid import GridPosterior, ProductGrid
+from ev_nav.bo.ptr.problems import make_problem
+from ev_nav.bo.ptr.registry import make_policy
+from ev_nav.bo.ptr.runner import run_trial
 
 
 def _context(n_obs: int, seed: int) -> StepContext:
@@ -68,7 +69,7 @@ def main() -> None:
         )
     prob = make_problem("gp-test", seed=0)
     t0 = time.perf_counter()
-    run_trial(prob, make_policy("bpt-ucb"), 100, seed=0)
+    run_trial(prob, "bpt-ucb", 100, seed=0)
     run_s = time.perf_counter() - t0
     ok = "OK" if run_s <= 15 else "MISSED"
     print(f"bpt-ucb run T=100 on 2500 points: {run_s:.2f} s (target <= 15 s) {ok}")

@@ -26,14 +26,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ev_nav.bo.runner import (
-    ExperimentConfig,
+from ev_nav.bo.core.runs import ExecutionConfig, read_results
+from ev_nav.bo.cvs.figures import save_panel_figure
+from ev_nav.bo.cvs.runner import (
+    CVSRunConfig,
     lock_on_spend,
     regret_at,
     run_experiment,
-    save_panel_figure,
     summarise,
-    write_results,
 )
 
 FAILS: list[str] = []
@@ -46,10 +46,10 @@ def check(name: str, ok: bool, detail: str, hard: bool = True) -> None:
         FAILS.append(name)
 
 
-def run(cfg: ExperimentConfig, out: Path, label: str) -> pd.DataFrame:
+def run(cfg: CVSRunConfig, args: argparse.Namespace, label: str) -> pd.DataFrame:
     t0 = time.time()
-    df, refs = run_experiment(cfg, progress=False)
-    write_results(df, cfg, out / label, refs)
+    execution = ExecutionConfig(executor=args.executor, workers=args.workers)
+    df = run_experiment(cfg, args.out / label, execution).table
     print(
         f"  ({label}: {len(cfg.seeds)} seeds x {len(cfg.methods)} methods, "
         f"{time.time() - t0:.0f} s)",
@@ -91,14 +91,14 @@ def part_cvs(args: argparse.Namespace) -> None:
 
     # B1 moderate, C = 20
     df = run(
-        ExperimentConfig(
+        CVSRunConfig(
             costs="moderate",
             budget=20.0,
             seeds=seeds,
             methods=("ucb-psq", "ts-psq", "etcada"),
             **common,
         ),
-        args.out,
+        args,
         "cvs_b1_moderate",
     )
     u, e, ts = final(df, "ucb-psq", 20), final(df, "etcada", 20), final(df, "ts-psq", 20)
@@ -131,7 +131,7 @@ def part_cvs(args: argparse.Namespace) -> None:
 
     # B2 cheap, C = 10, ETC-Ada with scaled play count int(1/c)
     df = run(
-        ExperimentConfig(
+        CVSRunConfig(
             costs="cheap",
             budget=10.0,
             seeds=seeds,
@@ -139,7 +139,7 @@ def part_cvs(args: argparse.Namespace) -> None:
             methods=("ucb-psq", "etcada"),
             **common,
         ),
-        args.out,
+        args,
         "cvs_b2_cheap",
     )
     u, e = final(df, "ucb-psq", 10), final(df, "etcada", 10)
@@ -159,14 +159,14 @@ def part_cvs(args: argparse.Namespace) -> None:
 
     # B3 expensive, C = 20
     df = run(
-        ExperimentConfig(
+        CVSRunConfig(
             costs="expensive",
             budget=20.0,
             seeds=seeds,
             methods=("ucb-psq", "etc50", "etcada"),
             **common,
         ),
-        args.out,
+        args,
         "cvs_b3_expensive",
     )
     u, e, e50 = (final(df, m, 20) for m in ("ucb-psq", "etcada", "etc50"))
@@ -217,14 +217,14 @@ def part_b3_tail(args: argparse.Namespace) -> None:
     (f = 3.0898 at (0.109, 0.861, 0.564), simple regret >= 0.77). The B3 verdict itself stays
     on seeds 0-4."""
     print("== B3 diagnostic: ETC-Ada, expensive, C = 20, seeds 0-19 (informational) ==")
-    cfg = ExperimentConfig(
+    cfg = CVSRunConfig(
         costs="expensive",
         budget=20.0,
         seeds=tuple(range(20)),
         methods=("etcada",),
         **{**b_check_settings(args), "n_mc": 128},
     )
-    df = run(cfg, args.out, "cvs_b3_tail")
+    df = run(cfg, args, "cvs_b3_tail")
     r = final(df, "etcada", 20)
     mode2 = r > 0.5
     print(f"  per seed: {np.round(r, 3).tolist()}")
@@ -310,13 +310,13 @@ def part_ucvs(args: argparse.Namespace) -> None:
     # check 6 (+7, 8, 9 with the baselines in the same cell)
     cheap = (0.01, 0.01, 0.01, 0.1, 0.1, 0.1, 1.0)
     df = run(
-        ExperimentConfig(
+        CVSRunConfig(
             costs="cheap",
             cost_noise_std=0.0,
             methods=("ucvs", "ucb-psq", "ts-psq", "etc50"),
             **common,
         ),
-        args.out,
+        args,
         "ucvs_cheap",
     )
     print(summarise(df, C).to_string(index=False, float_format="%.3f"))
@@ -353,8 +353,8 @@ def part_ucvs(args: argparse.Namespace) -> None:
 
     # check 10: cost noise, and a permuted cost vector keeping idx4 the cheapest optimal set
     df = run(
-        ExperimentConfig(costs="cheap", cost_noise_std=0.02, methods=("ucvs",), **common),
-        args.out,
+        CVSRunConfig(costs="cheap", cost_noise_std=0.02, methods=("ucvs",), **common),
+        args,
         "ucvs_cheap_noisy",
     )
     phase_stats(df, cheap, "10 (cost noise 0.02)")
@@ -362,7 +362,7 @@ def part_ucvs(args: argparse.Namespace) -> None:
 
     # check 7 (airfoil): no full set, UCB-PSQ spreads over the pairs, mostly idx5 / idx6
     df = run(
-        ExperimentConfig(
+        CVSRunConfig(
             setting="ucvs",
             benchmark="airfoil",
             variance=0.02,
@@ -375,7 +375,7 @@ def part_ucvs(args: argparse.Namespace) -> None:
             n_starts=2,
             maxiter=50,
         ),
-        args.out,
+        args,
         "ucvs_airfoil",
     )
     counts = np.bincount(df["set"].to_numpy() - 1, minlength=7)
@@ -408,12 +408,12 @@ def part_ucvs_perm(args: argparse.Namespace) -> None:
     print("== check 10, permuted cost vectors (cost noise std 0.02) ==")
     common = dict(ucvs_check_settings(), cost_noise_std=0.02, methods=("ucvs",))
     for name, perm in PERMS_HARD.items():
-        df = run(ExperimentConfig(costs=perm, **common), args.out, f"ucvs_permuted_{name}")
+        df = run(CVSRunConfig(costs=perm, **common), args, f"ucvs_permuted_{name}")
         phase_stats(df, perm, f"10 ({name} {perm})")
     for clip in (True, False):
         tag = "clipped" if clip else "unclipped"
-        cfg = ExperimentConfig(costs=PERM_P0, clip_cost_lcb=clip, **common)
-        df = run(cfg, args.out, f"ucvs_permuted_P0_{tag}")
+        cfg = CVSRunConfig(costs=PERM_P0, clip_cost_lcb=clip, **common)
+        df = run(cfg, args, f"ucvs_permuted_P0_{tag}")
         phase_stats(df, PERM_P0, f"10 (P0 {PERM_P0}, {tag} cost LCB; gap 0.09)", hard=False)
 
 
@@ -422,10 +422,10 @@ FIG_METHODS = ("ts-psq", "ucb-psq", "etc50", "etc100", "etcada")
 FIG_BUDGET = {"hartmann3": 50.0, "plant": 50.0}
 
 
-def fig_config(bench: str, costs: str, quick: bool) -> ExperimentConfig:
+def fig_config(bench: str, costs: str, quick: bool) -> CVSRunConfig:
     """Reduced paper setting: 3 seeds, N_MC 64, 64 warm-up points + 2 L-BFGS-B starts; ETC-Ada
     with cheap costs uses 1/c plays (100/10) as in check B2; plant budget 50 instead of 200."""
-    return ExperimentConfig(
+    return CVSRunConfig(
         setting="cvs",
         benchmark=bench,
         costs=costs,
@@ -450,7 +450,7 @@ def part_figs(args: argparse.Namespace) -> None:
         for costs in costs_list:
             cfg = fig_config(bench, costs, args.quick)
             label = f"fig_{bench}_{costs}"
-            df = run(cfg, args.out, label)
+            df = run(cfg, args, label)
             print(summarise(df, cfg.budget).to_string(index=False, float_format="%.3f"), flush=True)
     collect_figs(args)
 
@@ -464,7 +464,7 @@ def collect_figs(args: argparse.Namespace) -> None:
         for costs in ("cheap", "moderate", "expensive"):
             f = args.out / f"fig_{bench}_{costs}" / "results.csv"
             if f.is_file():
-                frames[costs] = pd.read_csv(f)
+                frames[costs] = read_results(f)[0]
         if not frames:
             continue
         budget = FIG_BUDGET[bench]
@@ -478,7 +478,7 @@ def collect_figs(args: argparse.Namespace) -> None:
     # the unknown-cost paper's Figures 1-2 analogue: Hartmann-6 in 12-D, cheap costs, C = 20
     f = args.out / "ucvs_cheap" / "results.csv"
     if f.is_file():
-        df = pd.read_csv(f)
+        df = read_results(f)[0]
         path = figdir / "cvs_ucvs_hartmann6_cheap.png"
         save_panel_figure({"cheap (unknown)": df}, 20.0, path, "hartmann6-12D")
         print(f"  wrote {path}")
@@ -523,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", nargs="+", choices=sorted(FIG_BUDGET), help="figure benchmarks")
     ap.add_argument("--costs", nargs="+", choices=["cheap", "moderate", "expensive"])
     ap.add_argument("--out", type=Path, default=Path("runs/bo/reproduce"))
+    ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
+    ap.add_argument("--workers", type=int, default=None, help="local pool size")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     t0 = time.time()

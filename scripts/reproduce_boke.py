@@ -3,8 +3,9 @@
 (check 5 analogue) and the regret-vs-iteration / regret-vs-CPU figures.
 
 The work is split into parts so that each invocation stays below ~15 minutes on 2 shared cores;
-every part saves ``results.json`` + ``metadata.json`` under ``--out`` and ``--part report``
-reads whatever is there, prints the checks and writes the figures::
+every part saves ``results.csv`` + ``manifest.json`` under ``--out`` (resumable: a part cut
+short keeps its finished runs) and ``--part report`` reads whatever is there, prints the checks
+and writes the figures::
 
     python scripts/reproduce_boke.py --part spacefill
     python scripts/reproduce_boke.py --part regret --benchmarks sphere6,rosenbrock4
@@ -19,28 +20,27 @@ reads whatever is there, prints the checks and writes the figures::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
-from ev_nav.bo.boke_benchmarks import SYNTHETIC
-from ev_nav.bo.boke_optim import AcqOptConfig
-from ev_nav.bo.boke_plots import plot_benchmarks
-from ev_nav.bo.boke_runner import (
-    ExperimentConfig,
+from ev_nav.bo.boke.figures import plot_benchmarks, regret_on_cpu_grid
+from ev_nav.bo.boke.methods import BOKEMaximizerConfig
+from ev_nav.bo.boke.problems import SYNTHETIC
+from ev_nav.bo.boke.runner import (
+    BOKERunConfig,
     RunResult,
     format_table,
     load_results,
     reference_values,
     run_experiment,
-    save_results,
     summarise,
 )
-from ev_nav.bo.boke_spacefill import spacefill_study
-from ev_nav.provenance import atomic_write_json, run_metadata
+from ev_nav.bo.boke.spacefill import spacefill_study
+from ev_nav.bo.core.runs import ExecutionConfig, read_results, write_results
 
 FIG_DIR = Path(__file__).resolve().parents[1] / "docs" / "figures" / "bo"
 REGRET_METHODS = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "kr-ucb", "random")
@@ -56,26 +56,33 @@ def _status(ok: bool) -> str:
 def part_spacefill(args: argparse.Namespace, out: Path) -> None:
     seeds = tuple(range(2 if args.quick else 5))
     ts = (20, 50, 100) if args.quick else (20, 50, 100, 200)
-    res = {}
+    rows = []
     for d in (2, 4):
         r = spacefill_study(d, ts=ts, seeds=seeds, log2_reference=13 if args.quick else 15)
-        res[str(d)] = {"ts": list(r.ts), "seeds": list(r.seeds), "mean": r.mean(),
-                       "all": {k: v.tolist() for k, v in r.fill.items()}}
         print(f"d={d}: mean fill distance over {len(seeds)} seeds at t={list(ts)}")
         for k, v in r.mean().items():
             print(f"  {k:6s} " + " ".join(f"{x:.3f}" for x in v))
-    atomic_write_json(out / "spacefill" / "results.json", res)
-    atomic_write_json(out / "spacefill" / "metadata.json",
-                      run_metadata({"ts": ts, "n_candidates": 4000}, seeds=seeds))
+        for k, fill in r.fill.items():
+            for i, seed in enumerate(r.seeds):
+                for j, t in enumerate(r.ts):
+                    rows.append({"d": d, "design": k, "seed": seed, "t": t, "fill": fill[i, j]})
+    write_results(out / "spacefill", pd.DataFrame(rows), {"ts": ts, "n_candidates": 4000}, seeds)
 
 
-def _config(args: argparse.Namespace, benchmarks, methods, noisy: bool, n_seeds: int,
-            budget: int | None) -> ExperimentConfig:
-    opt = AcqOptConfig(maxiter=args.maxiter)
+def _config(
+    args: argparse.Namespace, benchmarks, methods, noisy: bool, n_seeds: int, budget: int | None
+) -> BOKERunConfig:
+    opt = BOKEMaximizerConfig(maxiter=args.maxiter)
     seeds = tuple(range(args.seed_offset, args.seed_offset + n_seeds))
-    return ExperimentConfig(benchmarks=tuple(benchmarks), methods=tuple(methods),
-                            seeds=seeds, noisy=noisy, budget=budget, opt=opt,
-                            varsigma=args.varsigma)
+    return BOKERunConfig(
+        benchmarks=tuple(benchmarks),
+        methods=tuple(methods),
+        seeds=seeds,
+        noisy=noisy,
+        budget=budget,
+        opt=opt,
+        varsigma=args.varsigma,
+    )
 
 
 def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
@@ -85,8 +92,9 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         n_seeds = 2 if args.quick else 5
     elif kind in ("extra", "sweep"):
         benches = args.benchmarks or ("sphere6-shifted",)
-        methods = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "random") if kind == "extra" else (
-            "boke",)
+        methods = (
+            ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "random") if kind == "extra" else ("boke",)
+        )
         noisy, n_seeds = False, (3 if args.quick else 10)
     else:
         benches = args.benchmarks or SYNTHETIC
@@ -109,10 +117,9 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         folder = out / kind / f"{b}-s{args.seed_offset}{'-' + args.tag if args.tag else ''}"
         if kind == "sweep":
             folder = out / kind / f"{b}-vs{args.varsigma:g}-s{args.seed_offset}"
-        # checkpoint after every run: a part cut short keeps its finished runs
-        res = run_experiment(cfg, progress=not args.quiet,
-                             on_result=lambda rs, cfg=cfg, folder=folder: save_results(
-                                 rs, cfg, folder))
+        # every run is saved as it finishes: a part cut short resumes where it stopped
+        execution = ExecutionConfig(executor=args.executor, workers=args.workers)
+        res = run_experiment(cfg, folder, execution, progress=not args.quiet)
         print(format_table(summarise(res)))
 
 
@@ -120,7 +127,7 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
 def _load(out: Path, kind: str) -> list[RunResult]:
     """All runs of a part; seeds that lack a method (a part cut short) are dropped."""
     by_key: dict[tuple[str, str, int], RunResult] = {}
-    for p in sorted((out / kind).glob("*/results.json"), key=lambda q: q.stat().st_mtime):
+    for p in sorted((out / kind).glob("*/results.csv"), key=lambda q: q.stat().st_mtime):
         for r in load_results(p):  # a re-run of a seed (newer file) replaces the earlier one
             by_key[(r.benchmark, r.method, r.seed)] = r
     res = list(by_key.values())
@@ -148,8 +155,6 @@ def _medians(results: list[RunResult]) -> dict[tuple[str, str], tuple[float, flo
 
 def _cpu_budget_comparison(results: list[RunResult], a: str, b: str) -> dict[str, str]:
     """Per benchmark: median regret of ``a`` and ``b`` at ``a``'s median total CPU time."""
-    from ev_nav.bo.boke_plots import regret_on_cpu_grid
-
     ref = reference_values(results)
     out = {}
     for bench in dict.fromkeys(r.benchmark for r in results):
@@ -176,8 +181,13 @@ def _plot_spacefill(data: dict, path: Path) -> None:
     for ax, (d, r) in zip(axes[0], data.items(), strict=True):
         for k, style in (("de", "o-"), ("random", "s--"), ("lhs", "^:")):
             ax.plot(r["ts"], r["mean"][k], style, label=k.upper() if k != "random" else k)
-        ax.set(xscale="log", yscale="log", xlabel="t", ylabel="fill distance",
-               title=f"d = {d} (mean of {len(r['seeds'])} seeds)")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="t",
+            ylabel="fill distance",
+            title=f"d = {d} (mean of {len(r['seeds'])} seeds)",
+        )
         ax.grid(alpha=0.3, which="both", lw=0.4)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -186,17 +196,32 @@ def _plot_spacefill(data: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _spacefill_data(table: pd.DataFrame) -> dict:
+    """Per dimension: the sizes, seeds and mean fill distance per design (the report's input)."""
+    data = {}
+    for d, g in table.groupby("d", sort=True):
+        ts = sorted(int(t) for t in g["t"].unique())
+        means = g.groupby(["design", "t"])["fill"].mean()
+        data[str(d)] = {
+            "ts": ts,
+            "seeds": sorted(int(s) for s in g["seed"].unique()),
+            "mean": {k: [float(means[(k, t)]) for t in ts] for k in ("de", "random", "lhs")},
+        }
+    return data
+
+
 def part_report(args: argparse.Namespace, out: Path) -> int:
     failures = 0
-    sf = out / "spacefill" / "results.json"
-    if sf.exists():
-        data = json.loads(sf.read_text())
+    if (out / "spacefill" / "results.csv").exists():
+        data = _spacefill_data(read_results(out / "spacefill")[0])
         print("== check 2: space filling (mean fill distance) ==")
         for d, r in data.items():
             de, rnd, lhs = (np.array(r["mean"][k]) for k in ("de", "random", "lhs"))
             ts = r["ts"]
-            print(f"d={d} t={ts}\n  DE     {np.round(de, 3).tolist()}\n  random "
-                  f"{np.round(rnd, 3).tolist()}\n  LHS    {np.round(lhs, 3).tolist()}")
+            print(
+                f"d={d} t={ts}\n  DE     {np.round(de, 3).tolist()}\n  random "
+                f"{np.round(rnd, 3).tolist()}\n  LHS    {np.round(lhs, 3).tolist()}"
+            )
             mono = bool(np.all(np.diff(de) < 0))
             if d == "4":
                 ok = bool(np.all(de < rnd) and np.all(de < lhs))
@@ -229,33 +254,49 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
                         ok_a = False
                         print(f"  (a) {b} {m}: final {fin:.4g} not below n0 {i0:.4g}")
         print(f"  {_status(ok_a)} (a) BOKE, BOKE+, GP-UCB final median < median at n0 everywhere")
-        wins = [b for b in benches if (b, "kr-ucb") in med and med[(b, "boke")][1]
-                < med[(b, "kr-ucb")][1]]
+        wins = [
+            b
+            for b in benches
+            if (b, "kr-ucb") in med and med[(b, "boke")][1] < med[(b, "kr-ucb")][1]
+        ]
         ok_b = len(wins) >= min(4, len(benches))
         print(f"  {_status(ok_b)} (b) BOKE below KR-UCB on {len(wins)}/{len(benches)}: {wins}")
-        rnd_wins = [b for b in ("six-hump-camel", "hartmann3", "goldstein-price")
-                    if (b, "random") in med and med[(b, "boke")][1] < med[(b, "random")][1]]
+        rnd_wins = [
+            b
+            for b in ("six-hump-camel", "hartmann3", "goldstein-price")
+            if (b, "random") in med and med[(b, "boke")][1] < med[(b, "random")][1]
+        ]
         sph = ("sphere6", "boke") in med and med[("sphere6", "boke")][1] < med[
-            ("sphere6", "random")][1]
+            ("sphere6", "random")
+        ][1]
         ok_c = sph and len(rnd_wins) >= 2
         print(f"  {_status(ok_c)} (c) BOKE beats random on sphere6: {sph}; on {rnd_wins}")
         for b in benches:
             if (b, "gp-ucb") in med:
-                print(f"     {b}: BOKE {med[(b, 'boke')][1]:.4g}  BOKE+ "
-                      f"{med[(b, 'boke+')][1]:.4g}  GP-UCB(0.2) {med[(b, 'gp-ucb')][1]:.4g}  "
-                      f"GP-UCB(0.5) {med.get((b, 'gp-ucb-wide'), (0, float('nan')))[1]:.4g}  "
-                      f"KR-UCB {med[(b, 'kr-ucb')][1]:.4g}  random {med[(b, 'random')][1]:.4g}")
+                print(
+                    f"     {b}: BOKE {med[(b, 'boke')][1]:.4g}  BOKE+ "
+                    f"{med[(b, 'boke+')][1]:.4g}  GP-UCB(0.2) {med[(b, 'gp-ucb')][1]:.4g}  "
+                    f"GP-UCB(0.5) {med.get((b, 'gp-ucb-wide'), (0, float('nan')))[1]:.4g}  "
+                    f"KR-UCB {med[(b, 'kr-ucb')][1]:.4g}  random {med[(b, 'random')][1]:.4g}"
+                )
         failures += (not ok_a) + (not ok_b) + (not ok_c)
-        ok_e = any((b, "boke+") in med and med[(b, "boke+")][1] <= med[(b, "boke")][1]
-                   for b in ("rosenbrock4", "sphere6"))
-        print(f"  {'PASS' if ok_e else 'MISS'} (e, non-blocking) BOKE+ <= BOKE on Rosenbrock4 "
-              "or Sphere6")
+        ok_e = any(
+            (b, "boke+") in med and med[(b, "boke+")][1] <= med[(b, "boke")][1]
+            for b in ("rosenbrock4", "sphere6")
+        )
+        print(
+            f"  {'PASS' if ok_e else 'MISS'} (e, non-blocking) BOKE+ <= BOKE on Rosenbrock4 "
+            "or Sphere6"
+        )
         for gp in ("gp-ucb", "gp-ucb-wide"):
             print(f"  fixed-CPU-budget comparison (BOKE vs {gp}):")
             for b, s in _cpu_budget_comparison(reg, "boke", gp).items():
                 print(f"     {b}: {s}")
-        plot_benchmarks(reg, FIG_DIR / "boke_regret_noisefree.png",
-                        "Noise-free benchmarks: median and IQR of simple regret")
+        plot_benchmarks(
+            reg,
+            FIG_DIR / "boke_regret_noisefree.png",
+            "Noise-free benchmarks: median and IQR of simple regret",
+        )
 
     noisy = _load(out, "noisy")
     checks_d = []
@@ -267,16 +308,21 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
             g5 = med.get(("sphere6", "gp-ucb-wide"), (0, float("nan")))[1]
             ok = bo <= 2 * g2 and bo <= g5
             checks_d.append(ok)
-            print(f"  {_status(ok)} (d) sphere6 {kind}: BOKE {bo:.4g} <= 2 x GP-UCB(0.2) "
-                  f"{2 * g2:.4g} and <= GP-UCB(0.5) {g5:.4g}")
+            print(
+                f"  {_status(ok)} (d) sphere6 {kind}: BOKE {bo:.4g} <= 2 x GP-UCB(0.2) "
+                f"{2 * g2:.4g} and <= GP-UCB(0.5) {g5:.4g}"
+            )
     failures += sum(not c for c in checks_d)
     if noisy:
         print("\n== noisy benchmarks ==")
         print(format_table(summarise(noisy)))
         for b, s in _cpu_budget_comparison(noisy, "boke", "gp-ucb").items():
             print(f"     {b} (noisy): {s}")
-        plot_benchmarks(noisy, FIG_DIR / "boke_regret_noisy.png",
-                        "Noisy benchmarks: median and IQR of simple regret")
+        plot_benchmarks(
+            noisy,
+            FIG_DIR / "boke_regret_noisy.png",
+            "Noisy benchmarks: median and IQR of simple regret",
+        )
 
     smoke = _load(out, "smoke")
     if smoke:
@@ -292,13 +338,18 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
                 bo, rn = med[(b, "boke")][1], med[(b, "random")][1]
                 best_bo, best_rn = ref[b] - bo, ref[b] - rn
                 ok5 = best_bo >= 0.9 * best_rn
-                print(f"  {_status(ok5)} (non-blocking) {b}: BOKE median best {best_bo:.4g} "
-                      f">= 0.9 x random's {best_rn:.4g} (median regret BOKE {bo:.4g}, "
-                      f"random {rn:.4g})")
+                print(
+                    f"  {_status(ok5)} (non-blocking) {b}: BOKE median best {best_bo:.4g} "
+                    f">= 0.9 x random's {best_rn:.4g} (median regret BOKE {bo:.4g}, "
+                    f"random {rn:.4g})"
+                )
         for b, s in _cpu_budget_comparison(smoke, "boke", "gp-ucb").items():
             print(f"     {b}: {s}")
-        plot_benchmarks(smoke, FIG_DIR / "boke_regret_8d_hpo.png",
-                        "8-D substitute and HPO (regret vs best value found for HPO)")
+        plot_benchmarks(
+            smoke,
+            FIG_DIR / "boke_regret_8d_hpo.png",
+            "8-D substitute and HPO (regret vs best value found for HPO)",
+        )
     extra = _load(out, "extra")
     if extra:
         print("\n== extra: optimum moved off the corner ==")
@@ -306,37 +357,55 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
         for gp in ("gp-ucb", "gp-ucb-wide"):
             for b, s in _cpu_budget_comparison(extra, "boke", gp).items():
                 print(f"     {b}: {s}")
-        plot_benchmarks(extra, FIG_DIR / "boke_regret_extra.png",
-                        "Sphere-6 with the optimum at 0.37 (not a corner)")
-    sweep_dirs = sorted((out / "sweep").glob("*/results.json"))
+        plot_benchmarks(
+            extra,
+            FIG_DIR / "boke_regret_extra.png",
+            "Sphere-6 with the optimum at 0.37 (not a corner)",
+        )
+    sweep_dirs = sorted((out / "sweep").glob("*/results.csv"))
     if sweep_dirs:
         print("\n== varsigma sweep (BOKE only) ==")
         for p in sweep_dirs:
             rows = summarise(load_results(p))
             for r in rows:
-                print(f"  {p.parent.name}: median final regret {r.regret_final_median:.4g} "
-                      f"[{r.regret_final_q25:.3g}, {r.regret_final_q75:.3g}] "
-                      f"over {r.n_seeds} seeds")
+                print(
+                    f"  {p.parent.name}: median final regret {r.regret_final_median:.4g} "
+                    f"[{r.regret_final_q25:.3g}, {r.regret_final_q75:.3g}] "
+                    f"over {r.n_seeds} seeds"
+                )
     print(f"\n{failures} blocking check(s) failed")
     return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--part", required=True,
-                   choices=["spacefill", "regret", "noisy", "smoke", "extra", "sweep", "report"])
+    p.add_argument(
+        "--part",
+        required=True,
+        choices=["spacefill", "regret", "noisy", "smoke", "extra", "sweep", "report"],
+    )
     p.add_argument("--varsigma", type=float, default=0.3, help="BOKE varsigma (part sweep)")
-    p.add_argument("--tag", default="", help="suffix of the results folder (a re-run replaces "
-                   "earlier runs of the same seeds in the report)")
+    p.add_argument(
+        "--tag",
+        default="",
+        help="suffix of the results folder (a re-run replaces "
+        "earlier runs of the same seeds in the report)",
+    )
     p.add_argument("--out", default="runs/boke", help="results folder (not committed)")
     p.add_argument("--benchmarks", default="", help="comma-separated subset")
     p.add_argument("--methods", default="", help="comma-separated subset of the part's methods")
     p.add_argument("--seeds", type=int, default=0, help="override the number of seeds")
-    p.add_argument("--seed-offset", type=int, default=0,
-                   help="first seed (to split one part over several invocations)")
+    p.add_argument(
+        "--seed-offset",
+        type=int,
+        default=0,
+        help="first seed (to split one part over several invocations)",
+    )
     p.add_argument("--maxiter", type=int, default=50, help="L-BFGS-B iterations per start")
     p.add_argument("--quick", action="store_true", help="small seeds/budgets (CI-sized)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
+    p.add_argument("--workers", type=int, default=None, help="local pool size")
     args = p.parse_args(argv)
     args.benchmarks = tuple(b for b in args.benchmarks.split(",") if b)
     args.methods = tuple(m for m in args.methods.split(",") if m)

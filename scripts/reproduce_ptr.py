@@ -23,19 +23,20 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
-from ev_nav.bo.ptr import credible_interval, ptr_of_values, ptr_posterior, select_w
-from ev_nav.bo.ptr_benchmarks import make_problem
-from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
-from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, make_policy
-from ev_nav.bo.ptr_runner import (
+from ev_nav.bo.core.runs import ExecutionConfig
+from ev_nav.bo.ptr.grid import GridKernel, GridPosterior, ProductGrid
+from ev_nav.bo.ptr.measure import credible_interval, ptr_of_values, ptr_posterior, select_w
+from ev_nav.bo.ptr.problems import make_problem
+from ev_nav.bo.ptr.registry import LSE_METHODS, OPT_METHODS
+from ev_nav.bo.ptr.runner import (
     ExperimentResult,
-    RunConfig,
+    PTRRunConfig,
     load_results,
     plot_results,
     results_table,
     run_experiment,
+    run_experiments,
     run_trial,
-    save_results,
 )
 from ev_nav.gp.exact import ExactGP
 
@@ -52,11 +53,13 @@ def check(name: str, ok: bool, detail: str) -> None:
         _failures.append(name)
 
 
+#: The §6 checks are tiny (milliseconds per trial): they run in this process.
+IN_PROCESS = ExecutionConfig(executor="inprocess")
+
+
 def _run(bench: str, methods: list[str], T: int, trials: int, seed: int = 0, **kw) -> dict:
-    return {
-        m: run_experiment(RunConfig(bench, m, T, trials, seed, **kw), progress=False)
-        for m in methods
-    }
+    configs = [PTRRunConfig(bench, m, T, trials, seed, **kw) for m in methods]
+    return dict(zip(methods, run_experiments(configs, execution=IN_PROCESS), strict=True))
 
 
 def _curve(res: ExperimentResult) -> np.ndarray:
@@ -120,7 +123,7 @@ def check_limits() -> None:
 def check_landscapes() -> None:
     import warnings
 
-    from ev_nav.bo.ptr_benchmarks import DegenerateProblemWarning
+    from ev_nav.bo.ptr.problems import DegenerateProblemWarning
 
     def land(name: str) -> tuple[float, int, int]:
         prob = make_problem(name)
@@ -207,7 +210,9 @@ def check_mccormick() -> None:
 def check_lse() -> None:
     t0 = time.perf_counter()
     res = _run("himmelblau", ["bpt-lse", "lse", "bqlse", "rs-lse"], 100, 5)
-    res5 = run_experiment(RunConfig("himmelblau", "bpt-lse", 100, 5, m=5.0), progress=False)
+    res5 = run_experiment(
+        PTRRunConfig("himmelblau", "bpt-lse", 100, 5, m=5.0), execution=IN_PROCESS
+    )
     c = {m: _curve(r) for m, r in res.items()}
     print("    F1 t=50/100 " + "; ".join(f"{m} {v[49]:.3f}/{v[99]:.3f}" for m, v in c.items()))
     b = c["bpt-lse"]
@@ -230,7 +235,7 @@ def check_faithful_and_determinism() -> None:
     prob = make_problem("himmelblau")
     steps = []
     for seed in range(5):
-        r = run_trial(prob, make_policy("bpt-lse-stop", alpha=0.8), 150, seed)
+        r = run_trial(prob, "bpt-lse-stop", 150, seed, alpha=0.8)
         steps.append((r.stopped_at, round(float(r.metric[-1]), 3)))
     check(
         "6.8 faithful BPT-LSE terminates",
@@ -239,13 +244,13 @@ def check_faithful_and_determinism() -> None:
     )
     same = True
     for m in ("bpt-ucb", "bpt-ts", "bpt-lse"):
-        kw = {"alpha": 0.8} if m == "bpt-lse" else {}
-        a = run_trial(prob, make_policy(m, **kw), 30, 11).queries
-        b = run_trial(prob, make_policy(m, **kw), 30, 11).queries
+        alpha = 0.8 if m == "bpt-lse" else None
+        a = run_trial(prob, m, 30, 11, alpha=alpha).queries
+        b = run_trial(prob, m, 30, 11, alpha=alpha).queries
         same &= bool(np.array_equal(a, b))
     check("6.9 determinism", same, "identical query sequences for BPT-UCB/TS/LSE, seed 11")
     t0 = time.perf_counter()
-    run_trial(make_problem("gp-test", seed=0), make_policy("bpt-ucb"), 100, 0)
+    run_trial(make_problem("gp-test", seed=0), "bpt-ucb", 100, 0)
     dt = time.perf_counter() - t0
     check("6.10 BPT-UCB T=100 on 2500 points", dt <= 15, f"{dt:.2f} s (<= 15 s)")
 
@@ -282,24 +287,25 @@ REPRODUCTIONS: dict[str, tuple[str, list[str], int]] = {
 
 
 def reproduce(
-    part: str, trials: int, out_root: Path, iterations: int | None, replot: bool = False
+    part: str,
+    trials: int,
+    out_root: Path,
+    iterations: int | None,
+    execution: ExecutionConfig,
+    replot: bool = False,
 ) -> None:
     bench, methods, T = REPRODUCTIONS[part]
     T = iterations or T
     t0 = time.perf_counter()
-    if replot:  # figure and table from a previous run's results.json
-        results = load_results(out_root / part / "results.json")
+    if replot:  # figure and table from a previous run's results.csv + manifest.json
+        results = load_results(out_root / part)
         T, trials = results[0].metric.shape[1], len(results[0].trials)
-        meta = json.loads((out_root / part / "metadata.json").read_text())
+        meta = json.loads((out_root / part / "manifest.json").read_text())
         wall = float(meta.get("wall_seconds") or 0.0)
     else:
-        from tqdm.auto import tqdm
-
-        results = []
-        for m in tqdm(methods, desc=part, disable=not sys.stderr.isatty()):
-            results.append(run_experiment(RunConfig(bench, m, T, trials, 0), progress=False))
+        configs = [PTRRunConfig(bench, m, T, trials, 0) for m in methods]
+        results = run_experiments(configs, out_root / part, execution, progress=sys.stderr.isatty())
         wall = time.perf_counter() - t0
-        save_results(results, out_root / part, wall_seconds=wall)
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     fig = plot_results(
         results, FIG_DIR / f"ptr_{part}.png", title=f"{bench}: {trials} trials, mean ± 2 SE"
@@ -337,15 +343,12 @@ SENSITIVITY: dict[str, tuple[str, str, list[tuple[float, float]], int]] = {
 }
 
 
-def sensitivity(part: str, trials: int, out_root: Path) -> None:
+def sensitivity(part: str, trials: int, out_root: Path, execution: ExecutionConfig) -> None:
     bench, method, grid, T = SENSITIVITY[part]
     t0 = time.perf_counter()
-    results = [
-        run_experiment(RunConfig(bench, method, T, trials, 0, beta=b, m=m), progress=False)
-        for b, m in grid
-    ]
+    configs = [PTRRunConfig(bench, method, T, trials, 0, beta=b, m=m) for b, m in grid]
+    results = run_experiments(configs, out_root / part, execution)
     wall = time.perf_counter() - t0
-    save_results(results, out_root / part, wall_seconds=wall)
     fig = plot_results(
         results, FIG_DIR / f"ptr_{part}.png", title=f"{bench} {method}: β and m ({trials} trials)"
     )
@@ -365,7 +368,10 @@ def main() -> int:
     )
     ap.add_argument("--out", default=str(REPO / "runs" / "ptr" / "reproduce"))
     ap.add_argument("--replot", action="store_true", help="redraw figures from saved results")
+    ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
+    ap.add_argument("--workers", type=int, default=None, help="local pool size")
     args = ap.parse_args()
+    execution = ExecutionConfig(executor=args.executor, workers=args.workers)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS, *SENSITIVITY]
@@ -376,9 +382,9 @@ def main() -> int:
             fn()
     for part in parts:
         if part in REPRODUCTIONS:
-            reproduce(part, args.trials, Path(args.out), args.iterations, args.replot)
+            reproduce(part, args.trials, Path(args.out), args.iterations, execution, args.replot)
         elif part in SENSITIVITY:
-            sensitivity(part, args.trials, Path(args.out))
+            sensitivity(part, args.trials, Path(args.out), execution)
         elif part != "checks":
             print(f"unknown part {part!r}", file=sys.stderr)
             return 2

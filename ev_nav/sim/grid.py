@@ -124,17 +124,23 @@ class Executor:
         """Release workers."""
 
 
+RunTask = Callable[[Any, str, int, bool], RunOutcome]
+
+
 class InProcessExecutor(Executor):
-    """Sequential, in this process (debugging; exceptions keep their full context in error.txt)."""
+    """Sequential, in this process (debugging; exceptions keep their full context in error.txt).
+
+    ``task`` is what runs per spec (default :func:`execute_run`), as for the other executors.
+    """
 
     name = "inprocess"
 
+    def __init__(self, task: RunTask | None = None) -> None:
+        self.task: RunTask = task or execute_run
+
     def map(self, specs, out_dir, checkpoint_every, resume):
         for spec in specs:
-            yield execute_run(spec, out_dir, checkpoint_every, resume)
-
-
-RunTask = Callable[[RunSpec, str, int, bool], RunOutcome]
+            yield self.task(spec, out_dir, checkpoint_every, resume)
 
 
 class LocalPoolExecutor(Executor):
@@ -151,7 +157,8 @@ class LocalPoolExecutor(Executor):
         Worker processes (default: the number of cores).
     task : callable, optional
         What a worker runs per spec (default :func:`execute_run`); a module-level function with
-        its signature, for instrumentation and fault-injection tests.
+        its signature. Other experiments (the BO families) run their own specs this way; also
+        used for instrumentation and fault-injection tests.
     """
 
     name = "local"
@@ -245,11 +252,20 @@ def _record_failure(spec: RunSpec, out_dir: str, error: str, seconds: float = 0.
 
 
 class DaskExecutor(Executor):
-    """Dask distributed: an existing scheduler (``tcp://host:port``) or a new LocalCluster."""
+    """Dask distributed: an existing scheduler (``tcp://host:port``) or a new LocalCluster.
+
+    ``task`` is what runs per spec (default :func:`execute_run`), as for the other executors.
+    """
 
     name = "dask"
 
-    def __init__(self, scheduler: str | None = None, local_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        local_workers: int | None = None,
+        task: RunTask | None = None,
+    ) -> None:
+        self.task: RunTask = task or execute_run
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError as exc:  # pragma: no cover - dev extra
@@ -280,7 +296,7 @@ class DaskExecutor(Executor):
 
         futures = [
             self.client.submit(
-                execute_run, spec, out_dir, checkpoint_every, resume, pure=False, key=spec.run_id
+                self.task, spec, out_dir, checkpoint_every, resume, pure=False, key=spec.run_id
             )
             for spec in specs
         ]
@@ -302,14 +318,19 @@ def make_executor(
     workers: int | None = None,
     dask_scheduler: str | None = None,
     dask_local: int | None = None,
+    task: RunTask | None = None,
 ) -> Executor:
-    """Executor by name: ``inprocess``, ``local`` (default) or ``dask``."""
+    """Executor by name: ``inprocess``, ``local`` (default) or ``dask``.
+
+    ``task`` replaces :func:`execute_run` as what runs per spec (specs then need only a
+    ``run_id``); the BO families use it to run their own experiments on these executors.
+    """
     if kind == "inprocess":
-        return InProcessExecutor()
+        return InProcessExecutor(task)
     if kind == "local":
-        return LocalPoolExecutor(workers)
+        return LocalPoolExecutor(workers, task)
     if kind == "dask":
-        return DaskExecutor(dask_scheduler, dask_local)
+        return DaskExecutor(dask_scheduler, dask_local, task)
     raise ConfigError(f"unknown executor {kind!r}; use inprocess, local or dask")
 
 

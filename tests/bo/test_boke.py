@@ -9,25 +9,27 @@ import numpy as np
 import pytest
 import torch
 
-from ev_nav.bo.boke import (
+from ev_nav.bo.boke.methods import (
     BOKEConfig,
+    BOKEMaximizerConfig,
     BOKEMethod,
-    CandidateCache,
     DensityExploration,
     FiniteBOKE,
-    KernelRegressionModel,
     KRUCBConfig,
     KRUCBMethod,
+    n_distinct,
+)
+from ev_nav.bo.boke.surrogate import (
+    CandidateCache,
+    KernelRegressionModel,
     beta_schedule,
     ikr_ucb,
     kr_posterior,
     log_density_at_data,
     log_ikr_ucb,
-    n_distinct,
     scott_bandwidth,
     silverman_bandwidth,
 )
-from ev_nav.bo.boke_optim import AcqOptConfig
 from ev_nav.errors import ConfigError, InvalidObservation
 
 F64 = torch.float64
@@ -62,8 +64,7 @@ def test_nw_large_bandwidth_is_global_mean():
     X, y, g = _data()
     Xc = torch.rand(7, 3, generator=g, dtype=F64)
     m = kr_posterior(Xc, X, y, 1e4).mean
-    torch.testing.assert_close(m, torch.full((7,), float(y.mean()), dtype=F64), rtol=0,
-                               atol=1e-7)
+    torch.testing.assert_close(m, torch.full((7,), float(y.mean()), dtype=F64), rtol=0, atol=1e-7)
 
 
 def test_nw_is_convex_combination():
@@ -139,8 +140,9 @@ def test_log_transform_has_same_argmax_as_raw_ikr_ucb(d: int):
         i_raw, i_log = int(torch.argmax(raw)), int(torch.argmax(g_val))
         assert float(raw[i_log]) == pytest.approx(float(raw[i_raw]), rel=1e-12)
         # and the transform is exactly log(a - y_min + eps)
-        torch.testing.assert_close(g_val, torch.log(raw - float(y.min()) + 1e-12), rtol=1e-9,
-                                   atol=1e-9)
+        torch.testing.assert_close(
+            g_val, torch.log(raw - float(y.min()) + 1e-12), rtol=1e-9, atol=1e-9
+        )
 
 
 def _fd_grad(fn, Z: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -162,8 +164,10 @@ def test_analytic_gradients_match_finite_differences():
     h, beta, ymin = 0.15, 3.0, float(y.min())
     post = kr_posterior(Z, X, y, h, with_grad=True)
     assert _rel(post.grad_mean, _fd_grad(lambda z: kr_posterior(z, X, y, h).mean, Z)) < 1e-5
-    assert _rel(post.grad_log_density,
-                _fd_grad(lambda z: kr_posterior(z, X, y, h).log_density, Z)) < 1e-5
+    assert (
+        _rel(post.grad_log_density, _fd_grad(lambda z: kr_posterior(z, X, y, h).log_density, Z))
+        < 1e-5
+    )
     _, gg = log_ikr_ucb(post, beta, ymin)
     fd = _fd_grad(lambda z: log_ikr_ucb(kr_posterior(z, X, y, h), beta, ymin)[0], Z)
     assert _rel(gg, fd) < 1e-5
@@ -240,9 +244,11 @@ def test_finite_boke_finds_the_best_arm():
 # ---------------------------------------------------------------------------- the methods
 def test_boke_plus_coin_flip_frequency_and_boke_proposals_in_box():
     X, y, _ = _data(seed=4, t=15, d=2)
-    opt = AcqOptConfig(n_per_dim=200, maxiter=10)
+    opt = BOKEMaximizerConfig(n_per_dim=200, maxiter=10)
     gen = torch.Generator().manual_seed(0)
-    plus = BOKEMethod(BOKEConfig(p_ucb=0.3), AcqOptConfig(n_per_dim=50, maxiter=0), plus=True)
+    plus = BOKEMethod(
+        BOKEConfig(p_ucb=0.3), BOKEMaximizerConfig(n_per_dim=50, maxiter=0), plus=True
+    )
     steps = [plus.propose(X, y, gen).step for _ in range(300)]
     frac_exploit = steps.count("exploit") / len(steps)
     assert 0.6 < frac_exploit < 0.8  # 1 - p = 0.7
@@ -254,7 +260,7 @@ def test_boke_plus_coin_flip_frequency_and_boke_proposals_in_box():
 
 def test_boke_acquisition_beats_random_candidates():
     X, y, g = _data(seed=8, t=12, d=2)
-    boke = BOKEMethod(BOKEConfig(), AcqOptConfig(n_per_dim=300, maxiter=30))
+    boke = BOKEMethod(BOKEConfig(), BOKEMaximizerConfig(n_per_dim=300, maxiter=30))
     p = boke.propose(X, y, torch.Generator().manual_seed(1))
     ys = (y - y.mean()) / y.std()
     h, beta = scott_bandwidth(12, 2), boke.beta(12, float(y.std()))
@@ -266,7 +272,7 @@ def test_boke_acquisition_beats_random_candidates():
 
 def test_density_exploration_goes_to_low_density():
     X = torch.tensor([[0.1, 0.1], [0.15, 0.2], [0.2, 0.1]], dtype=F64)
-    p = DensityExploration(opt=AcqOptConfig(n_per_dim=300, maxiter=20)).propose(
+    p = DensityExploration(opt=BOKEMaximizerConfig(n_per_dim=300, maxiter=20)).propose(
         X, torch.zeros(3, dtype=F64), torch.Generator().manual_seed(0)
     )
     assert float(torch.cdist(p.x[None], X).min()) > 0.9  # the far corner region
@@ -274,7 +280,7 @@ def test_density_exploration_goes_to_low_density():
 
 def test_kr_ucb_resamples_then_widens_inside_the_ball():
     X, y, _ = _data(seed=9, t=10, d=2)
-    opt = AcqOptConfig(n_per_dim=200, maxiter=15)
+    opt = BOKEMaximizerConfig(n_per_dim=200, maxiter=15)
     meth = KRUCBMethod(KRUCBConfig(), opt)
     gen = torch.Generator().manual_seed(0)
     p = meth.propose(X, y, gen)  # sqrt(10) < 10 distinct points: re-sample an arm
@@ -296,10 +302,14 @@ def test_bad_configs_raise_named_errors():
     with pytest.raises(ConfigError):
         KRUCBConfig(alpha=1.5)
     with pytest.raises(ConfigError):
-        AcqOptConfig(n_starts=0)
+        BOKEMaximizerConfig(n_starts=0)
     with pytest.raises(InvalidObservation):
-        kr_posterior(torch.zeros(2, 2, dtype=F64), torch.zeros(0, 2, dtype=F64),
-                     torch.zeros(0, dtype=F64), 0.1)
+        kr_posterior(
+            torch.zeros(2, 2, dtype=F64),
+            torch.zeros(0, 2, dtype=F64),
+            torch.zeros(0, dtype=F64),
+            0.1,
+        )
 
 
 def test_numpy_exp_path_equals_torch_path_with_grads():
@@ -307,6 +317,9 @@ def test_numpy_exp_path_equals_torch_path_with_grads():
     Z = torch.rand(40, 4, generator=g, dtype=F64)
     a = kr_posterior(Z, X, y, 0.1, with_grad=True)
     b = kr_posterior(Z, X, y, 0.1, with_grad=True, numpy_exp=False)
-    for u, v in ((a.mean, b.mean), (a.grad_mean, b.grad_mean),
-                 (a.grad_log_density, b.grad_log_density)):
+    for u, v in (
+        (a.mean, b.mean),
+        (a.grad_mean, b.grad_mean),
+        (a.grad_log_density, b.grad_log_density),
+    ):
         np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-12, atol=1e-14)

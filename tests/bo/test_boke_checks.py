@@ -11,10 +11,11 @@ import time
 import numpy as np
 import torch
 
-from ev_nav.bo.boke import CandidateCache, kr_posterior, log_ikr_ucb, scott_bandwidth
-from ev_nav.bo.boke_optim import AcqOptConfig
-from ev_nav.bo.boke_runner import ExperimentConfig, run_experiment
-from ev_nav.bo.boke_spacefill import fill_distance, spacefill_study
+from ev_nav.bo.boke.methods import BOKEMaximizerConfig
+from ev_nav.bo.boke.runner import BOKERunConfig, run_experiment
+from ev_nav.bo.boke.spacefill import fill_distance, spacefill_study
+from ev_nav.bo.boke.surrogate import CandidateCache, kr_posterior, log_ikr_ucb, scott_bandwidth
+from ev_nav.bo.core.runs import ExecutionConfig
 from ev_nav.gp.exact import ExactGP
 
 
@@ -34,8 +35,7 @@ def pytest_approx(v: float):
 
 def test_density_exploration_fills_space_better_than_random_and_lhs():
     for d in (2, 4):
-        res = spacefill_study(d, ts=(20, 50), seeds=(0, 1), n_candidates=2000,
-                              log2_reference=12)
+        res = spacefill_study(d, ts=(20, 50), seeds=(0, 1), n_candidates=2000, log2_reference=12)
         mean = {k: np.array(v) for k, v in res.mean().items()}
         assert np.all(mean["de"] < mean["random"]), (d, mean)
         assert np.all(np.diff(mean["de"]) < 0)
@@ -102,14 +102,14 @@ def test_candidate_cache_update_cost_does_not_grow_with_t():
 
 def test_regret_sanity_small():
     """Spec §9 check 4 (a)-(c) at CI size: BOKE improves on the design, beats KR-UCB/random."""
-    cfg = ExperimentConfig(
+    cfg = BOKERunConfig(
         benchmarks=("sphere6", "six-hump-camel"),
         methods=("boke", "kr-ucb", "random"),
         seeds=(0, 1, 2),
         budget=45,
-        opt=AcqOptConfig(n_per_dim=500, maxiter=15),
+        opt=BOKEMaximizerConfig(n_per_dim=500, maxiter=15),
     )
-    res = run_experiment(cfg, progress=False)
+    res = run_experiment(cfg, execution=ExecutionConfig(executor="inprocess"))
     med = {}
     for b in cfg.benchmarks:
         for m in cfg.methods:

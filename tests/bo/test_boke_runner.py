@@ -8,17 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from ev_nav.bo.boke_baselines import GPConfig, GPEIMethod, GPUCBMethod
-from ev_nav.bo.boke_benchmarks import (
+from ev_nav.bo.boke.baselines import GPBaselineConfig, GPEIMethod, GPUCBMethod
+from ev_nav.bo.boke.figures import plot_benchmarks
+from ev_nav.bo.boke.methods import BOKEMaximizerConfig
+from ev_nav.bo.boke.problems import (
     BENCHMARK_NAMES,
     SYNTHETIC,
     domain_std,
     get_benchmark,
     rf_diabetes_cv_r2,
 )
-from ev_nav.bo.boke_optim import AcqOptConfig
-from ev_nav.bo.boke_runner import (
-    ExperimentConfig,
+from ev_nav.bo.boke.runner import (
+    BOKERunConfig,
     initial_design,
     load_results,
     run_experiment,
@@ -26,10 +27,11 @@ from ev_nav.bo.boke_runner import (
     save_results,
     summarise,
 )
+from ev_nav.bo.core.runs import ExecutionConfig
 from ev_nav.cli import main
 from ev_nav.errors import ConfigError
 
-FAST = AcqOptConfig(n_per_dim=200, maxiter=5)
+FAST = BOKEMaximizerConfig(n_per_dim=200, maxiter=5)
 
 # (name, minimiser in raw units, minimum of the minimisation form) from the spec §6.2 table
 SPEC_OPTIMA = [
@@ -81,8 +83,9 @@ def test_rf_hpo_objective_is_deterministic_r2():
 
 def test_run_single_protocol():
     b = get_benchmark("six-hump-camel")
-    cfg = ExperimentConfig(benchmarks=(b.name,), methods=("boke", "random"), seeds=(3,),
-                           budget=14, opt=FAST)
+    cfg = BOKERunConfig(
+        benchmarks=(b.name,), methods=("boke", "random"), seeds=(3,), budget=14, opt=FAST
+    )
     r1 = run_single(b, "boke", 3, cfg)
     r2 = run_single(b, "random", 3, cfg)
     assert len(r1.f_values) == 14 and len(r2.f_values) == 14
@@ -98,8 +101,9 @@ def test_run_single_protocol():
 
 def test_noisy_runs_observe_noise_but_score_noise_free_regret():
     b = get_benchmark("hartmann3")
-    cfg = ExperimentConfig(benchmarks=(b.name,), methods=("boke",), seeds=(0,), budget=12,
-                           noisy=True, opt=FAST)
+    cfg = BOKERunConfig(
+        benchmarks=(b.name,), methods=("boke",), seeds=(0,), budget=12, noisy=True, opt=FAST
+    )
     r = run_single(b, "boke", 0, cfg)
     f, y = np.array(r.f_values), np.array(r.y_values)
     assert not np.allclose(f, y)
@@ -111,7 +115,10 @@ def test_gp_baselines_run_on_exact_gp_and_respect_the_box():
     g = torch.Generator().manual_seed(0)
     X = torch.rand(10, 3, generator=g, dtype=torch.float64)
     y = torch.as_tensor(get_benchmark("hartmann3").f_unit(X.numpy()))
-    for meth in (GPUCBMethod(GPConfig(), FAST), GPEIMethod(GPConfig(lengthscale=0.5), FAST)):
+    for meth in (
+        GPUCBMethod(GPBaselineConfig(), FAST),
+        GPEIMethod(GPBaselineConfig(lengthscale=0.5), FAST),
+    ):
         p = meth.propose(X, y, g)
         assert p.x.shape == (3,) and bool(((p.x >= 0) & (p.x <= 1)).all())
         assert np.isfinite(p.acq_value)
@@ -120,13 +127,12 @@ def test_gp_baselines_run_on_exact_gp_and_respect_the_box():
 def test_save_load_summarise_and_plot(tmp_path):
     import dataclasses
 
-    from ev_nav.bo.boke_plots import plot_benchmarks
-
-    cfg = ExperimentConfig(benchmarks=("forrester",), methods=("boke", "random"),
-                           seeds=(0, 1), budget=9, opt=FAST)
-    res = run_experiment(cfg, progress=False)
+    cfg = BOKERunConfig(
+        benchmarks=("forrester",), methods=("boke", "random"), seeds=(0, 1), budget=9, opt=FAST
+    )
+    res = run_experiment(cfg, execution=ExecutionConfig(executor="inprocess"))
     out = save_results(res, cfg, tmp_path / "run")
-    meta = json.loads((out / "metadata.json").read_text())
+    meta = json.loads((out / "manifest.json").read_text())
     assert meta["config"]["methods"] == ["boke", "random"] and meta["seeds"] == [0, 1]
     back = load_results(out)
     assert [r.f_values for r in back] == [r.f_values for r in res]
@@ -151,13 +157,30 @@ def test_cli_list_run_report_and_errors(tmp_path, capsys):
     assert main(["bo", "boke", "list"]) == 0
     assert "sphere6" in capsys.readouterr().out
     out = tmp_path / "cli"
-    code = main(["bo", "boke", "run", "--benchmarks", "forrester", "--methods", "boke,kr-ucb",
-                 "--seeds", "1", "--budget", "8", "--maxiter", "3", "--out", str(out),
-                 "--quiet"])
+    code = main(
+        [
+            "bo",
+            "boke",
+            "run",
+            "--benchmarks",
+            "forrester",
+            "--methods",
+            "boke,kr-ucb",
+            "--seeds",
+            "1",
+            "--budget",
+            "8",
+            "--maxiter",
+            "3",
+            "--out",
+            str(out),
+            "--quiet",
+            "--executor",
+            "inprocess",
+        ]
+    )
     assert code == 0
-    assert {"results.json", "metadata.json", "summary.md", "regret.png"} <= {
-        p.name for p in out.iterdir()
-    }
+    assert {"results.csv", "manifest.json", "regret.png"} <= {p.name for p in out.iterdir()}
     assert main(["bo", "boke", "report", str(out)]) == 0
     assert "kr-ucb" in capsys.readouterr().out
     assert main(["bo", "boke", "run", "--methods", "nope", "--out", str(out)]) == 2
@@ -166,5 +189,11 @@ def test_cli_list_run_report_and_errors(tmp_path, capsys):
 
 
 def test_all_six_synthetic_functions_are_registered():
-    assert SYNTHETIC == ("forrester", "goldstein-price", "six-hump-camel", "hartmann3",
-                         "rosenbrock4", "sphere6")
+    assert SYNTHETIC == (
+        "forrester",
+        "goldstein-price",
+        "six-hump-camel",
+        "hartmann3",
+        "rosenbrock4",
+        "sphere6",
+    )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ev_nav.bo.runner import ExperimentConfig, lock_on_spend, regret_at, run_experiment
+from ev_nav.bo.core.runs import ExecutionConfig
+from ev_nav.bo.cvs.runner import CVSRunConfig, lock_on_spend, regret_at, run_experiment
 
 SMALL = dict(
     setting="cvs",
@@ -23,8 +24,8 @@ SMALL = dict(
 
 
 def test_b1_b4_etc_ada_beats_ucb_psq_at_moderate_costs():
-    cfg = ExperimentConfig(costs="moderate", budget=10.0, methods=("ucb-psq", "etcada"), **SMALL)
-    df, _ = run_experiment(cfg, progress=False)
+    cfg = CVSRunConfig(costs="moderate", budget=10.0, methods=("ucb-psq", "etcada"), **SMALL)
+    df = run_experiment(cfg, execution=ExecutionConfig(executor="inprocess")).table
     r = regret_at(df, 10.0).groupby("method")["simple_regret"].mean()
     assert r["etcada"] < 0.5 * r["ucb-psq"], r.to_dict()
     # B4: UCB-PSQ only plays the full set; ETC-Ada plays 40 x G1, 20 x G2, then set 7

@@ -8,20 +8,21 @@ import pandas as pd
 
 from ev_nav.cli import main
 
-TINY = ["--n-mc", "8", "--n-warmup", "16", "--n-warmup-full", "64", "--n-starts", "1"]
+TINY = ["--n-mc", "8", "--n-warmup", "16", "--n-warmup-full", "64", "--n-starts", "1",
+        "--executor", "inprocess"]  # fmt: skip
 
 
 def test_bo_cvs_writes_results_metadata_and_figures(tmp_path, capsys):
     out = tmp_path / "cvs"
     code = main(
-        ["bo", "cvs", "--benchmark", "hartmann3", "--method", "ucb-psq", "etcada",
+        ["bo", "cvs", "run", "--benchmark", "hartmann3", "--method", "ucb-psq", "etcada",
          "--costs", "expensive", "--budget", "2", "--seeds", "2", "--out", str(out), *TINY]
     )  # fmt: skip
     assert code == 0
     df = pd.read_csv(out / "results.csv")
     assert set(df["method"]) == {"ucb-psq", "etcada"} and set(df["seed"]) == {0, 1}
     assert df.groupby(["method", "seed"])["spent"].max().max() <= 2.0 + 1e-9
-    meta = json.loads((out / "metadata.json").read_text())
+    meta = json.loads((out / "manifest.json").read_text())
     assert meta["config"]["benchmark"] == "hartmann3" and meta["seeds"] == [0, 1]
     assert "torch" in meta["versions"]
     assert (out / "regret.png").stat().st_size > 1000
@@ -31,7 +32,7 @@ def test_bo_cvs_writes_results_metadata_and_figures(tmp_path, capsys):
 def test_bo_ucvs_runs_with_hidden_costs(tmp_path):
     out = tmp_path / "ucvs"
     code = main(
-        ["bo", "ucvs", "--benchmark", "hartmann3", "--method", "ucvs", "--costs", "cheap",
+        ["bo", "ucvs", "run", "--benchmark", "hartmann3", "--method", "ucvs", "--costs", "cheap",
          "--budget", "2", "--seeds", "1", "--out", str(out), "--quiet", "--no-figures", *TINY]
     )  # fmt: skip
     assert code == 0
@@ -40,7 +41,7 @@ def test_bo_ucvs_runs_with_hidden_costs(tmp_path):
 
 
 def test_bad_variance_is_a_one_line_error(tmp_path, capsys):
-    code = main(["bo", "cvs", "--variance", "0.5", "--out", str(tmp_path), "--quiet", *TINY])
+    code = main(["bo", "cvs", "run", "--variance", "0.5", "--out", str(tmp_path), "--quiet", *TINY])
     assert code != 0
     err = capsys.readouterr().err
     assert err.startswith("ev-nav: error:") and "variance" in err

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from ev_nav.bo.ptr import (
+from ev_nav.bo.ptr.grid import GridKernel, GridPosterior, ProductGrid
+from ev_nav.bo.ptr.measure import (
     BPTLSE,
     BPTUCB,
     argmax_random,
@@ -22,7 +23,6 @@ from ev_nav.bo.ptr import (
     select_w,
     straddle,
 )
-from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 

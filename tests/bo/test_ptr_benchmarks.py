@@ -6,25 +6,24 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from ev_nav.bo.ptr_benchmarks import (
+from ev_nav.bo.ptr.problems import (
+    TEST_FUNCTIONS,
     DegenerateProblemWarning,
     gamma_weights,
-    goldstein_price,
-    himmelblau,
     make_problem,
-    mccormick,
     newsvendor_profit,
-    rosenbrock,
     sir_peak_infected,
 )
 from ev_nav.errors import ConfigError
 
 
-def test_known_optima_of_the_test_functions():
-    assert rosenbrock(np.array(1.0), np.array(1.0)) == 0.0
-    assert himmelblau(np.array(3.0), np.array(2.0)) == 0.0
-    assert goldstein_price(np.array(0.0), np.array(-1.0)) == pytest.approx(3.0)
-    assert mccormick(np.array(-0.54719), np.array(-1.54719)) == pytest.approx(-1.9133, abs=1e-4)
+def test_benchmarks_pose_the_shared_test_functions():
+    """The grid values are the package's test functions (maximisation form) on the domains."""
+    prob = make_problem("mccormick")
+    spec = TEST_FUNCTIONS["mccormick"]
+    a = -1.5 + (prob.x_points[7, 0] + 1.0) * (4 - -1.5) / 2.0
+    b = -3.0 + (prob.w_points[11, 0] + 1.0) * (4 - -3.0) / 2.0
+    assert prob.f_true[7, 11] == pytest.approx(float(spec.func.numpy([[a, b]])[0]), rel=1e-15)
 
 
 @pytest.mark.parametrize(

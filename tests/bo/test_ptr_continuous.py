@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ev_nav.bo.ptr import ptr_of_values
-from ev_nav.bo.ptr_continuous import candidate_designs, run_continuous
+from ev_nav.bo.ptr.continuous import candidate_designs, run_continuous
+from ev_nav.bo.ptr.measure import ptr_of_values
 from ev_nav.errors import ConfigError
 
 W = np.linspace(-1, 1, 21)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
-from ev_nav.bo.ptr_sampling import (
+from ev_nav.bo.ptr.grid import GridKernel, GridPosterior, ProductGrid
+from ev_nav.bo.ptr.sampling import (
     KroneckerPriorSampler,
     RFFPriorSampler,
     posterior_samples,

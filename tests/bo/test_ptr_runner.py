@@ -5,13 +5,31 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from ev_nav.bo.ptr_benchmarks import make_problem
-from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, make_policy
-from ev_nav.bo.ptr_runner import RunConfig, f1_score, run_experiment, run_trial
+from ev_nav.bo.core.runs import ExecutionConfig
+from ev_nav.bo.ptr.ev import EVReserveConfig, ev_problem, run_ev_reserve
+from ev_nav.bo.ptr.problems import make_problem
+from ev_nav.bo.ptr.registry import LSE_METHODS, OPT_METHODS, PTRMethodConfig, make_policy
+from ev_nav.bo.ptr.runner import (
+    PTRRunConfig,
+    f1_score,
+    load_results,
+    merge_results,
+    run_experiment,
+    run_trial,
+    save_results,
+)
 from ev_nav.cli import main
 from ev_nav.errors import ConfigError
+
+IN_PROCESS = ExecutionConfig(executor="inprocess")
+
+
+def policy(name: str, **settings):
+    """A registered PTR method with the given settings (alpha, beta, m, eta)."""
+    return make_policy(name, PTRMethodConfig(**settings))
 
 
 def test_f1_convention():
@@ -24,9 +42,9 @@ def test_f1_convention():
 @pytest.mark.parametrize("method", ["bpt-ucb", "bpt-ts", "bqo-ts", "stableopt", "rs"])
 def test_same_seed_same_queries(method):
     prob = make_problem("mccormick")
-    a = run_trial(prob, make_policy(method), 15, seed=7)
-    b = run_trial(prob, make_policy(method), 15, seed=7)
-    c = run_trial(prob, make_policy(method), 15, seed=8)
+    a = run_trial(prob, policy(method), 15, seed=7)
+    b = run_trial(prob, policy(method), 15, seed=7)
+    c = run_trial(prob, policy(method), 15, seed=8)
     np.testing.assert_array_equal(a.queries, b.queries)
     np.testing.assert_array_equal(a.metric, b.metric)
     assert not np.array_equal(a.queries, c.queries)
@@ -35,26 +53,26 @@ def test_same_seed_same_queries(method):
 def test_every_method_runs_and_reports_valid_answers():
     prob = make_problem("himmelblau")
     for name in OPT_METHODS:
-        r = run_trial(prob, make_policy(name), 6, seed=1)
+        r = run_trial(prob, policy(name), 6, seed=1)
         assert np.all((r.metric >= 0) & (r.metric <= 1))
         assert r.queries.min() >= 0 and r.queries[:, 1].max() < 50
     for name in LSE_METHODS:
-        r = run_trial(prob, make_policy(name, alpha=0.8), 6, seed=1)
+        r = run_trial(prob, policy(name, alpha=0.8), 6, seed=1)
         assert np.all((r.metric >= 0) & (r.metric <= 1))
 
 
 def test_gp_ucb_and_lse_query_only_the_mean_environment():
     prob = make_problem("mccormick")
-    r = run_trial(prob, make_policy("gp-ucb"), 10, seed=0)
+    r = run_trial(prob, policy("gp-ucb"), 10, seed=0)
     assert set(r.queries[:, 1]) == {prob.ew_index}
-    stable = run_trial(prob, make_policy("stableopt"), 10, seed=0)
+    stable = run_trial(prob, policy("stableopt"), 10, seed=0)
     assert set(stable.queries[:, 1]) <= set(prob.delta_indices)
 
 
 def test_mccormick_bpt_ucb_beats_gp_ucb_and_bqo_ucb():
     """Short version of spec §6.5 (the full check is in scripts/reproduce_ptr.py)."""
     res = {
-        m: run_experiment(RunConfig("mccormick", m, 30, 3), progress=False).mean_se()[0]
+        m: run_experiment(PTRRunConfig("mccormick", m, 30, 3), execution=IN_PROCESS).mean_se()[0]
         for m in ("bpt-ucb", "gp-ucb", "bqo-ucb")
     }
     assert res["bpt-ucb"][-1] <= 0.01
@@ -64,7 +82,7 @@ def test_mccormick_bpt_ucb_beats_gp_ucb_and_bqo_ucb():
 
 def test_faithful_bpt_lse_terminates_and_carries_estimate():
     prob = make_problem("himmelblau")
-    r = run_trial(prob, make_policy("bpt-lse-stop", alpha=0.8), 80, seed=0)
+    r = run_trial(prob, policy("bpt-lse-stop", alpha=0.8), 80, seed=0)
     assert r.stopped_at is not None and r.stopped_at == r.first_classified
     k = r.stopped_at
     assert np.all(r.queries[k:] == -1)
@@ -73,51 +91,51 @@ def test_faithful_bpt_lse_terminates_and_carries_estimate():
 
 def test_lse_method_without_alpha_is_a_config_error():
     with pytest.raises(ConfigError, match="alpha"):
-        make_policy("bpt-lse")
-    with pytest.raises(ConfigError, match="unknown PTR method"):
-        make_policy("bpt-foo")
+        policy("bpt-lse")
+    with pytest.raises(ConfigError, match="unknown ptr method"):
+        policy("bpt-foo")
 
 
 def test_cli_writes_results_and_figure(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(
         [
-            "bo", "ptr", "--benchmark", "mccormick", "--method", "bpt-ucb,rs",
-            "--iterations", "5", "--trials", "2", "--out", str(out),
+            "bo", "ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb,rs",
+            "--iterations", "5", "--trials", "2", "--out", str(out), "--executor", "inprocess",
         ]
     )  # fmt: skip
     assert code == 0
     table = capsys.readouterr().out
     assert "bpt-ucb" in table and "rs" in table
-    data = json.loads((out / "results.json").read_text())
-    assert [d["config"]["method"] for d in data] == ["bpt-ucb", "rs"]
-    assert len(data[0]["trials"]) == 2 and len(data[0]["mean"]) == 5
-    meta = json.loads((out / "metadata.json").read_text())
-    assert meta["seeds"] == [[0, 1], [0, 1]]
+    rows = pd.read_csv(out / "results.csv")
+    assert list(dict.fromkeys(rows["method"])) == ["bpt-ucb", "rs"]
+    assert rows.groupby("method")["seed"].nunique().tolist() == [2, 2] and rows["t"].max() == 5
+    meta = json.loads((out / "manifest.json").read_text())
+    assert meta["seeds"] == [0, 1] and [c["method"] for c in meta["config"]] == ["bpt-ucb", "rs"]
+    assert "torch" in meta["versions"]
     assert (out / "curves.png").stat().st_size > 1000
 
 
 def test_cli_errors_are_one_line(capsys):
-    code = main(["bo", "ptr", "--benchmark", "mccormick", "--method", "nope"])
+    code = main(["bo", "ptr", "run", "--benchmark", "mccormick", "--method", "nope"])
     assert code != 0
-    assert "unknown PTR method" in capsys.readouterr().err
-    code = main(["bo", "ptr", "--benchmark", "mccormick", "--method", "bpt-ucb,bpt-lse"])
+    assert "unknown ptr method" in capsys.readouterr().err
+    code = main(["bo", "ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb,bpt-lse"])
     assert code != 0
 
 
 def test_newsvendor_small_run_fits_hyperparameters():
     prob = make_problem("newsvendor", x_step=10, n_w_axis=3, reps_true=30, reps_query=10)
-    r = run_trial(prob, make_policy("bpt-ts"), 4, seed=0)
-    assert r.posterior is not None
-    assert r.posterior.n == prob.n_init + 4
-    assert r.posterior.kernel.kind == "matern52"
-    assert r.posterior.kernel.lengthscale != prob.kernel.lengthscale  # refitted
+    r = run_trial(prob, policy("bpt-ts"), 4, seed=0)
+    assert r.optimizer is not None
+    gp = r.optimizer.gp
+    assert gp.n == prob.n_init + 4
+    assert gp.kernel.kind == "matern52"
+    assert gp.kernel.lengthscale != prob.kernel.lengthscale  # refitted
     assert np.all((r.metric >= 0) & (r.metric <= 1))
 
 
 def test_ev_application_finds_the_safe_speed_caps():
-    from ev_nav.bo.ptr_ev import EVReserveConfig, ev_problem, run_ev_reserve
-
     cfg = EVReserveConfig(iterations=40)
     prob = ev_problem(cfg)
     p = prob.p_true
@@ -132,8 +150,8 @@ def test_ev_application_finds_the_safe_speed_caps():
 
 
 def test_uncontrollable_w_extension_draws_environments_from_p():
-    cfg = RunConfig("mccormick", "bpt-ucb", 40, 1, uncontrollable_w=True)
-    res = run_experiment(cfg, progress=False)
+    cfg = PTRRunConfig("mccormick", "bpt-ucb", 40, 1, uncontrollable_w=True)
+    res = run_experiment(cfg, execution=IN_PROCESS)
     prob = make_problem("mccormick")
     w = res.trials[0].queries[:, 1]
     # Gam-w gives w = -1 zero weight: never drawn, unlike the eq. 4 choice which may pick it.
@@ -143,23 +161,22 @@ def test_uncontrollable_w_extension_draws_environments_from_p():
 
 
 def test_merge_results_concatenates_trials(tmp_path):
-    from ev_nav.bo.ptr_runner import load_results, merge_results, save_results
-
-    a = run_experiment(RunConfig("mccormick", "rs", 4, 2, seed=0), progress=False)
-    b = run_experiment(RunConfig("mccormick", "rs", 4, 3, seed=2), progress=False)
+    a = run_experiment(PTRRunConfig("mccormick", "rs", 4, 2, seed=0), execution=IN_PROCESS)
+    b = run_experiment(PTRRunConfig("mccormick", "rs", 4, 3, seed=2), execution=IN_PROCESS)
     save_results([a], tmp_path / "a")
-    merged = merge_results([load_results(tmp_path / "a" / "results.json"), [b]])
+    merged = merge_results([load_results(tmp_path / "a"), [b]])
     assert [t.seed for t in merged[0].trials] == [0, 1, 2, 3, 4]
-    full = run_experiment(RunConfig("mccormick", "rs", 4, 5, seed=0), progress=False)
+    full = run_experiment(PTRRunConfig("mccormick", "rs", 4, 5, seed=0), execution=IN_PROCESS)
     np.testing.assert_array_equal(merged[0].metric, full.metric)
 
 
 def test_theory_beta_schedule_is_more_conservative():
-    const = run_experiment(RunConfig("himmelblau", "bpt-lse", 50, 2), progress=False)
+    const = run_experiment(PTRRunConfig("himmelblau", "bpt-lse", 50, 2), execution=IN_PROCESS)
     theory = run_experiment(
-        RunConfig("himmelblau", "bpt-lse", 50, 2, beta_schedule="theory"), progress=False
+        PTRRunConfig("himmelblau", "bpt-lse", 50, 2, beta_schedule="theory"),
+        execution=IN_PROCESS,
     )
     # Wider intervals classify later: fewer designs in H-hat early on.
     assert theory.metric[:, 49].mean() < const.metric[:, 49].mean()
     with pytest.raises(ConfigError, match="theory"):
-        RunConfig("mccormick", "gp-ucb", beta_schedule="theory")
+        PTRRunConfig("mccormick", "gp-ucb", beta_schedule="theory")

@@ -7,8 +7,8 @@
   evaluation does one triangular solve (``O(t^2)``).
 * **GP-EI** and **random search**: extras the spec recommends (not in paper v1), labelled so.
 
-All methods share :func:`ev_nav.bo.boke_optim.maximize_multistart`; GP gradients come from
-autograd through ``ExactGP.posterior``.
+All methods share :func:`ev_nav.bo.boke.methods.maximize_acquisition` (the package's maximiser
+with the study's budget); GP gradients come from autograd through ``ExactGP.posterior``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ev_nav.bo.boke import Proposal, standardise
-from ev_nav.bo.boke_optim import AcqOptConfig, maximize_multistart
+from ev_nav.bo.boke.methods import (
+    BOKEMaximizerConfig,
+    Proposal,
+    maximize_acquisition,
+    standardise,
+)
+from ev_nav.bo.core.maximize import autograd
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 
@@ -27,7 +32,7 @@ _SQRT2 = math.sqrt(2.0)
 
 
 @dataclass
-class GPConfig:
+class GPBaselineConfig:
     """Fixed-hyperparameter GP used by GP-UCB / GP-EI (unit cube, standardised ``y``).
 
     Attributes
@@ -53,33 +58,18 @@ class GPConfig:
             raise ConfigError("GP baseline needs lengthscale > 0, sqrt_beta >= 0, noise_var >= 0")
 
 
-def _fit_gp(cfg: GPConfig, X: torch.Tensor, y: torch.Tensor, noise_std: float) -> ExactGP:
+def _fit_gp(cfg: GPBaselineConfig, X: torch.Tensor, y: torch.Tensor, noise_std: float) -> ExactGP:
     ys, _, sd = standardise(y)
     nv = (noise_std / sd) ** 2 if noise_std > 0 else cfg.noise_var
     return ExactGP("se", lengthscale=cfg.lengthscale, outputscale=1.0, noise_var=nv).fit(X, ys)
-
-
-def _autograd_objective(value_fn):
-    """Wrap ``value_fn(Z) -> (n,)`` into the optimiser's ``(values, grads)`` protocol."""
-
-    def obj(Z: torch.Tensor, grad: bool):
-        if not grad:
-            with torch.no_grad():
-                return value_fn(Z), None
-        Zg = Z.detach().clone().requires_grad_(True)
-        v = value_fn(Zg)
-        (g,) = torch.autograd.grad(v.sum(), Zg)
-        return v.detach(), g
-
-    return obj
 
 
 @dataclass
 class GPUCBMethod:
     """GP-UCB with a fixed SE lengthscale and fixed ``sqrt(beta)`` on the shared ExactGP."""
 
-    gp: GPConfig = field(default_factory=GPConfig)
-    opt: AcqOptConfig = field(default_factory=AcqOptConfig)
+    gp: GPBaselineConfig = field(default_factory=GPBaselineConfig)
+    opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     noise_std: float = 0.0
 
     @property
@@ -94,7 +84,7 @@ class GPUCBMethod:
             mu, var = model.posterior(Z)
             return mu + sb * var.sqrt()
 
-        x, val = maximize_multistart(_autograd_objective(ucb), X, model.y_train, gen, self.opt)
+        x, val = maximize_acquisition(autograd(ucb), X, model.y_train, gen, self.opt)
         return Proposal(x=x, step="ucb", acq_value=val)
 
 
@@ -102,8 +92,8 @@ class GPUCBMethod:
 class GPEIMethod:
     """GP expected improvement over the best standardised observation (extra, not in v1)."""
 
-    gp: GPConfig = field(default_factory=GPConfig)
-    opt: AcqOptConfig = field(default_factory=AcqOptConfig)
+    gp: GPBaselineConfig = field(default_factory=GPBaselineConfig)
+    opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     noise_std: float = 0.0
 
     @property
@@ -123,7 +113,7 @@ class GPEIMethod:
             pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
             return (mu - best) * cdf + s * pdf
 
-        x, val = maximize_multistart(_autograd_objective(ei), X, model.y_train, gen, self.opt)
+        x, val = maximize_acquisition(autograd(ei), X, model.y_train, gen, self.opt)
         return Proposal(x=x, step="ei", acq_value=val)
 
 

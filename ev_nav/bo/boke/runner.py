@@ -1,6 +1,6 @@
 """Experiment runner of the BOKE study: methods x benchmarks x seeds -> regret and CPU time.
 
-Protocol (spec §6.5, §8 A10/A14/A15/A17):
+Protocol (spec §6.5, §8 A10/A14/A15/A17 — decisions listed in docs/bo-boke.md):
 
 * ``n0 = max(5, 2d)`` Latin-hypercube points, **shared by all methods** for a given seed;
   exactly ``T`` evaluations in total, initial design included.
@@ -10,43 +10,49 @@ Protocol (spec §6.5, §8 A10/A14/A15/A17):
   excluding the objective evaluations; it is recorded cumulatively per iteration.
 * Every random draw comes from generators derived from ``(seed, benchmark)`` (design, noise)
   and ``(seed, benchmark, method)`` (acquisition candidates, BOKE+ coin flips).
+
+Each (benchmark, method, seed) is an independent run of a loop over
+:class:`~ev_nav.bo.boke.api.BOKEOptimizer` on the fleet grids' executors
+(:mod:`ev_nav.bo.core.runs`); results are ``results.csv`` (one row per evaluation) and
+``manifest.json``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.stats import qmc
-from tqdm.auto import tqdm
 
-from ev_nav.bo.boke import BOKEConfig, BOKEMethod, DensityExploration, KRUCBConfig, KRUCBMethod
-from ev_nav.bo.boke_baselines import GPConfig, GPEIMethod, GPUCBMethod, RandomSearch
-from ev_nav.bo.boke_benchmarks import Benchmark, get_benchmark
-from ev_nav.bo.boke_optim import AcqOptConfig
-from ev_nav.errors import ConfigError, InvalidObservation
-from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
-
-#: Method names accepted by :func:`make_method`. ``gp-ucb`` uses the spec's default lengthscale
-#: 0.2, ``gp-ucb-wide`` 0.5 (the spec asks for both, because the ranking flips).
-METHOD_NAMES: tuple[str, ...] = (
-    "boke", "boke+", "de", "kr-ucb", "gp-ucb", "gp-ucb-wide", "gp-ei", "random",
+from ev_nav.bo.boke.api import BOKEOptimizer
+from ev_nav.bo.boke.methods import BOKEMaximizerConfig
+from ev_nav.bo.boke.problems import Benchmark, get_benchmark
+from ev_nav.bo.boke.registry import METHODS, BOKEMethodConfig
+from ev_nav.bo.boke.surrogate import DEFAULT_C_H
+from ev_nav.bo.core.maximize import blas_single_threaded
+from ev_nav.bo.core.objective import UserObjective, load_objective
+from ev_nav.bo.core.runs import (
+    Execution,
+    ExecutionConfig,
+    Job,
+    RunRecord,
+    read_results,
+    run_jobs,
+    write_results,
 )
-#: Methods that are not in paper v1 (reported, but labelled as extras).
-EXTRA_METHODS: frozenset[str] = frozenset({"gp-ei", "random", "gp-ucb-wide"})
+from ev_nav.errors import ConfigError, InvalidObservation
 
 
-@dataclass
-class ExperimentConfig:
-    """Everything that defines one experiment (stored in ``metadata.json``).
+@dataclass(frozen=True)
+class BOKERunConfig:
+    """Everything that defines one experiment (stored in ``manifest.json``).
 
     Attributes
     ----------
@@ -58,8 +64,12 @@ class ExperimentConfig:
         Total evaluations ``T`` (``None``: each benchmark's default, spec §6.5).
     varsigma, delta, c_h, bandwidth_rule, p_ucb : BOKE-family settings (see ``BOKEConfig``).
     gp_lengthscale, gp_sqrt_beta : GP-UCB settings; ``gp-ucb-wide`` uses lengthscale 0.5.
-    opt : AcqOptConfig
+    opt : BOKEMaximizerConfig
         Acquisition optimiser budget shared by all methods.
+    threads : int
+        torch threads per run (the executors keep BLAS single-threaded).
+    objective, bounds : str, tuple or None
+        A user objective ``module:function`` instead of ``benchmarks`` (and its box override).
     """
 
     benchmarks: tuple[str, ...] = ("sphere6",)
@@ -69,51 +79,49 @@ class ExperimentConfig:
     budget: int | None = None
     varsigma: float = 0.3
     delta: float = 0.1
-    c_h: float = BOKEConfig().c_h
+    c_h: float = DEFAULT_C_H
     bandwidth_rule: str = "scott"
     p_ucb: float = 0.5
     gp_lengthscale: float = 0.2
     gp_sqrt_beta: float = 2.0
-    opt: AcqOptConfig = field(default_factory=AcqOptConfig)
+    opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
+    threads: int = 1
+    objective: str | None = None
+    bounds: tuple[tuple[float, float], ...] | None = None
 
     def __post_init__(self) -> None:
-        bad = [m for m in self.methods if m not in METHOD_NAMES]
-        if bad:
-            raise ConfigError(f"unknown method(s) {bad}; choose from {', '.join(METHOD_NAMES)}")
+        for m in self.methods:
+            METHODS.entry(m)  # raises naming the registered methods
         if not self.seeds:
             raise ConfigError("give at least one seed")
-        for b in self.benchmarks:
-            get_benchmark(b)  # raises ConfigError for unknown names
+        if self.objective is None:
+            for b in self.benchmarks:
+                get_benchmark(b)  # raises ConfigError for unknown names
         if self.budget is not None and self.budget < 2:
             raise ConfigError("budget T must be >= 2 evaluations")
+        if self.threads < 1:
+            raise ConfigError("threads must be >= 1")
+        if self.noisy and self.objective is not None:
+            raise ConfigError(
+                "noisy adds synthetic noise to benchmarks; declare noise_std on your objective"
+            )
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The benchmarks, or the user objective's ``module:function``."""
+        return (self.objective,) if self.objective is not None else self.benchmarks
 
-def make_method(name: str, cfg: ExperimentConfig, noise_std: float = 0.0):
-    """Instantiate method ``name`` with the experiment's settings."""
-    bcfg = BOKEConfig(
-        varsigma=cfg.varsigma,
-        delta=cfg.delta,
-        c_h=cfg.c_h,
-        bandwidth_rule=cfg.bandwidth_rule,  # type: ignore[arg-type]
-        p_ucb=cfg.p_ucb,
-    )
-    if name == "boke":
-        return BOKEMethod(bcfg, cfg.opt, plus=False, noise_std=noise_std)
-    if name == "boke+":
-        return BOKEMethod(bcfg, cfg.opt, plus=True, noise_std=noise_std)
-    if name == "de":
-        return DensityExploration(bcfg, cfg.opt)
-    if name == "kr-ucb":
-        kcfg = KRUCBConfig(bandwidth_rule=cfg.bandwidth_rule, c_h=cfg.c_h)  # type: ignore[arg-type]
-        return KRUCBMethod(kcfg, cfg.opt)
-    if name in ("gp-ucb", "gp-ucb-wide", "gp-ei"):
-        ls = 0.5 if name == "gp-ucb-wide" else cfg.gp_lengthscale
-        g = GPConfig(lengthscale=ls, sqrt_beta=cfg.gp_sqrt_beta)
-        cls = GPEIMethod if name == "gp-ei" else GPUCBMethod
-        return cls(g, cfg.opt, noise_std=noise_std)
-    if name == "random":
-        return RandomSearch()
-    raise ConfigError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+    def method_config(self) -> BOKEMethodConfig:
+        return BOKEMethodConfig(
+            varsigma=self.varsigma,
+            delta=self.delta,
+            c_h=self.c_h,
+            bandwidth_rule=self.bandwidth_rule,  # type: ignore[arg-type]
+            p_ucb=self.p_ucb,
+            gp_lengthscale=self.gp_lengthscale,
+            gp_sqrt_beta=self.gp_sqrt_beta,
+            maximizer=self.opt,
+        )
 
 
 @dataclass
@@ -130,6 +138,8 @@ class RunResult:
         Cumulative acquisition CPU seconds after each evaluation (0 during the design).
     steps : dict
         How many iterations were of each kind ("ucb", "exploit", "resample", ...).
+    X : list of list of float (T, d)
+        The queries (unit cube).
     """
 
     benchmark: str
@@ -163,46 +173,54 @@ def initial_design(bench: Benchmark, seed: int, n0: int | None = None) -> np.nda
     return qmc.LatinHypercube(bench.dim, seed=rng).random(n)
 
 
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Limit NumPy/SciPy's own BLAS pools to one thread for the duration.
+def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
+    """A user objective as a benchmark of the study (unknown optimum, box from its bounds)."""
+    if budget is None:
+        raise ConfigError("with an objective of your own, give the evaluation budget: --budget T")
 
-    SciPy's L-BFGS-B calls its bundled OpenBLAS on 5-30-dimensional problems thousands of times
-    per run; with a multi-threaded pool each call pays a thread hand-off, which on a loaded
-    machine made runs ~10x slower in wall time for the same CPU time. (torch's own pool is set
-    separately with ``torch.set_num_threads``.)
-    """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
-        yield
-        return
-    with threadpool_limits(limits=1):
-        yield
+    def fn(x: np.ndarray) -> np.ndarray:
+        return np.array([user(row) for row in np.atleast_2d(x)])
+
+    return Benchmark(
+        user.name, user.dim, tuple(user.lower), tuple(user.upper), fn, None, None, int(budget)
+    )
 
 
 def run_single(
     bench: Benchmark,
     method_name: str,
     seed: int,
-    cfg: ExperimentConfig,
+    cfg: BOKERunConfig,
+    noise_std: float | None = None,
 ) -> RunResult:
-    """Run one method on one benchmark for one seed (exactly ``T`` evaluations)."""
-    with single_threaded_blas():
-        return _run_single(bench, method_name, seed, cfg)
+    """Run one method on one benchmark for one seed (exactly ``T`` evaluations).
+
+    ``noise_std`` overrides the noise of a noisy run (a user objective's declared noise).
+    """
+    with blas_single_threaded():
+        return _run_single(bench, method_name, seed, cfg, noise_std)
 
 
 def _run_single(
-    bench: Benchmark, method_name: str, seed: int, cfg: ExperimentConfig
+    bench: Benchmark,
+    method_name: str,
+    seed: int,
+    cfg: BOKERunConfig,
+    noise_override: float | None,
 ) -> RunResult:
     T = cfg.budget if cfg.budget is not None else bench.budget
     U0 = initial_design(bench, seed)
     n0 = min(U0.shape[0], T)
-    U0 = U0[:n0]
-    noise_std = bench.noise_std if cfg.noisy else 0.0
+    noise_std = bench.noise_std if cfg.noisy and noise_override is None else 0.0
     noise_rng = np.random.default_rng([seed, _stable_seed("noise", bench.name)])
-    method = make_method(method_name, cfg, noise_std)
-    gen = torch.Generator().manual_seed(_stable_seed("method", bench.name, method_name, seed))
+    opt = BOKEOptimizer(
+        bench.dim,
+        method_name,
+        seed=_stable_seed("method", bench.name, method_name, seed),
+        method_config=cfg.method_config(),
+        noise_std=noise_std if noise_override is None else noise_override,
+        initial_design=U0[:n0],
+    )
 
     def observe(U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         f = bench.f_unit(U)
@@ -211,27 +229,17 @@ def _run_single(
         y = f + noise_std * noise_rng.standard_normal(f.shape) if noise_std > 0 else f.copy()
         return f, y
 
-    f0, y0 = observe(U0)
-    X = torch.as_tensor(U0, dtype=torch.float64)
-    y = torch.as_tensor(y0, dtype=torch.float64)
-    f_values, y_values = f0.tolist(), y0.tolist()
-    acq_cpu = [0.0] * n0
-    steps: dict[str, int] = {}
-    cpu = 0.0
-    while X.shape[0] < T:
+    f0, y0 = observe(opt.design)
+    opt.tell(opt.design, y0)
+    f_values, acq_cpu, cpu = f0.tolist(), [0.0] * n0, 0.0
+    while opt.X.shape[0] < T:
         t0 = time.process_time()
-        prop = method.propose(X, y, gen)
+        s = opt.ask()
         cpu += time.process_time() - t0
-        x = prop.x.clamp(0.0, 1.0).reshape(1, -1)
-        if not torch.isfinite(x).all():
-            raise InvalidObservation(f"{method_name} proposed a non-finite point")
-        f1, y1 = observe(x.numpy())
-        X = torch.cat([X, x])
-        y = torch.cat([y, torch.as_tensor(y1, dtype=torch.float64)])
+        f1, y1 = observe(s.x[None, :])
+        opt.tell(s.x, y1)
         f_values.append(float(f1[0]))
-        y_values.append(float(y1[0]))
         acq_cpu.append(cpu)
-        steps[prop.step] = steps.get(prop.step, 0) + 1
     return RunResult(
         benchmark=bench.name,
         method=method_name,
@@ -240,35 +248,93 @@ def _run_single(
         n_init=n0,
         f_max=bench.f_max,
         f_values=f_values,
-        y_values=y_values,
+        y_values=opt.y.tolist(),
         acq_cpu=acq_cpu,
-        steps=steps,
-        X=X.tolist(),
+        steps=dict(opt.steps),
+        X=opt.X.tolist(),
     )
 
 
-def run_experiment(
-    cfg: ExperimentConfig,
-    *,
-    progress: bool | None = None,
-    on_result: Callable[[list[RunResult]], None] | None = None,
-) -> list[RunResult]:
-    """All (benchmark, method, seed) runs of ``cfg``, with a tqdm bar on a TTY.
+# ---------------------------------------------------------------------------------------------
+# experiments on the executors
+# ---------------------------------------------------------------------------------------------
+def _benchmark(cfg: BOKERunConfig, name: str) -> tuple[Benchmark, float | None]:
+    """The benchmark called ``name`` (or the user objective) and a noise override."""
+    if cfg.objective is None:
+        return get_benchmark(name), None
+    user = load_objective(cfg.objective, bounds=cfg.bounds)
+    noise = user.extras.get("noise_std")
+    return user_benchmark(user, cfg.budget), None if noise is None else float(noise)  # type: ignore[arg-type]
 
-    ``on_result(results_so_far)`` is called after every run (e.g. to checkpoint to disk, so an
-    interrupted experiment keeps its finished runs).
-    """
-    # seed-major order: a run cut short still holds complete seeds for every method
-    jobs = [(b, m, s) for b in cfg.benchmarks for s in cfg.seeds for m in cfg.methods]
-    show = sys.stderr.isatty() if progress is None else progress
-    out: list[RunResult] = []
-    with tqdm(jobs, disable=not show, desc="boke runs", unit="run") as bar:
-        for b, m, s in bar:
-            bar.set_postfix_str(f"{b} {m} seed={s}")
-            out.append(run_single(get_benchmark(b), m, s, cfg))
-            if on_result is not None:
-                on_result(out)
-    return out
+
+def _run_task(cfg: BOKERunConfig, name: str, method: str, seed: int) -> RunRecord:
+    torch.set_num_threads(cfg.threads)
+    bench, noise = _benchmark(cfg, name)
+    r = run_single(bench, method, seed, cfg, noise)
+    X = np.asarray(r.X)
+    rows = pd.DataFrame(
+        {
+            "benchmark": r.benchmark,
+            "method": r.method,
+            "seed": r.seed,
+            "noisy": r.noisy,
+            "t": np.arange(1, len(r.f_values) + 1),
+            "f": r.f_values,
+            "y": r.y_values,
+            "acq_cpu": r.acq_cpu,
+            **{f"x{j}": X[:, j] for j in range(X.shape[1])},
+        }
+    )
+    return RunRecord(rows, {"n_init": r.n_init, "f_max": r.f_max, "steps": r.steps})
+
+
+def _run_id(name: str, method: str, seed: int) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return f"{safe}-{method.replace('+', 'plus')}-s{seed}"
+
+
+def jobs(cfg: BOKERunConfig) -> list[Job]:
+    """One run per (benchmark, seed, method): seed-major, so a partial experiment still holds
+    complete seeds for every method."""
+    return [
+        Job(_run_id(b, m, s), _run_task, (cfg, b, m, s))
+        for b in cfg.problems
+        for s in cfg.seeds
+        for m in cfg.methods
+    ]
+
+
+def run_experiment(
+    cfg: BOKERunConfig,
+    out_dir: str | Path | None = None,
+    execution: ExecutionConfig | None = None,
+    *,
+    progress: bool = False,
+) -> list[RunResult]:
+    """All (benchmark, method, seed) runs of ``cfg``; with ``out_dir``, results + manifest."""
+    job_list = jobs(cfg)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    results = [_result_from(r.rows, r.info) for r in ex.records]
+    if out_dir is not None:
+        save_results(results, cfg, out_dir, execution=ex)
+    return results
+
+
+def _result_from(rows: pd.DataFrame, info: dict[str, Any]) -> RunResult:
+    xcols = [c for c in rows.columns if c.startswith("x") and c[1:].isdigit()]
+    return RunResult(
+        benchmark=str(rows["benchmark"].iloc[0]),
+        method=str(rows["method"].iloc[0]),
+        seed=int(rows["seed"].iloc[0]),
+        noisy=bool(rows["noisy"].iloc[0]),
+        n_init=int(info["n_init"]),
+        f_max=info["f_max"],
+        f_values=rows["f"].astype(float).tolist(),
+        y_values=rows["y"].astype(float).tolist(),
+        acq_cpu=rows["acq_cpu"].astype(float).tolist(),
+        steps={str(k): int(v) for k, v in info["steps"].items()},
+        X=rows[xcols].to_numpy(dtype=float).tolist(),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,31 +415,57 @@ def format_table(rows: Sequence[SummaryRow]) -> str:
 
 
 def save_results(
-    results: Sequence[RunResult], cfg: ExperimentConfig, out_dir: str | Path, **extra: Any
+    results: Sequence[RunResult],
+    cfg: BOKERunConfig,
+    out_dir: str | Path,
+    *,
+    execution: Execution | None = None,
+    **extra: Any,
 ) -> Path:
-    """Write ``results.json``, ``metadata.json`` and ``summary.md`` into ``out_dir``."""
+    """Write ``results.csv`` (one row per evaluation) and ``manifest.json`` into ``out_dir``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "results.json", [asdict(r) for r in results])
-    atomic_write_json(
-        out / "metadata.json",
-        run_metadata(cfg, seeds=list(cfg.seeds), torch_threads=torch.get_num_threads(), **extra),
+    frames, runs = [], {}
+    for r in results:
+        X = np.asarray(r.X)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "benchmark": r.benchmark,
+                    "method": r.method,
+                    "seed": r.seed,
+                    "noisy": r.noisy,
+                    "t": np.arange(1, len(r.f_values) + 1),
+                    "f": r.f_values,
+                    "y": r.y_values,
+                    "acq_cpu": r.acq_cpu,
+                    **{f"x{j}": X[:, j] for j in range(X.shape[1])},
+                }
+            )
+        )
+        runs[_run_id(r.benchmark, r.method, r.seed)] = {
+            "n_init": r.n_init,
+            "f_max": r.f_max,
+            "steps": r.steps,
+        }
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    write_results(
+        out,
+        table,
+        cfg,
+        list(cfg.seeds),
+        execution=execution,
+        runs=runs,
+        summary=[asdict(r) for r in summarise(results)],
+        **extra,
     )
-    atomic_write_text(out / "summary.md", format_table(summarise(results)))
     return out
 
 
 def load_results(path: str | Path) -> list[RunResult]:
-    """Read ``results.json`` written by :func:`save_results` (file or its folder)."""
-    import json
-
-    p = Path(path)
-    if p.is_dir():
-        p = p / "results.json"
-    if not p.exists():
-        raise ConfigError(f"no results file at {p}; run `ev-nav bo boke run --out DIR` first")
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-        return [RunResult(**r) for r in raw]
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{p} is not a BOKE results file ({exc})") from exc
+    """Read the runs of a folder written by :func:`save_results` (or its ``results.csv``)."""
+    table, meta = read_results(path)
+    out = []
+    for _, g in table.groupby(["benchmark", "method", "seed"], sort=False):
+        rid = _run_id(str(g["benchmark"].iloc[0]), str(g["method"].iloc[0]), int(g["seed"].iloc[0]))
+        out.append(_result_from(g.reset_index(drop=True), meta["runs"][rid]))
+    return out

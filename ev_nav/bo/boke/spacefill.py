@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy.stats import qmc
 
-from ev_nav.bo.boke import kr_posterior, scott_bandwidth
+from ev_nav.bo.boke.surrogate import kr_posterior, scott_bandwidth
 from ev_nav.errors import ConfigError
 
 

@@ -1,19 +1,20 @@
-"""Objective functions and simulators of the cost-varying-subset BO experiments.
+"""The benchmarks of the cost-varying-subset papers: objectives, control sets, costs.
 
-Every objective is a plain, vectorised, differentiable torch function of unit-cube inputs
-``u`` of shape ``(n, d)`` returning ``(n,)`` float64 values to be **maximised**. Known optima are
-module constants. The two simulators (plant growth, airfoil self-noise) are GP posterior means whose
-fitted parameters are read from ``../shared/data/*.npz`` (never copied into the repository).
+Every objective is a vectorised, differentiable torch function of unit-cube inputs ``u`` of shape
+``(n, d)`` returning ``(n,)`` float64 values to be **maximised**: the synthetic ones are the
+package's test functions (:mod:`ev_nav.bo.core.functions`) on the unit cube, embedded in 12-D
+for the unknown-cost paper; the two simulators (plant growth, airfoil self-noise) are GP
+posterior means whose fitted parameters are read from the shared data folder
+(``EV_NAV_SHARED_DATA``, never copied into the repository); ``gpsample`` is a fresh smooth
+GP-prior-like function per seed.
 
-Sources: Tay et al. (NeurIPS 2023) and Hoang et al. (AAAI 2025); parameter values are the ones of
-the standard test functions and of the authors' published simulator fits.
+Sources: Tay et al. (NeurIPS 2023), Sec. 5 and App. C; Hoang et al. (AAAI 2025), Sec. 6.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,20 +22,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ev_nav.bo.core.functions import ACKLEY6, HARTMANN3, HARTMANN6, LEVY6, TestFunction
+from ev_nav.bo.core.registry import Registry
+from ev_nav.bo.cvs.problems import COST_PRESETS, CostModel, Problem, TruncatedNormal
 from ev_nav.errors import ConfigError, NetworkFileNotFound
 from ev_nav.gp.exact import stationary_kernel
+from ev_nav.sim.experiments import shared_data_dir
 
 DTYPE = torch.float64
 Objective = Callable[[Tensor], Tensor]
 
-#: Folder holding the simulator parameters; override with ``EV_NAV_SHARED_DATA``.
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
 def data_dir() -> Path:
-    """The shared data folder (``$EV_NAV_SHARED_DATA`` or ``<repo>/../shared/data``)."""
+    """The shared data folder: ``$EV_NAV_SHARED_DATA`` (the older name), else the project's one
+    data folder (``$EV_NAV_DATA`` or ``../shared/data`` beside the repository)."""
     env = os.environ.get("EV_NAV_SHARED_DATA")
-    return Path(env) if env else DEFAULT_DATA_DIR
+    return Path(env) if env else shared_data_dir()
 
 
 def _check_input(u: Tensor, dim: int, name: str) -> Tensor:
@@ -42,99 +44,6 @@ def _check_input(u: Tensor, dim: int, name: str) -> Tensor:
     if u.ndim != 2 or u.shape[1] != dim:
         raise ConfigError(f"{name} expects inputs of shape (n, {dim}); got {tuple(u.shape)}")
     return u
-
-
-# ------------------------------------------------------------------------------- Hartmann
-_H3_ALPHA = torch.tensor([1.0, 1.2, 3.0, 3.2], dtype=DTYPE)
-_H3_A = torch.tensor(
-    [[3.0, 10.0, 30.0], [0.1, 10.0, 35.0], [3.0, 10.0, 30.0], [0.1, 10.0, 35.0]], dtype=DTYPE
-)
-_H3_P = 1e-4 * torch.tensor(
-    [[3689, 1170, 2673], [4699, 4387, 7470], [1091, 8732, 5547], [381, 5743, 8828]], dtype=DTYPE
-)
-HARTMANN3_MAX = 3.86278
-HARTMANN3_ARGMAX = (0.114614, 0.555649, 0.852547)
-
-_H6_A = torch.tensor(
-    [
-        [10.0, 3.0, 17.0, 3.5, 1.7, 8.0],
-        [0.05, 10.0, 17.0, 0.1, 8.0, 14.0],
-        [3.0, 3.5, 1.7, 10.0, 17.0, 8.0],
-        [17.0, 8.0, 0.05, 10.0, 0.1, 14.0],
-    ],
-    dtype=DTYPE,
-)
-_H6_P = 1e-4 * torch.tensor(
-    [
-        [1312, 1696, 5569, 124, 8283, 5886],
-        [2329, 4135, 8307, 3736, 1004, 9991],
-        [2348, 1451, 3522, 2883, 3047, 6650],
-        [4047, 8828, 8732, 5743, 1091, 381],
-    ],
-    dtype=DTYPE,
-)
-HARTMANN6_MAX = 3.32237
-HARTMANN6_ARGMAX = (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573)
-
-
-def _hartmann(u: Tensor, A: Tensor, P: Tensor) -> Tensor:
-    inner = (A * (u[:, None, :] - P) ** 2).sum(-1)  # (n, 4)
-    return (_H3_ALPHA * torch.exp(-inner)).sum(-1)
-
-
-def hartmann3(u: Tensor) -> Tensor:
-    """Negated Hartmann-3 on ``[0,1]^3`` (max :data:`HARTMANN3_MAX`)."""
-    return _hartmann(_check_input(u, 3, "hartmann3"), _H3_A, _H3_P)
-
-
-def hartmann6(u: Tensor) -> Tensor:
-    """Negated Hartmann-6 on ``[0,1]^6`` (max :data:`HARTMANN6_MAX`)."""
-    return _hartmann(_check_input(u, 6, "hartmann6"), _H6_A, _H6_P)
-
-
-def hartmann6_12d(u: Tensor) -> Tensor:
-    """Hartmann-6 on the first six of twelve inputs; inputs 7–12 are dummies."""
-    return hartmann6(_check_input(u, 12, "hartmann6_12d")[:, :6])
-
-
-# ------------------------------------------------------------------------------- Ackley, Levy
-ACKLEY_MAX = 0.0
-LEVY_MAX = 0.0
-
-
-def ackley6(u: Tensor) -> Tensor:
-    """Negated Ackley-6 on ``[-32.768, 32.768]^6`` mapped to ``[0,1]^6`` (max 0 at u = 0.5)."""
-    z = 65.536 * _check_input(u, 6, "ackley6") - 32.768
-    # clamp_min keeps the gradient of the square root finite at the optimum
-    rms = torch.sqrt((z * z).mean(-1).clamp_min(1e-30))
-    return (
-        20.0 * torch.exp(-0.2 * rms)
-        + torch.exp(torch.cos(2 * math.pi * z).mean(-1))
-        - 20.0
-        - (math.e)
-    )
-
-
-def levy6(u: Tensor) -> Tensor:
-    """Negated Levy-6 on ``[-10, 10]^6`` mapped to ``[0,1]^6`` (max 0 at u = 0.55)."""
-    z = 20.0 * _check_input(u, 6, "levy6") - 10.0
-    w = 1.0 + (z - 1.0) / 4.0
-    head = torch.sin(math.pi * w[:, 0]) ** 2
-    mid = ((w[:, :-1] - 1.0) ** 2 * (1.0 + 10.0 * torch.sin(math.pi * w[:, :-1] + 1.0) ** 2)).sum(
-        -1
-    )
-    tail = (w[:, -1] - 1.0) ** 2 * (1.0 + torch.sin(2 * math.pi * w[:, -1]) ** 2)
-    return -(head + mid + tail)
-
-
-def ackley6_12d(u: Tensor) -> Tensor:
-    """Ackley-6 on the first six of twelve inputs."""
-    return ackley6(_check_input(u, 12, "ackley6_12d")[:, :6])
-
-
-def levy6_12d(u: Tensor) -> Tensor:
-    """Levy-6 on the first six of twelve inputs."""
-    return levy6(_check_input(u, 12, "levy6_12d")[:, :6])
 
 
 # ------------------------------------------------------------------------------- GP sample
@@ -206,7 +115,7 @@ def _load_npz(name: str, path: str | os.PathLike[str] | None) -> dict[str, np.nd
     file = Path(path) if path is not None else data_dir() / name
     if not file.is_file():
         raise NetworkFileNotFound(
-            f"simulator parameters {file} not found; point EV_NAV_SHARED_DATA at the folder "
+            f"simulator parameters {file} not found; point EV_NAV_DATA at the folder "
             f"holding {name} (the shared data folder next to the repository)"
         )
     with np.load(file, allow_pickle=False) as data:
@@ -259,3 +168,129 @@ def load_airfoil(path: str | os.PathLike[str] | None = None) -> KernelInterpolan
     L = torch.linalg.cholesky(K)
     w = torch.cholesky_solve((y - c).unsqueeze(-1), L).squeeze(-1)
     return KernelInterpolant("matern52", ls, s, X, w, constant=c)
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+SETS_3D = ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
+SETS_12D = (
+    (0, 1, 2),
+    (3, 4, 5),
+    (6, 7, 8),
+    (9, 10, 11),
+    (0, 1, 2, 3, 4, 5),
+    (6, 7, 8, 9, 10, 11),
+    tuple(range(12)),
+)
+SETS_PLANT = ((0, 1), (2, 3), (3, 4), (0, 1, 2), (1, 2, 3), (2, 3, 4), (0, 1, 2, 3, 4))
+SETS_AIRFOIL = ((3, 4), (1, 4), (0, 3), (1, 2), (2, 4), (0, 1), (2, 3))
+
+#: Synthetic benchmarks: Hartmann-3 in 3-D; Hartmann-6, Ackley-6, Levy-6 on the first six of
+#: twelve inputs (the unknown-cost paper's dummy-variable construction).
+SYNTHETIC: dict[str, TestFunction] = {
+    "hartmann3": HARTMANN3,
+    "hartmann6": HARTMANN6.embedded(12),
+    "ackley6": ACKLEY6.embedded(12),
+    "levy6": LEVY6.embedded(12),
+}
+
+
+@dataclass(frozen=True)
+class CVSBenchmark:
+    """A benchmark's structure: dimension, control sets (cost order), surrogate lengthscale
+    (unit-cube units), the paper's default budget and the known ``max f`` (``None``: unknown)."""
+
+    dim: int
+    control_sets: tuple[tuple[int, ...], ...]
+    lengthscale: float
+    budget: float
+    f_max: float | None
+
+
+BENCHMARKS: Registry[CVSBenchmark] = Registry("benchmark", "cvs")
+BENCHMARKS.add(
+    "gpsample",
+    "3-D smooth GP-prior-like function, a new one per seed",
+    CVSBenchmark(3, SETS_3D, 0.1, 50.0, None),
+)
+BENCHMARKS.add(
+    "hartmann3",
+    "Hartmann-3, 7 control sets",
+    CVSBenchmark(3, SETS_3D, 0.1, 50.0, HARTMANN3.optimal_value),
+)
+for _name, _fn in SYNTHETIC.items():
+    if _name != "hartmann3":
+        BENCHMARKS.add(
+            _name,
+            f"{_fn.name.split('-')[0].capitalize()} on 6 of 12 inputs",
+            CVSBenchmark(12, SETS_12D, 0.2, 100.0, _fn.optimal_value),
+        )
+BENCHMARKS.add(
+    "plant",
+    "plant-growth simulator (5-D GP mean, shared data)",
+    CVSBenchmark(5, SETS_PLANT, 0.2, 200.0, PLANT_MAX),
+)
+BENCHMARKS.add(
+    "airfoil",
+    "airfoil self-noise simulator (5-D GP mean, no full set, shared data)",
+    CVSBenchmark(5, SETS_AIRFOIL, 0.2, 50.0, None),
+)
+
+
+def make_problem(
+    name: str,
+    *,
+    costs: str | Sequence[float] = "moderate",
+    variance: float = 0.04,
+    cost_noise_std: float = 0.0,
+    generator: torch.Generator | None = None,
+    noise_std: float = 0.01,
+) -> Problem:
+    """Build a benchmark problem with the papers' control sets, costs and distributions.
+
+    Parameters
+    ----------
+    name
+        A name in :data:`BENCHMARKS`.
+    costs
+        A preset name (``cheap``, ``moderate``, ``expensive``) or 7 mean costs.
+    variance
+        Truncated variance of every random coordinate (0.02, 0.04 or 0.08 in the papers).
+    cost_noise_std
+        0 for known deterministic costs; > 0 for random costs with unknown means.
+    generator
+        Needed only for ``gpsample`` (a new function per seed).
+    """
+    spec = BENCHMARKS.get(name)
+    dim, sets, ls = spec.dim, spec.control_sets, spec.lengthscale
+    if isinstance(costs, str):
+        if costs not in COST_PRESETS:
+            raise ConfigError(
+                f"unknown cost preset {costs!r}; use one of {', '.join(COST_PRESETS)}"
+            )
+        means = COST_PRESETS[costs]
+    else:
+        means = tuple(float(c) for c in costs)
+    obj: Objective
+    f_max: float | None
+    if name == "gpsample":
+        if generator is None:
+            raise ConfigError("the gpsample benchmark needs a seeded generator")
+        obj, f_max = gp_sample_objective(generator, dim=dim, lengthscale=ls), None
+    elif name in SYNTHETIC:
+        obj, f_max = SYNTHETIC[name].unit, spec.f_max
+    elif name == "plant":
+        obj, f_max = load_plant(), spec.f_max
+    else:
+        obj, f_max = load_airfoil(), spec.f_max
+    return Problem(
+        name=name,
+        objective=obj,
+        dim=dim,
+        control_sets=sets,
+        costs=CostModel(means, noise_std=cost_noise_std),
+        variable=TruncatedNormal.with_variance(variance),
+        noise_std=noise_std,
+        lengthscale=ls,
+        f_max=f_max,
+    )

@@ -1,4 +1,5 @@
-"""``ev-nav bo cvs`` (known costs) and ``ev-nav bo ucvs`` (unknown random costs)."""
+"""``ev-nav bo cvs`` (known costs) and ``ev-nav bo ucvs`` (unknown random costs):
+``run | list | report``."""
 
 from __future__ import annotations
 
@@ -6,118 +7,233 @@ import argparse
 import sys
 from pathlib import Path
 
-from ev_nav.bo.cvs import POLICY_NAMES
-from ev_nav.bo.problems import BENCHMARKS, COST_PRESETS
-from ev_nav.bo.ucvs import UCVS_METHODS
+import torch
+
+from ev_nav.bo.core.cli import Family, add_family, execution_config, json_list
+from ev_nav.bo.core.runs import read_results
+from ev_nav.bo.cvs.benchmarks import BENCHMARKS
+from ev_nav.bo.cvs.figures import save_figures, save_panel_figure
+from ev_nav.bo.cvs.problems import COST_PRESETS
+from ev_nav.bo.cvs.registry import METHODS
+from ev_nav.bo.cvs.runner import CVSRunConfig, run_experiment, summarise
+from ev_nav.errors import ConfigError
+
+DEFAULT_METHODS = {
+    "cvs": ("ucb-psq", "ts-psq", "etc50", "etc100", "etcada"),
+    "ucvs": ("ucvs", "ucb-psq", "ts-psq", "etc50"),
+}
+#: The unknown-cost paper's budget for its 12-D benchmarks (Hoang et al. 2025, Sec. 6).
+UCVS_BUDGET = 100.0
 
 
-def _common(p: argparse.ArgumentParser, methods: tuple[str, ...], default_methods: list[str]):
-    p.add_argument("--benchmark", choices=sorted(BENCHMARKS), default="hartmann3")
-    p.add_argument(
-        "--method",
-        nargs="+",
-        choices=methods,
-        default=default_methods,
-        help="one or more methods (default: %(default)s)",
+def _costs(text: str) -> str | tuple[float, ...]:
+    """A cost preset name or comma-separated mean costs."""
+    if text in COST_PRESETS:
+        return text
+    try:
+        values = tuple(float(c) for c in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"use a preset ({', '.join(COST_PRESETS)}) or numbers like 0.1,0.2,1"
+        ) from None
+    if not values or any(c <= 0 for c in values):
+        raise argparse.ArgumentTypeError("costs must be positive")
+    return values
+
+
+def _options(setting: str):
+    def add(p: argparse.ArgumentParser, legacy: bool) -> None:
+        p.add_argument("--benchmark", choices=BENCHMARKS.names, default="hartmann3")
+        p.add_argument(
+            "--method",
+            "--methods",
+            dest="method",
+            nargs="+",
+            choices=METHODS[setting].names,
+            default=list(DEFAULT_METHODS[setting]),
+            help="one or more methods (default: %(default)s)",
+        )
+        p.add_argument(
+            "--costs",
+            type=_costs,
+            default="moderate",
+            help=f"preset ({', '.join(COST_PRESETS)}) or one mean cost per control set",
+        )
+        p.add_argument(
+            "--variance", type=float, default=0.04, help="truncated variance (0.02-0.08)"
+        )
+        p.add_argument(
+            "--budget", type=float, default=None, help="cost budget C (default per paper)"
+        )
+        p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..N-1)")
+        p.add_argument("--seed-offset", type=int, default=0, help="first seed")
+        p.add_argument("--n-mc", type=int, default=1024, help="Monte Carlo samples per expectation")
+        p.add_argument("--n-warmup", type=int, default=100, help="random warm-up points per set")
+        p.add_argument("--n-warmup-full", type=int, default=10_000, help="warm-up for the full set")
+        p.add_argument("--n-starts", type=int, default=5, help="L-BFGS-B starts")
+        p.add_argument("--beta", type=float, default=2.0, help="UCB multiplier of sigma")
+        p.add_argument(
+            "--control-sets",
+            type=json_list,
+            default=None,
+            metavar="JSON",
+            help="with --objective: 0-based inputs per control set, e.g. '[[0], [1], [0, 1]]'",
+        )
+        p.add_argument("--lengthscale", type=float, default=None, help="SE lengthscale (unit cube)")
+        p.add_argument("--out", type=Path, default=None, help="output folder")
+        p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+        p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+        if setting == "cvs":
+            p.add_argument(
+                "--ada-scale", type=float, default=4.0, help="ETC-Ada plays = int(scale / c)"
+            )
+            return
+        p.set_defaults(benchmark="hartmann6", costs="cheap", variance=0.02)
+        p.add_argument("--cost-noise", type=float, default=0.02, help="cost noise std (c >= 0.1)")
+        p.add_argument("--alpha", type=float, default=0.1, help="initial tolerance alpha")
+        p.add_argument(
+            "--explore-frac", type=float, default=0.6, help="budget share of exploration"
+        )
+        p.add_argument("--tau", type=int, default=10, help="plays per set (paper mode)")
+        p.add_argument("--etc-quota", type=int, default=50, help="ETC plays per group")
+        p.add_argument(
+            "--no-clip-cost-lcb",
+            action="store_true",
+            help="do not clip the cost LCB at 0 (official code's rule; the paper clips)",
+        )
+
+    return add
+
+
+def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
+    budget = args.budget
+    if budget is None:
+        if args.objective is not None:
+            raise ConfigError("with --objective, give the cost budget: --budget C")
+        budget = UCVS_BUDGET if setting == "ucvs" else BENCHMARKS.get(args.benchmark).budget
+    if args.seeds < 1:
+        raise ConfigError("--seeds must be >= 1")
+    extra: dict[str, object]
+    if setting == "cvs":
+        extra = {"ada_scale": args.ada_scale}
+    else:
+        extra = {
+            "cost_noise_std": args.cost_noise,
+            "alpha": args.alpha,
+            "explore_frac": args.explore_frac,
+            "tau": args.tau,
+            "etc_quota": args.etc_quota,
+            "clip_cost_lcb": not args.no_clip_cost_lcb,
+        }
+    return CVSRunConfig(
+        setting=setting,
+        benchmark=args.benchmark,
+        methods=tuple(args.method),
+        costs=args.costs,
+        variance=args.variance,
+        budget=float(budget),
+        seeds=tuple(range(args.seed_offset, args.seed_offset + args.seeds)),
+        n_mc=args.n_mc,
+        n_warmup=args.n_warmup,
+        n_warmup_full=args.n_warmup_full,
+        n_starts=args.n_starts,
+        beta=args.beta,
+        objective=args.objective,
+        bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
+        control_sets=None
+        if args.control_sets is None
+        else tuple(tuple(int(j) for j in cs) for cs in args.control_sets),
+        lengthscale=args.lengthscale,
+        **extra,  # type: ignore[arg-type]
     )
-    p.add_argument("--costs", choices=sorted(COST_PRESETS), default="moderate")
-    p.add_argument("--variance", type=float, default=0.04, help="truncated variance (0.02-0.08)")
-    p.add_argument("--budget", type=float, default=None, help="cost budget C (default per paper)")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..N-1)")
-    p.add_argument("--seed-offset", type=int, default=0, help="first seed")
-    p.add_argument("--n-mc", type=int, default=1024, help="Monte Carlo samples per expectation")
-    p.add_argument("--n-warmup", type=int, default=100, help="random warm-up points per set")
-    p.add_argument("--n-warmup-full", type=int, default=10_000, help="warm-up for the full set")
-    p.add_argument("--n-starts", type=int, default=5, help="L-BFGS-B starts")
-    p.add_argument("--beta", type=float, default=2.0, help="UCB multiplier of sigma")
-    p.add_argument("--out", type=Path, default=None, help="output folder")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+
+
+def _run(setting: str):
+    def handler(args: argparse.Namespace) -> int:
+        torch.set_num_threads(1)
+        cfg = _config(setting, args)
+        name = cfg.problem_label.replace(":", "_").replace("/", "_")
+        default_out = (
+            Path("runs") / "bo" / setting / f"{name}_{cfg.cost_label.replace('/', '-')}"
+            f"_var{args.variance:g}"
+        )
+        out = args.out or default_out
+        exp = run_experiment(
+            cfg, out, execution_config(args), progress=not args.quiet and sys.stderr.isatty()
+        )
+        if not args.no_figures and len(exp.table):
+            save_figures(exp.table, cfg, out)
+        if not args.quiet:
+            print(exp.summary().to_string(index=False, float_format="%.4g"))
+            if cfg.objective is not None:
+                _print_recommendations(exp.table)
+            print(f"wrote {out / 'results.csv'} and {out / 'manifest.json'}", file=sys.stderr)
+        return 0
+
+    return handler
+
+
+def _print_recommendations(table) -> None:
+    """Per run: the play with the best observed value (the objective is a black box)."""
+    cols = [c for c in table.columns if c.startswith("x") and c[1:].isdigit()]
+    for (method, seed), g in table.groupby(["method", "seed"], sort=False):
+        best = g.loc[g["y"].idxmax()]
+        x = ", ".join(f"{best[c]:.4g}" for c in cols)
+        print(f"{method} seed {seed}: best observed y = {best['y']:.6g} at x = [{x}]", end="")
+        print(f" (set {best['set']})")
+
+
+def _list(setting: str):
+    def handler(_args: argparse.Namespace) -> int:
+        print(f"methods ({'known' if setting == 'cvs' else 'unknown'} costs):")
+        for e in METHODS[setting]:
+            print(f"  {e.name:14s} {e.summary}")
+        print("benchmarks:")
+        for e in BENCHMARKS:
+            b = e.value
+            print(f"  {e.name:10s} d={b.dim:<3d} budget={b.budget:g}  {e.summary}")
+        print(f"cost presets: {', '.join(f'{k} {v}' for k, v in COST_PRESETS.items())}")
+        return 0
+
+    return handler
+
+
+def _report(args: argparse.Namespace) -> int:
+    table, meta = read_results(args.path)
+    budget = float(meta["config"]["budget"])
+    print(summarise(table, budget).to_string(index=False, float_format="%.4g"))
+    if args.figure is not None:
+        save_panel_figure(
+            {str(meta["config"]["costs"]): table},
+            budget,
+            args.figure,
+            str(meta["config"]["benchmark"]),
+        )
+        print(f"figure written to {args.figure}")
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``bo cvs`` and ``bo ucvs``."""
-    p = sub.add_parser(
-        "cvs",
-        help="BO with cost-varying variable subsets, known costs (UCB-CVS, ETC, PSQ baselines)",
+    add_family(
+        sub,
+        Family(
+            "cvs",
+            "BO with cost-varying variable subsets, known costs (UCB-CVS, ETC, PSQ baselines)",
+            _options("cvs"),
+            _run("cvs"),
+            _list("cvs"),
+            _report,
+        ),
     )
-    _common(p, POLICY_NAMES, ["ucb-psq", "ts-psq", "etc50", "etc100", "etcada"])
-    p.add_argument("--ada-scale", type=float, default=4.0, help="ETC-Ada plays = int(scale / c)")
-    p.set_defaults(func=_handler("cvs"))
-
-    q = sub.add_parser(
-        "ucvs",
-        help="BO with cost-varying variable subsets, unknown random costs (proposed + baselines)",
+    add_family(
+        sub,
+        Family(
+            "ucvs",
+            "BO with cost-varying variable subsets, unknown random costs (proposed + baselines)",
+            _options("ucvs"),
+            _run("ucvs"),
+            _list("ucvs"),
+            _report,
+        ),
     )
-    _common(q, UCVS_METHODS, ["ucvs", "ucb-psq", "ts-psq", "etc50"])
-    q.set_defaults(benchmark="hartmann6", costs="cheap", variance=0.02)
-    q.add_argument("--cost-noise", type=float, default=0.02, help="cost noise std (c >= 0.1)")
-    q.add_argument("--alpha", type=float, default=0.1, help="initial tolerance alpha")
-    q.add_argument("--explore-frac", type=float, default=0.6, help="budget share of exploration")
-    q.add_argument("--tau", type=int, default=10, help="plays per set (paper mode)")
-    q.add_argument("--etc-quota", type=int, default=50, help="ETC plays per group")
-    q.add_argument(
-        "--no-clip-cost-lcb",
-        action="store_true",
-        help="do not clip the cost LCB at 0 (official code's rule; the paper clips)",
-    )
-    q.set_defaults(func=_handler("ucvs"))
-
-
-def _handler(setting: str):
-    def handler(args: argparse.Namespace) -> int:
-        import torch
-
-        from ev_nav.bo.runner import (
-            ExperimentConfig,
-            run_experiment,
-            save_figures,
-            summarise,
-            write_results,
-        )
-
-        torch.set_num_threads(1)
-        budget = args.budget
-        if budget is None:
-            budget = 100.0 if setting == "ucvs" else BENCHMARKS[args.benchmark][3]
-        extra = {}
-        if setting == "cvs":
-            extra = {"ada_scale": args.ada_scale}
-        else:
-            extra = {
-                "cost_noise_std": args.cost_noise,
-                "alpha": args.alpha,
-                "explore_frac": args.explore_frac,
-                "tau": args.tau,
-                "etc_quota": args.etc_quota,
-                "clip_cost_lcb": not args.no_clip_cost_lcb,
-            }
-        cfg = ExperimentConfig(
-            setting=setting,
-            benchmark=args.benchmark,
-            methods=tuple(args.method),
-            costs=args.costs,
-            variance=args.variance,
-            budget=float(budget),
-            seeds=tuple(range(args.seed_offset, args.seed_offset + args.seeds)),
-            n_mc=args.n_mc,
-            n_warmup=args.n_warmup,
-            n_warmup_full=args.n_warmup_full,
-            n_starts=args.n_starts,
-            beta=args.beta,
-            **extra,
-        )
-        out = args.out or Path("runs") / "bo" / setting / (
-            f"{args.benchmark}_{args.costs}_var{args.variance:g}"
-        )
-        show = None if not args.quiet else False
-        df, refs = run_experiment(cfg, progress=show)
-        paths = write_results(df, cfg, out, refs)
-        if not args.no_figures:
-            save_figures(df, cfg, out)
-        if not args.quiet:
-            print(summarise(df, cfg.budget).to_string(index=False, float_format="%.4g"))
-            print(f"wrote {paths['results']} and {paths['metadata']}", file=sys.stderr)
-        return 0
-
-    return handler

@@ -2,8 +2,8 @@
 
 All algorithms are *policies*: given the current :class:`BOContext` (problem, GP posterior, Monte
 Carlo matrix, observed costs) they return a :class:`Decision` — which control set to play and its
-control values. :func:`run_episode` owns everything else: the initial design, budget accounting,
-drawing the random variables, noisy observations, GP updates and the per-iteration record.
+control values. :class:`ev_nav.bo.cvs.api.CVSOptimizer` owns everything else (the ask/tell loop:
+budget accounting, GP updates, the per-iteration record).
 
 Policies
 --------
@@ -17,8 +17,6 @@ Policies
 
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,15 +24,15 @@ from typing import Protocol
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
-from ev_nav.bo.acquisition import (
-    MaximizerConfig,
+from ev_nav.bo.core.maximize import Maximum
+from ev_nav.bo.cvs.acquisition import (
+    CVSMaximizerConfig,
     confidence_bound,
+    maximize_box,
     maximize_over_set,
-    single_threaded,
 )
-from ev_nav.bo.problems import Budget, Problem
+from ev_nav.bo.cvs.problems import Problem
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import (
     ExactGP,
@@ -61,7 +59,7 @@ class BOContext:
     model: ExactGP
     S: Tensor
     generator: torch.Generator
-    maximizer: MaximizerConfig
+    maximizer: CVSMaximizerConfig
     beta: float
     t: int = 0
     spent: float = 0.0
@@ -76,14 +74,14 @@ class BOContext:
     def ucb(self, X: Tensor) -> Tensor:
         return confidence_bound(self.model, X, self.beta)
 
-    def optimise(self, fn: Callable[[Tensor], Tensor], set_idx: int) -> tuple[float, Tensor]:
+    def optimise(self, fn: Callable[[Tensor], Tensor], set_idx: int) -> Maximum:
         """``max_{x^i} E fn([x^i, X^{-i}])`` for control set ``set_idx``."""
         p = self.problem
         return maximize_over_set(
             fn, p.dim, p.control_sets[set_idx], self.S, self.generator, self.maximizer
         )
 
-    def optimise_ucb(self, set_idx: int) -> tuple[float, Tensor]:
+    def optimise_ucb(self, set_idx: int) -> Maximum:
         return self.optimise(self.ucb, set_idx)
 
 
@@ -162,20 +160,20 @@ class UCBCVS(_Base):
 
     def select(self, ctx: BOContext) -> Decision:
         res = [ctx.optimise_ucb(i) for i in range(ctx.problem.m)]
-        vals = [r[0] for r in res]
+        vals = [r.value for r in res]
         i = select_cvs(vals, self.costs, self.eps(ctx.t))
-        return Decision(i, res[i][1], tuple(vals))
+        return Decision(i, res[i].x, tuple(vals))
 
 
 def _argmax_sets(ctx: BOContext, candidates: Sequence[int], full_shortcut: bool) -> Decision:
     """Expected-UCB argmax over ``candidates``; the full set, when present, wins directly."""
     full = ctx.problem.full_set
     if full_shortcut and full is not None and full in candidates:
-        val, x = ctx.optimise_ucb(full)
+        x, val = ctx.optimise_ucb(full)
         return Decision(full, x, (val,))
     res = {i: ctx.optimise_ucb(i) for i in candidates}
-    best = max(candidates, key=lambda i: res[i][0])
-    return Decision(best, res[best][1], tuple(res[i][0] for i in candidates))
+    best = max(candidates, key=lambda i: res[i].value)
+    return Decision(best, res[best].x, tuple(res[i].value for i in candidates))
 
 
 class UCBPSQ(_Base):
@@ -257,7 +255,7 @@ def make_etc(problem: Problem, variant: str, ada_scale: float = 4.0) -> ETC:
 
 def _ts_values(
     ctx: BOContext, n_features: int, candidates: Sequence[int], full_shortcut: bool
-) -> dict[int, tuple[float, Tensor]]:
+) -> dict[int, Maximum]:
     p = ctx.problem
     rff = RandomFourierFeatures(
         ctx.model.kind,
@@ -292,8 +290,8 @@ class TSPSQ(_Base):
 
     def select(self, ctx: BOContext) -> Decision:
         res = _ts_values(ctx, self.n_features, range(ctx.problem.m), full_shortcut=True)
-        best = max(res, key=lambda i: res[i][0])
-        return Decision(best, res[best][1], tuple(r[0] for r in res.values()))
+        best = max(res, key=lambda i: res[i].value)
+        return Decision(best, res[best].x, tuple(r.value for r in res.values()))
 
 
 class PerCost(_Base):
@@ -317,9 +315,9 @@ class PerCost(_Base):
             res = {i: ctx.optimise_ucb(i) for i in range(m)}
         else:
             res = _ts_values(ctx, self.n_features, range(m), full_shortcut=False)
-        ratio = [res[i][0] / self.costs[i] for i in range(m)]
+        ratio = [res[i].value / self.costs[i] for i in range(m)]
         best = int(np.argmax(ratio))
-        return Decision(best, res[best][1], tuple(res[i][0] for i in range(m)))
+        return Decision(best, res[best].x, tuple(res[i].value for i in range(m)))
 
 
 def mc_average_moments(
@@ -385,7 +383,7 @@ class EIPerCost(_Base):
         best_tr = f_tr.max(-1).values
         w = z[:, n]
         resid = torch.cholesky_solve((f_tr - mu_tr).T, L_tr)  # Σ_tr^{-1}(f_tr − μ_tr), (n, F)
-        res = {}
+        res: dict[int, Maximum] = {}
         for i in range(p.m):
             control = p.control_sets[i]
 
@@ -398,273 +396,19 @@ class EIPerCost(_Base):
                 return torch.relu(a - best_tr[None, :]).mean(-1)
 
             full = len(control) == p.dim
-            res[i] = ctx.optimise(ei, i) if full else _opt_partial(ctx, ei, len(control))
-        ratio = [res[i][0] / self.costs[i] for i in range(p.m)]
+            # ei is already defined on the control coordinates: no MC expansion for partial sets
+            res[i] = (
+                ctx.optimise(ei, i)
+                if full
+                else maximize_box(
+                    ei, len(control), ctx.generator, ctx.maximizer.n_warmup, ctx.maximizer
+                )
+            )
+        ratio = [res[i].value / self.costs[i] for i in range(p.m)]
         best = int(np.argmax(ratio))
-        return Decision(best, res[best][1], tuple(res[i][0] for i in range(p.m)))
+        return Decision(best, res[best].x, tuple(res[i].value for i in range(p.m)))
 
 
 def _coords(lengthscale: Tensor, idx: Sequence[int]) -> Tensor:
     ls = torch.as_tensor(lengthscale, dtype=DTYPE)
     return ls if ls.ndim == 0 else ls[list(idx)]
-
-
-def _opt_partial(ctx: BOContext, h: Callable[[Tensor], Tensor], k: int) -> tuple[float, Tensor]:
-    """Maximise a function already defined on the control coordinates (no MC expansion)."""
-    from ev_nav.bo.acquisition import maximize
-
-    m = ctx.maximizer
-    return maximize(
-        h, k, ctx.generator, n_warmup=m.n_warmup, n_starts=m.n_starts, maxiter=m.maxiter
-    )
-
-
-# --------------------------------------------------------------------------- the loop
-
-
-class HiddenCosts:
-    """Stand-in for a :class:`CostModel` in the learner's view of an unknown-cost problem."""
-
-    def __init__(self, m: int) -> None:
-        self.m = m
-
-    @property
-    def means(self) -> tuple[float, ...]:
-        raise PermissionError(
-            "mean costs are unknown to the learner; use the realised costs in ctx.cost_obs"
-        )
-
-
-def learner_view(problem: Problem) -> Problem:
-    """A shallow copy of ``problem`` whose cost means cannot be read."""
-    view = copy.copy(problem)
-    object.__setattr__(view, "costs", HiddenCosts(problem.m))
-    return view
-
-
-@dataclass
-class StepRecord:
-    """One BO iteration (initial design excluded)."""
-
-    t: int
-    set_idx: int
-    x_ctrl: list[float]
-    x: list[float]
-    y: float
-    cost: float
-    spent: float
-    value: float
-    phase: str
-
-
-@dataclass
-class Episode:
-    """Result of one run: its iterations and where the budget stopped it."""
-
-    method: str
-    seed: int
-    budget: float
-    steps: list[StepRecord]
-    n_init: int
-    stopped_by: str  # "budget" or "max_iters"
-
-    @property
-    def spent(self) -> float:
-        return self.steps[-1].spent if self.steps else 0.0
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """Settings shared by every policy in one experiment.
-
-    Attributes
-    ----------
-    n_init
-        Uniform full queries observed for free before the loop.
-    n_mc
-        Rows of the Monte Carlo matrix (drawn once per run, shared with the regret).
-    beta
-        UCB multiplier of σ.
-    maximizer
-        Acquisition maximiser settings.
-    max_iters
-        Safety cap on BO iterations.
-    """
-
-    n_init: int = 5
-    n_mc: int = 1024
-    beta: float = 2.0
-    maximizer: MaximizerConfig = field(default_factory=MaximizerConfig)
-    max_iters: int = 100_000
-
-
-def run_episode(
-    problem: Problem,
-    policy: Policy,
-    budget: float,
-    seed: int,
-    config: LoopConfig | None = None,
-    *,
-    hide_costs: bool = False,
-    progress: bool = False,
-) -> tuple[Episode, Tensor]:
-    """Run one policy on one problem until the budget refuses the next play.
-
-    Random streams: the *environment* generator (seeded with ``seed``) draws, in order, the
-    initial design, the MC matrix, then per iteration the cost, the random variables and the
-    noise — so two policies with the same seed share the initial design and MC matrix. The
-    *algorithm* generator (``seed + 10**6``) feeds the acquisition maximiser and RFF draws.
-
-    With ``hide_costs`` the policy sees :func:`learner_view` of the problem: any attempt to read
-    the mean costs raises, which enforces the unknown-cost protocol.
-
-    Returns
-    -------
-    (Episode, Tensor)
-        The record and the MC matrix used (for evaluating the regret with the same samples).
-    """
-    with single_threaded():
-        return _run_episode(problem, policy, budget, seed, config, hide_costs, progress)
-
-
-def _run_episode(
-    problem: Problem,
-    policy: Policy,
-    budget: float,
-    seed: int,
-    config: LoopConfig | None,
-    hide_costs: bool,
-    progress: bool,
-) -> tuple[Episode, Tensor]:
-    cfg = config or LoopConfig()
-    env = torch.Generator().manual_seed(int(seed))
-    alg = torch.Generator().manual_seed(int(seed) + 10**6)
-    d = problem.dim
-    X0 = torch.rand(cfg.n_init, d, dtype=DTYPE, generator=env)
-    y0 = problem.observe(X0, env)
-    S = problem.mc_matrix(cfg.n_mc, env)
-    model = ExactGP("se", problem.lengthscale, 1.0, max(problem.noise_std, 1e-4) ** 2)
-    model.fit(X0, y0)
-    ctx = BOContext(
-        problem=learner_view(problem) if hide_costs else problem,
-        model=model,
-        S=S,
-        generator=alg,
-        maximizer=cfg.maximizer,
-        beta=cfg.beta,
-        budget=float(budget),
-        plays=[0] * problem.m,
-        cost_obs=[[] for _ in range(problem.m)],
-    )
-    acct = Budget(float(budget))
-    steps: list[StepRecord] = []
-    stopped = "max_iters"
-    bar = tqdm(
-        total=float(budget), desc=policy.name, unit="cost", disable=not progress, leave=False
-    )
-    for t in range(cfg.max_iters):
-        ctx.t = t
-        dec = policy.select(ctx)
-        i = dec.set_idx
-        cost = problem.costs.sample(i, env)
-        if not acct.try_spend(cost):
-            stopped = "budget"
-            break
-        x_rand = problem.sample_random(i, 1, env)
-        x_ctrl = dec.x_ctrl.reshape(1, -1).detach()
-        x = problem.assemble(i, x_ctrl, x_rand)
-        y = problem.observe(x, env)
-        model.update(x, y)
-        with torch.no_grad():
-            value = float(problem.expected(i, x_ctrl, S)[0])
-        ctx.spent = acct.spent
-        ctx.plays[i] += 1
-        ctx.cost_obs[i].append(cost)
-        policy.observe(ctx, i, cost)
-        steps.append(
-            StepRecord(
-                t=t + 1,
-                set_idx=i,
-                x_ctrl=x_ctrl[0].tolist(),
-                x=x[0].tolist(),
-                y=float(y[0]),
-                cost=cost,
-                spent=acct.spent,
-                value=value,
-                phase=dec.phase,
-            )
-        )
-        bar.update(cost)
-    bar.close()
-    return Episode(policy.name, int(seed), float(budget), steps, cfg.n_init, stopped), S
-
-
-def set_optima(
-    problem: Problem,
-    S: Tensor,
-    generator: torch.Generator,
-    config: MaximizerConfig | None = None,
-) -> tuple[list[float], list[Tensor]]:
-    """``max_{x^i} F_i(x^i)`` of the noise-free objective for every set (same MC matrix).
-
-    The full set uses the known maximum when the problem has one (avoids optimiser error).
-    """
-    cfg = config or MaximizerConfig(n_warmup=1000, n_warmup_full=20_000, n_starts=5)
-    vals, xs = [], []
-    with single_threaded():
-        for i in range(problem.m):
-            v, x = _set_optimum(problem, i, S, generator, cfg)
-            vals.append(float(v))
-            xs.append(x)
-    return vals, xs
-
-
-def _set_optimum(
-    problem: Problem, i: int, S: Tensor, generator: torch.Generator, cfg: MaximizerConfig
-) -> tuple[float, Tensor]:
-    if i == problem.full_set and problem.f_max is not None:
-        return problem.f_max, torch.full((problem.dim,), math.nan, dtype=DTYPE)
-    return maximize_over_set(
-        problem.objective, problem.dim, problem.control_sets[i], S, generator, cfg
-    )
-
-
-POLICY_NAMES: tuple[str, ...] = (
-    "ucb-psq",
-    "ts-psq",
-    "etc50",
-    "etc100",
-    "etcada",
-    "ucb-cvs",
-    "ucb-per-cost",
-    "ts-per-cost",
-    "ei-per-cost",
-)
-
-
-def make_policy(
-    name: str,
-    problem: Problem,
-    *,
-    ada_scale: float = 4.0,
-    eps_start: float = 1.0,
-    eps_cutoff: int = 100,
-    n_features: int = 2048,
-) -> Policy:
-    """Build a known-cost policy by name (see :data:`POLICY_NAMES`)."""
-    means = problem.costs.means
-    if name == "ucb-psq":
-        return UCBPSQ()
-    if name == "ts-psq":
-        return TSPSQ(n_features)
-    if name in ("etc50", "etc100", "etcada"):
-        return make_etc(problem, name, ada_scale)
-    if name == "ucb-cvs":
-        return UCBCVS(means, linear_eps(eps_start, eps_cutoff))
-    if name == "ucb-per-cost":
-        return PerCost(means, "ucb")
-    if name == "ts-per-cost":
-        return PerCost(means, "ts", n_features)
-    if name == "ei-per-cost":
-        return EIPerCost(means)
-    raise ConfigError(f"unknown method {name!r}; use one of {', '.join(POLICY_NAMES)}")

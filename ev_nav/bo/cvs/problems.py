@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ev_nav.bo import benchmarks as bm
 from ev_nav.errors import ConfigError
 
 DTYPE = torch.float64
@@ -123,6 +122,10 @@ class CostModel:
             raise ConfigError("all mean costs must be positive")
 
     @property
+    def n_sets(self) -> int:
+        return len(self.means)
+
+    @property
     def known(self) -> bool:
         """Deterministic costs equal their (then known) means."""
         return self.noise_std == 0.0
@@ -134,6 +137,19 @@ class CostModel:
             return c
         noisy = c + self.noise_std * float(torch.randn((), dtype=DTYPE, generator=generator))
         return float(min(max(noisy, self.clip[0]), self.clip[1]))
+
+
+class HiddenCosts:
+    """The learner's view of costs with unknown means: only their number can be read."""
+
+    def __init__(self, m: int) -> None:
+        self.n_sets = m
+
+    @property
+    def means(self) -> tuple[float, ...]:
+        raise PermissionError(
+            "mean costs are unknown to the learner; use the realised costs in ctx.cost_obs"
+        )
 
 
 # --------------------------------------------------------------------------- problems
@@ -148,13 +164,15 @@ class Problem:
     name
         Benchmark name.
     objective
-        Noise-free ``f: (n, d) -> (n,)`` on the unit cube, maximised.
+        Noise-free ``f: (n, d) -> (n,)`` on the unit cube, maximised; ``None`` when the learner
+        only sees the structure (the ask/tell API, where the caller evaluates).
     dim
         Input dimension ``d``.
     control_sets
         0-based coordinate tuples, listed in cost order.
     costs
-        The cost model (one mean per control set).
+        The cost model (one mean per control set), or :class:`HiddenCosts` in the learner's view
+        of an unknown-cost problem.
     variable
         Distribution of every random coordinate (all coordinates share it).
     noise_std
@@ -166,19 +184,19 @@ class Problem:
     """
 
     name: str
-    objective: Callable[[Tensor], Tensor]
+    objective: Callable[[Tensor], Tensor] | None
     dim: int
     control_sets: tuple[tuple[int, ...], ...]
-    costs: CostModel
+    costs: CostModel | HiddenCosts
     variable: TruncatedNormal
     noise_std: float = 0.01
     lengthscale: float = 0.1
     f_max: float | None = None
 
     def __post_init__(self) -> None:
-        if len(self.costs.means) != len(self.control_sets):
+        if self.costs.n_sets != len(self.control_sets):
             raise ConfigError(
-                f"{len(self.costs.means)} costs for {len(self.control_sets)} control sets"
+                f"{self.costs.n_sets} costs for {len(self.control_sets)} control sets"
             )
         for cs in self.control_sets:
             if not cs or len(set(cs)) != len(cs) or min(cs) < 0 or max(cs) >= self.dim:
@@ -213,14 +231,24 @@ class Problem:
         """Scatter control and random values into full queries in the original coordinate order."""
         return assemble(self.dim, self.control_sets[set_idx], x_ctrl, x_rand)
 
+    def f(self) -> Callable[[Tensor], Tensor]:
+        """The objective; raises for the learner's view, which has none."""
+        if self.objective is None:
+            raise ConfigError(f"problem {self.name!r} has no objective to evaluate (ask/tell view)")
+        return self.objective
+
+    def learner_view(self) -> Problem:
+        """A copy whose cost means cannot be read (enforces the unknown-cost protocol)."""
+        return replace(self, costs=HiddenCosts(self.m))
+
     def observe(self, x: Tensor, generator: torch.Generator) -> Tensor:
         """Noisy observations ``f(x) + noise_std · ε``."""
-        fx = self.objective(x)
+        fx = self.f()(x)
         return fx + self.noise_std * torch.randn(fx.shape, dtype=DTYPE, generator=generator)
 
     def expected(self, set_idx: int, x_ctrl: Tensor, S: Tensor) -> Tensor:
         """``F_i(x^i) = E f([x^i, X^{-i}])`` by Monte Carlo over the rows of ``S``: ``(b,)``."""
-        return mc_expectation(self.objective, self.dim, self.control_sets[set_idx], x_ctrl, S)
+        return mc_expectation(self.f(), self.dim, self.control_sets[set_idx], x_ctrl, S)
 
 
 def assemble(dim: int, control: Sequence[int], x_ctrl: Tensor, x_rand: Tensor) -> Tensor:
@@ -269,99 +297,6 @@ def mc_expectation(
     return fn(X.reshape(b * N, dim)).reshape(b, N).mean(-1)
 
 
-# --------------------------------------------------------------------------- benchmarks
-
-SETS_3D = ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
-SETS_12D = (
-    (0, 1, 2),
-    (3, 4, 5),
-    (6, 7, 8),
-    (9, 10, 11),
-    (0, 1, 2, 3, 4, 5),
-    (6, 7, 8, 9, 10, 11),
-    tuple(range(12)),
-)
-SETS_PLANT = ((0, 1), (2, 3), (3, 4), (0, 1, 2), (1, 2, 3), (2, 3, 4), (0, 1, 2, 3, 4))
-SETS_AIRFOIL = ((3, 4), (1, 4), (0, 3), (1, 2), (2, 4), (0, 1), (2, 3))
-
-#: Benchmark name -> (dimension, control sets, SE lengthscale of the surrogate, default budget).
-BENCHMARKS: dict[str, tuple[int, tuple[tuple[int, ...], ...], float, float]] = {
-    "gpsample": (3, SETS_3D, 0.1, 50.0),
-    "hartmann3": (3, SETS_3D, 0.1, 50.0),
-    "hartmann6": (12, SETS_12D, 0.2, 100.0),
-    "ackley6": (12, SETS_12D, 0.2, 100.0),
-    "levy6": (12, SETS_12D, 0.2, 100.0),
-    "plant": (5, SETS_PLANT, 0.2, 200.0),
-    "airfoil": (5, SETS_AIRFOIL, 0.2, 50.0),
-}
-
-
-def make_problem(
-    name: str,
-    *,
-    costs: str | Sequence[float] = "moderate",
-    variance: float = 0.04,
-    cost_noise_std: float = 0.0,
-    generator: torch.Generator | None = None,
-    noise_std: float = 0.01,
-) -> Problem:
-    """Build a benchmark problem with the papers' control sets, costs and distributions.
-
-    Parameters
-    ----------
-    name
-        One of :data:`BENCHMARKS`.
-    costs
-        A preset name (``cheap``, ``moderate``, ``expensive``) or 7 mean costs.
-    variance
-        Truncated variance of every random coordinate (0.02, 0.04 or 0.08 in the papers).
-    cost_noise_std
-        0 for known deterministic costs; > 0 for random costs with unknown means.
-    generator
-        Needed only for ``gpsample`` (a new function per seed).
-    """
-    if name not in BENCHMARKS:
-        raise ConfigError(f"unknown benchmark {name!r}; use one of {', '.join(BENCHMARKS)}")
-    dim, sets, ls, _ = BENCHMARKS[name]
-    if isinstance(costs, str):
-        if costs not in COST_PRESETS:
-            raise ConfigError(
-                f"unknown cost preset {costs!r}; use one of {', '.join(COST_PRESETS)}"
-            )
-        means = COST_PRESETS[costs]
-    else:
-        means = tuple(float(c) for c in costs)
-    f_max: float | None
-    if name == "gpsample":
-        if generator is None:
-            raise ConfigError("the gpsample benchmark needs a seeded generator")
-        obj = bm.gp_sample_objective(generator, dim=dim, lengthscale=ls)
-        f_max = None
-    elif name == "hartmann3":
-        obj, f_max = bm.hartmann3, bm.HARTMANN3_MAX
-    elif name == "hartmann6":
-        obj, f_max = bm.hartmann6_12d, bm.HARTMANN6_MAX
-    elif name == "ackley6":
-        obj, f_max = bm.ackley6_12d, bm.ACKLEY_MAX
-    elif name == "levy6":
-        obj, f_max = bm.levy6_12d, bm.LEVY_MAX
-    elif name == "plant":
-        obj, f_max = bm.load_plant(), bm.PLANT_MAX
-    else:
-        obj, f_max = bm.load_airfoil(), None
-    return Problem(
-        name=name,
-        objective=obj,
-        dim=dim,
-        control_sets=sets,
-        costs=CostModel(means, noise_std=cost_noise_std),
-        variable=TruncatedNormal.with_variance(variance),
-        noise_std=noise_std,
-        lengthscale=ls,
-        f_max=f_max,
-    )
-
-
 # --------------------------------------------------------------------------- budget
 
 
@@ -380,9 +315,13 @@ class Budget:
     def remaining(self) -> float:
         return self.total - self.spent
 
+    def affordable(self, cost: float) -> bool:
+        """Whether ``cost`` fits in what remains (tiny float slack)."""
+        return cost <= self.remaining + 1e-9
+
     def try_spend(self, cost: float) -> bool:
-        """Charge ``cost`` if affordable (tiny float slack); return whether it was charged."""
-        if cost > self.remaining + 1e-9:
+        """Charge ``cost`` if affordable; return whether it was charged."""
+        if not self.affordable(cost):
             return False
         self.spent += cost
         return True
@@ -452,19 +391,3 @@ def regrets(
         quality=np.cumsum(thr - v),
         cost=np.cumsum(np.maximum(means[idx] - c_target, 0.0)) if v.size else v,
     )
-
-
-@dataclass(frozen=True)
-class SetOptimum:
-    """``max_{x^i} F_i(x^i)`` for every control set and the overall ``F*``."""
-
-    values: tuple[float, ...]
-    maximisers: tuple[Tensor, ...] = field(repr=False)
-
-    @property
-    def f_star(self) -> float:
-        return max(self.values)
-
-    @property
-    def best_set(self) -> int:
-        return int(np.argmax(self.values))

@@ -1,40 +1,81 @@
-"""Experiments of the cost-varying BO papers: seeds loop, tidy results, metadata and figures.
+"""Experiments of the cost-varying-subset papers: runs, tidy results, summaries.
 
-``run_experiment`` runs one benchmark/cost/variance setting for several methods and seeds and
-returns a tidy table (one row per BO iteration). ``write_results`` stores it as CSV next to a
-``metadata.json`` (config, seeds, versions, git commit). ``plot_regret`` / ``plot_evaluations``
-draw the papers' figures: simple regret against cost spent (mean ± standard error over seeds on
-the union of the seeds' cost points, log y-axis) and the number of evaluations against cost.
+:func:`run_experiment` runs one benchmark/cost/variance setting (or a user objective) for several
+methods and seeds. Every (seed, method) is an independent run of :func:`~ev_nav.bo.cvs.api.
+run_episode` on the fleet grids' executors (:mod:`ev_nav.bo.core.runs`: local pool by default,
+resumable), plus one reference run per seed when the set optima are needed. The result is a tidy
+table (one row per BO iteration, with the regrets) written as ``results.csv`` next to
+``manifest.json`` (config, seeds, versions, references, summary).
+
+Regrets (Tay et al. 2023, Sec. 3; Hoang et al. 2025, Sec. 4): simple regret against cost spent,
+the cost-weighted cumulative regret, and for unknown costs the quality and cost regrets.
 """
 
 from __future__ import annotations
 
-import sys
+import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from ev_nav.bo.acquisition import MaximizerConfig
-from ev_nav.bo.cvs import POLICY_NAMES, Episode, LoopConfig, make_policy, run_episode, set_optima
-from ev_nav.bo.problems import Problem, make_problem, regrets, target_set
-from ev_nav.bo.ucvs import UCVS_METHODS, make_ucvs_policy
+from ev_nav.bo.core.objective import UserObjective, load_objective
+from ev_nav.bo.core.runs import (
+    Execution,
+    ExecutionConfig,
+    Job,
+    RunRecord,
+    run_jobs,
+    write_results,
+)
+from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
+from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set_optima
+from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem
+from ev_nav.bo.cvs.problems import (
+    COST_PRESETS,
+    CostModel,
+    Problem,
+    TruncatedNormal,
+    regrets,
+    target_set,
+)
+from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.errors import ConfigError
-from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
 
 SETTINGS = ("cvs", "ucvs")
+DTYPE = torch.float64
+#: Lengthscale of the SE surrogate for a user objective (unit-cube units) unless configured.
+USER_LENGTHSCALE = 0.2
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class CVSRunConfig:
     """One experimental cell: benchmark × costs × variance, several methods and seeds.
 
     ``setting="cvs"`` is Tay et al. (known deterministic costs); ``"ucvs"`` is Hoang et al.
-    (random costs with unknown means, ``cost_noise_std`` > 0 by default).
+    (random costs with unknown means, ``cost_noise_std`` > 0 for the noisy variant).
+
+    Attributes
+    ----------
+    benchmark
+        Registered benchmark (``ev-nav bo cvs list``); ignored when ``objective`` is given.
+    objective
+        A user objective ``module:function`` (see :mod:`ev_nav.bo.core.objective`); its
+        declared ``control_sets`` and ``costs`` (or ``control_sets``/``costs`` here) apply.
+    bounds, control_sets
+        Overrides of the user objective's declarations.
+    costs
+        A preset name or one mean cost per control set.
+    variance
+        Truncated variance of every random coordinate (unit-cube units).
+    budget
+        Cost budget C.
+    lengthscale
+        SE lengthscale of the surrogate (default: the benchmark's; 0.2 for user objectives).
     """
 
     setting: str = "cvs"
@@ -58,17 +99,27 @@ class ExperimentConfig:
     explore_frac: float = 0.6
     tau: int = 10
     clip_cost_lcb: bool = True
-    extra: dict = field(default_factory=dict)
+    objective: str | None = None
+    bounds: tuple[tuple[float, float], ...] | None = None
+    control_sets: tuple[tuple[int, ...], ...] | None = None
+    lengthscale: float | None = None
 
     def __post_init__(self) -> None:
         if self.setting not in SETTINGS:
             raise ConfigError(f"setting must be one of {SETTINGS}")
-        known = POLICY_NAMES if self.setting == "cvs" else UCVS_METHODS
-        bad = [m for m in self.methods if m not in known]
-        if bad:
-            raise ConfigError(f"unknown method(s) {bad} for {self.setting}; use {', '.join(known)}")
+        for m in self.methods:
+            METHODS[self.setting].entry(m)  # raises naming the registered methods
         if not self.seeds:
             raise ConfigError("need at least one seed")
+        if len(set(self.methods)) != len(self.methods) or len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError("methods and seeds must not repeat")
+        if self.objective is None:
+            BENCHMARKS.entry(self.benchmark)
+
+    @property
+    def problem_label(self) -> str:
+        """The benchmark name, or the user objective's ``module:function``."""
+        return self.objective or self.benchmark
 
     @property
     def cost_label(self) -> str:
@@ -77,12 +128,12 @@ class ExperimentConfig:
             return self.costs
         return "/".join(f"{c:g}" for c in self.costs)
 
-    def loop(self) -> LoopConfig:
-        return LoopConfig(
+    def loop(self) -> CVSLoopConfig:
+        return CVSLoopConfig(
             n_init=self.n_init,
             n_mc=self.n_mc,
             beta=self.beta,
-            maximizer=MaximizerConfig(
+            maximizer=CVSMaximizerConfig(
                 n_warmup=self.n_warmup,
                 n_warmup_full=self.n_warmup_full,
                 n_starts=self.n_starts,
@@ -90,137 +141,276 @@ class ExperimentConfig:
             ),
         )
 
+    def method_config(self) -> CVSMethodConfig:
+        return CVSMethodConfig(
+            ada_scale=self.ada_scale,
+            etc_quota=self.etc_quota,
+            tau=self.tau,
+            alpha=self.alpha,
+            explore_frac=self.explore_frac,
+            clip_cost_lcb=self.clip_cost_lcb,
+        )
 
-def build_problem(cfg: ExperimentConfig, seed: int) -> Problem:
+    def user_objective(self) -> UserObjective | None:
+        """The loaded user objective with this config's overrides (``None`` for a benchmark)."""
+        if self.objective is None:
+            return None
+        return load_objective(self.objective, bounds=self.bounds, control_sets=self.control_sets)
+
+
+def build_problem(cfg: CVSRunConfig, seed: int) -> Problem:
     """The problem of one seed (the GP-sample objective is drawn from the seed)."""
+    user = cfg.user_objective()
+    if user is not None:
+        return user_problem(user, cfg)
     gen = torch.Generator().manual_seed(10_000 + int(seed))
-    return make_problem(
+    problem = make_problem(
         cfg.benchmark,
         costs=cfg.costs,
         variance=cfg.variance,
         cost_noise_std=cfg.cost_noise_std,
         generator=gen,
     )
+    if cfg.lengthscale is not None:
+        problem = _with_lengthscale(problem, cfg.lengthscale)
+    return problem
 
 
-def build_policy(cfg: ExperimentConfig, method: str, problem: Problem):
-    if cfg.setting == "cvs":
-        return make_policy(method, problem, ada_scale=cfg.ada_scale)
-    return make_ucvs_policy(
-        method,
+def _with_lengthscale(problem: Problem, lengthscale: float) -> Problem:
+    return replace(problem, lengthscale=float(lengthscale))
+
+
+def user_problem(user: UserObjective, cfg: CVSRunConfig) -> Problem:
+    """A cost-varying-subset problem on a user objective (evaluated one point at a time)."""
+    sets = user.extras.get("control_sets")
+    if not sets:
+        raise ConfigError(
+            f"objective {user.name}: declare control_sets=[[...], ...] (or pass --control-sets)"
+        )
+    control_sets = tuple(tuple(int(j) for j in cs) for cs in sets)  # type: ignore[union-attr]
+    means = _mean_costs(cfg, user)
+
+    def objective(U: torch.Tensor) -> torch.Tensor:
+        X = user.from_unit(U.detach().numpy())
+        return torch.tensor([user(x) for x in X], dtype=DTYPE)
+
+    return Problem(
+        name=user.name,
+        objective=objective,
+        dim=user.dim,
+        control_sets=control_sets,
+        costs=CostModel(means, noise_std=cfg.cost_noise_std),
+        variable=TruncatedNormal.with_variance(cfg.variance),
+        noise_std=float(user.extras.get("noise_std", 0.01)),  # type: ignore[arg-type]
+        lengthscale=cfg.lengthscale or USER_LENGTHSCALE,
+        f_max=None,
+    )
+
+
+def _mean_costs(cfg: CVSRunConfig, user: UserObjective | None) -> tuple[float, ...]:
+    if user is not None and user.extras.get("costs") is not None and isinstance(cfg.costs, str):
+        return tuple(float(c) for c in user.extras["costs"])  # type: ignore[union-attr]
+    if isinstance(cfg.costs, str):
+        if cfg.costs not in COST_PRESETS:
+            raise ConfigError(
+                f"unknown cost preset {cfg.costs!r}; use one of {', '.join(COST_PRESETS)}"
+            )
+        return COST_PRESETS[cfg.costs]
+    return tuple(float(c) for c in cfg.costs)
+
+
+# --------------------------------------------------------------------------- the runs
+def _episode_task(cfg: CVSRunConfig, seed: int, method: str) -> RunRecord:
+    """One (seed, method) run: the episode's rows and its recommendation."""
+    problem = build_problem(cfg, seed)
+    ep, _ = run_episode(
         problem,
-        etc_quota=cfg.etc_quota,
-        tau=cfg.tau,
-        alpha=cfg.alpha,
-        explore_frac=cfg.explore_frac,
-        clip_cost_lcb=cfg.clip_cost_lcb,
+        method,
+        cfg.budget,
+        seed,
+        cfg.loop(),
+        family=cfg.setting,
+        method_config=cfg.method_config(),
     )
-
-
-def episode_frame(
-    ep: Episode,
-    problem: Problem,
-    cfg: ExperimentConfig,
-    set_values: Sequence[float],
-    f_star: float,
-) -> pd.DataFrame:
-    """Tidy rows of one episode with its regrets (set indices are 1-based in the table)."""
-    idx = [s.set_idx for s in ep.steps]
-    tgt = (
-        target_set(set_values, problem.costs.means, cfg.alpha)
-        if len(set_values) == problem.m
-        else None
-    )
-    r = regrets(
-        [s.value for s in ep.steps],
-        idx,
-        [s.cost for s in ep.steps],
-        f_star,
-        problem.costs.means,
-        target=tgt,
-        alpha=cfg.alpha if cfg.setting == "ucvs" else 0.0,
-    )
-    return pd.DataFrame(
+    rows = pd.DataFrame(
         {
-            "setting": cfg.setting,
-            "benchmark": cfg.benchmark,
-            "costs": cfg.cost_label,
-            "variance": cfg.variance,
-            "method": ep.method,
-            "seed": ep.seed,
             "t": [s.t for s in ep.steps],
-            "set": [i + 1 for i in idx],
+            "set_idx": [s.set_idx for s in ep.steps],
             "phase": [s.phase for s in ep.steps],
             "cost": [s.cost for s in ep.steps],
-            "spent": r.spent,
+            "spent": [s.spent for s in ep.steps],
             "y": [s.y for s in ep.steps],
-            "value": r.value,
-            "f_star": f_star,
-            "simple_regret": r.simple,
-            "cost_weighted_regret": r.cost_weighted,
-            "quality_regret": r.quality,
-            "cost_regret": r.cost,
-            "target_set": (tgt + 1) if tgt is not None else 0,
-            "n_sets": problem.m,
+            "value": [s.value for s in ep.steps],
+            **{f"x{j}": [s.x[j] for s in ep.steps] for j in range(problem.dim)},
         }
     )
+    info: dict[str, Any] = {"stopped_by": ep.stopped_by, "policy": ep.method}
+    if ep.steps:
+        best = max(ep.steps, key=lambda s: s.value)
+        info["best_played"] = {"set": best.set_idx + 1, "x_ctrl": best.x_ctrl, "value": best.value}
+    return RunRecord(rows, info)
+
+
+def _reference_task(cfg: CVSRunConfig, seed: int) -> RunRecord:
+    """``max_{x^i} F_i`` of every set with the seed's MC matrix (the regrets' reference)."""
+    problem = build_problem(cfg, seed)
+    _, _, _, S = environment_start(problem, seed, cfg.loop())
+    vals, _ = set_optima(problem, S, torch.Generator().manual_seed(777 + seed))
+    return RunRecord(pd.DataFrame({"set_value": vals}), {"f_star": max(vals)})
+
+
+def _needs_reference(cfg: CVSRunConfig) -> bool:
+    """Every set's optimum is needed for the unknown-cost regrets, or when ``F*`` is unknown."""
+    if cfg.objective is not None:
+        return False  # a black box: no reference maximisation through it
+    spec = BENCHMARKS.get(cfg.benchmark)
+    full = any(len(cs) == spec.dim for cs in spec.control_sets)
+    return cfg.setting == "ucvs" or spec.f_max is None or not full
+
+
+def jobs(cfg: CVSRunConfig) -> list[Job]:
+    """The runs of ``cfg``: per seed, the reference (when needed) and one run per method."""
+    out: list[Job] = []
+    for seed in cfg.seeds:
+        if _needs_reference(cfg):
+            out.append(Job(f"ref-s{seed}", _reference_task, (cfg, seed)))
+        out.extend(Job(f"{m}-s{seed}", _episode_task, (cfg, seed, m)) for m in cfg.methods)
+    return out
+
+
+@dataclass
+class CVSExperiment:
+    """The tidy table of an experiment, its per-seed references and how it ran."""
+
+    config: CVSRunConfig
+    table: pd.DataFrame
+    references: dict[int, dict[str, Any]]
+    execution: Execution
+
+    def summary(self) -> pd.DataFrame:
+        return summarise(self.table, self.config.budget)
 
 
 def run_experiment(
-    cfg: ExperimentConfig, *, progress: bool | None = None
-) -> tuple[pd.DataFrame, dict]:
-    """Run every (method, seed) of ``cfg``; return the tidy table and per-seed reference values."""
-    show = sys.stderr.isatty() if progress is None else progress
-    loop = cfg.loop()
+    cfg: CVSRunConfig,
+    out_dir: str | Path | None = None,
+    execution: ExecutionConfig | None = None,
+    *,
+    progress: bool = False,
+) -> CVSExperiment:
+    """Run every (method, seed) of ``cfg``; with ``out_dir``, write results and manifest there.
+
+    The table has one row per BO iteration (seed-major, methods in config order) with the
+    regrets against the seed's reference.
+    """
+    job_list = jobs(cfg)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))
+    means, m = _structure(cfg)
     frames, refs = [], {}
-    jobs = [(s, m) for s in cfg.seeds for m in cfg.methods]
-    for seed, method in tqdm(jobs, desc=f"{cfg.benchmark} {cfg.cost_label}", disable=not show):
-        problem = build_problem(cfg, seed)
-        policy = build_policy(cfg, method, problem)
-        ep, S = run_episode(
-            problem,
-            policy,
-            cfg.budget,
-            seed,
-            loop,
-            hide_costs=method.startswith("ucvs"),
-            progress=show,
+    for seed in cfg.seeds:
+        ref = by_id.get(f"ref-s{seed}")
+        if ref is not None:
+            vals = [float(v) for v in ref.rows["set_value"]]
+            f_star = max(vals)
+        else:
+            vals, f_star = [], _known_f_max(cfg)
+        refs[seed] = {"set_optima": vals, "f_star": f_star}
+        for method in cfg.methods:
+            rec = by_id[f"{method}-s{seed}"]
+            frames.append(episode_frame(rec.rows, method, seed, cfg, means, m, vals, f_star))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    result = CVSExperiment(cfg, table, refs, ex)
+    if out_dir is not None:
+        write_results(
+            out_dir,
+            table,
+            cfg,
+            cfg.seeds,
+            execution=ex,
+            runs={j.run_id: r.info for j, r in zip(job_list, ex.records, strict=True)},
+            references=refs,
+            summary=result.summary().to_dict(orient="records") if len(table) else [],
         )
-        if seed not in refs:
-            refs[seed] = _reference(problem, S, seed, cfg.setting == "ucvs")
-        vals, f_star = refs[seed]
-        frames.append(episode_frame(ep, problem, cfg, vals, f_star))
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return df, {s: {"set_optima": v, "f_star": f} for s, (v, f) in refs.items()}
+    return result
 
 
-def _reference(problem: Problem, S, seed: int, all_sets: bool) -> tuple[list[float], float]:
-    """``F*`` (and every set's optimum when needed) with the run's MC matrix."""
-    if problem.f_max is not None and problem.full_set is not None and not all_sets:
-        return [], float(problem.f_max)
-    vals, _ = set_optima(problem, S, torch.Generator().manual_seed(777 + seed))
-    return vals, max(vals)
-
-
-def write_results(
-    df: pd.DataFrame, cfg: ExperimentConfig, out_dir: str | Path, references: dict | None = None
-) -> dict[str, Path]:
-    """Write ``results.csv`` and ``metadata.json`` into ``out_dir`` (atomically)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": out / "results.csv", "metadata": out / "metadata.json"}
-    with atomic_path(paths["results"], suffix=".csv") as tmp:
-        df.to_csv(tmp, index=False)
-    atomic_write_json(
-        paths["metadata"],
-        run_metadata(
-            asdict(cfg),
-            seeds=list(cfg.seeds),
-            references=references or {},
-            summary=summarise(df, cfg.budget).to_dict(orient="records") if len(df) else [],
-        ),
+def _structure(cfg: CVSRunConfig) -> tuple[tuple[float, ...], int]:
+    """Mean costs and number of control sets, without building a problem."""
+    user = cfg.user_objective()
+    means = _mean_costs(cfg, user)
+    m = (
+        len(user.extras["control_sets"])
+        if user is not None
+        else len(  # type: ignore[arg-type]
+            BENCHMARKS.get(cfg.benchmark).control_sets
+        )
     )
-    return paths
+    if len(means) != m:
+        raise ConfigError(f"{len(means)} costs for {m} control sets")
+    return means, m
+
+
+def _known_f_max(cfg: CVSRunConfig) -> float:
+    if cfg.objective is not None:
+        return math.nan
+    f_max = BENCHMARKS.get(cfg.benchmark).f_max
+    return math.nan if f_max is None else float(f_max)
+
+
+def episode_frame(
+    rows: pd.DataFrame,
+    method: str,
+    seed: int,
+    cfg: CVSRunConfig,
+    mean_costs: Sequence[float],
+    n_sets: int,
+    set_values: Sequence[float],
+    f_star: float,
+) -> pd.DataFrame:
+    """Tidy rows of one run with its regrets (set indices are 1-based in the table)."""
+    idx = rows["set_idx"].to_numpy(dtype=int)
+    tgt = target_set(set_values, mean_costs, cfg.alpha) if len(set_values) == n_sets else None
+    r = regrets(
+        rows["value"].to_numpy(dtype=float),
+        idx,
+        rows["cost"].to_numpy(dtype=float),
+        f_star,
+        mean_costs,
+        target=tgt,
+        alpha=cfg.alpha if cfg.setting == "ucvs" else 0.0,
+    )
+    points = rows[[c for c in rows.columns if c.startswith("x") and c[1:].isdigit()]]
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "setting": cfg.setting,
+                    "benchmark": cfg.problem_label,
+                    "costs": cfg.cost_label,
+                    "variance": cfg.variance,
+                    "method": method,
+                    "seed": seed,
+                    "t": rows["t"].to_numpy(dtype=int),
+                    "set": idx + 1,
+                    "phase": rows["phase"].astype(str).to_numpy(),
+                    "cost": rows["cost"].to_numpy(dtype=float),
+                    "spent": r.spent,
+                    "y": rows["y"].to_numpy(dtype=float),
+                    "value": r.value,
+                    "f_star": f_star,
+                    "simple_regret": r.simple,
+                    "cost_weighted_regret": r.cost_weighted,
+                    "quality_regret": r.quality,
+                    "cost_regret": r.cost,
+                    "target_set": (tgt + 1) if tgt is not None else 0,
+                    "n_sets": n_sets,
+                }
+            ),
+            points.reset_index(drop=True),
+        ],
+        axis=1,
+    )
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -289,125 +479,3 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
         )
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-# --------------------------------------------------------------------------- figures
-
-_COLORS = {
-    "ts-psq": "tab:orange",
-    "ucb-psq": "tab:blue",
-    "etc50": "tab:green",
-    "etc100": "tab:red",
-    "etcada": "tab:purple",
-    "ucvs": "tab:brown",
-    "ucvs-paper": "tab:pink",
-    "ucb-cvs": "tab:olive",
-    "ucb-per-cost": "tab:cyan",
-    "ts-per-cost": "tab:gray",
-    "ei-per-cost": "black",
-}
-
-
-def method_color(method: str) -> str:
-    """A fixed colour per method, so every panel uses the same legend."""
-    return _COLORS.get(method, "tab:gray")
-
-
-def plot_regret(df: pd.DataFrame, budget: float, ax=None, title: str = "", diamonds: bool = True):
-    """Simple regret vs cost spent: mean ± SE over seeds, log y; diamond = lock-on spend."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.gca()
-    m_last = int(df["n_sets"].max())
-    for method, (grid, mean, se, _) in aggregate(df, "simple_regret", budget).items():
-        floor = 1e-4
-        c = method_color(method)
-        ax.step(grid, np.maximum(mean, floor), where="post", label=method, color=c)
-        ax.fill_between(
-            grid,
-            np.maximum(mean - se, floor),
-            np.maximum(mean + se, floor),
-            step="post",
-            alpha=0.2,
-            color=c,
-        )
-        if diamonds and method.startswith("etc"):
-            g = df[df["method"] == method]
-            spends = [lock_on_spend(s, m_last) for _, s in g.groupby("seed")]
-            if np.isfinite(spends).any():
-                x = float(np.nanmean(spends))
-                y = float(np.interp(x, grid, np.maximum(mean, floor)))
-                ax.plot([x], [y], marker="D", color=c, markersize=6)
-    ax.set_yscale("log")
-    ax.set_xlim(0, budget)
-    ax.set_xlabel("cost spent")
-    ax.set_ylabel("simple regret")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    return ax
-
-
-def plot_evaluations(df: pd.DataFrame, budget: float, ax=None, title: str = ""):
-    """Number of function evaluations vs cost spent (mean over seeds)."""
-    import matplotlib.pyplot as plt
-
-    ax = ax or plt.gca()
-    df = df.assign(n_evals=df["t"].astype(float))
-    # every run starts at (cost 0, 0 evaluations); the 5 free initial points are not counted
-    starts = df.groupby(["method", "seed"], sort=False, as_index=False).first()
-    starts = starts.assign(spent=0.0, n_evals=0.0, t=0)
-    # method order of first appearance is kept, so colours match the regret panel
-    df = pd.concat([starts, df], ignore_index=True)
-    for method, (grid, mean, se, _) in aggregate(df, "n_evals", budget).items():
-        c = method_color(method)
-        ax.step(grid, mean, where="post", label=method, color=c)
-        ax.fill_between(grid, mean - se, mean + se, step="post", alpha=0.2, color=c)
-    ax.set_xlim(0, budget)
-    ax.set_xlabel("cost spent")
-    ax.set_ylabel("function evaluations")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    return ax
-
-
-def save_figures(df: pd.DataFrame, cfg: ExperimentConfig, out_dir: str | Path) -> list[Path]:
-    """``regret.png`` and ``evaluations.png`` of one experiment."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    title = f"{cfg.benchmark}, {cfg.cost_label} costs, var {cfg.variance}"
-    paths = []
-    for name, fn in (("regret.png", plot_regret), ("evaluations.png", plot_evaluations)):
-        fig, ax = plt.subplots(figsize=(5, 3.6))
-        fn(df, cfg.budget, ax=ax, title=title)
-        fig.tight_layout()
-        with atomic_path(out / name, suffix=".png") as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-        plt.close(fig)
-        paths.append(out / name)
-    return paths
-
-
-def save_panel_figure(
-    frames: dict[str, pd.DataFrame], budget: float, path: str | Path, title: str
-) -> Path:
-    """One figure: a column per cost setting, simple regret (top) and evaluations (bottom)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(frames)
-    fig, axes = plt.subplots(2, n, figsize=(4.2 * n, 6.4), squeeze=False)
-    for j, (label, df) in enumerate(frames.items()):
-        plot_regret(df, budget, ax=axes[0, j], title=f"{title}: {label} costs")
-        plot_evaluations(df, budget, ax=axes[1, j], title="")
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
-    return Path(path)

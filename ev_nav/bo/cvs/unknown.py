@@ -14,7 +14,7 @@ The learner never sees the mean costs, only the realised cost of each of its own
 Two forms are provided: ``paper`` (Algorithm 1: ``τ`` plays per set, fixed ``α``) and
 ``practical`` (the experiments: explore while spend ≤ 60 % of the budget, ``α`` halved every ``d``
 exploitation evaluations). Baselines (UCB-PSQ, TS-PSQ, UCB-CVS, ETC-50 with size groups) are the
-known-cost policies of :mod:`ev_nav.bo.cvs`.
+known-cost policies of :mod:`ev_nav.bo.cvs.policies`.
 """
 
 from __future__ import annotations
@@ -25,20 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ev_nav.bo.acquisition import confidence_bound
-from ev_nav.bo.cvs import (
-    ETC,
-    TSPSQ,
-    UCBCVS,
-    UCBPSQ,
-    BOContext,
-    Decision,
-    Policy,
-    _Base,
-    linear_eps,
-    size_groups,
-)
-from ev_nav.bo.problems import Problem
+from ev_nav.bo.cvs.acquisition import confidence_bound
+from ev_nav.bo.cvs.policies import BOContext, Decision, _Base
 from ev_nav.errors import ConfigError
 
 # --------------------------------------------------------------------------- pure rules
@@ -149,8 +137,8 @@ class UnknownCostCVS(_Base):
         lcb_fn = self._lcb(ctx)
         full = ctx.problem.full_set
         if full is not None:
-            return ctx.optimise(lcb_fn, full)[0]
-        return max(ctx.optimise(lcb_fn, i)[0] for i in sets)
+            return ctx.optimise(lcb_fn, full).value
+        return max(ctx.optimise(lcb_fn, i).value for i in sets)
 
     def _lcb(self, ctx: BOContext):
         beta = ctx.beta if self.config.beta_lcb is None else self.config.beta_lcb
@@ -178,7 +166,7 @@ class UnknownCostCVS(_Base):
         if self._exploring(ctx):
             i = self.n_explore % m
             self.n_explore += 1
-            val, x = ctx.optimise_ucb(i)
+            x, val = ctx.optimise_ucb(i)
             self.ucb_hist[i].append(val)
             lval = self._max_lcb(ctx, [i])
             self.lcb_bar = max(self.lcb_bar, lval)
@@ -201,7 +189,7 @@ class UnknownCostCVS(_Base):
                 self.lcb_bar = -math.inf
         ucb = [ctx.optimise_ucb(i) for i in range(m)]
         lcb_now = self._max_lcb(ctx, range(m))
-        u_now = [u[0] for u in ucb]
+        u_now = [u.value for u in ucb]
         if cfg.intersect:
             self.lcb_bar = max(self.lcb_bar, lcb_now)
             self.ucb_bar = [min(a, b) for a, b in zip(self.ucb_bar, u_now, strict=True)]
@@ -217,56 +205,4 @@ class UnknownCostCVS(_Base):
         self.last_feasible = feas
         i = choose_cheapest(feas, ctx.cost_obs, ctx.t + 1, u_now, cfg.clip_cost_lcb)
         self.n_exploit += 1
-        return Decision(i, ucb[i][1], tuple(u_now), "exploit")
-
-
-# --------------------------------------------------------------------------- factory
-
-UCVS_METHODS: tuple[str, ...] = ("ucvs", "ucvs-paper", "ucb-psq", "ts-psq", "ucb-cvs", "etc50")
-
-
-def make_ucvs_policy(
-    name: str,
-    problem: Problem,
-    *,
-    etc_quota: int = 50,
-    tau: int = 10,
-    alpha: float = 0.1,
-    explore_frac: float = 0.6,
-    eps_start: float = 1.0,
-    eps_cutoff: int = 100,
-    n_features: int = 2048,
-    clip_cost_lcb: bool = True,
-) -> Policy:
-    """Build a method of the unknown-cost comparison by name (see :data:`UCVS_METHODS`).
-
-    ``ucb-cvs`` is the only one given the true mean costs (it cannot run without them); ETC uses
-    size groups and does not need costs.
-    """
-    if name == "ucvs":
-        # current (not intersected) bounds: with a fitted, finite-β GP a single optimiser miss
-        # ratchets the running min of a set's UCB below the running max LCB for good
-        return UnknownCostCVS(
-            UCVSConfig(
-                "practical",
-                alpha=alpha,
-                explore_frac=explore_frac,
-                intersect=False,
-                clip_cost_lcb=clip_cost_lcb,
-            )
-        )
-    if name == "ucvs-paper":
-        return UnknownCostCVS(
-            UCVSConfig("paper", tau=tau, alpha=alpha, clip_cost_lcb=clip_cost_lcb),
-            name="ucvs-paper",
-        )
-    if name == "ucb-psq":
-        return UCBPSQ()
-    if name == "ts-psq":
-        return TSPSQ(n_features)
-    if name == "ucb-cvs":
-        return UCBCVS(problem.costs.means, linear_eps(eps_start, eps_cutoff))
-    if name == "etc50":
-        groups = size_groups(problem.control_sets, problem.dim)
-        return ETC(groups, [etc_quota] * len(groups), name="etc50")
-    raise ConfigError(f"unknown method {name!r}; use one of {', '.join(UCVS_METHODS)}")
+        return Decision(i, ucb[i].x, tuple(u_now), "exploit")

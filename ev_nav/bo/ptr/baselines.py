@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from ev_nav.bo.ptr import argmax_random, argmin_random, straddle
-from ev_nav.bo.ptr_policies import (
+from ev_nav.bo.ptr.context import (
     Policy,
     StepContext,
     Task,
@@ -23,6 +22,7 @@ from ev_nav.bo.ptr_policies import (
     report_eq5,
     report_ptr_mean,
 )
+from ev_nav.bo.ptr.measure import argmax_random, argmin_random, straddle
 
 ROOT_BETA = 2.0  # β^{1/2} of all baselines (E.1)
 ROOT_BETA_BQLSE = 3.0

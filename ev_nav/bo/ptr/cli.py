@@ -1,4 +1,5 @@
-"""``ev-nav bo ptr`` (benchmarks) and ``ev-nav bo ptr-ev`` (EV battery-reserve application)."""
+"""``ev-nav bo ptr run | list | report`` (benchmarks, your own objective) and ``ev-nav bo
+ptr-ev`` (the EV battery-reserve application)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,26 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from ev_nav.bo.core.cli import Family, add_family, execution_config, json_list
+from ev_nav.bo.ptr.ev import EVReserveConfig, run_ev_reserve
+from ev_nav.bo.ptr.problems import BENCHMARKS
+from ev_nav.bo.ptr.registry import LSE_METHODS, METHODS, OPT_METHODS, method_task
+from ev_nav.bo.ptr.runner import (
+    PTRRunConfig,
+    load_results,
+    plot_results,
+    recommendations,
+    results_table,
+    run_experiments,
+)
 from ev_nav.errors import ConfigError
 
 
-def _methods(spec: list[str]) -> list[str]:
-    from ev_nav.bo.ptr_policies import LSE_METHODS, OPT_METHODS, method_task
-
+def _methods(spec: list[str] | None) -> list[str]:
     out: list[str] = []
-    for item in spec:
+    for item in spec or []:
         for name in item.split(","):
             name = name.strip().lower()
             if name == "all-opt":
@@ -32,25 +45,74 @@ def _methods(spec: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _run_ptr(args: argparse.Namespace) -> int:
-    import torch
-
-    from ev_nav.bo.ptr_runner import (
-        RunConfig,
-        plot_results,
-        results_table,
-        run_experiment,
-        save_results,
+def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
+    p.add_argument(
+        "--benchmark",
+        choices=BENCHMARKS.names,
+        default=None,
+        help="benchmark (see `list`); or give --objective",
     )
+    p.add_argument(
+        "--method",
+        "--methods",
+        dest="method",
+        action="append",
+        default=None,
+        help="method name(s), comma-separated or repeated; 'all-opt' / 'all-lse' for every one",
+    )
+    p.add_argument("--iterations", "-T", type=int, default=60)
+    p.add_argument("--trials", "--seeds", "-n", dest="trials", type=int, default=5)
+    p.add_argument(
+        "--seed", "--seed-offset", dest="seed", type=int, default=0, help="seed of the first trial"
+    )
+    p.add_argument("--alpha", type=float, default=None, help="LSE level (default: benchmark's)")
+    p.add_argument("--beta", type=float, default=None, help="PTR interval beta")
+    p.add_argument("--m", type=float, default=2.0, help="moment order m >= 2")
+    p.add_argument("--eta", type=float, default=0.0, help="threshold slack eta >= 0")
+    p.add_argument("--n-init", type=int, default=None, help="random initial queries")
+    p.add_argument(
+        "--beta-schedule",
+        choices=("constant", "theory"),
+        default="constant",
+        help="theory: beta_t = |X| pi^2 t^2 / (3 delta) for bpt-ucb / bpt-lse",
+    )
+    p.add_argument("--delta", type=float, default=0.1, help="confidence of the theory schedule")
+    p.add_argument(
+        "--uncontrollable-w",
+        action="store_true",
+        help="extension: draw w_t from p(w) instead of choosing it (no guarantee)",
+    )
+    p.add_argument(
+        "--environment",
+        type=json_list,
+        default=None,
+        metavar="JSON",
+        help="with --objective: the w grid, e.g. '[-1, 0, 1]'",
+    )
+    p.add_argument(
+        "--weights", type=json_list, default=None, metavar="JSON", help="p(w) on the grid"
+    )
+    p.add_argument("--threshold", type=float, default=None, help="with --objective: h of P[f > h]")
+    p.add_argument(
+        "--points-per-axis", type=int, default=None, help="design grid of a user objective"
+    )
+    p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--quiet", action="store_true")
 
+
+def _run(args: argparse.Namespace) -> int:
+    if args.benchmark is None and args.objective is None:
+        raise ConfigError("give --benchmark NAME (see `ev-nav bo ptr list`) or --objective")
+    if args.threads < 1:
+        raise ConfigError("--threads must be >= 1")
     torch.set_num_threads(args.threads)
     methods = _methods(args.method)
     progress = not args.quiet and sys.stderr.isatty()
     t0 = time.perf_counter()
-    results = []
-    for name in methods:
-        cfg = RunConfig(
-            benchmark=args.benchmark,
+    configs = [
+        PTRRunConfig(
+            benchmark=args.benchmark or "",
             method=name,
             iterations=args.iterations,
             trials=args.trials,
@@ -63,26 +125,57 @@ def _run_ptr(args: argparse.Namespace) -> int:
             uncontrollable_w=args.uncontrollable_w,
             beta_schedule=args.beta_schedule,
             delta=args.delta,
+            objective=args.objective,
+            bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
+            environment=None if args.environment is None else tuple(args.environment),
+            weights=None if args.weights is None else tuple(args.weights),
+            threshold=args.threshold,
+            points_per_axis=args.points_per_axis,
         )
-        results.append(run_experiment(cfg, progress=progress))
+        for name in methods
+    ]
+    task = method_task(methods[0])
+    label = (args.objective or args.benchmark).replace(":", "_").replace("/", "_")
+    out = Path(args.out or f"runs/ptr/{label}-{task}")
+    results = run_experiments(configs, out, execution_config(args), progress=progress)
     wall = time.perf_counter() - t0
-    out = Path(args.out or f"runs/ptr/{args.benchmark}-{results[0].task}")
-    save_results(results, out, wall_seconds=wall)
     fig = plot_results(
-        results, out / "curves.png", title=f"{args.benchmark} ({args.trials} trials)"
+        results, out / "curves.png", title=f"{configs[0].problem_label} ({args.trials} trials)"
     )
     if not args.quiet:
-        print(results_table(results))
-        print(f"wall time {wall:.1f} s; results in {out}/ (results.json, table.md, metadata.json)")
+        if args.objective is None:
+            print(results_table(results))
+        else:
+            print(recommendations(results))
+        print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
         print(f"figure: {fig}")
     return 0
 
 
+def _list(_args: argparse.Namespace) -> int:
+    print("methods (optimization):")
+    for e in METHODS:
+        if e.value.task == "opt":
+            print(f"  {e.name:16s} {e.summary}")
+    print("methods (level-set estimation):")
+    for e in METHODS:
+        if e.value.task == "lse":
+            print(f"  {e.name:16s} {e.summary}")
+    print("benchmarks:")
+    for e in BENCHMARKS:
+        print(f"  {e.name:20s} {e.summary}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    results = load_results(args.path)
+    print(results_table(results))
+    if args.figure is not None:
+        print(f"figure written to {plot_results(results, args.figure)}")
+    return 0
+
+
 def _run_ptr_ev(args: argparse.Namespace) -> int:
-    import torch
-
-    from ev_nav.bo.ptr_ev import EVReserveConfig, run_ev_reserve
-
     torch.set_num_threads(args.threads)
     cfg = EVReserveConfig(
         reserve_kwh=args.reserve_kwh,
@@ -106,45 +199,17 @@ def _run_ptr_ev(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``bo ptr`` and ``bo ptr-ev``."""
-    from ev_nav.bo.ptr_benchmarks import BENCHMARKS
-
-    p = sub.add_parser(
-        "ptr",
-        help="probability-threshold robustness BO (BPT-UCB/TS/LSE and baselines)",
-        description="Run PTR methods on a benchmark; prints mean ± 2 SE of the inference regret "
-        "(optimization) or F1 (level sets) and writes results, metadata and a figure.",
+    add_family(
+        sub,
+        Family(
+            "ptr",
+            "probability-threshold robustness BO (BPT-UCB/TS/LSE and baselines)",
+            _add_options,
+            _run,
+            _list,
+            _report,
+        ),
     )
-    p.add_argument("--benchmark", required=True, choices=BENCHMARKS)
-    p.add_argument(
-        "--method",
-        action="append",
-        required=True,
-        help="method name(s), comma-separated or repeated; 'all-opt' / 'all-lse' for every one",
-    )
-    p.add_argument("--iterations", "-T", type=int, default=60)
-    p.add_argument("--trials", "-n", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0, help="seed of the first trial")
-    p.add_argument("--alpha", type=float, default=None, help="LSE level (default: benchmark's)")
-    p.add_argument("--beta", type=float, default=None, help="PTR interval beta")
-    p.add_argument("--m", type=float, default=2.0, help="moment order m >= 2")
-    p.add_argument("--eta", type=float, default=0.0, help="threshold slack eta >= 0")
-    p.add_argument("--n-init", type=int, default=None, help="random initial queries")
-    p.add_argument(
-        "--beta-schedule",
-        choices=("constant", "theory"),
-        default="constant",
-        help="theory: beta_t = |X| pi^2 t^2 / (3 delta) for bpt-ucb / bpt-lse",
-    )
-    p.add_argument("--delta", type=float, default=0.1, help="confidence of the theory schedule")
-    p.add_argument(
-        "--uncontrollable-w",
-        action="store_true",
-        help="extension: draw w_t from p(w) instead of choosing it (no guarantee)",
-    )
-    p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=_run_ptr)
 
     e = sub.add_parser(
         "ptr-ev",

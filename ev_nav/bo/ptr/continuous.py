@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ev_nav.bo.ptr import (
+from ev_nav.bo.ptr.measure import (
     BPTUCB,
     PTRPosterior,
     argmax_random,

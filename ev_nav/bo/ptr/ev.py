@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from ev_nav.bo.ptr import ptr_posterior
-from ev_nav.bo.ptr_benchmarks import GRID50, PTRProblem
-from ev_nav.bo.ptr_gp import GridKernel
-from ev_nav.bo.ptr_policies import make_policy
-from ev_nav.bo.ptr_runner import f1_score, run_trial
+from ev_nav.bo.ptr.grid import GridKernel
+from ev_nav.bo.ptr.measure import ptr_posterior
+from ev_nav.bo.ptr.problems import GRID50, PTRProblem
+from ev_nav.bo.ptr.registry import PTRMethodConfig, make_policy
+from ev_nav.bo.ptr.runner import f1_score, run_trial
 from ev_nav.energy import Vehicle, segment_energy_wh
 from ev_nav.errors import ConfigError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
@@ -221,10 +221,10 @@ class EVReserveReport:
 def run_ev_reserve(cfg: EVReserveConfig) -> EVReserveReport:
     """Run BPT-LSE on the battery-reserve problem and summarise the safe cruise caps."""
     problem = ev_problem(cfg)
-    policy = make_policy("bpt-lse", alpha=cfg.alpha)
+    policy = make_policy("bpt-lse", PTRMethodConfig(alpha=cfg.alpha))
     res = run_trial(problem, policy, cfg.iterations, cfg.seed, alpha=cfg.alpha)
-    gp = res.posterior
-    assert gp is not None
+    assert res.optimizer is not None
+    gp = res.optimizer.gp
     rule = policy.rule  # type: ignore[attr-defined]
     high, low = rule.classify(gp.mean, gp.var, problem.p_w, problem.h)
     post = ptr_posterior(gp.mean, gp.var, problem.p_w, problem.h)

@@ -218,7 +218,7 @@ class GridPosterior:
     def condition_correction(self, residual: Tensor) -> Tensor:
         """``K(grid, Z_n)(K_nn + σ²I)⁻¹ r`` for residuals ``r`` of shape ``(n, s)`` → ``(s, N)``.
 
-        This is the Matheron update of a prior sample (see :mod:`ev_nav.bo.ptr_sampling`).
+        This is the Matheron update of a prior sample (see :mod:`ev_nav.bo.ptr.sampling`).
         """
         v = torch.linalg.solve_triangular(self.L, residual, upper=False)
         return (self.A.T @ v).T

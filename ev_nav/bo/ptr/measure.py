@@ -1,7 +1,7 @@
 """Probability-threshold robustness (PTR): posterior quantities and the BPT-* selection rules.
 
 Iwazaki, Inatsu & Takeuchi, "Bayesian quadrature optimization for probability threshold
-robustness measure" (spec ``shared/specs/ptr.md``). A design ``x`` is judged by
+robustness measure" (Neural Computation 2021). A design ``x`` is judged by
 
     p_upper(x) = sum_w p(w) 1[f(x, w) > h],
 
@@ -16,7 +16,7 @@ marginals on a product grid ``X × Ω`` into
 * the BPT-UCB / BPT-TS / BPT-LSE rules (:class:`BPTUCB`, :class:`BPTTS`, :class:`BPTLSE`).
 
 All arrays are NumPy float64 with shape ``(n_x, n_w)`` for grid quantities; the GP itself lives
-in :mod:`ev_nav.bo.ptr_gp`.
+in :mod:`ev_nav.bo.ptr.grid`.
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class BPTUCB:
 class BPTTS:
     """BPT-TS: maximise the PTR of one joint posterior sample ``f̂``; ``w_t`` by eq. 4.
 
-    The sample is drawn by the caller (see :mod:`ev_nav.bo.ptr_sampling`); the threshold of the
+    The sample is drawn by the caller (see :mod:`ev_nav.bo.ptr.sampling`); the threshold of the
     sample's PTR is ``h`` (spec A17; ``η`` only enters eq. 4 in theory mode).
     """
 

@@ -5,8 +5,8 @@ environments ``w`` with known weights ``p(w)``, a threshold ``h``, the GP prior 
 the noise-free values ``f_true`` on the grid, from which the true ``p_upper`` (for the inference
 regret) and the true level set ``H`` (for F1) follow.
 
-* Artificial test functions, negated for maximisation and mapped to ``[-1, 1]²`` with 50 points
-  per axis: Rosenbrock, McCormick, Himmelblau, Goldstein–Price.
+* Artificial test functions (the package's maximisation forms) mapped to ``[-1, 1]²`` with 50
+  points per axis: Rosenbrock, McCormick, Himmelblau, Goldstein–Price.
 * ``gp-test``: one draw of GP(0, RBF(0.5, 1)) per trial, rejecting degenerate draws (A2).
 * ``sir``: infection control, our reconstruction of the SIR setting (A5).
 * ``newsvendor``: the two-product newsvendor under dynamic substitution (A6, A9).
@@ -16,15 +16,25 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from scipy import stats
 
-from ev_nav.bo.ptr import ptr_of_values
-from ev_nav.bo.ptr_gp import GridKernel
+from ev_nav.bo.core.functions import (
+    GOLDSTEIN_PRICE,
+    HIMMELBLAU,
+    MCCORMICK,
+    ROSENBROCK2,
+    TestFunction,
+)
+from ev_nav.bo.core.objective import UserObjective
+from ev_nav.bo.core.registry import Registry
+from ev_nav.bo.ptr.grid import GridKernel, ProductGrid
+from ev_nav.bo.ptr.measure import ptr_of_values
+from ev_nav.bo.ptr.sampling import KroneckerPriorSampler
 from ev_nav.errors import ConfigError
 
 GRID50 = np.linspace(-1.0, 1.0, 50)
@@ -81,7 +91,8 @@ class PTRProblem:
     noise_std
         Observation-noise standard deviation (units of f).
     f_true
-        Noise-free f on the grid, ``(n_x, n_w)`` (a high-accuracy estimate for simulators).
+        Noise-free f on the grid, ``(n_x, n_w)`` (a high-accuracy estimate for simulators);
+        ``None`` for a user objective (a black box: no regret or F1 can be scored).
     observe
         Optional ``(i_x, i_w, rng) -> y``; default ``f_true + N(0, noise_std²)``.
     fit_hyperparameters
@@ -100,7 +111,7 @@ class PTRProblem:
     alpha: float | None
     kernel: GridKernel
     noise_std: float
-    f_true: np.ndarray
+    f_true: np.ndarray | None
     observe: Callable[[int, int, np.random.Generator], float] | None = None
     fit_hyperparameters: bool = False
     n_init: int = 0
@@ -110,8 +121,13 @@ class PTRProblem:
         self.x_points = np.atleast_2d(np.asarray(self.x_points, dtype=np.float64).T).T
         self.w_points = np.atleast_2d(np.asarray(self.w_points, dtype=np.float64).T).T
         self.p_w = np.asarray(self.p_w, dtype=np.float64)
-        if self.f_true.shape != (len(self.x_points), len(self.w_points)):
+        if self.f_true is not None and self.f_true.shape != (
+            len(self.x_points),
+            len(self.w_points),
+        ):
             raise ConfigError("f_true must have shape (n_x, n_w)")
+        if self.f_true is None and self.observe is None:
+            raise ConfigError("a problem without f_true needs an observe function")
         if not np.isclose(self.p_w.sum(), 1.0) or np.any(self.p_w < 0):
             raise ConfigError("p(w) must be non-negative and sum to one")
 
@@ -126,6 +142,8 @@ class PTRProblem:
     @property
     def p_true(self) -> np.ndarray:
         """True ``p_upper(x)`` on the design grid."""
+        if self.f_true is None:
+            raise ConfigError(f"{self.name}: the true PTR of a black-box objective is unknown")
         return ptr_of_values(self.f_true, self.p_w, self.h)
 
     def true_level_set(self, alpha: float | None = None) -> np.ndarray:
@@ -156,6 +174,7 @@ class PTRProblem:
         """One noisy evaluation ``y = f(x_ix, w_iw) + ε``."""
         if self.observe is not None:
             return float(self.observe(ix, iw, rng))
+        assert self.f_true is not None
         return float(self.f_true[ix, iw] + self.noise_std * rng.standard_normal())
 
     def degeneracy(self, alpha: float | None = None) -> list[str]:
@@ -186,27 +205,11 @@ class PTRProblem:
 
 
 # ------------------------------------------------------------------------------ test functions
-def rosenbrock(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (1.0 - a) ** 2 + 100.0 * (b - a * a) ** 2
-
-
-def mccormick(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sin(a + b) + (a - b) ** 2 - 1.5 * a + 2.5 * b + 1.0
-
-
-def himmelblau(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * a + b - 11.0) ** 2 + (a + b * b - 7.0) ** 2
-
-
-def goldstein_price(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    t1 = 1.0 + (a + b + 1.0) ** 2 * (19 - 14 * a + 3 * a * a - 14 * b + 6 * a * b + 3 * b * b)
-    t2 = 30.0 + (2 * a - 3 * b) ** 2 * (18 - 32 * a + 12 * a * a + 48 * b - 36 * a * b + 27 * b * b)
-    return t1 * t2
-
-
 @dataclass(frozen=True)
 class _TestFunctionSpec:
-    func: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    """A test function (maximisation form, :mod:`ev_nav.bo.core.functions`) posed as PTR."""
+
+    func: TestFunction
     x_domain: tuple[float, float]
     w_domain: tuple[float, float]
     h: float
@@ -217,28 +220,28 @@ class _TestFunctionSpec:
 
 
 TEST_FUNCTIONS: dict[str, _TestFunctionSpec] = {
-    "rosenbrock": _TestFunctionSpec(rosenbrock, (-5, 10), (-5, 10), -1000.0, None, 0.5, 150.0),
+    "rosenbrock": _TestFunctionSpec(ROSENBROCK2, (-5, 10), (-5, 10), -1000.0, None, 0.5, 150.0),
     "rosenbrock-small": _TestFunctionSpec(
-        rosenbrock, (-2.048, 2.048), (-2.048, 2.048), -1000.0, None, 0.5, 150.0
+        ROSENBROCK2, (-2.048, 2.048), (-2.048, 2.048), -1000.0, None, 0.5, 150.0
     ),
-    "mccormick": _TestFunctionSpec(mccormick, (-1.5, 4), (-3, 4), -5.0, None, 1.0, 4.0),
-    "himmelblau": _TestFunctionSpec(himmelblau, (-5, 5), (-5, 5), -150.0, 0.8, 0.5, 200.0),
+    "mccormick": _TestFunctionSpec(MCCORMICK, (-1.5, 4), (-3, 4), -5.0, None, 1.0, 4.0),
+    "himmelblau": _TestFunctionSpec(HIMMELBLAU, (-5, 5), (-5, 5), -150.0, 0.8, 0.5, 200.0),
     "goldstein-price": _TestFunctionSpec(
-        goldstein_price, (-2, 2), (-2, 2), -1.0, 0.5, 0.4, 200.0, 1e-5
+        GOLDSTEIN_PRICE, (-2, 2), (-2, 2), -1.0, 0.5, 0.4, 200.0, 1e-5
     ),
     "goldstein-price-a09": _TestFunctionSpec(
-        goldstein_price, (-2, 2), (-2, 2), -1.0, 0.9, 0.4, 200.0, 1e-5
+        GOLDSTEIN_PRICE, (-2, 2), (-2, 2), -1.0, 0.9, 0.4, 200.0, 1e-5
     ),
 }
 
 
 def test_function_problem(name: str, gamma_convention: str = "scale") -> PTRProblem:
-    """A negated test function on the 50 × 50 grid with Gam-w weights (spec §4.2)."""
+    """A test function (maximisation form) on the 50 × 50 grid with Gam-w weights (spec §4.2)."""
     spec = TEST_FUNCTIONS[name]
     A, B = np.meshgrid(
         to_domain(GRID50, *spec.x_domain), to_domain(GRID50, *spec.w_domain), indexing="ij"
     )
-    f = -spec.scale * spec.func(A, B)
+    f = spec.scale * spec.func.numpy(np.stack([A.ravel(), B.ravel()], 1)).reshape(A.shape)
     prob = PTRProblem(
         name=name,
         x_points=GRID50,
@@ -270,9 +273,6 @@ def gp_test_problem(seed: int, task: str = "opt", max_tries: int = 1000) -> PTRP
     Optimization draws need a unique argmax with max p_upper < 0.999; LSE draws need
     ``1 ≤ |H| ≤ 49`` at α = 0.8. The number of rejected draws is recorded in ``info``.
     """
-    from ev_nav.bo.ptr_gp import ProductGrid
-    from ev_nav.bo.ptr_sampling import KroneckerPriorSampler
-
     kernel = GridKernel("se", 0.5, 1.0)
     sampler = KroneckerPriorSampler(ProductGrid(GRID50, GRID50), kernel)
     gen = torch.Generator().manual_seed(int(seed))
@@ -481,17 +481,87 @@ def newsvendor_problem(
     )
 
 
+# ------------------------------------------------------------------------------ user objectives
+def design_grid(bounds: Sequence[tuple[float, float]], points_per_axis: int) -> np.ndarray:
+    """A regular grid over a box, ``(points_per_axis ** d, d)`` (first input slowest)."""
+    axes = [np.linspace(lo, hi, points_per_axis) for lo, hi in bounds]
+    return np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+
+
+def _to_unit_interval(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Map ``[lo, hi]`` to ``[-1, 1]`` per column (the GP's input units, as the benchmarks)."""
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return 2.0 * (v - lo) / span - 1.0
+
+
+def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTRProblem:
+    """A PTR problem on a user objective ``f(x, w)`` (maximised; PTR of ``f > threshold``).
+
+    The design grid is ``design_points`` if declared, else a regular grid over the bounds
+    (``points_per_axis``, default 50 in 1-D, 15 in 2-D, 7 in 3-D); the environment is the
+    declared ``environment`` grid with ``weights`` (default uniform). Both are rescaled to
+    ``[-1, 1]`` for the GP, whose squared-exponential kernel (lengthscale 0.5) and noise are
+    fitted by marginal likelihood after 5 random initial queries, as for the newsvendor problem.
+    """
+    ex = user.extras
+    if ex.get("environment") is None or ex.get("threshold") is None:
+        raise ConfigError(
+            f"objective {user.name}: PTR needs environment=[...] (the w grid) and threshold=h"
+        )
+    W = np.atleast_2d(np.asarray(ex["environment"], dtype=float).T).T
+    p_w = (
+        np.full(W.shape[0], 1.0 / W.shape[0])
+        if ex.get("weights") is None
+        else np.asarray(ex["weights"], dtype=float)
+    )
+    if p_w.shape != (W.shape[0],) or np.any(p_w < 0) or not p_w.sum() > 0:
+        raise ConfigError(f"objective {user.name}: need one non-negative weight per environment")
+    p_w = p_w / p_w.sum()
+    if ex.get("design_points") is not None:
+        X = np.atleast_2d(np.asarray(ex["design_points"], dtype=float).T).T
+    else:
+        n = points_per_axis or {1: 50, 2: 15, 3: 7}.get(user.dim, 4)
+        X = design_grid(user.bounds, n)
+    if X.shape[1] != user.dim:
+        raise ConfigError(f"objective {user.name}: design points must have {user.dim} columns")
+
+    def observe(ix: int, iw: int, _rng: np.random.Generator) -> float:
+        return user(X[ix], W[iw])
+
+    return PTRProblem(
+        name=user.name,
+        x_points=_to_unit_interval(X, user.lower, user.upper),
+        w_points=_to_unit_interval(W, W.min(0), W.max(0)),
+        p_w=p_w,
+        h=float(ex["threshold"]),  # type: ignore[arg-type]
+        alpha=None if ex.get("alpha") is None else float(ex["alpha"]),  # type: ignore[arg-type]
+        kernel=GridKernel("se", 0.5, 1.0),
+        noise_std=float(ex.get("noise_std", 0.01)),  # type: ignore[arg-type]
+        f_true=None,
+        observe=observe,
+        fit_hyperparameters=True,
+        n_init=5,
+        info={"design_points": X, "environment": W, "objective": user.name},
+    )
+
+
 # ------------------------------------------------------------------------------ registry
-BENCHMARKS: tuple[str, ...] = (
-    "gp-test",
-    "rosenbrock",
-    "rosenbrock-small",
-    "mccormick",
-    "himmelblau",
-    "goldstein-price",
-    "goldstein-price-a09",
-    "sir",
-    "newsvendor",
+BENCHMARKS: Registry[Callable[..., PTRProblem]] = Registry("benchmark", "ptr")
+BENCHMARKS.add(
+    "gp-test", "one non-degenerate GP(0, RBF(0.5, 1)) draw per trial, N-w", gp_test_problem
+)
+for _name, _text in (
+    ("rosenbrock", "Rosenbrock on [-5, 10]^2, Gam-w"),
+    ("rosenbrock-small", "Rosenbrock on [-2.048, 2.048]^2, Gam-w"),
+    ("mccormick", "McCormick, Gam-w (optimization)"),
+    ("himmelblau", "Himmelblau, Gam-w, alpha 0.8"),
+    ("goldstein-price", "Goldstein-Price, Gam-w, alpha 0.5 (degenerate: flagged)"),
+    ("goldstein-price-a09", "Goldstein-Price, Gam-w, alpha 0.9"),
+):
+    BENCHMARKS.add(_name, _text, lambda n=_name, **kw: test_function_problem(n, **kw))
+BENCHMARKS.add("sir", "infection control on an SIR model (reconstruction), alpha 0.9", sir_problem)
+BENCHMARKS.add(
+    "newsvendor", "two-product newsvendor under substitution, fitted kernel", newsvendor_problem
 )
 
 #: Benchmarks whose problem changes with the trial seed.
@@ -499,13 +569,8 @@ PER_TRIAL_BENCHMARKS: frozenset[str] = frozenset({"gp-test"})
 
 
 def make_problem(name: str, seed: int = 0, task: str = "opt", **kw: object) -> PTRProblem:
-    """Build benchmark ``name`` (``seed`` only matters for ``gp-test``)."""
+    """Build benchmark ``name`` (``seed`` and ``task`` only matter for ``gp-test``)."""
+    build = BENCHMARKS.get(name)
     if name == "gp-test":
-        return gp_test_problem(seed, task)
-    if name in TEST_FUNCTIONS:
-        return test_function_problem(name, **kw)  # type: ignore[arg-type]
-    if name == "sir":
-        return sir_problem()
-    if name == "newsvendor":
-        return newsvendor_problem(**kw)  # type: ignore[arg-type]
-    raise ConfigError(f"unknown PTR benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")
+        return build(seed, task)
+    return build(**kw)

@@ -1,48 +1,54 @@
-"""Run PTR methods on benchmarks: trials, metrics, results files and figures.
+"""Run PTR methods on benchmarks or user objectives: trials, metrics, results and figures.
 
-Metrics (spec §1.3, §1.4, A12): optimization records the inference regret
-``p_upper(x*) − p_upper(x̂_t)`` after every step; LSE records the F1 score of ``Ĥ_t`` against the
-true ``H`` (``F1 = 1`` if both are empty) and a variant that also counts unclassified designs with
-``μ^(p) ≥ α`` as positive. Trial ``k`` uses seed ``seed + k``; its streams (initial design,
-policy, noise, posterior samples) are spawned from that seed, so the same seed reproduces the
-same query sequence and all methods share the initial design.
+Metrics (Iwazaki et al., Sec. 6; decisions A12 in docs/bo-ptr.md): optimization records the
+inference regret ``p_upper(x*) − p_upper(x̂_t)`` after every step; LSE records the F1 score of
+``Ĥ_t`` against the true ``H`` (``F1 = 1`` if both are empty) and a variant that also counts
+unclassified designs with ``μ^(p) ≥ α`` as positive. Trial ``k`` uses seed ``seed + k`` (see
+:mod:`ev_nav.bo.ptr.api` for its streams), so the same seed reproduces the same query sequence
+and all methods share the initial design. Every trial is an independent run on the fleet
+grids' executors (:mod:`ev_nav.bo.core.runs`); a user objective has no true PTR, so its trials
+record the queries and the recommendation only.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
+import pandas as pd
 
-from ev_nav.bo.ptr import ptr_posterior
-from ev_nav.bo.ptr_benchmarks import PER_TRIAL_BENCHMARKS, PTRProblem, make_problem
-from ev_nav.bo.ptr_gp import GridKernel, GridPosterior, ProductGrid
-from ev_nav.bo.ptr_policies import (
-    Policy,
-    StepContext,
-    TheoryBeta,
-    UncontrollableW,
-    make_policy,
-    method_task,
+from ev_nav.bo.core.objective import load_objective
+from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, subplots
+from ev_nav.bo.core.runs import (
+    Execution,
+    ExecutionConfig,
+    Job,
+    RunRecord,
+    read_results,
+    run_jobs,
+    write_results,
 )
-from ev_nav.errors import ConfigError, InvalidObservation
-from ev_nav.gp.exact import ExactGP
-from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
+from ev_nav.bo.ptr.api import PTROptimizer
+from ev_nav.bo.ptr.context import Policy
+from ev_nav.bo.ptr.measure import ptr_posterior
+from ev_nav.bo.ptr.problems import PER_TRIAL_BENCHMARKS, PTRProblem, make_problem, user_problem
+from ev_nav.bo.ptr.registry import PTRMethodConfig, method_task
+from ev_nav.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """One benchmark × method experiment.
+class PTRRunConfig:
+    """One benchmark (or user objective) × method experiment.
 
     Attributes
     ----------
     benchmark, method
-        Registered names (see ``ev_nav.bo.ptr_benchmarks.BENCHMARKS`` and
-        ``ev_nav.bo.ptr_policies.METHODS``).
+        Registered names (``ev-nav bo ptr list``); ``benchmark`` is ignored with ``objective``.
     iterations
         Queries per trial after the initial design (T).
     trials
@@ -58,9 +64,14 @@ class RunConfig:
     refit_every
         Hyperparameter refit period for benchmarks that learn them (newsvendor).
     uncontrollable_w
-        Extension of spec §1.5: ``w_t`` is drawn from ``p(w)`` instead of chosen.
+        Extension (no guarantee): ``w_t`` is drawn from ``p(w)`` instead of chosen.
     beta_schedule, delta
-        ``"theory"``: BPT-UCB/BPT-LSE use ``β_t = |X|π²t²/(3δ)`` (spec §2.6).
+        ``"theory"``: BPT-UCB/BPT-LSE use ``β_t = |X|π²t²/(3δ)``.
+    objective, bounds, environment, weights, threshold
+        A user objective ``f(x, w)`` (see :mod:`ev_nav.bo.core.objective`) and overrides of
+        its declarations.
+    points_per_axis
+        Design grid of a user objective without declared ``design_points``.
     """
 
     benchmark: str
@@ -77,6 +88,12 @@ class RunConfig:
     uncontrollable_w: bool = False
     beta_schedule: str = "constant"
     delta: float = 0.1
+    objective: str | None = None
+    bounds: tuple[tuple[float, float], ...] | None = None
+    environment: tuple[Any, ...] | None = None
+    weights: tuple[float, ...] | None = None
+    threshold: float | None = None
+    points_per_axis: int | None = None
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.trials < 1:
@@ -91,27 +108,35 @@ class RunConfig:
         ):
             raise ConfigError("the theory beta schedule applies to bpt-ucb and bpt-lse only")
 
+    @property
+    def problem_label(self) -> str:
+        return self.objective or self.benchmark
+
+    def method_config(self, alpha: float | None) -> PTRMethodConfig:
+        return PTRMethodConfig(alpha=alpha, beta=self.beta, m=self.m, eta=self.eta)
+
 
 @dataclass
 class TrialResult:
     """One trial: the metric after every step and the query sequence."""
 
     seed: int
-    metric: np.ndarray  # (T,) regret or F1
-    queries: np.ndarray  # (T, 2) design and environment indices
+    metric: np.ndarray  # (T,) regret or F1 (NaN for a user objective)
+    queries: np.ndarray  # (T, 2) design and environment indices (-1 after a stop)
     metric_alt: np.ndarray | None = None  # LSE: F1 with unclassified designs by posterior mean
     first_classified: int | None = None  # LSE: first step with U = ∅
     stopped_at: int | None = None  # faithful BPT-LSE: step at which it terminated
     seconds: float = 0.0
     problem_info: dict[str, object] = field(default_factory=dict)
-    posterior: GridPosterior | None = field(default=None, repr=False)  # final GP (not saved)
+    recommendation: dict[str, object] = field(default_factory=dict)
+    optimizer: PTROptimizer | None = field(default=None, repr=False)  # final state (not saved)
 
 
 @dataclass
 class ExperimentResult:
-    """All trials of one :class:`RunConfig`."""
+    """All trials of one :class:`PTRRunConfig`."""
 
-    config: RunConfig
+    config: PTRRunConfig
     task: str
     trials: list[TrialResult]
 
@@ -121,7 +146,7 @@ class ExperimentResult:
         return np.stack([t.metric for t in self.trials])
 
     def mean_se(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard error over trials, each ``(T,)``."""
+        """Mean and standard error (``ddof = 1``) over trials, each ``(T,)``."""
         M = self.metric
         se = M.std(0, ddof=1) / np.sqrt(M.shape[0]) if M.shape[0] > 1 else np.zeros(M.shape[1])
         return M.mean(0), se
@@ -134,73 +159,55 @@ def f1_score(pred: np.ndarray, truth: np.ndarray) -> float:
     return 1.0 if denom == 0 else 2.0 * tp / denom
 
 
-def _fit_hyperparameters(gp: GridPosterior, seed: int) -> GridKernel:
-    """Refit the kernel and noise of ``gp`` by marginal likelihood (shared ExactGP core).
-
-    The fit runs on ``y / s`` with ``s`` the RMS of the observations (the prior mean stays zero,
-    so this is only a change of units) and the result is scaled back: the optimiser's random
-    restarts assume O(1) outputs. If every start fails, the previous hyperparameters are kept.
-    """
-    Z = gp.grid.Z[torch.as_tensor(gp.obs_index)]
-    y = torch.as_tensor(gp.y, dtype=torch.float64) - gp.prior_mean
-    s2 = max(float((y * y).mean()), 1e-12)
-    model = ExactGP(
-        gp.kernel.kind,
-        gp.kernel.ls_tensor(Z.shape[1]),
-        min(max(gp.kernel.outputscale / s2, 1e-3), 1e3),
-        min(max(gp.noise_var / s2, 1e-6), 0.5),
-    )
-    try:
-        model.fit_hyperparameters(
-            Z, y / s2**0.5, n_restarts=3, generator=torch.Generator().manual_seed(seed)
-        )
-    except InvalidObservation:
-        return gp.kernel
-    kernel = GridKernel(gp.kernel.kind, tuple(model.lengthscale.tolist()), model.outputscale * s2)
-    gp.refit(kernel, model.noise_var * s2)
-    return kernel
-
-
 def run_trial(
     problem: PTRProblem,
-    policy: Policy,
+    method: str | Policy,
     iterations: int,
     seed: int,
     *,
     n_init: int | None = None,
     alpha: float | None = None,
     refit_every: int = 10,
+    method_config: PTRMethodConfig | None = None,
+    beta_schedule: str = "constant",
+    delta: float = 0.1,
+    uncontrollable_w: bool = False,
 ) -> TrialResult:
-    """Run one trial of ``policy`` on ``problem`` for ``iterations`` queries.
+    """Simulate one trial of ``method`` on ``problem`` for ``iterations`` queries.
 
     A faithful BPT-LSE (``stop_when_classified``) stops when every design is classified; its
     final estimate is carried forward to the remaining steps so curves keep length T.
     """
     t0 = time.perf_counter()
-    ss = np.random.SeedSequence(int(seed))
-    s_init, s_policy, s_noise, s_torch = ss.spawn(4)
-    rng_init = np.random.default_rng(s_init)
-    noise_rng = np.random.default_rng(s_noise)
-    tgen = torch.Generator().manual_seed(int(s_torch.generate_state(1)[0]))
-    grid = ProductGrid(problem.x_points, problem.w_points)
-    gp = GridPosterior(grid, problem.kernel, problem.noise_std**2, capacity=iterations + 16)
-    ctx = StepContext(problem, gp, [], np.random.default_rng(s_policy), tgen)
+    opt = PTROptimizer(
+        problem,
+        method,
+        seed=seed,
+        method_config=method_config or PTRMethodConfig(alpha=alpha),
+        n_init=n_init,
+        refit_every=refit_every,
+        beta_schedule=beta_schedule,
+        delta=delta,
+        uncontrollable_w=uncontrollable_w,
+        capacity=iterations + 16,
+    )
+    noise_rng = np.random.default_rng(opt.noise_seed)
 
-    n0 = problem.n_init if n_init is None else n_init
-    for _ in range(n0):
-        ix, iw = int(rng_init.integers(problem.n_x)), int(rng_init.integers(problem.n_w))
-        gp.add(ix, iw, problem.observe_y(ix, iw, noise_rng))
-        ctx.queried_x.append(ix)
-    if problem.fit_hyperparameters and gp.n >= 2:
-        _fit_hyperparameters(gp, seed)
-        ctx.invalidate_sampler()
+    def step() -> tuple[int, int]:
+        s = opt.ask()
+        ix, iw = int(s.detail["ix"]), int(s.detail["iw"])  # type: ignore[call-overload]
+        opt.tell(s.x, problem.observe_y(ix, iw, noise_rng))
+        return ix, iw
 
-    p_true = problem.p_true
-    task = policy.task
-    truth = problem.true_level_set(alpha) if task == "lse" else None
+    while opt.initialising:
+        step()
+    scored = problem.f_true is not None
+    task = opt.task
+    p_true = problem.p_true if scored else None
+    truth = problem.true_level_set(alpha) if scored and task == "lse" else None
     level = (alpha if alpha is not None else problem.alpha) if task == "lse" else None
-    metric = np.empty(iterations)
-    metric_alt = np.empty(iterations) if task == "lse" else None
+    metric = np.full(iterations, np.nan)
+    metric_alt = np.full(iterations, np.nan) if task == "lse" else None
     queries = np.empty((iterations, 2), dtype=np.int64)
     first_classified: int | None = None
     stopped_at: int | None = None
@@ -210,26 +217,23 @@ def run_trial(
             if metric_alt is not None:
                 metric_alt[t] = metric_alt[t - 1]
             continue
-        ix, iw = policy.select(ctx)
-        queries[t] = ix, iw
-        gp.add(ix, iw, problem.observe_y(ix, iw, noise_rng))
-        ctx.queried_x.append(ix)
-        if problem.fit_hyperparameters and (t + 1) % refit_every == 0:
-            _fit_hyperparameters(gp, seed + t)
-            ctx.invalidate_sampler()
+        queries[t] = step()
         if task == "opt":
-            metric[t] = p_true.max() - p_true[policy.report(ctx)]  # type: ignore[index]
+            if p_true is not None:
+                metric[t] = p_true.max() - p_true[opt.report()]  # type: ignore[index]
             continue
-        high, low = policy.report(ctx)  # type: ignore[misc]
-        metric[t] = f1_score(high, truth)  # type: ignore[arg-type]
+        high, low = opt.report()  # type: ignore[misc]
         unclassified = ~(high | low)
-        mu_p = ptr_posterior(gp.mean, gp.var, problem.p_w, problem.h).mean
-        metric_alt[t] = f1_score(high | (unclassified & (mu_p >= level)), truth)  # type: ignore[index, arg-type, operator]
+        if truth is not None:
+            metric[t] = f1_score(high, truth)
+            mu_p = ptr_posterior(opt.gp.mean, opt.gp.var, problem.p_w, problem.h).mean
+            metric_alt[t] = f1_score(high | (unclassified & (mu_p >= level)), truth)  # type: ignore[index, operator]
         if not unclassified.any():
             if first_classified is None:
                 first_classified = t + 1
-            if getattr(policy, "stop_when_classified", False):
+            if getattr(opt.policy, "stop_when_classified", False):
                 stopped_at = t + 1
+    best = opt.result()
     return TrialResult(
         seed=int(seed),
         metric=metric,
@@ -239,52 +243,149 @@ def run_trial(
         stopped_at=stopped_at,
         seconds=time.perf_counter() - t0,
         problem_info=dict(problem.info),
-        posterior=gp,
+        recommendation={"x_best": best.x_best, "ptr_mean": best.value, "ix": best.detail["ix"]},
+        optimizer=opt,
     )
+
+
+# ------------------------------------------------------------------------------ experiments
+@functools.lru_cache(maxsize=4)
+def _shared_problem(name: str) -> PTRProblem:
+    """A benchmark that does not change with the trial, built once per process."""
+    return make_problem(name)
+
+
+def build_problem(cfg: PTRRunConfig, seed: int, task: str) -> PTRProblem:
+    """The problem of one trial (``gp-test`` draws a new function per trial)."""
+    if cfg.objective is not None:
+        user = load_objective(
+            cfg.objective,
+            bounds=cfg.bounds,
+            environment=cfg.environment,
+            weights=cfg.weights,
+            threshold=cfg.threshold,
+            alpha=cfg.alpha,
+        )
+        return user_problem(user, cfg.points_per_axis)
+    if cfg.benchmark in PER_TRIAL_BENCHMARKS:
+        return make_problem(cfg.benchmark, seed, task)
+    return _shared_problem(cfg.benchmark)
+
+
+def _level(cfg: PTRRunConfig, problem: PTRProblem) -> float | None:
+    """The LSE level of ``cfg``: its own, else the benchmark's (``None``: the benchmark has none,
+    and a level-set method refuses to run)."""
+    return cfg.alpha if cfg.alpha is not None else problem.alpha
+
+
+def _trial_task(cfg: PTRRunConfig, seed: int) -> RunRecord:
+    task = method_task(cfg.method)
+    problem = build_problem(cfg, seed, task)
+    alpha = _level(cfg, problem) if task == "lse" else cfg.alpha
+    r = run_trial(
+        problem,
+        cfg.method,
+        cfg.iterations,
+        seed,
+        n_init=cfg.n_init,
+        alpha=alpha,
+        refit_every=cfg.refit_every,
+        method_config=cfg.method_config(alpha),
+        beta_schedule=cfg.beta_schedule,
+        delta=cfg.delta,
+        uncontrollable_w=cfg.uncontrollable_w,
+    )
+    rows = pd.DataFrame(
+        {
+            "t": np.arange(1, cfg.iterations + 1),
+            "ix": r.queries[:, 0],
+            "iw": r.queries[:, 1],
+            "metric": r.metric,
+            "metric_alt": r.metric_alt if r.metric_alt is not None else np.nan,
+        }
+    )
+    info = {
+        "seed": r.seed,
+        "first_classified": r.first_classified,
+        "stopped_at": r.stopped_at,
+        "seconds": r.seconds,
+        "problem_info": r.problem_info,
+        "recommendation": r.recommendation,
+        "has_metric_alt": r.metric_alt is not None,
+    }
+    return RunRecord(rows, info)
+
+
+def jobs(configs: Sequence[PTRRunConfig]) -> list[Job]:
+    """One run per (config, trial); ids ``NN-METHOD-sSEED`` (NN: the config's position)."""
+    return [
+        Job(f"{i:02d}-{cfg.method}-s{cfg.seed + k}", _trial_task, (cfg, cfg.seed + k))
+        for i, cfg in enumerate(configs)
+        for k in range(cfg.trials)
+    ]
+
+
+def run_experiments(
+    configs: Sequence[PTRRunConfig],
+    out_dir: str | Path | None = None,
+    execution: ExecutionConfig | None = None,
+    *,
+    progress: bool = False,
+) -> list[ExperimentResult]:
+    """Run every trial of every config; with ``out_dir``, write ``results.csv`` + manifest."""
+    if len({method_task(c.method) for c in configs}) > 1:
+        raise ConfigError("mix of optimization and LSE methods: run them separately")
+    job_list = jobs(configs)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    results = _collect(configs, job_list, ex)
+    if out_dir is not None:
+        save_results(results, out_dir, execution=ex)
+    return results
 
 
 def run_experiment(
-    cfg: RunConfig, *, progress: bool = True, problem_kwargs: dict | None = None
+    cfg: PTRRunConfig,
+    out_dir: str | Path | None = None,
+    execution: ExecutionConfig | None = None,
+    *,
+    progress: bool = False,
 ) -> ExperimentResult:
-    """Run all trials of ``cfg`` (a tqdm bar over trials unless ``progress`` is False)."""
-    task = method_task(cfg.method)
-    kw = problem_kwargs or {}
-    shared = None if cfg.benchmark in PER_TRIAL_BENCHMARKS else make_problem(cfg.benchmark, **kw)
-    alpha = cfg.alpha
-    if task == "lse" and alpha is None:
-        alpha = shared.alpha if shared is not None else 0.8
-    policy = make_policy(cfg.method, alpha=alpha, beta=cfg.beta, m=cfg.m, eta=cfg.eta)
-    if cfg.beta_schedule == "theory":
-        policy = TheoryBeta(policy, cfg.delta)  # type: ignore[arg-type]
-    if cfg.uncontrollable_w:
-        policy = UncontrollableW(policy)
-    trials = []
-    bar = tqdm(
-        range(cfg.trials),
-        desc=f"{cfg.benchmark}/{cfg.method}",
-        disable=not progress,
-        leave=False,
+    """All trials of one config (see :func:`run_experiments`)."""
+    return run_experiments([cfg], out_dir, execution, progress=progress)[0]
+
+
+def _collect(
+    configs: Sequence[PTRRunConfig], job_list: Sequence[Job], ex: Execution
+) -> list[ExperimentResult]:
+    by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))
+    out = []
+    for i, cfg in enumerate(configs):
+        trials = [
+            _trial_from(by_id[f"{i:02d}-{cfg.method}-s{cfg.seed + k}"]) for k in range(cfg.trials)
+        ]
+        out.append(ExperimentResult(cfg, method_task(cfg.method), trials))
+    return out
+
+
+def _trial_from(rec: RunRecord) -> TrialResult:
+    info = rec.info
+    rows = rec.rows
+    return TrialResult(
+        seed=int(info["seed"]),
+        metric=rows["metric"].to_numpy(dtype=float),
+        queries=rows[["ix", "iw"]].to_numpy(dtype=np.int64),
+        metric_alt=rows["metric_alt"].to_numpy(dtype=float) if info["has_metric_alt"] else None,
+        first_classified=info["first_classified"],
+        stopped_at=info["stopped_at"],
+        seconds=float(info["seconds"]),
+        problem_info=info["problem_info"],
+        recommendation=info.get("recommendation", {}),
     )
-    for k in bar:
-        seed = cfg.seed + k
-        problem = shared if shared is not None else make_problem(cfg.benchmark, seed, task, **kw)
-        trials.append(
-            run_trial(
-                problem,
-                policy,
-                cfg.iterations,
-                seed,
-                n_init=cfg.n_init,
-                alpha=alpha,
-                refit_every=cfg.refit_every,
-            )
-        )
-    return ExperimentResult(cfg, task, trials)
 
 
 # ------------------------------------------------------------------------------ outputs
 def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) -> str:
-    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/2 and T)."""
+    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T)."""
     if not results:
         return ""
     T = results[0].metric.shape[1]
@@ -300,7 +401,21 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
     return "\n".join(lines)
 
 
-def run_label(cfg: RunConfig) -> str:
+def recommendations(results: list[ExperimentResult]) -> str:
+    """One line per trial: the recommended design and its posterior PTR mean."""
+    lines = []
+    for r in results:
+        for t in r.trials:
+            rec = t.recommendation
+            x = ", ".join(f"{v:.4g}" for v in np.asarray(rec.get("x_best", []), dtype=float))
+            lines.append(
+                f"{run_label(r.config)} seed {t.seed}: design [{x}] (grid units), "
+                f"posterior P[f > h] {float(rec.get('ptr_mean', np.nan)):.3f}"
+            )
+    return "\n".join(lines)
+
+
+def run_label(cfg: PTRRunConfig) -> str:
     """Method name plus any non-default PTR-interval settings (for tables and legends)."""
     label = cfg.method
     if cfg.beta is not None:
@@ -330,57 +445,108 @@ def plot_results(results: list[ExperimentResult], path: str | Path, title: str =
 
     The iteration axis is logarithmic: the methods separate in the first tens of steps.
     """
-    import matplotlib
+    import matplotlib.pyplot as plt  # the shared plot helper has set the backend
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    fig, axes = subplots(1, 1, (6.4, 4.2))
     colors = plt.get_cmap("tab20").colors
+    bands, styles = {}, {}
     for k, r in enumerate(results):
-        mean, se = r.mean_se()
-        t = np.arange(1, mean.size + 1)
+        T = r.metric.shape[1]
+        label = run_label(r.config)
+        bands[label] = mean_band(np.arange(1, T + 1), r.metric, n_se=2.0, ddof=1)
         color = colors[(2 * k) % 20 if k < 10 else (2 * k + 1) % 20]
-        ax.plot(t, mean, label=run_label(r.config), color=color, **_style(r.config.method))
-        ax.fill_between(t, mean - 2 * se, mean + 2 * se, alpha=0.10, color=color, lw=0)
+        styles[label] = {"color": color, **_style(r.config.method)}
     task = results[0].task if results else "opt"
-    ax.set_xscale("log")
-    ax.set_xlabel("iteration t (log scale)")
-    ax.set_ylabel("inference regret" if task == "opt" else "F1 score")
-    ax.set_title(title or (results[0].config.benchmark if results else ""))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
+    plot_bands(
+        axes[0, 0],
+        bands,
+        xlabel="iteration t (log scale)",
+        ylabel="inference regret" if task == "opt" else "F1 score",
+        title=title or (results[0].config.benchmark if results else ""),
+        logx=True,
+        band_alpha=0.10,
+        styles=styles,
+        legend={"fontsize": 7, "ncol": 2},
+    )
+    return save_figure(fig, path, dpi=100)
+
+
+def save_results(
+    results: list[ExperimentResult],
+    out_dir: str | Path,
+    *,
+    execution: Execution | None = None,
+    wall_seconds: float | None = None,
+) -> Path:
+    """Write ``results.csv`` (one row per trial step) and ``manifest.json``."""
+    frames, runs = [], {}
+    for i, r in enumerate(results):
+        label = run_label(r.config)
+        for t in r.trials:
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "config": i,
+                        "label": label,
+                        "benchmark": r.config.problem_label,
+                        "method": r.config.method,
+                        "task": r.task,
+                        "seed": t.seed,
+                        "t": np.arange(1, t.metric.size + 1),
+                        "ix": t.queries[:, 0],
+                        "iw": t.queries[:, 1],
+                        "metric": t.metric,
+                        "metric_alt": t.metric_alt if t.metric_alt is not None else np.nan,
+                    }
+                )
+            )
+            runs[f"{i:02d}-{r.config.method}-s{t.seed}"] = {
+                "seed": t.seed,
+                "first_classified": t.first_classified,
+                "stopped_at": t.stopped_at,
+                "seconds": t.seconds,
+                "problem_info": t.problem_info,
+                "recommendation": t.recommendation,
+                "has_metric_alt": t.metric_alt is not None,
+            }
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out = Path(out_dir)
+    write_results(
+        out,
+        table,
+        [asdict(r.config) for r in results],
+        sorted({t.seed for r in results for t in r.trials}),
+        execution=execution,
+        runs=runs,
+        markdown_table=results_table(results),
+        # an execution records its own wall time
+        **({} if wall_seconds is None or execution is not None else {"wall_seconds": wall_seconds}),
+    )
     return out
 
 
 def load_results(path: str | Path) -> list[ExperimentResult]:
-    """Rebuild experiments from a ``results.json`` written by :func:`save_results`."""
-    import json
-
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """Rebuild experiments from a folder written by :func:`save_results`."""
+    table, meta = read_results(path)
     out = []
-    for d in data:
-        cfg = RunConfig(**d["config"])
-        trials = [
-            TrialResult(
-                seed=t["seed"],
-                metric=np.asarray(t["metric"], dtype=float),
-                queries=np.asarray(t["queries"], dtype=np.int64),
-                metric_alt=None if t["metric_alt"] is None else np.asarray(t["metric_alt"]),
-                first_classified=t["first_classified"],
-                stopped_at=t["stopped_at"],
-                seconds=t["seconds"],
-                problem_info=t["problem_info"],
-            )
-            for t in d["trials"]
-        ]
-        out.append(ExperimentResult(cfg, d["task"], trials))
+    for i, raw in enumerate(meta["config"]):
+        cfg = PTRRunConfig(**_tuples(raw))
+        part = table[table["config"] == i]
+        trials = []
+        for seed, g in part.groupby("seed", sort=False):
+            info = meta["runs"][f"{i:02d}-{cfg.method}-s{seed}"]
+            trials.append(_trial_from(RunRecord(g.reset_index(drop=True), info)))
+        out.append(ExperimentResult(cfg, method_task(cfg.method), trials))
     return out
+
+
+def _tuples(raw: dict[str, Any]) -> dict[str, Any]:
+    """JSON lists back into the config's tuples."""
+
+    def conv(v: Any) -> Any:
+        return tuple(conv(x) for x in v) if isinstance(v, list) else v
+
+    return {k: conv(v) for k, v in raw.items()}
 
 
 def merge_results(parts: list[list[ExperimentResult]]) -> list[ExperimentResult]:
@@ -396,46 +562,3 @@ def merge_results(parts: list[list[ExperimentResult]]) -> list[ExperimentResult]
                 raise ConfigError(f"cannot merge runs of {key!r} with different iteration counts")
             merged[key].trials.extend(r.trials)
     return list(merged.values())
-
-
-def save_results(
-    results: list[ExperimentResult], out_dir: str | Path, wall_seconds: float | None = None
-) -> Path:
-    """Write ``results.json`` (curves, queries), ``table.md`` and ``metadata.json``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    payload = []
-    for r in results:
-        mean, se = r.mean_se()
-        payload.append(
-            {
-                "config": r.config,
-                "task": r.task,
-                "mean": mean,
-                "se": se,
-                "trials": [
-                    {
-                        "seed": t.seed,
-                        "metric": t.metric,
-                        "metric_alt": t.metric_alt,
-                        "queries": t.queries,
-                        "first_classified": t.first_classified,
-                        "stopped_at": t.stopped_at,
-                        "seconds": t.seconds,
-                        "problem_info": t.problem_info,
-                    }
-                    for t in r.trials
-                ],
-            }
-        )
-    atomic_write_json(out / "results.json", payload)
-    atomic_write_text(out / "table.md", results_table(results) + "\n")
-    atomic_write_json(
-        out / "metadata.json",
-        run_metadata(
-            [r.config for r in results],
-            seeds=[[t.seed for t in r.trials] for r in results],
-            wall_seconds=wall_seconds,
-        ),
-    )
-    return out

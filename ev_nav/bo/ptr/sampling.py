@@ -11,7 +11,7 @@ Instead:
    (Matérn on the newsvendor problem) use random Fourier features.
 2. **Matheron's rule.** ``f_post = f_prior + K(grid, Z_n)(K_nn + σ²I)⁻¹(y − f_prior(Z_n) − ε)``,
    ``ε ~ N(0, σ²I)``, is exactly distributed as the posterior; with the cached
-   ``A = L⁻¹K(Z_n, grid)`` of :class:`~ev_nav.bo.ptr_gp.GridPosterior` it costs O(n N) per draw.
+   ``A = L⁻¹K(Z_n, grid)`` of :class:`~ev_nav.bo.ptr.grid.GridPosterior` it costs O(n N) per draw.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ev_nav.bo.ptr_gp import DTYPE, GridKernel, GridPosterior, ProductGrid
+from ev_nav.bo.ptr.grid import DTYPE, GridKernel, GridPosterior, ProductGrid
 from ev_nav.gp.exact import RandomFourierFeatures, stationary_kernel
 
 

@@ -1,0 +1,152 @@
+"""The command shape every BO family shares: ``ev-nav bo FAMILY run | list | report``.
+
+Each family module (``ev_nav.bo.<family>.cli``) describes itself as :class:`Family` objects
+(``cvs`` and ``ucvs`` share a package); :func:`add_family` turns each into a parser with the
+three actions and the options every family shares (user objective, executor, resumption). The
+old option-only forms (``ev-nav bo cvs --benchmark …``) still run, with a one-line note naming
+the new form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ev_nav.bo.core.runs import ExecutionConfig
+from ev_nav.errors import ConfigError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One ``ev-nav bo FAMILY`` command.
+
+    Attributes
+    ----------
+    name, help
+        Command name and its one-line help.
+    add_run_options
+        Adds the family's ``run`` options to a parser; with ``legacy=True`` no option may be
+        required (the old option-only form shares them and checks in ``run``).
+    run, list, report
+        The actions' handlers.
+    legacy
+        Whether the family had an option-only form that must keep working.
+    """
+
+    name: str
+    help: str
+    add_run_options: Callable[[argparse.ArgumentParser, bool], None]
+    run: Handler
+    list: Handler
+    report: Handler
+    legacy: bool = True
+
+
+def add_family(sub: argparse._SubParsersAction, family: Family) -> argparse.ArgumentParser:
+    """A ``FAMILY`` parser with ``run``, ``list`` and ``report``."""
+    parser = sub.add_parser(
+        family.name,
+        help=family.help,
+        description=f"{family.help}. Actions: run (experiments, your own objective), list "
+        f"(methods and benchmarks), report (tables and figures of a saved run).",
+    )
+    actions = parser.add_subparsers(dest="bo_action", metavar="ACTION")
+    run = actions.add_parser(
+        "run",
+        help="run methods x seeds (benchmark or --objective); write results.csv + manifest.json",
+    )
+    family.add_run_options(run, False)
+    add_shared_run_options(run)
+    run.set_defaults(func=family.run)
+    actions.add_parser("list", help="methods and benchmarks").set_defaults(func=family.list)
+    report = actions.add_parser("report", help="summary table (and figure) of a saved run")
+    report.add_argument("path", type=Path, help="folder written by `run` (or its results.csv)")
+    report.add_argument("--figure", type=Path, default=None, help="also write this PNG")
+    report.set_defaults(func=family.report)
+    if family.legacy:
+        family.add_run_options(parser, True)
+        add_shared_run_options(parser)
+        parser.set_defaults(func=_legacy(family))
+    else:
+        parser.set_defaults(func=lambda _a: parser.print_help() or 1)
+    return parser
+
+
+def _legacy(family: Family) -> Handler:
+    def handler(args: argparse.Namespace) -> int:
+        print(
+            f"ev-nav: note: 'ev-nav bo {family.name} OPTIONS' is now "
+            f"'ev-nav bo {family.name} run OPTIONS'",
+            file=sys.stderr,
+        )
+        return family.run(args)
+
+    return handler
+
+
+def add_shared_run_options(p: argparse.ArgumentParser) -> None:
+    """Options of every family's ``run``: user objective, executor, resumption."""
+    p.add_argument(
+        "--objective",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="optimise your own function (module:function or file.py:function) instead of a "
+        "benchmark; see docs/bo-cvs.md 'Your own objective'",
+    )
+    p.add_argument(
+        "--bounds",
+        type=json_list,
+        default=None,
+        metavar="JSON",
+        help="box of the objective, e.g. '[[-2, 2], [0, 1]]' (overrides its declaration)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "dask", "inprocess"),
+        default="local",
+        help="where the runs execute: local process pool (default), Dask, or this process",
+    )
+    p.add_argument("--workers", type=int, default=None, help="local pool / Dask cluster size")
+    p.add_argument("--dask-scheduler", default=None, help="address of an existing Dask scheduler")
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="recompute runs already finished in the output folder",
+    )
+
+
+def execution_config(args: argparse.Namespace) -> ExecutionConfig:
+    """The shared execution options as an :class:`~ev_nav.bo.core.runs.ExecutionConfig`."""
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError("--workers must be >= 1")
+    return ExecutionConfig(
+        executor=args.executor,
+        workers=args.workers,
+        dask_scheduler=args.dask_scheduler,
+        resume=not args.no_resume,
+    )
+
+
+def json_list(text: str) -> list:
+    """A JSON list given on the command line (one-line error otherwise)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a JSON list: {text!r}") from None
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"not a JSON list: {text!r}")
+    return value
+
+
+def csv_list(text: str) -> tuple[str, ...]:
+    """A comma-separated, non-empty list of names."""
+    items = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated, non-empty list")
+    return items

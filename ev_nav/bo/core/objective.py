@@ -1,0 +1,202 @@
+"""Your own objective: a Python callable with declared bounds, named ``module:function``.
+
+Write the function to **maximise** (negate a cost to minimise it) and declare its box, plus what
+the family needs, with :func:`objective`::
+
+    # my_problem.py
+    from ev_nav.bo import objective
+
+    @objective(bounds=[(-2.0, 2.0), (0.0, 1.0)])
+    def f(x):                      # x: numpy array (d,) in the declared units
+        return -(x[0] - 0.5) ** 2 - (x[1] - 0.25) ** 2
+
+Then ``ev-nav bo boke run --objective my_problem:f`` (the current folder is importable, or name
+a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`. Family extras:
+
+* cost-varying subsets (``cvs``/``ucvs``): ``control_sets`` (lists of 0-based inputs the
+  learner sets; the others are random) and ``costs`` (one per control set; for ``ucvs`` the
+  mean of the simulated cost, unknown to the learner);
+* PTR: the function takes ``f(x, w)``; ``environment`` (grid of ``w`` values, ``(n_w, d_w)``),
+  ``weights`` (``p(w)``, default uniform), ``threshold`` ``h`` and, for level sets, ``alpha``;
+  ``design_points`` replaces the default design grid;
+* every family: ``noise_std``, the observation noise if known (BOKE, PTR), and ``optimum``, a
+  known maximiser (reported next to the result, never used by the methods).
+
+Command-line options (``--bounds``, ``--control-sets``, ``--costs``, …) override declarations.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., float])
+
+#: Attribute the :func:`objective` decorator sets on the function.
+DECLARATION = "__bo_objective__"
+
+#: Extras a declaration may hold (anything else is a typo and is refused).
+KNOWN_EXTRAS = frozenset(
+    {
+        "control_sets",
+        "costs",
+        "environment",
+        "weights",
+        "threshold",
+        "alpha",
+        "design_points",
+        "noise_std",
+        "optimum",
+    }
+)
+
+
+@dataclass(frozen=True)
+class UserObjective:
+    """A user function to maximise with its box and family-specific extras.
+
+    Attributes
+    ----------
+    fn
+        ``fn(x) -> float`` for one point ``x`` of shape ``(d,)`` in the declared units
+        (PTR: ``fn(x, w)``).
+    bounds
+        One ``(lower, upper)`` pair per input.
+    name
+        ``module:function`` (for results and messages).
+    extras
+        Family-specific declarations (see the module docstring).
+    """
+
+    fn: Callable[..., float]
+    bounds: tuple[tuple[float, float], ...]
+    name: str = "objective"
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bounds", check_bounds(self.bounds, self.name))
+        unknown = set(self.extras) - KNOWN_EXTRAS
+        if unknown:
+            raise ConfigError(
+                f"objective {self.name}: unknown declaration(s) {sorted(unknown)}; "
+                f"use {', '.join(sorted(KNOWN_EXTRAS))}"
+            )
+
+    @property
+    def dim(self) -> int:
+        return len(self.bounds)
+
+    @property
+    def lower(self) -> NDArray[np.float64]:
+        return np.array([b[0] for b in self.bounds], dtype=float)
+
+    @property
+    def upper(self) -> NDArray[np.float64]:
+        return np.array([b[1] for b in self.bounds], dtype=float)
+
+    def from_unit(self, u: ArrayLike) -> NDArray[np.float64]:
+        """Unit-cube coordinates → declared units (``lower + (upper - lower) u``)."""
+        return self.lower + (self.upper - self.lower) * np.asarray(u, dtype=float)
+
+    def to_unit(self, x: ArrayLike) -> NDArray[np.float64]:
+        """Declared units → unit-cube coordinates."""
+        return (np.asarray(x, dtype=float) - self.lower) / (self.upper - self.lower)
+
+    def __call__(self, *args: NDArray[np.float64]) -> float:
+        """``fn(*args)`` as a float; a non-finite or non-numeric value raises."""
+        try:
+            value = float(self.fn(*args))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"objective {self.name} did not return a number ({exc})") from None
+        if not np.isfinite(value):
+            raise ConfigError(f"objective {self.name} returned {value} at {args[0].tolist()}")
+        return value
+
+    def with_overrides(self, **overrides: Any) -> UserObjective:
+        """A copy with ``bounds`` and extras replaced where the overrides are not ``None``."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        bounds = given.pop("bounds", self.bounds)
+        return UserObjective(self.fn, bounds, self.name, {**self.extras, **given})
+
+
+def check_bounds(bounds: object, name: str = "objective") -> tuple[tuple[float, float], ...]:
+    """Validate ``[(lower, upper), ...]`` (finite, increasing) into a tuple of float pairs."""
+    try:
+        pairs = tuple((float(lo), float(hi)) for lo, hi in bounds)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{name}: bounds must be a list of (lower, upper) pairs, got {bounds!r}"
+        ) from None
+    if not pairs or not all(np.isfinite(lo) and np.isfinite(hi) and lo < hi for lo, hi in pairs):
+        raise ConfigError(f"{name}: bounds must be finite with lower < upper, got {pairs}")
+    return pairs
+
+
+def objective(*, bounds: object = None, **extras: Any) -> Callable[[F], F]:
+    """Declare a function as a BO objective (its box and family extras); returns it unchanged."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, DECLARATION, {"bounds": bounds, **extras})
+        return fn
+
+    return mark
+
+
+def load_objective(spec: str, **overrides: Any) -> UserObjective:
+    """Import ``module:function`` (or ``file.py:function``) and read its declaration.
+
+    The current folder is importable, as for ``python -m``. ``overrides`` (``bounds=…``,
+    ``costs=…``, …; ``None`` values are ignored) replace what the function declares.
+
+    Raises
+    ------
+    ConfigError
+        Bad spec, module or function not found, or no bounds declared or given.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"objective {spec!r} must look like module:function or file.py:function")
+    module = _import(module_name, spec)
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"objective {spec!r}: {module_name} has no function {attr!r}")
+    declared = dict(getattr(fn, DECLARATION, {}) or {})
+    if declared.get("bounds") is None and overrides.get("bounds") is None:
+        raise ConfigError(
+            f"objective {spec!r} declares no bounds; decorate it with "
+            "@ev_nav.bo.objective(bounds=[(low, high), ...]) or pass --bounds"
+        )
+    bounds = declared.pop("bounds") if declared.get("bounds") is not None else overrides["bounds"]
+    declared.pop("bounds", None)
+    return UserObjective(fn, bounds, spec, declared).with_overrides(**overrides)
+
+
+def _import(module_name: str, spec: str) -> object:
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise ConfigError(f"objective {spec!r}: no file {path}")
+            mod_spec = importlib.util.spec_from_file_location(f"_bo_objective_{path.stem}", path)
+            assert mod_spec is not None and mod_spec.loader is not None
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+            return module
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        return importlib.import_module(module_name)
+    except ConfigError:
+        raise
+    except Exception as exc:  # the user's module may raise anything while importing
+        raise ConfigError(f"objective {spec!r}: cannot import {module_name} ({exc})") from None

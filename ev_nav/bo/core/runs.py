@@ -1,0 +1,267 @@
+"""Experiments as independent runs on the fleet grids' executors, with one result format.
+
+A family's experiment is a list of :class:`Job` objects (one seed of one method on one problem,
+say). :func:`run_jobs` executes them with an executor of :mod:`ev_nav.sim.grid` — a local process
+pool by default, Dask when asked, or in-process — each into ``<out>/runs/<run_id>/``:
+
+* ``results.csv`` — the run's rows (one per evaluation), written last, so its presence marks a
+  finished run; a resumed experiment skips it;
+* ``info.json`` — per-run facts for the manifest (seconds, problem notes, the recommendation).
+
+The family then concatenates the runs in job order and writes the experiment's own
+``results.csv`` and ``manifest.json`` (config, seeds, package versions, git commit, executor,
+wall time, per-run facts, summary) with :func:`write_results`; :func:`read_results` reads them
+back. Every run is single-threaded, so results do not depend on the executor.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ev_nav.errors import ConfigError, EvNavError
+from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata, to_jsonable
+from ev_nav.sim.fleet import run_dir_for
+from ev_nav.sim.grid import Executor, RunOutcome, make_executor
+
+RESULTS = "results.csv"
+MANIFEST = "manifest.json"
+_INFO = "info.json"
+
+
+class RunFailed(EvNavError, RuntimeError):
+    """One or more runs of an experiment raised; their tracebacks are in ``error.txt``."""
+
+
+@dataclass
+class RunRecord:
+    """What one run produced: its rows and the facts that go into the manifest."""
+
+    rows: pd.DataFrame
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+#: A run: module-level function (pickled by reference into worker processes) and its arguments.
+RunTask = Callable[..., RunRecord]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One independent run of an experiment.
+
+    Attributes
+    ----------
+    run_id
+        Unique, file-name-safe id; the run's folder is ``<out>/runs/<run_id>``.
+    task
+        Module-level function returning a :class:`RunRecord`.
+    args
+        Its arguments (small and picklable: configs and names, never models).
+    """
+
+    run_id: str
+    task: RunTask
+    args: tuple[Any, ...] = ()
+
+
+def execute_job(
+    job: Job, out_dir: str, checkpoint_every: int = 0, resume: bool = True
+) -> RunOutcome:
+    """Run one job into ``out_dir/runs/<run_id>``; never raises (errors go to ``error.txt``).
+
+    The signature is the grid executors' task protocol (``checkpoint_every`` is unused: a BO run
+    restarts from scratch, and runs are small).
+    """
+    run_dir = run_dir_for(out_dir, job.run_id)
+    if resume and (run_dir / RESULTS).is_file():
+        return RunOutcome(job.run_id, "skipped")
+    t0 = time.perf_counter()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "error.txt").unlink(missing_ok=True)
+        record = job.task(*job.args)
+        atomic_write_json(run_dir / _INFO, record.info)
+        write_table(run_dir / RESULTS, record.rows)
+    except Exception as exc:  # one failing run must not stop the others
+        with atomic_path(run_dir / "error.txt") as tmp:
+            tmp.write_text("".join(traceback.format_exception(exc)), encoding="utf-8")
+        return RunOutcome(
+            job.run_id, "failed", time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"
+        )
+    return RunOutcome(job.run_id, "done", time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class ExecutionConfig:
+    """Where and how an experiment's runs execute.
+
+    Attributes
+    ----------
+    executor
+        ``"local"`` (process pool, the default), ``"dask"`` or ``"inprocess"``.
+    workers
+        Local pool size (default: the number of cores).
+    dask_scheduler
+        Address of an existing Dask scheduler (default: a new local cluster).
+    resume
+        Skip runs whose ``results.csv`` exists.
+    """
+
+    executor: str = "local"
+    workers: int | None = None
+    dask_scheduler: str | None = None
+    resume: bool = True
+
+    def make(self) -> Executor:
+        return make_executor(
+            self.executor,
+            workers=self.workers,
+            dask_scheduler=self.dask_scheduler,
+            dask_local=self.workers,
+            task=execute_job,
+        )
+
+
+@dataclass
+class Execution:
+    """The runs of an experiment, read back in job order."""
+
+    records: list[RunRecord]
+    outcomes: list[RunOutcome]
+    seconds: float
+    executor: str
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    out_dir: str | Path | None,
+    execution: ExecutionConfig | None = None,
+    *,
+    progress: bool = False,
+) -> Execution:
+    """Execute ``jobs`` and return their records in job order.
+
+    Without ``out_dir`` the runs go to a temporary folder (nothing is kept). Raises
+    :class:`RunFailed` naming every failed run and its ``error.txt``.
+    """
+    ids = [j.run_id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("the experiment contains duplicate runs")
+    ex = execution or ExecutionConfig()
+    with _OutputFolder(out_dir) as out:
+        executor = ex.make()
+        t0 = time.perf_counter()
+        outcomes: list[RunOutcome] = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm  # only when a bar is shown
+
+            bar = tqdm(total=len(jobs), desc=f"runs ({executor.name})", unit="run")
+        try:
+            for outcome in executor.map(list(jobs), str(out), 0, ex.resume):
+                outcomes.append(outcome)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+            executor.close()
+        failed = [o for o in outcomes if o.status == "failed"]
+        if failed:
+            where = run_dir_for(out, failed[0].run_id) / "error.txt"
+            raise RunFailed(
+                f"{len(failed)} of {len(jobs)} runs failed (first: {failed[0].run_id}: "
+                f"{failed[0].error}; traceback in {where})"
+            )
+        records = [_read_run(run_dir_for(out, j.run_id)) for j in jobs]
+        return Execution(records, outcomes, time.perf_counter() - t0, executor.name)
+
+
+class _OutputFolder:
+    """``out_dir`` as a :class:`Path`, or a temporary folder removed on exit when it is ``None``."""
+
+    def __init__(self, out_dir: str | Path | None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="ev-nav-bo-") if out_dir is None else None
+        self.path = Path(self._tmp.name if self._tmp is not None else out_dir)  # type: ignore[arg-type]
+
+    def __enter__(self) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _read_run(run_dir: Path) -> RunRecord:
+    info = json.loads((run_dir / _INFO).read_text(encoding="utf-8"))
+    return RunRecord(read_table(run_dir / RESULTS), info)
+
+
+def write_table(path: str | Path, table: pd.DataFrame) -> None:
+    """Write a table as CSV atomically; floats round-trip exactly, missing values as ``NaN``.
+
+    Missing numbers are written as ``NaN`` (not as an empty field) so that :func:`read_table`
+    can keep empty *strings* (e.g. a policy without phases) distinct from missing numbers.
+    """
+    with atomic_path(path, suffix=".csv") as tmp:
+        table.to_csv(tmp, index=False, na_rep="NaN")
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a table written by :func:`write_table`."""
+    return pd.read_csv(path, keep_default_na=False, na_values=["NaN"])
+
+
+# ------------------------------------------------------------------------ the result format
+def write_results(
+    out_dir: str | Path,
+    table: pd.DataFrame,
+    config: Any,
+    seeds: Sequence[int],
+    *,
+    execution: Execution | None = None,
+    runs: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Path]:
+    """Write the experiment's ``results.csv`` and ``manifest.json`` (atomically).
+
+    The manifest holds the config, the seeds, package versions, the git commit, the executor
+    and wall time, per-run facts (``runs``) and any ``extra`` entries (a summary, references).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": out / RESULTS, "manifest": out / MANIFEST}
+    write_table(paths["results"], table)
+    meta: dict[str, Any] = {"runs": to_jsonable(runs or {})}
+    if execution is not None:
+        meta.update(
+            executor=execution.executor,
+            wall_seconds=execution.seconds,
+            outcomes={o.run_id: o.status for o in execution.outcomes},
+        )
+    atomic_write_json(paths["manifest"], run_metadata(config, seeds=list(seeds), **meta, **extra))
+    return paths
+
+
+def read_results(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``results.csv`` and ``manifest.json`` of an experiment folder (or of its CSV file)."""
+    p = Path(path)
+    folder = p.parent if p.suffix == ".csv" else p
+    csv, manifest = folder / RESULTS, folder / MANIFEST
+    if not csv.is_file() or not manifest.is_file():
+        raise ConfigError(f"no results in {folder} (need {RESULTS} and {MANIFEST} from a run)")
+    try:
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+        table = read_table(csv)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{folder} does not hold readable BO results ({exc})") from None
+    return table, meta

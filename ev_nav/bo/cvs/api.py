@@ -1,0 +1,449 @@
+"""Ask/tell API of the cost-varying-subset family, and the simulation loop built on it.
+
+:class:`CVSOptimizer` is one learner (one policy, one GP, one budget). ``ask()`` chooses a control
+set and its values — the suggestion's other coordinates are ``NaN``, set by the environment —
+and ``tell(x, y, cost=…)`` records the evaluated full point, its observation and the realised
+cost. :func:`run_episode` is the papers' simulation: it asks, draws the cost and the random
+coordinates from the problem, evaluates, and tells until the budget refuses a play.
+
+Everything inside works on the unit cube (the problems' native domain); ``bounds`` maps a user
+objective's box onto it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike, NDArray
+from torch import Tensor
+
+from ev_nav.bo.core.api import BOResult, Suggestion
+from ev_nav.bo.core.maximize import single_threaded
+from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig, maximize_over_set
+from ev_nav.bo.cvs.policies import BOContext, Decision, Policy
+from ev_nav.bo.cvs.problems import Budget, HiddenCosts, Problem, mc_expectation
+from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
+from ev_nav.errors import ConfigError, EvNavError
+from ev_nav.gp.exact import ExactGP
+
+DTYPE = torch.float64
+#: Offset between a run's environment seed and its algorithm seed (maximiser, RFF draws).
+ALGORITHM_SEED_OFFSET = 10**6
+
+
+class BudgetExhausted(EvNavError, ValueError):
+    """A play was told whose cost does not fit in the remaining budget."""
+
+
+@dataclass(frozen=True)
+class CVSLoopConfig:
+    """Settings shared by every policy in one experiment.
+
+    Attributes
+    ----------
+    n_init
+        Uniform full queries observed for free before the loop.
+    n_mc
+        Rows of the Monte Carlo matrix (drawn once per run, shared with the regret).
+    beta
+        UCB multiplier of σ.
+    maximizer
+        Acquisition maximiser settings.
+    max_iters
+        Safety cap on BO iterations.
+    """
+
+    n_init: int = 5
+    n_mc: int = 1024
+    beta: float = 2.0
+    maximizer: CVSMaximizerConfig = field(default_factory=CVSMaximizerConfig)
+    max_iters: int = 100_000
+
+
+@dataclass
+class StepRecord:
+    """One BO iteration (initial design excluded); ``value`` is filled by a simulation."""
+
+    t: int
+    set_idx: int
+    x_ctrl: list[float]
+    x: list[float]
+    y: float
+    cost: float
+    spent: float
+    phase: str
+    value: float = math.nan
+
+
+class CVSOptimizer:
+    """One cost-varying-subset learner driven by ask/tell.
+
+    Parameters
+    ----------
+    problem
+        The structure the learner sees: dimension, control sets, costs (a
+        :class:`~ev_nav.bo.cvs.problems.CostModel`, or
+        :class:`~ev_nav.bo.cvs.problems.HiddenCosts` when the means are unknown), the random
+        variables' distribution, the noise level and the GP lengthscale. Its objective is never
+        called.
+    method
+        A registered name (see ``ev-nav bo cvs list`` / ``bo ucvs list``) or a policy object.
+    budget
+        Total cost the learner may spend.
+    family
+        ``"cvs"`` (known costs) or ``"ucvs"`` (unknown costs): which registry ``method`` names.
+    seed
+        Seeds the algorithm's generator (``seed + 10**6``) and, when ``initial`` or
+        ``mc_samples`` are not given, the initial design and the Monte Carlo matrix.
+    config, method_config
+        Loop and method settings.
+    hide_costs
+        Give the policy a view whose mean costs cannot be read (default: for the unknown-cost
+        methods ``ucvs*``, or when ``problem.costs`` is hidden already).
+    bounds
+        Box of the caller's units (default: the unit cube).
+    initial
+        Free initial observations ``(X0 (n, d), y0 (n,))`` in unit coordinates; without them
+        the first ``config.n_init`` suggestions are uniform full queries.
+    mc_samples
+        The ``(N, d)`` Monte Carlo matrix (unit coordinates).
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        method: str | Policy,
+        budget: float,
+        *,
+        family: str = "cvs",
+        seed: int = 0,
+        config: CVSLoopConfig | None = None,
+        method_config: CVSMethodConfig | None = None,
+        hide_costs: bool | None = None,
+        bounds: Sequence[tuple[float, float]] | None = None,
+        initial: tuple[Tensor, Tensor] | None = None,
+        mc_samples: Tensor | None = None,
+    ) -> None:
+        if family not in METHODS:
+            raise ConfigError(f"unknown family {family!r}; use cvs or ucvs")
+        self.problem = problem
+        self.config = cfg = config or CVSLoopConfig()
+        if isinstance(method, str):
+            self.policy = METHODS[family].get(method)(problem, method_config or CVSMethodConfig())
+        else:
+            self.policy = method
+        hidden = isinstance(problem.costs, HiddenCosts)
+        if hide_costs is None:
+            hide_costs = hidden or self.policy.name.startswith("ucvs")
+        self.budget = Budget(float(budget))
+        self.seed = int(seed)
+        d = problem.dim
+        self._lower, self._upper = _box(bounds, d)
+        start = torch.Generator().manual_seed(self.seed)
+        self._init_X = (
+            initial[0]
+            if initial is not None
+            else torch.rand(cfg.n_init, d, dtype=DTYPE, generator=start)
+        )
+        S = mc_samples if mc_samples is not None else problem.mc_matrix(cfg.n_mc, start)
+        self.model = ExactGP("se", problem.lengthscale, 1.0, max(problem.noise_std, 1e-4) ** 2)
+        self._init_y: list[float] = []
+        if initial is not None:
+            self.model.fit(initial[0], initial[1])
+            self._init_y = [float(v) for v in initial[1]]
+        self.ctx = BOContext(
+            problem=problem.learner_view() if hide_costs and not hidden else problem,
+            model=self.model,
+            S=S,
+            generator=torch.Generator().manual_seed(self.seed + ALGORITHM_SEED_OFFSET),
+            maximizer=cfg.maximizer,
+            beta=cfg.beta,
+            budget=float(budget),
+            plays=[0] * problem.m,
+            cost_obs=[[] for _ in range(problem.m)],
+        )
+        self.steps: list[StepRecord] = []
+        self._pending: Decision | None = None
+
+    # ------------------------------------------------------------------------ state
+    @property
+    def initialising(self) -> bool:
+        """Whether the free initial design is still being evaluated."""
+        return len(self._init_y) < self._init_X.shape[0]
+
+    @property
+    def spent(self) -> float:
+        return self.budget.spent
+
+    def can_afford(self, cost: float) -> bool:
+        """Whether a play of this cost fits in the remaining budget."""
+        return self.budget.affordable(cost)
+
+    # ------------------------------------------------------------------------ ask / tell
+    def ask(self) -> Suggestion:
+        """The next query: a full uniform point during the initial design, then a control set's
+        values with ``NaN`` at the coordinates the environment sets."""
+        if self.initialising:
+            u = self._init_X[len(self._init_y)]
+            return Suggestion(self._to_user(u.numpy()), {"phase": "init", "control_set": None})
+        if self._pending is None:
+            with single_threaded():
+                self.ctx.t = len(self.steps)
+                self._pending = self.policy.select(self.ctx)
+        dec = self._pending
+        u = np.full(self.problem.dim, np.nan)
+        u[list(self.problem.control_sets[dec.set_idx])] = dec.x_ctrl.detach().reshape(-1).numpy()
+        costs = self.ctx.problem.costs
+        return Suggestion(
+            self._to_user(u),
+            {
+                "control_set": dec.set_idx,
+                "phase": dec.phase,
+                "values": dec.values,
+                "cost": None if isinstance(costs, HiddenCosts) else costs.means[dec.set_idx],
+            },
+        )
+
+    def tell(self, x: ArrayLike | Tensor, y: float, cost: float | None = None) -> None:
+        """Record the observation ``y`` at the evaluated full point ``x`` (caller's units).
+
+        ``cost`` is the realised cost of the play (required when costs are unknown; default the
+        known cost). Raises :class:`BudgetExhausted` if it does not fit in the budget.
+        """
+        if self.initialising:
+            self._tell_initial(x, y)
+            return
+        if self._pending is None:
+            raise ConfigError("tell() without a pending suggestion: call ask() first")
+        dec = self._pending
+        i = dec.set_idx
+        xu = self._to_unit(x)
+        control = list(self.problem.control_sets[i])
+        x_ctrl = dec.x_ctrl.reshape(1, -1).detach()
+        if not torch.allclose(xu[0, control], x_ctrl[0], atol=1e-9, rtol=0.0):
+            raise ConfigError("tell(): the controlled coordinates differ from the suggestion")
+        if cost is None:
+            if isinstance(self.ctx.problem.costs, HiddenCosts):
+                raise ConfigError("tell() needs the realised cost: the mean costs are unknown")
+            cost = self.ctx.problem.costs.means[i]
+        if not self.budget.try_spend(float(cost)):
+            raise BudgetExhausted(
+                f"a play of cost {cost:g} does not fit in the remaining budget "
+                f"{self.budget.remaining:g}"
+            )
+        y_t = torch.as_tensor([float(y)], dtype=DTYPE)
+        self.model.update(xu, y_t)
+        ctx = self.ctx
+        ctx.spent = self.budget.spent
+        ctx.plays[i] += 1
+        ctx.cost_obs[i].append(float(cost))
+        self.policy.observe(ctx, i, float(cost))
+        self.steps.append(
+            StepRecord(
+                t=len(self.steps) + 1,
+                set_idx=i,
+                x_ctrl=x_ctrl[0].tolist(),
+                x=xu[0].tolist(),
+                y=float(y_t[0]),
+                cost=float(cost),
+                spent=self.budget.spent,
+                phase=dec.phase,
+            )
+        )
+        self._pending = None
+
+    def _tell_initial(self, x: ArrayLike | Tensor, y: float) -> None:
+        k = len(self._init_y)
+        if not torch.allclose(self._to_unit(x)[0], self._init_X[k], atol=1e-9, rtol=0.0):
+            raise ConfigError("tell(): expected the suggested initial point")
+        self._init_y.append(float(y))
+        if not self.initialising:
+            self.model.fit(self._init_X, torch.tensor(self._init_y, dtype=DTYPE))
+
+    # ------------------------------------------------------------------------ result
+    def result(self) -> BOResult:
+        """The play whose expected value ``E f([x^i, X^{-i}])`` has the highest posterior mean.
+
+        ``detail``: ``control_set`` (0-based), ``spent``, ``plays`` per set.
+        """
+        X = np.array([s.x for s in self.steps]).reshape(-1, self.problem.dim)
+        y = np.array([s.y for s in self.steps], dtype=float)
+        if not self.steps:
+            if not self._init_y:
+                raise ConfigError("no observations yet: nothing to recommend")
+            j = int(np.argmax(self._init_y))
+            u, best_set, value = self._init_X[j].numpy(), None, float(self._init_y[j])
+        else:
+            scores = [self._posterior_value(s) for s in self.steps]
+            k = int(np.argmax(scores))
+            best = self.steps[k]
+            best_set, value = best.set_idx, scores[k]
+            u = np.full(self.problem.dim, np.nan)
+            u[list(self.problem.control_sets[best_set])] = best.x_ctrl
+        return BOResult(
+            x_best=self._to_user(u),
+            value=value,
+            X=self._to_user(X),
+            y=y,
+            detail={
+                "control_set": best_set,
+                "spent": self.budget.spent,
+                "plays": list(self.ctx.plays),
+            },
+        )
+
+    def _posterior_value(self, step: StepRecord) -> float:
+        control = self.problem.control_sets[step.set_idx]
+        xc = torch.tensor([step.x_ctrl], dtype=DTYPE)
+        with torch.no_grad():
+            mean = lambda X: self.model.posterior(X)[0]  # noqa: E731
+            return float(mc_expectation(mean, self.problem.dim, control, xc, self.ctx.S)[0])
+
+    # ------------------------------------------------------------------------ units
+    def _to_user(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self._lower is None:
+            return np.asarray(u, dtype=float)
+        return self._lower + (self._upper - self._lower) * np.asarray(u, dtype=float)
+
+    def _to_unit(self, x: ArrayLike | Tensor) -> Tensor:
+        if isinstance(x, Tensor):
+            xu = x.to(DTYPE).reshape(1, -1)
+        else:
+            xu = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1))
+        if xu.shape[1] != self.problem.dim:
+            raise ConfigError(f"tell(): expected a point of {self.problem.dim} coordinates")
+        if self._lower is not None:
+            xu = (xu - torch.as_tensor(self._lower)) / torch.as_tensor(self._upper - self._lower)
+        return xu
+
+
+def _box(
+    bounds: Sequence[tuple[float, float]] | None, dim: int
+) -> tuple[NDArray[np.float64] | None, NDArray[np.float64] | None]:
+    if bounds is None:
+        return None, None
+    b = np.asarray(bounds, dtype=float)
+    if b.shape != (dim, 2) or not np.all(b[:, 0] < b[:, 1]):
+        raise ConfigError(f"bounds must be {dim} increasing (lower, upper) pairs")
+    return b[:, 0], b[:, 1]
+
+
+# ------------------------------------------------------------------------- the simulation
+@dataclass
+class Episode:
+    """Result of one simulated run: its iterations and where the budget stopped it."""
+
+    method: str
+    seed: int
+    budget: float
+    steps: list[StepRecord]
+    n_init: int
+    stopped_by: str  # "budget" or "max_iters"
+
+    @property
+    def spent(self) -> float:
+        return self.steps[-1].spent if self.steps else 0.0
+
+
+def environment_start(
+    problem: Problem, seed: int, config: CVSLoopConfig
+) -> tuple[torch.Generator, Tensor, Tensor, Tensor]:
+    """The environment's first draws of a run: initial design, its observations, MC matrix.
+
+    Returns the environment generator (to continue with the per-iteration draws), ``X0``,
+    ``y0`` and ``S``; a run's reference (set optima) uses the same ``S``.
+    """
+    env = torch.Generator().manual_seed(int(seed))
+    X0 = torch.rand(config.n_init, problem.dim, dtype=DTYPE, generator=env)
+    y0 = problem.observe(X0, env)
+    S = problem.mc_matrix(config.n_mc, env)
+    return env, X0, y0, S
+
+
+def run_episode(
+    problem: Problem,
+    method: str | Policy,
+    budget: float,
+    seed: int,
+    config: CVSLoopConfig | None = None,
+    *,
+    family: str = "cvs",
+    method_config: CVSMethodConfig | None = None,
+    hide_costs: bool | None = None,
+) -> tuple[Episode, Tensor]:
+    """Simulate one learner on ``problem`` until the budget refuses the next play.
+
+    Random streams: the *environment* generator (seeded with ``seed``) draws, in order, the
+    initial design, the MC matrix, then per iteration the cost, the random variables and the
+    noise — so two policies with the same seed share the initial design and MC matrix. The
+    *algorithm* generator (``seed + 10**6``) feeds the acquisition maximiser and RFF draws.
+
+    Returns
+    -------
+    (Episode, Tensor)
+        The record (with each play's noise-free expected value ``F_i(x^i)``) and the MC matrix
+        (for evaluating the regret with the same samples).
+    """
+    cfg = config or CVSLoopConfig()
+    with single_threaded():
+        env, X0, y0, S = environment_start(problem, seed, cfg)
+        opt = CVSOptimizer(
+            problem,
+            method,
+            budget,
+            family=family,
+            seed=seed,
+            config=cfg,
+            method_config=method_config,
+            hide_costs=hide_costs,
+            initial=(X0, y0),
+            mc_samples=S,
+        )
+        steps: list[StepRecord] = []
+        stopped = "max_iters"
+        for _ in range(cfg.max_iters):
+            s = opt.ask()
+            i = s.detail["control_set"]
+            assert isinstance(i, int)
+            cost = problem.costs.sample(i, env)
+            if not opt.can_afford(cost):
+                stopped = "budget"
+                break
+            x_ctrl = torch.as_tensor(s.x[list(problem.control_sets[i])]).reshape(1, -1)
+            x = problem.assemble(i, x_ctrl, problem.sample_random(i, 1, env))
+            opt.tell(x, float(problem.observe(x, env)[0]), cost=cost)
+            last = opt.steps[-1]
+            with torch.no_grad():
+                value = float(problem.expected(i, torch.tensor([last.x_ctrl], dtype=DTYPE), S)[0])
+            steps.append(replace(last, value=value))
+    return Episode(opt.policy.name, int(seed), float(budget), steps, cfg.n_init, stopped), S
+
+
+def set_optima(
+    problem: Problem,
+    S: Tensor,
+    generator: torch.Generator,
+    config: CVSMaximizerConfig | None = None,
+) -> tuple[list[float], list[Tensor]]:
+    """``max_{x^i} F_i(x^i)`` of the noise-free objective for every set (same MC matrix).
+
+    The full set uses the known maximum when the problem has one (avoids optimiser error).
+    """
+    cfg = config or CVSMaximizerConfig(n_warmup=1000, n_warmup_full=20_000, n_starts=5)
+    vals, xs = [], []
+    with single_threaded():
+        for i in range(problem.m):
+            if i == problem.full_set and problem.f_max is not None:
+                vals.append(float(problem.f_max))
+                xs.append(torch.full((problem.dim,), math.nan, dtype=DTYPE))
+                continue
+            best = maximize_over_set(
+                problem.f(), problem.dim, problem.control_sets[i], S, generator, cfg
+            )
+            vals.append(float(best.value))
+            xs.append(best.x)
+    return vals, xs

@@ -6,7 +6,8 @@ them, so acquisition functions built on top can be maximised with autograd L-BFG
 Contents
 --------
 * :func:`stationary_kernel` — squared-exponential and Matérn-5/2 / -3/2 kernels with ARD
-  lengthscales.
+  lengthscales (Matérn-5/2 and the jittered Cholesky are the shared ones of
+  :mod:`ev_nav.gp.numerics`, whose parameter convention every kernel here follows).
 * :class:`ExactGP` — conditioning on data with a cached (jitter-safe) Cholesky factor, O(n^2)
   rank-extension updates, latent posterior marginals / covariances, joint posterior samples and
   type-II maximum-likelihood hyperparameters.
@@ -25,13 +26,16 @@ import torch
 from torch import Tensor
 
 from ev_nav.errors import ConfigError, InvalidObservation
+from ev_nav.gp.numerics import (
+    cholesky_jitter,
+    fourier_features,
+    matern52,
+    student_t_frequencies,
+)
 
 KernelKind = Literal["se", "matern52", "matern32"]
 KERNEL_KINDS: tuple[str, ...] = ("se", "matern52", "matern32")
 DTYPE = torch.float64
-
-# Jitter ladder tried (relative to the outputscale) when a Cholesky factorisation fails.
-_JITTERS: tuple[float, ...] = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
 
 
 def _check_kind(kind: str) -> None:
@@ -83,29 +87,24 @@ def stationary_kernel(
     _check_kind(kind)
     ls = _as_tensor(lengthscale)
     s = _as_tensor(outputscale)
+    if kind == "matern52":
+        return s * matern52(X1.to(DTYPE), X2.to(DTYPE), ls)
     r2 = _scaled_sqdist(X1.to(DTYPE), X2.to(DTYPE), ls)
     if kind == "se":
         return s * torch.exp(-0.5 * r2)
     # clamp_min has zero gradient below the floor, which keeps d sqrt(r2) finite at r = 0.
     r = torch.sqrt(r2.clamp_min(1e-30))
-    if kind == "matern52":
-        a = math.sqrt(5.0) * r
-        return s * (1.0 + a + a * a / 3.0) * torch.exp(-a)
     a = math.sqrt(3.0) * r
     return s * (1.0 + a) * torch.exp(-a)
 
 
 def _robust_cholesky(K: Tensor, scale: float) -> tuple[Tensor, float]:
     """Cholesky factor of ``K``, adding the smallest diagonal jitter that makes it succeed."""
-    eye = torch.eye(K.shape[-1], dtype=K.dtype)
-    for rel in _JITTERS:
-        jitter = rel * scale
-        L, info = torch.linalg.cholesky_ex(K + jitter * eye)
-        if int(info) == 0:
-            return L, jitter
-    raise InvalidObservation(
-        "the GP covariance is not positive definite even with jitter; remove duplicate inputs "
-        "or increase the noise variance"
+    return cholesky_jitter(
+        K,
+        scale,
+        message="the GP covariance is not positive definite even with jitter; remove duplicate "
+        "inputs or increase the noise variance",
     )
 
 
@@ -398,17 +397,16 @@ class RandomFourierFeatures:
             else (_as_tensor(lengthscale))
         )
         z = torch.randn(dim, n_freq, dtype=DTYPE, generator=generator)
-        if kind != "se":
+        if kind == "se":
+            self.W = z / ls.reshape(-1, 1)  # (d, n_freq), angular frequencies in 1 / input units
+        else:
             dof = 5 if kind == "matern52" else 3  # 2ν, an integer: chi-square as a sum of squares
             chi2 = (torch.randn(dof, n_freq, dtype=DTYPE, generator=generator) ** 2).sum(0)
-            z = z * torch.sqrt(dof / chi2)
-        self.W = z / ls.reshape(-1, 1)  # (d, n_freq), angular frequencies in 1 / input units
+            self.W = student_t_frequencies(z, chi2, dof, ls.reshape(-1, 1))
 
     def __call__(self, X: Tensor) -> Tensor:
-        """Feature matrix of shape ``(n, n_features)``."""
-        proj = X.to(DTYPE) @ self.W
-        scale = math.sqrt(self.outputscale / (self.n_features // 2))
-        return scale * torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1)
+        """Feature matrix of shape ``(n, n_features)`` (cosine and sine pairs)."""
+        return fourier_features(X.to(DTYPE) @ self.W, self.outputscale)
 
 
 def rff_posterior_sample(

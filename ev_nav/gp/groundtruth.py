@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-import scipy.linalg as sla
 import torch
 from numpy.typing import NDArray
 
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError
 from ev_nav.gp.kernels import GraphMaternKernel, SegmentKernel, SparsePrecision, incidence_laplacian
+from ev_nav.gp.numerics import cholesky_jitter_np, fourier_features, student_t_frequencies
 from ev_nav.roads.network import RoadNetwork
 
 #: Largest network for which the default sampler is the exact dense Cholesky draw.
@@ -159,9 +159,8 @@ def sample_ground_truth(
         k = prior_kernel(net, s)
         with torch.no_grad():
             cov = k.cross_all(np.arange(net.n_segments)).numpy()
-        cov = 0.5 * (cov + cov.T)
-        jitter = 1e-10 * float(np.mean(np.diag(cov)))
-        chol = sla.cholesky(cov + jitter * np.eye(cov.shape[0]), lower=True, check_finite=False)
+        # one rung, 1e-10 of the mean prior variance: an exact draw up to a negligible nugget
+        chol, _ = cholesky_jitter_np(cov, ladder=(1e-10,), symmetrize=True, error=ConfigError)
         if size is None:
             return mean + chol @ rng.standard_normal(net.n_segments)
         return mean + rng.standard_normal((size, net.n_segments)) @ chol.T
@@ -177,15 +176,15 @@ def _rff(
 ) -> NDArray[np.float64]:
     """Random Fourier features of the Matérn-5/2 kernel (unit variance): ``k(x, x') ≈ φ(x)ᵀφ(x')``.
 
-    The Matérn-ν spectral density is a multivariate Student-t with 2ν degrees of freedom scaled by
-    1/ℓ, sampled as ``z √(2ν/u) / ℓ`` with ``z ~ N(0, I)``, ``u ~ χ²(2ν)``.
+    Frequencies from the Matérn spectral density (:func:`~ev_nav.gp.numerics.
+    student_t_frequencies`, ``χ²(5)`` from NumPy), cosine features with random phases.
     """
     d = x.shape[1]
     z = rng.standard_normal((d, n_features))
     u = rng.chisquare(5.0, size=n_features)
-    omega = z * np.sqrt(5.0 / u) / lengthscale
+    omega = student_t_frequencies(z, u, 5.0, lengthscale)
     b = rng.uniform(0.0, 2.0 * np.pi, size=n_features)
-    return np.sqrt(2.0 / n_features) * np.cos(x @ omega + b)
+    return fourier_features(x @ omega, 1.0, phases=b)
 
 
 def _approx_draw(

@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from ev_nav.errors import ConfigError, UnknownSegmentError
+from ev_nav.gp.numerics import matern52
 from ev_nav.roads.network import RoadNetwork
 
 DTYPE = torch.float64
@@ -609,18 +610,6 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
 
 
 # ====================================================================== feature kernels
-def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
-    """Matérn-5/2 correlation with ARD lengthscales, ``(1 + √5 r + 5r²/3) exp(-√5 r)``."""
-    r = torch.cdist(x1 / lengthscale, x2 / lengthscale)
-    if not (torch.is_grad_enabled() and (r.requires_grad or lengthscale.requires_grad)):
-        # no autograd: the same formula in place, three passes fewer over an (n, M) array
-        s = r.mul_(math.sqrt(5.0))
-        e = torch.neg(s).exp_()
-        return s.div(3.0).add_(1.0).mul_(s).add_(1.0).mul_(e)
-    s5r = math.sqrt(5.0) * r
-    return (1.0 + s5r + s5r * s5r / 3.0) * torch.exp(-s5r)
-
-
 class _MaternInner(torch.autograd.Function):
     """``⟨W, m₅/₂(r)⟩`` with ``r² = Σ_j D_j / ℓ_j²``, differentiable in the lengthscales ℓ.
 

@@ -48,6 +48,7 @@ from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
+from ev_nav.gp.numerics import cholesky_jitter
 from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
 from ev_nav.roads.network import RoadNetwork
 
@@ -183,17 +184,14 @@ def _spread_order(net: RoadNetwork, count: int, rng: np.random.Generator) -> NDA
 
 def _chol(a: Tensor) -> Tensor:
     """Cholesky factor with a small relative jitter ladder."""
-    a = 0.5 * (a + a.T)
-    scale = float(a.diagonal().abs().mean().detach()) or 1.0
-    eye = torch.eye(a.shape[0], dtype=a.dtype)
-    for jit in _JITTERS:
-        chol, info = torch.linalg.cholesky_ex(a + (jit * scale) * eye)
-        if int(info) == 0:
-            return chol
-    raise ModelStateError(
-        "covariance matrix is not positive definite even with jitter; the hyperparameters have "
-        "diverged — lower adam_lr or fix the hyperparameters"
-    )
+    return cholesky_jitter(
+        a,
+        ladder=_JITTERS,
+        symmetrize=True,
+        error=ModelStateError,
+        message="covariance matrix is not positive definite even with jitter; the "
+        "hyperparameters have diverged — lower adam_lr or fix the hyperparameters",
+    )[0]
 
 
 class SVGPModel:

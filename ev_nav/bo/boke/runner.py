@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -297,11 +297,17 @@ def jobs(cfg: BOKERunConfig) -> list[Job]:
     """One run per (benchmark, seed, method): seed-major, so a partial experiment still holds
     complete seeds for every method."""
     return [
-        Job(_run_id(b, m, s), _run_task, (cfg, b, m, s))
+        Job(_run_id(b, m, s), _run_task, (_narrowed(cfg, b, m, s), b, m, s))
         for b in cfg.problems
         for s in cfg.seeds
         for m in cfg.methods
     ]
+
+
+def _narrowed(cfg: BOKERunConfig, benchmark: str, method: str, seed: int) -> BOKERunConfig:
+    """The config of one run: more seeds or methods later reuse the finished runs."""
+    benchmarks = cfg.benchmarks if cfg.objective is not None else (benchmark,)
+    return replace(cfg, benchmarks=benchmarks, methods=(method,), seeds=(seed,))
 
 
 def run_experiment(

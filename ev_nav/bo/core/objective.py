@@ -193,9 +193,12 @@ def _import(module_name: str, spec: str) -> object:
             module = importlib.util.module_from_spec(mod_spec)
             mod_spec.loader.exec_module(module)
             return module
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        return importlib.import_module(module_name)
+        # the current folder is importable for this import only (as for ``python -m``)
+        sys.path.insert(0, os.getcwd())
+        try:
+            return importlib.import_module(module_name)
+        finally:
+            sys.path.remove(os.getcwd())
     except ConfigError:
         raise
     except Exception as exc:  # the user's module may raise anything while importing

@@ -16,6 +16,7 @@ back. Every run is single-threaded, so results do not depend on the executor.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
@@ -71,6 +72,12 @@ class Job:
     task: RunTask
     args: tuple[Any, ...] = ()
 
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the task and its arguments: a resumed run must have been made by the same."""
+        what = [f"{self.task.__module__}.{self.task.__qualname__}", to_jsonable(self.args)]
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
 
 def execute_job(
     job: Job, out_dir: str, checkpoint_every: int = 0, resume: bool = True
@@ -88,7 +95,7 @@ def execute_job(
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "error.txt").unlink(missing_ok=True)
         record = job.task(*job.args)
-        atomic_write_json(run_dir / _INFO, record.info)
+        atomic_write_json(run_dir / _INFO, {**record.info, "fingerprint": job.fingerprint})
         write_table(run_dir / RESULTS, record.rows)
     except Exception as exc:  # one failing run must not stop the others
         with atomic_path(run_dir / "error.txt") as tmp:
@@ -157,6 +164,8 @@ def run_jobs(
         raise ConfigError("the experiment contains duplicate runs")
     ex = execution or ExecutionConfig()
     with _OutputFolder(out_dir) as out:
+        if ex.resume:
+            _check_resumable(jobs, out)
         executor = ex.make()
         t0 = time.perf_counter()
         outcomes: list[RunOutcome] = []
@@ -185,6 +194,19 @@ def run_jobs(
         return Execution(records, outcomes, time.perf_counter() - t0, executor.name)
 
 
+def _check_resumable(jobs: Sequence[Job], out: Path) -> None:
+    """Refuse to resume over finished runs that another configuration made."""
+    for job in jobs:
+        info = run_dir_for(out, job.run_id) / _INFO
+        if (info.parent / RESULTS).is_file() and info.is_file():
+            made_by = json.loads(info.read_text(encoding="utf-8")).get("fingerprint")
+            if made_by != job.fingerprint:
+                raise ConfigError(
+                    f"{info.parent} holds a run of another configuration; use another output "
+                    "folder or --no-resume to recompute"
+                )
+
+
 class _OutputFolder:
     """``out_dir`` as a :class:`Path`, or a temporary folder removed on exit when it is ``None``."""
 
@@ -203,6 +225,7 @@ class _OutputFolder:
 
 def _read_run(run_dir: Path) -> RunRecord:
     info = json.loads((run_dir / _INFO).read_text(encoding="utf-8"))
+    info.pop("fingerprint", None)
     return RunRecord(read_table(run_dir / RESULTS), info)
 
 

@@ -183,6 +183,22 @@ class CVSOptimizer:
         """Whether a play of this cost fits in the remaining budget."""
         return self.budget.affordable(cost)
 
+    def fill_random(
+        self, suggestion: Suggestion, generator: torch.Generator
+    ) -> NDArray[np.float64]:
+        """The suggestion with its ``NaN`` coordinates drawn from the problem's distribution.
+
+        For simulations: in a real experiment the environment sets these coordinates.
+        """
+        x = np.array(suggestion.x, dtype=float)
+        free = np.isnan(x)
+        if free.any():
+            u = self.problem.variable.sample((int(free.sum()),), generator).numpy()
+            lo = 0.0 if self._lower is None else self._lower[free]
+            hi = 1.0 if self._upper is None else self._upper[free]
+            x[free] = lo + (hi - lo) * u
+        return x
+
     # ------------------------------------------------------------------------ ask / tell
     def ask(self) -> Suggestion:
         """The next query: a full uniform point during the initial design, then a control set's
@@ -343,6 +359,7 @@ class Episode:
     steps: list[StepRecord]
     n_init: int
     stopped_by: str  # "budget" or "max_iters"
+    result: BOResult | None = None  # the learner's recommendation at the end
 
     @property
     def spent(self) -> float:
@@ -374,8 +391,12 @@ def run_episode(
     family: str = "cvs",
     method_config: CVSMethodConfig | None = None,
     hide_costs: bool | None = None,
+    score: bool = True,
 ) -> tuple[Episode, Tensor]:
     """Simulate one learner on ``problem`` until the budget refuses the next play.
+
+    ``score=False`` skips each play's noise-free expected value ``F_i(x^i)`` (``NaN``): for a
+    black-box objective, whose Monte Carlo average would cost ``N`` evaluations per play.
 
     Random streams: the *environment* generator (seeded with ``seed``) draws, in order, the
     initial design, the MC matrix, then per iteration the cost, the random variables and the
@@ -417,10 +438,15 @@ def run_episode(
             x = problem.assemble(i, x_ctrl, problem.sample_random(i, 1, env))
             opt.tell(x, float(problem.observe(x, env)[0]), cost=cost)
             last = opt.steps[-1]
-            with torch.no_grad():
-                value = float(problem.expected(i, torch.tensor([last.x_ctrl], dtype=DTYPE), S)[0])
+            value = math.nan
+            if score:
+                with torch.no_grad():
+                    xc = torch.tensor([last.x_ctrl], dtype=DTYPE)
+                    value = float(problem.expected(i, xc, S)[0])
             steps.append(replace(last, value=value))
-    return Episode(opt.policy.name, int(seed), float(budget), steps, cfg.n_init, stopped), S
+        result = opt.result()
+    episode = Episode(opt.policy.name, int(seed), float(budget), steps, cfg.n_init, stopped, result)
+    return episode, S
 
 
 def set_optima(

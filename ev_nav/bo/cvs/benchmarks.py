@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from ev_nav.bo.core.functions import ACKLEY6, HARTMANN3, HARTMANN6, LEVY6, TestFunction
+from ev_nav.bo.core.objective import UserObjective
 from ev_nav.bo.core.registry import Registry
 from ev_nav.bo.cvs.problems import COST_PRESETS, CostModel, Problem, TruncatedNormal
 from ev_nav.errors import ConfigError, NetworkFileNotFound
@@ -31,6 +32,7 @@ from ev_nav.sim.experiments import shared_data_dir
 
 DTYPE = torch.float64
 Objective = Callable[[Tensor], Tensor]
+
 
 def data_dir() -> Path:
     """The shared data folder: ``$EV_NAV_SHARED_DATA`` (the older name), else the project's one
@@ -293,4 +295,58 @@ def make_problem(
         noise_std=noise_std,
         lengthscale=ls,
         f_max=f_max,
+    )
+
+
+#: Lengthscale of the SE surrogate for a user objective (unit-cube units) unless given.
+USER_LENGTHSCALE = 0.2
+
+
+def user_problem(
+    user: UserObjective,
+    *,
+    costs: Sequence[float] | None = None,
+    variance: float = 0.04,
+    cost_noise_std: float = 0.0,
+    lengthscale: float | None = None,
+) -> Problem:
+    """A cost-varying-subset problem on a user objective (evaluated one point at a time).
+
+    Parameters
+    ----------
+    user
+        The objective; its declared ``control_sets`` (0-based inputs per set, cheapest first as
+        in the papers) and ``costs`` (one mean per set) apply unless ``costs`` is given.
+    variance
+        Truncated variance of each random input on the unit cube (the papers' 0.02–0.08),
+        i.e. the spread of the environment's values across the declared box.
+    cost_noise_std
+        0: known deterministic costs; > 0: random costs around the means (unknown-cost setting).
+    lengthscale
+        SE lengthscale of the surrogate on the unit cube (default :data:`USER_LENGTHSCALE`).
+    """
+    sets = user.extras.get("control_sets")
+    if not sets:
+        raise ConfigError(
+            f"objective {user.name}: declare control_sets=[[...], ...] (or pass --control-sets)"
+        )
+    control_sets = tuple(tuple(int(j) for j in cs) for cs in sets)  # type: ignore[union-attr]
+    means = costs if costs is not None else user.extras.get("costs")
+    if means is None:
+        raise ConfigError(f"objective {user.name}: declare costs=[...] (or pass --costs)")
+
+    def objective(U: Tensor) -> Tensor:
+        X = user.from_unit(U.detach().numpy())
+        return torch.tensor([user(x) for x in X], dtype=DTYPE)
+
+    return Problem(
+        name=user.name,
+        objective=objective,
+        dim=user.dim,
+        control_sets=control_sets,
+        costs=CostModel(tuple(float(c) for c in means), noise_std=cost_noise_std),  # type: ignore[union-attr]
+        variable=TruncatedNormal.with_variance(variance),
+        noise_std=float(user.extras.get("noise_std", 0.01)),  # type: ignore[arg-type]
+        lengthscale=float(lengthscale or USER_LENGTHSCALE),
+        f_max=None,
     )

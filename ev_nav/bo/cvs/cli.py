@@ -15,7 +15,7 @@ from ev_nav.bo.cvs.benchmarks import BENCHMARKS
 from ev_nav.bo.cvs.figures import save_figures, save_panel_figure
 from ev_nav.bo.cvs.problems import COST_PRESETS
 from ev_nav.bo.cvs.registry import METHODS
-from ev_nav.bo.cvs.runner import CVSRunConfig, run_experiment, summarise
+from ev_nav.bo.cvs.runner import CVSExperiment, CVSRunConfig, run_experiment, summarise
 from ev_nav.errors import ConfigError
 
 DEFAULT_METHODS = {
@@ -166,21 +166,24 @@ def _run(setting: str):
         if not args.quiet:
             print(exp.summary().to_string(index=False, float_format="%.4g"))
             if cfg.objective is not None:
-                _print_recommendations(exp.table)
+                _print_recommendations(exp)
             print(f"wrote {out / 'results.csv'} and {out / 'manifest.json'}", file=sys.stderr)
         return 0
 
     return handler
 
 
-def _print_recommendations(table) -> None:
-    """Per run: the play with the best observed value (the objective is a black box)."""
-    cols = [c for c in table.columns if c.startswith("x") and c[1:].isdigit()]
-    for (method, seed), g in table.groupby(["method", "seed"], sort=False):
-        best = g.loc[g["y"].idxmax()]
-        x = ", ".join(f"{best[c]:.4g}" for c in cols)
-        print(f"{method} seed {seed}: best observed y = {best['y']:.6g} at x = [{x}]", end="")
-        print(f" (set {best['set']})")
+def _print_recommendations(exp: CVSExperiment) -> None:
+    """Per run: the learner's recommendation (the play with the best posterior E f)."""
+    for run_id, info in exp.runs.items():
+        rec = info.get("recommendation")
+        if rec is None:
+            continue
+        x = ", ".join("random" if v is None or v != v else f"{v:.4g}" for v in rec["x_best"])
+        print(
+            f"{run_id}: recommended x = [{x}] with control set {rec['control_set']}, "
+            f"posterior E f = {rec['posterior_value']:.4g}"
+        )
 
 
 def _list(setting: str):

@@ -34,22 +34,13 @@ from ev_nav.bo.core.runs import (
 )
 from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
 from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set_optima
-from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem
-from ev_nav.bo.cvs.problems import (
-    COST_PRESETS,
-    CostModel,
-    Problem,
-    TruncatedNormal,
-    regrets,
-    target_set,
-)
+from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
+from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.errors import ConfigError
 
 SETTINGS = ("cvs", "ucvs")
 DTYPE = torch.float64
-#: Lengthscale of the SE surrogate for a user objective (unit-cube units) unless configured.
-USER_LENGTHSCALE = 0.2
 
 
 @dataclass(frozen=True)
@@ -162,7 +153,13 @@ def build_problem(cfg: CVSRunConfig, seed: int) -> Problem:
     """The problem of one seed (the GP-sample objective is drawn from the seed)."""
     user = cfg.user_objective()
     if user is not None:
-        return user_problem(user, cfg)
+        return user_problem(
+            user,
+            costs=_mean_costs(cfg, user),
+            variance=cfg.variance,
+            cost_noise_std=cfg.cost_noise_std,
+            lengthscale=cfg.lengthscale,
+        )
     gen = torch.Generator().manual_seed(10_000 + int(seed))
     problem = make_problem(
         cfg.benchmark,
@@ -178,33 +175,6 @@ def build_problem(cfg: CVSRunConfig, seed: int) -> Problem:
 
 def _with_lengthscale(problem: Problem, lengthscale: float) -> Problem:
     return replace(problem, lengthscale=float(lengthscale))
-
-
-def user_problem(user: UserObjective, cfg: CVSRunConfig) -> Problem:
-    """A cost-varying-subset problem on a user objective (evaluated one point at a time)."""
-    sets = user.extras.get("control_sets")
-    if not sets:
-        raise ConfigError(
-            f"objective {user.name}: declare control_sets=[[...], ...] (or pass --control-sets)"
-        )
-    control_sets = tuple(tuple(int(j) for j in cs) for cs in sets)  # type: ignore[union-attr]
-    means = _mean_costs(cfg, user)
-
-    def objective(U: torch.Tensor) -> torch.Tensor:
-        X = user.from_unit(U.detach().numpy())
-        return torch.tensor([user(x) for x in X], dtype=DTYPE)
-
-    return Problem(
-        name=user.name,
-        objective=objective,
-        dim=user.dim,
-        control_sets=control_sets,
-        costs=CostModel(means, noise_std=cfg.cost_noise_std),
-        variable=TruncatedNormal.with_variance(cfg.variance),
-        noise_std=float(user.extras.get("noise_std", 0.01)),  # type: ignore[arg-type]
-        lengthscale=cfg.lengthscale or USER_LENGTHSCALE,
-        f_max=None,
-    )
 
 
 def _mean_costs(cfg: CVSRunConfig, user: UserObjective | None) -> tuple[float, ...]:
@@ -231,6 +201,7 @@ def _episode_task(cfg: CVSRunConfig, seed: int, method: str) -> RunRecord:
         cfg.loop(),
         family=cfg.setting,
         method_config=cfg.method_config(),
+        score=cfg.objective is None,
     )
     rows = pd.DataFrame(
         {
@@ -245,9 +216,15 @@ def _episode_task(cfg: CVSRunConfig, seed: int, method: str) -> RunRecord:
         }
     )
     info: dict[str, Any] = {"stopped_by": ep.stopped_by, "policy": ep.method}
-    if ep.steps:
-        best = max(ep.steps, key=lambda s: s.value)
-        info["best_played"] = {"set": best.set_idx + 1, "x_ctrl": best.x_ctrl, "value": best.value}
+    if ep.result is not None:
+        user = cfg.user_objective()
+        x = ep.result.x_best if user is None else user.from_unit(ep.result.x_best)
+        cs = ep.result.detail["control_set"]
+        info["recommendation"] = {
+            "x_best": x,  # the objective's units; NaN where the environment decides
+            "posterior_value": ep.result.value,
+            "control_set": None if cs is None else int(cs) + 1,  # type: ignore[call-overload]
+        }
     return RunRecord(rows, info)
 
 
@@ -269,12 +246,20 @@ def _needs_reference(cfg: CVSRunConfig) -> bool:
 
 
 def jobs(cfg: CVSRunConfig) -> list[Job]:
-    """The runs of ``cfg``: per seed, the reference (when needed) and one run per method."""
+    """The runs of ``cfg``: per seed, the reference (when needed) and one run per method.
+
+    Each run carries the config narrowed to itself, so a resumed experiment with more seeds or
+    methods reuses the runs it already has.
+    """
     out: list[Job] = []
     for seed in cfg.seeds:
         if _needs_reference(cfg):
-            out.append(Job(f"ref-s{seed}", _reference_task, (cfg, seed)))
-        out.extend(Job(f"{m}-s{seed}", _episode_task, (cfg, seed, m)) for m in cfg.methods)
+            ref_cfg = replace(cfg, methods=(), seeds=(seed,))
+            out.append(Job(f"ref-s{seed}", _reference_task, (ref_cfg, seed)))
+        out.extend(
+            Job(f"{m}-s{seed}", _episode_task, (replace(cfg, methods=(m,), seeds=(seed,)), seed, m))
+            for m in cfg.methods
+        )
     return out
 
 
@@ -286,6 +271,7 @@ class CVSExperiment:
     table: pd.DataFrame
     references: dict[int, dict[str, Any]]
     execution: Execution
+    runs: dict[str, dict[str, Any]]
 
     def summary(self) -> pd.DataFrame:
         return summarise(self.table, self.config.budget)
@@ -320,7 +306,8 @@ def run_experiment(
             rec = by_id[f"{method}-s{seed}"]
             frames.append(episode_frame(rec.rows, method, seed, cfg, means, m, vals, f_star))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    result = CVSExperiment(cfg, table, refs, ex)
+    runs = {j.run_id: r.info for j, r in zip(job_list, ex.records, strict=True)}
+    result = CVSExperiment(cfg, table, refs, ex, runs)
     if out_dir is not None:
         write_results(
             out_dir,
@@ -328,7 +315,7 @@ def run_experiment(
             cfg,
             cfg.seeds,
             execution=ex,
-            runs={j.run_id: r.info for j, r in zip(job_list, ex.records, strict=True)},
+            runs=runs,
             references=refs,
             summary=result.summary().to_dict(orient="records") if len(table) else [],
         )

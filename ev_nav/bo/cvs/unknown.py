@@ -27,7 +27,7 @@ import numpy as np
 
 from ev_nav.bo.cvs.acquisition import confidence_bound
 from ev_nav.bo.cvs.policies import BOContext, Decision, _Base
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, InvalidObservation
 
 # --------------------------------------------------------------------------- pure rules
 
@@ -173,17 +173,26 @@ class UnknownCostCVS(_Base):
             return Decision(i, x, (val, lval), "explore")
         return self._exploit(ctx)
 
+    @staticmethod
+    def _refit(ctx: BOContext) -> bool:
+        """ML-II refit of the GP; ``False`` (hyperparameters kept) when every start fails, as on
+        a very smooth objective whose likelihood pushes the lengthscales to a singular kernel."""
+        model = ctx.model
+        assert model.X_train is not None and model.y_train is not None
+        try:
+            model.fit_hyperparameters(
+                model.X_train, model.y_train, n_restarts=2, generator=ctx.generator
+            )
+        except InvalidObservation:
+            return False
+        return True
+
     def _exploit(self, ctx: BOContext) -> Decision:
         m, cfg = ctx.problem.m, self.config
         assert self.ucb_hist is not None
         if self.ucb_bar is None:  # first exploitation step: intersections over exploration
             self.ucb_bar = [min(h) if h else math.inf for h in self.ucb_hist]
-            if cfg.refit_at_exploit:
-                model = ctx.model
-                assert model.X_train is not None and model.y_train is not None
-                model.fit_hyperparameters(
-                    model.X_train, model.y_train, n_restarts=2, generator=ctx.generator
-                )
+            if cfg.refit_at_exploit and self._refit(ctx):
                 # bounds of the old model are not valid for the new one: restart the intersections
                 self.ucb_bar = [math.inf] * m
                 self.lcb_bar = -math.inf

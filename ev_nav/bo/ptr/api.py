@@ -203,8 +203,10 @@ class PTROptimizer:
         detail["ix"] = ix
         grid = self.gp.grid
         Z = grid.Z[torch.as_tensor(self.gp.obs_index)].numpy()
+        # a user objective's designs in its own units (the grid holds them rescaled)
+        designs = self.problem.info.get("design_points", grid.x_points)
         return BOResult(
-            x_best=grid.x_points[ix].copy(),
+            x_best=np.asarray(designs, dtype=float)[ix].copy(),
             value=float(mu[ix]),
             X=Z,
             y=np.asarray(self.gp.y, dtype=float),

@@ -139,14 +139,16 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/ptr/{label}-{task}")
     results = run_experiments(configs, out, execution_config(args), progress=progress)
     wall = time.perf_counter() - t0
+    if args.objective is not None:  # a black box: no true PTR, so no regret or F1 curves
+        if not args.quiet:
+            print(recommendations(results))
+            print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
+        return 0
     fig = plot_results(
         results, out / "curves.png", title=f"{configs[0].problem_label} ({args.trials} trials)"
     )
     if not args.quiet:
-        if args.objective is None:
-            print(results_table(results))
-        else:
-            print(recommendations(results))
+        print(results_table(results))
         print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
         print(f"figure: {fig}")
     return 0

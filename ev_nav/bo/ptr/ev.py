@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy.stats import norm
 
+from ev_nav.bo.core.runs import write_results
 from ev_nav.bo.ptr.grid import GridKernel
 from ev_nav.bo.ptr.measure import ptr_posterior
 from ev_nav.bo.ptr.problems import GRID50, PTRProblem
@@ -39,7 +41,7 @@ from ev_nav.bo.ptr.registry import PTRMethodConfig, make_policy
 from ev_nav.bo.ptr.runner import f1_score, run_trial
 from ev_nav.energy import Vehicle, segment_energy_wh
 from ev_nav.errors import ConfigError
-from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
+from ev_nav.provenance import atomic_write_text
 
 KMH = 1.0 / 3.6
 
@@ -212,10 +214,27 @@ class EVReserveReport:
         return "\n".join(lines)
 
     def save(self, out_dir: str | Path) -> None:
+        """``results.csv`` (one row per cruise cap), ``manifest.json`` and ``report.txt``."""
         out = Path(out_dir)
-        atomic_write_json(out / "ev_reserve.json", self)
-        atomic_write_text(out / "ev_reserve.txt", self.text() + "\n")
-        atomic_write_json(out / "metadata.json", run_metadata(self.config, self.config.seed))
+        table = pd.DataFrame(
+            {
+                "cap_kmh": self.caps_kmh,
+                "p_mean": self.p_mean,
+                "p_lower": self.p_lower,
+                "p_upper": self.p_upper_ci,
+                "safe": self.safe,
+                "unsafe": self.unsafe,
+                "p_true": self.p_true,
+            }
+        )
+        summary = {
+            "f1": self.f1,
+            "simulations": self.simulations,
+            "exhaustive": self.exhaustive,
+            "route_km": self.route_km,
+        }
+        write_results(out, table, self.config, [self.config.seed], summary=summary)
+        atomic_write_text(out / "report.txt", self.text() + "\n")
 
 
 def run_ev_reserve(cfg: EVReserveConfig) -> EVReserveReport:

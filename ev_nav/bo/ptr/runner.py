@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -319,7 +319,12 @@ def _trial_task(cfg: PTRRunConfig, seed: int) -> RunRecord:
 def jobs(configs: Sequence[PTRRunConfig]) -> list[Job]:
     """One run per (config, trial); ids ``NN-METHOD-sSEED`` (NN: the config's position)."""
     return [
-        Job(f"{i:02d}-{cfg.method}-s{cfg.seed + k}", _trial_task, (cfg, cfg.seed + k))
+        Job(
+            f"{i:02d}-{cfg.method}-s{cfg.seed + k}",
+            _trial_task,
+            # the config narrowed to the trial: more trials later reuse the finished ones
+            (replace(cfg, trials=1, seed=cfg.seed + k), cfg.seed + k),
+        )
         for i, cfg in enumerate(configs)
         for k in range(cfg.trials)
     ]
@@ -409,7 +414,7 @@ def recommendations(results: list[ExperimentResult]) -> str:
             rec = t.recommendation
             x = ", ".join(f"{v:.4g}" for v in np.asarray(rec.get("x_best", []), dtype=float))
             lines.append(
-                f"{run_label(r.config)} seed {t.seed}: design [{x}] (grid units), "
+                f"{run_label(r.config)} seed {t.seed}: recommended design [{x}], "
                 f"posterior P[f > h] {float(rec.get('ptr_mean', np.nan)):.3f}"
             )
     return "\n".join(lines)

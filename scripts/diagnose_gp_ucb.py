@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             continue
         result = run_one(
-            spec, None, truth_cache=REPO / "docs/results/fig2/truth", model_factory=factory
+            spec, None, truth_cache=REPO / "docs/results/fig2-svgp/truth", model_factory=factory
         )
         regret = np.array([r["regret_wh"] for r in result.rows])
         post, truth = result.model.posterior(), result.env.true_energy

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ev_nav.provenance import atomic_write_text
 from ev_nav.sim.fleet import RunSpec
 from ev_nav.sim.grid import make_executor, run_grid
 
@@ -92,12 +93,32 @@ def run(
     table = write_report(out, run_ids=wanted)
     written = figures(out)
     print(table)
+    comparison = _comparison(out)
+    if comparison:
+        atomic_write_text(out / "comparison.md", comparison + "\n")
+        print("\n" + comparison)
     print(f"\n{name}: {len(specs)} runs, {len(result.failed)} failed, wall time {wall:.0f} s")
     for o in result.failed:
         print(f"  FAILED {o.run_id}: {o.error}")
     for p in written:
         print(f"  wrote {p}")
     return out
+
+
+def _comparison(out: Path) -> str:
+    """GP vs BI per route and index rule, when the report has both (Fig. 2)."""
+    import pandas as pd
+
+    from ev_nav.sim.report import model_comparison
+
+    path = out / "summary.csv"
+    if not path.is_file():
+        return ""
+    summary = pd.read_csv(path)
+    agents = set(summary["agent"])
+    if not (any(a.startswith("GP-") for a in agents) and any(a.startswith("BI-") for a in agents)):
+        return ""
+    return model_comparison(summary)
 
 
 def quick_subset(specs: list[RunSpec]) -> list[RunSpec]:

@@ -45,8 +45,69 @@ def summary_markdown(summary) -> str:
     return "\n".join(lines)
 
 
+def per_seed_markdown(results) -> str:
+    """Final cumulative regret [Wh] of every run: one row per (network, route, agent), one
+    column per seed (the ``results`` table of :func:`ev_nav.sim.grid.aggregate`)."""
+    if results is None or len(results) == 0:
+        return ""
+    final = results.groupby(["network", "route", "agent", "seed"])["regret_wh"].sum()
+    wide = final.unstack("seed")
+    seeds = list(wide.columns)
+    lines = [
+        "| network | route | agent | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|---|---|---|" + "---|" * len(seeds),
+    ]
+    for (network, route, agent), row in wide.iterrows():
+        cells = " | ".join("" if v != v else f"{v:,.0f}" for v in row.to_numpy())
+        lines.append(f"| {network} | {route} | {agent} | {cells} |")
+    return "\n".join(lines)
+
+
+def model_comparison(summary, first: str = "GP", second: str = "BI") -> str:
+    """For each route and index rule: does ``first`` end below ``second`` (mean final regret)?
+
+    Also the Thompson-sampling ratio ``Σ_routes first-TS / Σ_routes second-TS`` (the Fig. 2
+    acceptance of issue 15 asks for ≤ 0.5). ``summary``: the table of
+    :func:`ev_nav.sim.grid.aggregate`.
+    """
+    if summary is None or len(summary) == 0:
+        return ""
+    mean = summary.set_index(["network", "route", "agent"])["final_cum_regret_mean"]
+    se = summary.set_index(["network", "route", "agent"])["se"]
+    lines = [
+        f"| network | route | rule | {first} (mean ± SE) | {second} (mean ± SE) | "
+        f"{first} < {second} |",
+        "|---|---|---|---|---|---|",
+    ]
+    sums = {first: 0.0, second: 0.0}
+    held = total = 0
+    for network, route in sorted({(n, r) for n, r, _ in mean.index}):
+        for rule in ("TS", "BUCB", "UCB"):
+            a, b = (network, route, f"{first}-{rule}"), (network, route, f"{second}-{rule}")
+            if a not in mean.index or b not in mean.index:
+                continue
+            ok = mean[a] < mean[b]
+            held += ok
+            total += 1
+            if rule == "TS":
+                sums[first] += mean[a]
+                sums[second] += mean[b]
+            lines.append(
+                f"| {network} | {route} | {rule} | {mean[a]:,.0f} ± {se[a]:,.0f} | "
+                f"{mean[b]:,.0f} ± {se[b]:,.0f} | {'yes' if ok else '**no**'} |"
+            )
+    lines.append("")
+    lines.append(f"{first} below {second}: {held} of {total} (route, rule) pairs.")
+    if sums[second]:
+        lines.append(
+            f"{first}-TS / {second}-TS, final regret summed over routes: "
+            f"{sums[first]:,.0f} / {sums[second]:,.0f} = {sums[first] / sums[second]:.2f}"
+        )
+    return "\n".join(lines)
+
+
 def write_report(out_dir: str | Path, run_ids: Sequence[str] | None = None) -> str:
-    """(Re)aggregate an experiment folder, write ``regret.png`` and ``summary.md``.
+    """(Re)aggregate an experiment folder: ``regret.png``, ``summary.md``, ``per_seed.md``.
 
     ``run_ids`` limits the report to those runs (finished ones; default: every run folder).
     Returns the Markdown summary table ("" when no run has finished).
@@ -61,4 +122,5 @@ def write_report(out_dir: str | Path, run_ids: Sequence[str] | None = None) -> s
     cumulative_regret_figure(results, out / "regret.png")
     table = summary_markdown(summary)
     atomic_write_text(out / "summary.md", table + "\n")
+    atomic_write_text(out / "per_seed.md", per_seed_markdown(results) + "\n")
     return table

@@ -60,11 +60,18 @@ def load_network_ref(ref: str) -> RoadNetwork:
     return RoadNetwork.load(ref)
 
 
-def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) -> SegmentModel:
+def build_model(
+    kind: str,
+    net: RoadNetwork,
+    vehicle: Vehicle,
+    seed: int = 0,
+    cache_dir: Path | None = None,
+) -> SegmentModel:
     """A fresh model of ``kind`` (``gp`` or ``bi``) with the spec's prior for this network.
 
     The GP is the exact, incremental learner (:class:`~ev_nav.gp.incremental.IncrementalGP`):
     one driver's data is small, and an exact posterior is what a careful user wants.
+    ``cache_dir`` (a state's ``cache/`` folder) keeps its prior kernel matrix between commands.
     """
     if kind == "bi":
         from ev_nav.gp.independent import BIModel
@@ -72,7 +79,12 @@ def build_model(kind: str, net: RoadNetwork, vehicle: Vehicle, seed: int = 0) ->
         return BIModel(net, vehicle=vehicle)
     from ev_nav.gp.incremental import IncrementalGP
 
-    return IncrementalGP(net, vehicle=vehicle, seed=seed)
+    return IncrementalGP(net, vehicle=vehicle, seed=seed, cache_dir=cache_dir)
+
+
+def state_cache_dir(store: Store) -> Path:
+    """Where a state keeps derived data (recomputable; never holds an observation)."""
+    return store.path.parent / "cache"
 
 
 #: Checkpoint kinds written by learners that states no longer use; the model is rebuilt with the
@@ -169,7 +181,7 @@ def restore_model(
         if not ck.verified:
             skipped.append(f"checkpoint {ck.id} damaged (hash mismatch)")
             continue
-        model = build_model(store.model_kind, net, vehicle)
+        model = build_model(store.model_kind, net, vehicle, cache_dir=state_cache_dir(store))
         try:
             state = decode(ck.blob)
             old = SUPERSEDED_KINDS.get(state.get("kind")) if isinstance(state, dict) else None
@@ -184,7 +196,8 @@ def restore_model(
             skipped.append(f"checkpoint {ck.id} unusable ({str(exc)[:80]})")
             continue
         return model, ck.last_batch_id, skipped
-    return build_model(store.model_kind, net, vehicle), 0, skipped
+    model = build_model(store.model_kind, net, vehicle, cache_dir=state_cache_dir(store))
+    return model, 0, skipped
 
 
 def save_checkpoint(session: Session) -> None:
@@ -278,7 +291,9 @@ def create_state(
         network_arrays_hash=net.arrays_hash,
     )
     try:
-        session = Session(store, net, veh, build_model(model, net, veh))
+        session = Session(
+            store, net, veh, build_model(model, net, veh, cache_dir=state_cache_dir(store))
+        )
         save_checkpoint(session)  # applied_upto = 0: the prior
     except BaseException:
         store.close()

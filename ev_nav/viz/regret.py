@@ -17,6 +17,9 @@ AGENT_COLOURS = {
     "BI-TS": "#66c2a5",
     "BI-BUCB": "#8da0cb",
     "BI-UCB": "#fc8d62",
+    "SVGP-TS": "#0b5e46",
+    "SVGP-BUCB": "#45408a",
+    "SVGP-UCB": "#8f3f02",
     "random": "#999999",
 }
 

@@ -62,7 +62,8 @@ from torch import Tensor
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
-from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel, matern52
+from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
+from ev_nav.gp.numerics import cholesky_jitter_np, matern52
 from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
@@ -155,19 +156,14 @@ class _Rows:
 
 def _cholesky(a: NDArray[np.float64]) -> NDArray[np.float64]:
     """Lower Cholesky factor of an SPD matrix; a tiny relative jitter only if LAPACK refuses."""
-    scale = float(np.abs(np.diagonal(a)).mean()) or 1.0
-    for jit in _JITTERS:
-        try:
-            return sla.cholesky(
-                a + (jit * scale) * np.eye(a.shape[0]) if jit else a, lower=True,
-                check_finite=False,
-            )
-        except np.linalg.LinAlgError:
-            continue
-    raise ModelStateError(
-        "posterior covariance is not positive definite even with jitter; the hyperparameters "
-        "are degenerate (refit or reset them)"
+    chol, _ = cholesky_jitter_np(
+        a,
+        ladder=_JITTERS,
+        error=ModelStateError,
+        message="posterior covariance is not positive definite even with jitter; the "
+        "hyperparameters are degenerate (refit or reset them)",
     )
+    return chol
 
 
 class IncrementalGP:

@@ -97,7 +97,7 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
         "--points-per-axis", type=int, default=None, help="design grid of a user objective"
     )
     p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per trial")
     p.add_argument("--quiet", action="store_true")
 
 
@@ -131,6 +131,7 @@ def _run(args: argparse.Namespace) -> int:
             weights=None if args.weights is None else tuple(args.weights),
             threshold=args.threshold,
             points_per_axis=args.points_per_axis,
+            threads=args.threads,
         )
         for name in methods
     ]

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
+from ev_nav.bo.core.maximize import blas_single_threaded
 from ev_nav.bo.core.objective import load_objective
 from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, subplots
 from ev_nav.bo.core.runs import (
@@ -72,6 +74,8 @@ class PTRRunConfig:
         its declarations.
     points_per_axis
         Design grid of a user objective without declared ``design_points``.
+    threads
+        torch threads per trial (BLAS is kept single-threaded), whatever runs it.
     """
 
     benchmark: str
@@ -94,10 +98,11 @@ class PTRRunConfig:
     weights: tuple[float, ...] | None = None
     threshold: float | None = None
     points_per_axis: int | None = None
+    threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.iterations < 1 or self.trials < 1:
-            raise ConfigError("iterations and trials must be >= 1")
+        if self.iterations < 1 or self.trials < 1 or self.threads < 1:
+            raise ConfigError("iterations, trials and threads must be >= 1")
         method_task(self.method)
         if self.beta_schedule not in ("constant", "theory"):
             raise ConfigError("beta_schedule must be 'constant' or 'theory'")
@@ -279,6 +284,12 @@ def _level(cfg: PTRRunConfig, problem: PTRProblem) -> float | None:
 
 
 def _trial_task(cfg: PTRRunConfig, seed: int) -> RunRecord:
+    torch.set_num_threads(cfg.threads)
+    with blas_single_threaded():
+        return _trial_record(cfg, seed)
+
+
+def _trial_record(cfg: PTRRunConfig, seed: int) -> RunRecord:
     task = method_task(cfg.method)
     problem = build_problem(cfg, seed, task)
     alpha = _level(cfg, problem) if task == "lse" else cfg.alpha

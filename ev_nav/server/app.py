@@ -171,7 +171,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        service.close()  # absorb what is committed, save a checkpoint
+        service.close()  # checkpoint what the model has absorbed
 
     app = FastAPI(
         title="ev-nav routing server",

@@ -88,6 +88,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))
+        # listening from now on: a client that connects while the state is being opened waits
+        # in the backlog instead of being refused (uvicorn accepts once it runs)
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         raise StateIOError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})") from None
@@ -134,10 +137,19 @@ def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> 
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:
-        # uvicorn shuts down gracefully on Ctrl-C / SIGINT, then raises the signal again: by
-        # now the model has absorbed every acknowledged observation and is checkpointed
+        # uvicorn shuts down gracefully on Ctrl-C / SIGINT, then raises the signal again
         pass
     finally:
-        service.close()  # idempotent: the app's shutdown normally did it already
+        stopped = service.close(timeout_s=1.0)  # the app's shutdown normally waited already
+    if not stopped:
+        # The writer is inside an update that cannot be interrupted (a hyperparameter fit).
+        # Its input is in the store; the next start replays it. Leave now, without running
+        # the interpreter's teardown under a thread that is still computing (a crash-safe
+        # exit for the store: an unfinished write is rolled back when the state is opened).
+        print("ev-nav: server stopped while the model was still learning; every acknowledged "
+              "observation is in the store and is learned again at the next start",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(0)
     print("ev-nav: server stopped", file=sys.stderr, flush=True)
     return 0

@@ -506,8 +506,9 @@ def _cmd_drive(args: argparse.Namespace) -> int:
 class ServerProcess:
     """``ev-nav serve STATE`` on a free loopback port, in a child process (tests, load script).
 
-    Use as a context manager: on exit the server is stopped with SIGINT (graceful: it absorbs
-    what is committed and saves a checkpoint) and killed only if it does not stop in time.
+    Use as a context manager: on exit the server is stopped with SIGINT (graceful: it finishes
+    the requests in flight and checkpoints its model) and killed only if it does not stop in
+    time.
 
     Attributes
     ----------

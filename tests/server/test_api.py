@@ -192,7 +192,7 @@ def test_plan_route_figures(http, served_town, served_state) -> None:
 # ---------------------------------------------------------------------- observations
 def test_record_total_the_model_learns_it(http, served_town, served_state) -> None:
     before = settle(http)
-    trip = _plan(http, served_town, 1)
+    trip = _plan(http, served_town, 1, policy="mean")
     predicted = trip["routes"]["planned"]["predicted_wh"]
     r = http.post(f"/api/trips/{trip['trip']}/observations",
                   json={"total_wh": predicted + 25.0}, headers=AUTH)
@@ -311,7 +311,7 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
 def test_errors_are_one_line_and_leave_the_state_unchanged(
     http, served_town, served_state
 ) -> None:
-    trip = _plan(http, served_town, 3)
+    trip = _plan(http, served_town, 3, policy="mean")
     predicted = trip["routes"]["planned"]["predicted_wh"]
     assert predicted > 50  # the kWh and sd cases below rely on a clearly positive prediction
     before = fingerprint(http, served_state)

@@ -1,0 +1,175 @@
+#!/usr/bin/env python
+"""Load test of ``ev-nav serve``: N simulated vehicles plan and post concurrently for a while.
+
+Bounded and loopback only: the script builds (or reuses) the Monaco network, creates a fresh
+state, starts ``ev-nav serve`` on a free port of 127.0.0.1 in a child process, and lets
+``--vehicles`` simulated vehicles (one thread and one keep-alive connection each, the real
+client of :mod:`ev_nav.server.client`) ask for routes between random places, "drive" them in a
+simulated world (physical ground truth with observation noise) and post what they cost, for
+``--duration`` seconds. Then it waits (at most ``--catch-up-timeout``) for the model to absorb
+every acknowledged observation, stops the server gracefully and checks the state: every
+acknowledged observation must be in the store, the durable record the model is rebuilt from.
+
+Prints requests/s, route latency (p50/p95), observation latency, how long the model took to
+catch up (or how far behind it still was), and ``lost observations: N``; exits 1 if anything was
+lost or a request failed.
+
+    python scripts/load_server.py                       # 8 vehicles, 2 minutes, Monaco
+    python scripts/load_server.py --quick               # 2 vehicles, a few seconds, a small town
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("EV_NAV_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def _monaco(workdir: Path) -> Path:
+    """The Monaco network file (built once from the MoST OSM extract with 'ev-nav network
+    build', as the README does)."""
+    out = workdir / "most_monaco.npz"
+    if not out.is_file():
+        osm = SHARED_DATA / "most_monaco.osm.gz"
+        if not osm.is_file():
+            sys.exit(f"load_server: {osm} is missing (set EV_NAV_SHARED_DATA)")
+        subprocess.run(
+            [sys.executable, "-m", "ev_nav.cli", "network", "build", "--osm", str(osm),
+             "--out", str(out)],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+    return out
+
+
+def _pairs(net, n: int, rng: np.random.Generator, min_m: float) -> list[tuple[int, int]]:
+    """``n`` random (start, goal) segment pairs at least ``min_m`` apart (straight line)."""
+    from ev_nav.roads.network import haversine_m
+
+    mid = net.segment_midpoints()
+    out: list[tuple[int, int]] = []
+    while len(out) < n:
+        s, g = rng.integers(0, net.n_segments, 2)
+        if s != g and haversine_m(mid[s, 0], mid[s, 1], mid[g, 0], mid[g, 1]) >= min_m:
+            out.append((int(s), int(g)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vehicles", type=int, default=8, help="concurrent vehicles")
+    parser.add_argument("--duration", type=float, default=120.0, help="seconds of driving")
+    parser.add_argument("--observe", choices=("segments", "total"), default="segments",
+                        help="post per-segment energies (default) or trip totals")
+    parser.add_argument("--policy", default="ts", help="routing policy the vehicles ask for")
+    parser.add_argument("--model", choices=("gp", "bi"), default="gp", help="the state's model")
+    parser.add_argument("--network", type=Path, help="network .npz (default: Monaco, built)")
+    parser.add_argument("--workdir", type=Path, default=REPO / "cache" / "load_server",
+                        help="where the network and the fresh state go")
+    parser.add_argument("--catch-up-timeout", type=float, default=300.0,
+                        help="longest wait for the model to absorb the last observation [s]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true",
+                        help="2 vehicles for 6 s on a 400-segment synthetic town (a smoke test)")
+    args = parser.parse_args(argv)
+    if args.vehicles < 1 or args.duration <= 0:
+        parser.error("--vehicles must be >= 1 and --duration > 0")
+
+    from ev_nav.server.client import (
+        RoutingClient,
+        ServerError,
+        ServerProcess,
+        drive_fleet,
+        percentile_ms,
+    )
+    from ev_nav.sim.environment import Environment
+    from ev_nav.store import Store
+    from ev_nav.trips.session import create_state
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    state = args.workdir / f"state-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    if args.quick:
+        args.vehicles, args.duration = min(args.vehicles, 2), min(args.duration, 6.0)
+        session = create_state(state, synthetic=400, model=args.model)
+    else:
+        network = args.network or _monaco(args.workdir)
+        session = create_state(state, network=network, model=args.model)
+    net, vehicle = session.net, session.vehicle
+    session.close()
+    world = Environment.create(net, seed=args.seed, vehicle=vehicle)
+    rng = np.random.default_rng(args.seed)
+    # more trips than any vehicle can drive in the time: the deadline ends the run
+    per_vehicle = max(50, int(args.duration * 20))
+    pairs = [_pairs(net, per_vehicle, rng, 500.0) for _ in range(args.vehicles)]
+    token = secrets.token_hex(16)
+
+    print(f"load_server: {args.vehicles} vehicles for {args.duration:.0f} s against "
+          f"'ev-nav serve' on {net.name} ({net.n_segments:,} segments), model {args.model}, "
+          f"policy {args.policy}, posting {args.observe}", flush=True)
+    with ServerProcess(state, token=token) as server:
+        url = server.url
+        with RoutingClient(url, token) as probe:
+            v0 = int(probe.health()["model_version"])  # type: ignore[arg-type]
+        deadline = time.monotonic() + args.duration
+        report = drive_fleet(lambda: RoutingClient(url, token), net, world, pairs,
+                             policy=args.policy, observe=args.observe, seed=args.seed,
+                             deadline=deadline)
+        acked = report.acknowledged
+        t_end = time.monotonic()
+        catch_up, behind = None, 0
+        with RoutingClient(url, token) as probe:
+            if acked:
+                try:
+                    catch_up = probe.wait_for_model(acked[-1], timeout_s=args.catch_up_timeout)
+                except ServerError:
+                    pass  # still learning: reported below, the observations are in the store
+            health = probe.health()
+            behind = sum(b > int(health["model_applied_upto"]) for b in acked)  # type: ignore
+        code = server.stop()
+    if code != 0:
+        print("\n".join(server.log[-15:]))
+    with Store.open(state) as store:
+        stored = {b.id for b in store.observations()}
+    # lost = acknowledged but not in the store (the durable record the model is rebuilt from)
+    lost = [b for b in acked if b not in stored]
+
+    routes = [t.route_seconds for t in report.trips]
+    observes = [t.observe_seconds for t in report.trips if t.batch is not None]
+    refused = sum(t.refused is not None for t in report.trips)
+    n_requests = report.requests
+    elapsed = t_end - (deadline - args.duration)
+    versions = int(health["model_version"]) - v0  # type: ignore[arg-type]
+    print(f"requests: {n_requests} in {elapsed:.1f} s = {n_requests / elapsed:.1f} requests/s "
+          f"(routes {len(routes)}, observations {len(observes) + refused})")
+    print(f"route latency: p50 {percentile_ms(routes, 50):.0f} ms, "
+          f"p95 {percentile_ms(routes, 95):.0f} ms, max {percentile_ms(routes, 100):.0f} ms")
+    print(f"observation latency: p50 {percentile_ms(observes, 50):.0f} ms, "
+          f"p95 {percentile_ms(observes, 95):.0f} ms")
+    quarters = ", ".join(f"{q:.1f}" for q in report.regret_by_quarter())
+    print(f"mean regret per trip by quarter of the run [Wh]: {quarters}")
+    print(f"observations: acknowledged {len(acked)}, refused as implausible {refused}, "
+          f"request errors {len(report.errors)}")
+    if catch_up is not None:
+        lag = f"it had absorbed the last acknowledged observation {catch_up:.1f} s after the " \
+              "vehicles stopped"
+    else:
+        lag = (f"{behind} acknowledged batches were still to be learned {args.catch_up_timeout:.0f}"
+               " s after the vehicles stopped (in the store: replayed at the next start)")
+    print(f"model: {versions} snapshots published during the run; {lag}")
+    print(f"server exit code {code}; state {state}")
+    for err in report.errors[:5]:
+        print(f"error: {err}")
+    print(f"lost observations: {len(lost)}")
+    return 0 if not lost and not report.errors and code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

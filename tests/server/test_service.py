@@ -1,0 +1,125 @@
+"""The fleet service's concurrency promises, in process and without timing: route requests keep
+being answered on the previous snapshot while the writer is learning; snapshots are independent
+copies of the model; acknowledged observations are in the store before the model sees them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav.server.service import FleetService, _clone_model
+
+
+@pytest.fixture()
+def state(tmp_path) -> Path:
+    from ev_nav.trips.session import create_state
+
+    path = tmp_path / "state"
+    create_state(path, synthetic=300, model="gp").close()
+    return path
+
+
+def _far(net) -> tuple[tuple[float, float], tuple[float, float]]:
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    a, b = order[3], order[-3]
+    return (mid[a, 1], mid[a, 0]), (mid[b, 1], mid[b, 0])
+
+
+def _plausible(trip: dict) -> float:
+    """A positive reading one predicted sd above the prediction (a downhill trip may be
+    predicted below zero; a negative total is refused)."""
+    r = trip["routes"]["planned"]
+    return max(r["predicted_wh"], 0.0) + r["predicted_sd_wh"] + 1.0
+
+
+def test_routes_are_answered_while_the_writer_learns(state, monkeypatch) -> None:
+    """The writer is held inside a model update (an event it waits on): a route request still
+    completes, on the previous snapshot; once released, the next snapshot includes the data."""
+    import ev_nav.trips.session as session_module
+
+    inside, release = threading.Event(), threading.Event()
+    real_apply = session_module.apply_batches
+
+    def held_apply(model, batches):
+        if batches:  # (opening the state replays none)
+            inside.set()
+            assert release.wait(120), "test never released the writer"
+        real_apply(model, batches)
+
+    monkeypatch.setattr(session_module, "apply_batches", held_apply)
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = _far(svc.net)
+        first = svc.plan(origin, goal, policy="mean")
+        v1 = svc.snapshot.version
+        ack = svc.record(first["trip"], total_wh=_plausible(first))
+        assert inside.wait(120), "the writer never started learning"
+        # the writer is busy learning: planning goes on, on the snapshot it had
+        during = svc.plan(origin, goal, policy="mean")
+        assert during["model_version"] == v1 and during["trip"] == first["trip"] + 1
+        assert svc.health()["pending"] is True
+        release.set()
+        deadline = threading.Event()
+        for _ in range(1200):
+            if svc.snapshot.applied_upto >= ack["batch"]:
+                break
+            deadline.wait(0.1)
+        assert svc.snapshot.applied_upto >= ack["batch"] and svc.snapshot.version > v1
+        after = svc.plan(origin, goal, policy="mean")
+        assert after["model_version"] == svc.snapshot.version
+
+
+def test_acknowledged_means_stored_before_learned(state, monkeypatch) -> None:
+    """The acknowledgement comes after the store commit and before any model update."""
+    import ev_nav.trips.session as session_module
+    from ev_nav.store import Store
+
+    release = threading.Event()
+    real_apply = session_module.apply_batches
+    monkeypatch.setattr(
+        session_module, "apply_batches",
+        lambda m, b: (not b or release.wait(120), real_apply(m, b)),
+    )
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = _far(svc.net)
+        trip = svc.plan(origin, goal, policy="mean")
+        ack = svc.record(trip["trip"], total_wh=_plausible(trip))
+        with Store.open(state) as store:
+            assert [b.id for b in store.observations()] == [ack["batch"]]
+        assert svc.snapshot.applied_upto < ack["batch"]  # not learned yet: the writer is held
+        release.set()
+
+
+def test_snapshot_copies_are_independent(state) -> None:
+    from ev_nav.trips.session import open_session
+
+    with open_session(state) as session:
+        model, net = session.model, session.net
+        route = np.arange(12)
+        model.update(route, net.e_det()[route] + 3.0)
+        copy, how = _clone_model(model, net, session.vehicle, "gp")
+        assert how == "deep copy"
+        np.testing.assert_array_equal(copy.posterior().mean, model.posterior().mean)
+        np.testing.assert_array_equal(copy.route_covariance(route), model.route_covariance(route))
+        before = model.posterior().mean.copy()
+        copy.update(route[:4], np.full(4, 500.0))
+        np.testing.assert_array_equal(model.posterior().mean, before)  # the original: untouched
+        assert not np.array_equal(copy.posterior().mean, before)
+
+
+def test_snapshot_of_a_model_that_cannot_be_copied(state) -> None:
+    """A model that refuses deep copies is snapshotted through its state_dict, equal."""
+    from ev_nav.gp.independent import BIModel
+    from ev_nav.trips.session import load_network_ref
+
+    net = load_network_ref("synthetic:300:0")
+    model = BIModel(net)
+    model.update(np.arange(5), np.full(5, 7.0))
+    model.lock = threading.Lock()  # deep copies of a lock fail
+    copy, how = _clone_model(model, net, None, "bi")
+    assert how == "state_dict" and not hasattr(copy, "lock")
+    np.testing.assert_array_equal(copy.posterior().mean, model.posterior().mean)
+    np.testing.assert_array_equal(copy.posterior().std, model.posterior().std)

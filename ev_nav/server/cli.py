@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free)")
     p.add_argument(
         "--token",
-        help=f"shared token required to plan and post (default: ${TOKEN_ENV}, else none)",
+        help=f"shared token required to plan and post (default: ${TOKEN_ENV}, else none; "
+        "prefer the variable: a command line is visible to other users)",
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument(

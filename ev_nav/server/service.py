@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import EvNavError, ModelStateError, StateError
+from ev_nav.errors import ModelStateError, StateError
 
 if TYPE_CHECKING:
     from ev_nav.energy import Vehicle
@@ -483,8 +483,12 @@ class FleetService:
         with Store.open(self.state) as store:
             trips, newest = store.n_trips(), store.last_batch_id()
         lon0, lat0, lon1, lat1 = self.net.bounds()
+        if not self._thread.is_alive():
+            status = "writer stopped"
+        else:
+            status = "ok" if self.writer_error is None else "degraded"
         return {
-            "status": "ok" if self.writer_error is None else "degraded",
+            "status": status,
             "network": self.net.name,
             "network_hash": self.net.content_hash,
             "segments": self.net.n_segments,
@@ -590,9 +594,10 @@ class FleetService:
                     try:
                         unsaved |= self._absorb_new(session)
                         self.writer_error = None
-                    except (EvNavError, ValueError, RuntimeError) as exc:
+                    except Exception as exc:  # noqa: BLE001 - the writer must outlive a bad batch
                         # keep serving the last good snapshot; the batches stay in the store
-                        # and are retried at the next wake (and replayed by any later session)
+                        # and are retried at the next wake (and replayed by any later session);
+                        # health reports the service as degraded meanwhile
                         self.writer_error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 due = time.monotonic() - last_checkpoint >= self.checkpoint_every_s
                 if unsaved and (stop or due):

@@ -4,7 +4,7 @@
 Parts (run all by default, or choose with ``--part``):
 
 * ``cvs``   — checks B1–B4 (+ B6, informational) of ``specs/bocvs.md`` §6 on Hartmann-3, var 0.04.
-* ``b3-tail`` — diagnostic for B3: ETC-Ada (expensive, C = 20) on seeds 0-19 (no verdict).
+* ``b3``    — check B3's ETC-Ada criterion alone, on seeds 0-19 (also part of ``cvs``).
 * ``ucvs``  — checks 6–10 of ``specs/bocvs-unknown-costs.md`` §6 on Hartmann-6 in 12-D.
 * ``ucvs-perm`` — only check 10's permuted cost vectors (see :data:`PERMS_HARD`).
 * ``figs``  — the main figures (simple regret vs cost; evaluations vs cost) for Hartmann and plant,
@@ -174,7 +174,13 @@ def part_cvs(args: argparse.Namespace) -> None:
     sets50 = set(df[df["method"] == "etc50"]["set"])
     check("B3 ETC-50 never plays set 7", 7 not in sets50, f"sets played {sorted(sets50)}")
     check("B3 ETC-50 final >= 1.0", e50.mean() >= 1.0, f"ETC-50 {fmt(e50)}")
-    check("B3 ETC-Ada final < 0.3", e.mean() < 0.3, f"ETC-Ada {fmt(e)}")
+    r20 = b3_twenty_seeds(args)
+    check(
+        "B3 ETC-Ada final < 0.3 (20 seeds, mean ± SE)",
+        r20.mean() < 0.3,
+        f"seeds 0-19 {fmt(r20)}; seeds 0-4 {fmt(r20[:5])} "
+        f"(paper: Fig. 2, mean ± SE over 10 seeds, plotted only; spec calibration 0.054 ± 0.03)",
+    )
     check(
         "B3 ETC-Ada < ETC-50 in every seed",
         bool(np.all(e < e50)),
@@ -211,27 +217,38 @@ def part_cvs(args: argparse.Namespace) -> None:
     )
 
 
-def part_b3_tail(args: argparse.Namespace) -> None:
-    """Diagnostic for B3 (not a check): ETC-Ada, expensive costs, C = 20 on seeds 0-19 with the
-    B-check settings, to size the tail of runs that settle on Hartmann-3's second mode
-    (f = 3.0898 at (0.109, 0.861, 0.564), simple regret >= 0.77). The B3 verdict itself stays
-    on seeds 0-4."""
-    print("== B3 diagnostic: ETC-Ada, expensive, C = 20, seeds 0-19 (informational) ==")
+#: B3 is judged on 20 seeds (issue 19): 3 of 20 runs settle on Hartmann-3's second mode
+#: (f = 3.0898 at (0.109, 0.861, 0.564), simple regret >= 0.77), so five seeds swing the mean
+#: from ~0.18 to ~0.37 depending on how many of them land there.
+B3_SEEDS = tuple(range(20))
+
+
+def b3_twenty_seeds(args: argparse.Namespace) -> np.ndarray:
+    """ETC-Ada's final simple regret on seeds 0-19 (expensive costs, C = 20, B-check settings);
+    prints every seed and how many runs end at the second mode."""
     cfg = CVSRunConfig(
         costs="expensive",
         budget=20.0,
-        seeds=tuple(range(20)),
+        seeds=B3_SEEDS,
         methods=("etcada",),
-        **{**b_check_settings(args), "n_mc": 128},
+        **b_check_settings(args),
     )
-    df = run(cfg, args, "cvs_b3_tail")
+    df = run(cfg, args, "cvs_b3_etcada_20seeds")
     r = final(df, "etcada", 20)
     mode2 = r > 0.5
-    print(f"  per seed: {np.round(r, 3).tolist()}")
+    print(f"  B3 ETC-Ada per seed: {np.round(r, 3).tolist()}")
     print(
-        f"  seeds 0-19: {fmt(r)}; at the second mode: {int(mode2.sum())}/20 "
-        f"(seeds {np.flatnonzero(mode2).tolist()}); others: {fmt(r[~mode2])}"
+        f"  at the second mode: {int(mode2.sum())}/20 (seeds {np.flatnonzero(mode2).tolist()}); "
+        f"the others {fmt(r[~mode2])}"
     )
+    return r
+
+
+def part_b3(args: argparse.Namespace) -> None:
+    """B3 alone: ETC-Ada on seeds 0-19 with the verdict (mean ± SE < 0.3)."""
+    print("== B3: ETC-Ada, expensive, C = 20, seeds 0-19 ==")
+    r = b3_twenty_seeds(args)
+    check("B3 ETC-Ada final < 0.3 (20 seeds, mean ± SE)", r.mean() < 0.3, f"seeds 0-19 {fmt(r)}")
 
 
 # ----------------------------------------------------------------------------- ucvs checks
@@ -510,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smallest settings that still order")
     ap.add_argument(
         "--part",
-        choices=["cvs", "b3-tail", "ucvs", "ucvs-perm", "figs", "collect", "all"],
+        choices=["cvs", "b3", "ucvs", "ucvs-perm", "figs", "collect", "all"],
         default="all",
     )
     ap.add_argument(
@@ -536,8 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         part_figs(args)
     if args.part == "ucvs-perm":
         part_ucvs_perm(args)
-    if args.part == "b3-tail":
-        part_b3_tail(args)
+    if args.part == "b3":
+        part_b3(args)
     if args.part == "collect":
         collect_figs(args)
     print(f"== done in {time.time() - t0:.0f} s; failed hard checks: {FAILS or 'none'} ==")

@@ -23,7 +23,7 @@ DTYPE = torch.float64
 
 
 def initial_size(dim: int) -> int:
-    """Initial-design size ``max(5, 2d)`` (spec §6.5)."""
+    """Initial-design size ``max(5, 2d)`` (docs/bo-boke.md, protocol)."""
     return max(5, 2 * dim)
 
 

@@ -2,10 +2,10 @@
 
 * **GP-UCB** (App. A.1): squared-exponential kernel with a *fixed* lengthscale on the unit cube,
   signal variance 1 on standardised responses, fixed ``sqrt(beta)``, no hyperparameter refits
-  (the paper's set-up; its constants are unreported, the defaults are the spec's A6 choices).
+  (the paper's set-up; its constants are unreported, the defaults are listed in docs/bo-boke.md).
   Every iteration conditions the GP afresh (one Cholesky, ``O(t^3)``); each acquisition
   evaluation does one triangular solve (``O(t^2)``).
-* **GP-EI** and **random search**: extras the spec recommends (not in paper v1), labelled so.
+* **GP-EI** and **random search**: extras (not in paper v1), labelled so.
 
 All methods share :func:`ev_nav.bo.boke.methods.maximize_acquisition` (the package's maximiser
 with the study's budget); GP gradients come from autograd through ``ExactGP.posterior``.
@@ -38,7 +38,7 @@ class GPBaselineConfig:
     Attributes
     ----------
     lengthscale : float
-        SE lengthscale in unit-cube units (spec: report 0.2 and 0.5, the ranking flips).
+        SE lengthscale in unit-cube units (0.2 and 0.5 are both reported: the ranking flips).
     sqrt_beta : float
         UCB width multiplier.
     noise_var : float

@@ -36,7 +36,7 @@ class BOKEMaximizerConfig:
     The paper maximises every acquisition with "a multi-start strategy integrated with L-BFGS-B"
     and reports no budget; all methods here score ``N_c = n_per_dim · min(d, 4)`` (at most
     ``max_candidates``) uniform points plus the ``n_best`` best observed ones, and run L-BFGS-B
-    from the top ``n_starts`` of them (spec §4 [REC]).
+    from the top ``n_starts`` of them (docs/bo-boke.md).
 
     Attributes
     ----------
@@ -222,7 +222,7 @@ class DensityExploration:
 
 @dataclass
 class KRUCBConfig:
-    """KR-UCB (App. A.2) constants; the paper reports none, these are the spec's [REC] values."""
+    """KR-UCB (App. A.2) constants; the paper reports none (docs/bo-boke.md)."""
 
     alpha: float = 0.5  # widen while t^alpha >= number of distinct points
     C: float = 1.0  # exploration constant on standardised y

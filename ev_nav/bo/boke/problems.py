@@ -1,4 +1,4 @@
-"""Test problems of the BOKE study (spec §6.2–§6.4), all posed as **maximisation**.
+"""Test problems of the BOKE study (the paper's Sec. 5 and their stand-ins), all maximised.
 
 * Six synthetic functions of Fig. 6/7: Forrester (1-D), Goldstein–Price (2-D, rescaled form by
   default), six-hump camel (2-D), Hartmann-3, Rosenbrock-4 (rescaled), Sphere-6 (rescaled): the
@@ -11,7 +11,7 @@
   on the diabetes data set that ships with scikit-learn.
 
 Every benchmark maps unit-cube inputs ``u`` to its box ``x = lb + (ub - lb) u``; the noisy
-variants add Gaussian noise with std ``0.1 * std_X(f)`` (spec [REC]), where ``std_X(f)`` is
+variants add Gaussian noise with std ``0.1 * std_X(f)`` (docs/bo-boke.md), where ``std_X(f)`` is
 computed once on a fixed scrambled Sobol sample of ``2^14`` points.
 """
 
@@ -57,7 +57,7 @@ class Benchmark:
     x_opt : tuple of float or None
         A maximiser in raw units, for tests.
     budget : int
-        Default total number of evaluations ``T`` (spec §6.5).
+        Default total number of evaluations ``T``.
     """
 
     name: str
@@ -80,7 +80,7 @@ class Benchmark:
 
     @property
     def n_init(self) -> int:
-        """Initial-design size ``max(5, 2d)`` (spec §6.5)."""
+        """Initial-design size ``max(5, 2d)``."""
         return max(5, 2 * self.dim)
 
     @property
@@ -91,7 +91,7 @@ class Benchmark:
 
 # --- HPO: random forest on sklearn's diabetes data --------------------------------------------
 #: Bounds of (n_estimators, max_depth, min_samples_split, max_features, min_impurity_decrease).
-#: ``n_estimators`` is capped at 100 (spec [REC] says 200) to keep one evaluation below ~0.5 s.
+#: ``n_estimators`` is capped at 100 (200 recommended) to keep one evaluation below ~0.5 s.
 RF_BOUNDS: tuple[tuple[float, float], ...] = (
     (10, 100),
     (2, 30),
@@ -112,7 +112,7 @@ def _diabetes() -> tuple[np.ndarray, np.ndarray]:
 def rf_diabetes_cv_r2(x: np.ndarray) -> np.ndarray:
     """Mean 5-fold CV R² of a random forest on the diabetes data, per hyperparameter row.
 
-    Integers are rounded to the nearest value and clipped (spec §6.4); folds and the forest seed
+    Integers are rounded to the nearest value and clipped; folds and the forest seed
     are fixed so the objective is deterministic.
     """
     from sklearn.ensemble import RandomForestRegressor

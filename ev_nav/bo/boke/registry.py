@@ -1,6 +1,6 @@
 """The methods of the BOKE study by name: the BOKE family of Zhu et al. and the baselines.
 
-``gp-ucb`` uses the spec's default lengthscale 0.2 and ``gp-ucb-wide`` 0.5 (the ranking flips
+``gp-ucb`` uses the default lengthscale 0.2 and ``gp-ucb-wide`` 0.5 (the ranking flips
 between them); ``gp-ei``, ``random`` and ``gp-ucb-wide`` are extras, not in paper v1.
 """
 

@@ -1,6 +1,6 @@
 """Experiment runner of the BOKE study: methods x benchmarks x seeds -> regret and CPU time.
 
-Protocol (spec §6.5, §8 A10/A14/A15/A17 — decisions listed in docs/bo-boke.md):
+Protocol (docs/bo-boke.md, "Protocol and settings"):
 
 * ``n0 = max(5, 2d)`` Latin-hypercube points, **shared by all methods** for a given seed;
   exactly ``T`` evaluations in total, initial design included.
@@ -61,7 +61,7 @@ class BOKERunConfig:
     noisy : bool
         Add Gaussian noise of std ``0.1 std_X(f)`` to the observations.
     budget : int or None
-        Total evaluations ``T`` (``None``: each benchmark's default, spec §6.5).
+        Total evaluations ``T`` (``None``: each benchmark's default).
     varsigma, delta, c_h, bandwidth_rule, p_ucb : BOKE-family settings (see ``BOKEConfig``).
     gp_lengthscale, gp_sqrt_beta : GP-UCB settings; ``gp-ucb-wide`` uses lengthscale 0.5.
     opt : BOKEMaximizerConfig

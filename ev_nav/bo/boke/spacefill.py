@@ -1,4 +1,4 @@
-"""Space-filling study of pure density exploration (spec §9 check 2, the paper's Fig. 3).
+"""Space-filling study of pure density exploration (check 2 of docs/bo-boke.md, the paper's Fig. 3).
 
 Density exploration (DE) queries ``argmin_x W_t(x)`` with Scott's bandwidth
 ``h_t = t^(-1/(d+4)) / sqrt(12)``; the paper argues its fill distance

@@ -36,7 +36,7 @@ from ev_nav.errors import ConfigError, InvalidObservation
 BandwidthRule = Literal["scott", "silverman", "fixed"]
 BetaRule = Literal["general", "finite"]
 
-#: The bandwidth constant recommended by the spec (scipy's Scott factor for uniform data on [0,1]).
+#: The bandwidth constant (scipy's Scott factor for uniform data on [0, 1]; the paper reports none).
 DEFAULT_C_H: float = 1.0 / math.sqrt(12.0)
 #: Guard added inside ``log(m - y_min + eps)`` so the log is finite at the worst observed value.
 _LOG_EPS: float = 1e-12
@@ -57,7 +57,7 @@ def scott_bandwidth(t: int, d: int, c_h: float = DEFAULT_C_H) -> float:
     d : int
         Input dimension.
     c_h : float
-        Proportionality constant (unit-cube units); the paper does not report it, the spec's
+        Proportionality constant (unit-cube units); the paper does not report it; the
         default ``1/sqrt(12)`` matches scipy's Scott factor applied to uniform data.
     """
     _check_schedule_args(t, d, c_h)
@@ -185,7 +185,7 @@ def kr_posterior(
     h : float
         Gaussian-kernel bandwidth (same units as ``X``).
     with_grad : bool
-        Also return ``grad m`` and ``grad log W`` (analytic, see the spec §4).
+        Also return ``grad m`` and ``grad log W`` (analytic, docs/bo-boke.md "Numerics").
     numpy_exp : bool
         Exponentiate the ``m x t`` kernel matrix with NumPy in place (shared memory). On the
         project's torch 2.13 CPU build ``torch.exp`` on float64 is ~15x slower than NumPy's SIMD

@@ -97,7 +97,7 @@ def add_shared_run_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="MODULE:FUNCTION",
         help="optimise your own function (module:function or file.py:function) instead of a "
-        "benchmark; see docs/bo-cvs.md 'Your own objective'",
+        "benchmark; see docs/bo-overview.md 'Your own objective'",
     )
     p.add_argument(
         "--bounds",

@@ -11,7 +11,8 @@ the family needs, with :func:`objective`::
         return -(x[0] - 0.5) ** 2 - (x[1] - 0.25) ** 2
 
 Then ``ev-nav bo boke run --objective my_problem:f`` (the current folder is importable, or name
-a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`. Family extras:
+a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`
+(docs/bo-overview.md, "Your own objective"). Family extras:
 
 * cost-varying subsets (``cvs``/``ucvs``): ``control_sets`` (lists of 0-based inputs the
   learner sets; the others are random) and ``costs`` (one per control set; for ``ucvs`` the

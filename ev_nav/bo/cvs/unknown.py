@@ -96,7 +96,7 @@ class UCVSConfig:
         Keep running min/max of the bounds (paper) or use only the current ones.
     refit_at_exploit
         Fit the GP hyperparameters (ML-II, ARD) once when exploitation starts and reset the
-        intersections to the refitted model's bounds (the spec's "paper mode" recommendation);
+        intersections to the refitted model's bounds (the "paper mode" of docs/bo-cvs.md);
         hyperparameters stay fixed otherwise, so the intersections remain meaningful.
     """
 

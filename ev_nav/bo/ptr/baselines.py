@@ -1,4 +1,4 @@
-"""Baselines of spec §2.9 (optimization) and §2.10 (level-set estimation).
+"""The baselines of Iwazaki et al. (Sec. 6, App. E.1) for optimization and level-set estimation.
 
 They optimise or classify *their own* robustness measure — ``f(x, E[w])`` (GP-UCB, LSE), the
 worst case over the central 50% set Δ (StableOpt, StableLSE) or the expectation

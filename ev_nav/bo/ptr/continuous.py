@@ -1,4 +1,4 @@
-"""BPT-UCB and BPT-TS over a *continuous* design box (paper App. D, spec §2.7 and A9).
+"""BPT-UCB and BPT-TS over a *continuous* design box (paper App. D; decision A9, docs/bo-ptr.md).
 
 The environment stays a weighted grid ``Ω`` (as in every experiment of the paper); the design
 ``x`` ranges over a box ``[lo, hi]^d``. Each step evaluates the acquisition on a fresh candidate

@@ -12,7 +12,7 @@ Question: on a planned route, for which cruise-speed caps ``x`` does the car arr
   ``P_aux = base + heat_per_K · max(0, 18 °C − T_ambient)``. Fast driving costs drag, slow
   driving costs auxiliary energy.
 * **Environment**: head-wind speed along the route, ``w ~ N(mean, std²)`` [m/s] discretised on a
-  50-point grid over ``mean ± 3 std`` (renormalised), the "weighted scenarios" of spec §7.
+  50-point grid over ``mean ± 3 std`` (renormalised), the "weighted scenarios" of the PTR setting.
 * **Performance**: ``f(x, w) = E_start − E_route(x, w) − reserve`` [kWh], the margin above the
   reserve, so the PTR threshold is ``h = 0`` and a zero-mean GP prior is neutral ("on the
   threshold"). Each simulation is observed with a small noise (traffic variability,

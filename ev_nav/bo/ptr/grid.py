@@ -224,7 +224,7 @@ class GridPosterior:
         return (self.A.T @ v).T
 
     def expectation_moments(self, p_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and variance of ``g(x) = Σ_w p(w) f(x, w)`` (spec §2.8).
+        """Posterior mean and variance of ``g(x) = Σ_w p(w) f(x, w)`` (the BQO baselines).
 
         Uses ``σ_g²(x) = pᵀK_ΩΩ p − |A_x p|²`` with ``A_x`` the columns of ``A`` at ``(x, Ω)``.
         The prior term is computed at ``x_0``; it is the same for every ``x`` because the kernel

@@ -9,14 +9,15 @@ the probability that it meets the requirement ``h`` when the environment ``w ~ p
 Under a GP posterior p_upper is a (non-Gaussian) random variable; this module turns the GP
 marginals on a product grid ``X × Ω`` into
 
-* its exact posterior mean ``μ^(p)`` and the variance bound ``γ²`` (spec §2.1),
+* its exact posterior mean ``μ^(p)`` and the variance bound ``γ²`` (Sec. 3 of the paper),
 * the moment credible interval ``μ^(p) ± β^{1/m} γ^{2/m}`` (Lemma 3.1),
 * the modified threshold ``h + 2η`` (the theory's η-slack),
 * the shared w-selection rule (eq. 4) in its numerically safe ``argmin |z|`` form,
 * the BPT-UCB / BPT-TS / BPT-LSE rules (:class:`BPTUCB`, :class:`BPTTS`, :class:`BPTLSE`).
 
 All arrays are NumPy float64 with shape ``(n_x, n_w)`` for grid quantities; the GP itself lives
-in :mod:`ev_nav.bo.ptr.grid`.
+in :mod:`ev_nav.bo.ptr.grid`. "Decision A…" refers to the table of decisions on what the paper
+leaves open in docs/bo-ptr.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from scipy.special import ndtr
 
 from ev_nav.errors import ConfigError
 
-#: Floor on the posterior standard deviation before forming z-scores (spec A16).
+#: Floor on the posterior standard deviation before forming z-scores (decision A16, docs/bo-ptr.md).
 STD_FLOOR = 1e-12
 
 
@@ -116,14 +117,14 @@ def ptr_of_values(f: np.ndarray, p_w: np.ndarray, h: float) -> np.ndarray:
 
 
 def theory_beta(n_x: int, t: int, delta: float, kind: str = "ucb") -> float:
-    """Theory schedules of spec §2.6: ``|X|π²t²/(3δ)`` (UCB, LSE) or ``/(6δ)`` (plain interval)."""
+    """The theorems' β schedules: ``|X|π²t²/(3δ)`` (UCB, LSE) or ``/(6δ)`` (plain interval)."""
     denom = 3.0 if kind in ("ucb", "lse") else 6.0
     return n_x * np.pi**2 * t**2 / (denom * delta)
 
 
 # ------------------------------------------------------------------------------ tie-breaking
 def argmax_random(values: np.ndarray, rng: np.random.Generator, rtol: float = 1e-12) -> int:
-    """Index of the maximum of a 1-D array, ties broken uniformly at random (spec A14).
+    """Index of the maximum of a 1-D array, ties broken uniformly at random (decision A14).
 
     Values within ``rtol * (1 + |max|)`` of the maximum count as tied; NaNs never win.
     """
@@ -150,7 +151,7 @@ def select_w(
 
     ``argmax_w π(1 - π)`` equals ``argmin_w |μ(x_t, w) - h̃| / σ(x_t, w)`` because Φ(z)Φ(-z) is
     symmetric and decreasing in ``|z|``; the latter has no underflow ties. ``p(w)`` is not used
-    (faithful to the paper, spec A7).
+    (faithful to the paper; decision A7, docs/bo-ptr.md).
     """
     return argmin_random(np.abs(exceedance_z(mean_row, var_row, h, eta)), rng)
 
@@ -207,7 +208,7 @@ class BPTTS:
     """BPT-TS: maximise the PTR of one joint posterior sample ``f̂``; ``w_t`` by eq. 4.
 
     The sample is drawn by the caller (see :mod:`ev_nav.bo.ptr.sampling`); the threshold of the
-    sample's PTR is ``h`` (spec A17; ``η`` only enters eq. 4 in theory mode).
+    sample's PTR is ``h`` (decision A17, docs/bo-ptr.md; ``η`` only enters eq. 4 in theory mode).
     """
 
     eta: float = 0.0

@@ -67,7 +67,7 @@ class BPTLSEPolicy:
 
 @dataclass
 class UncontrollableW:
-    """Extension (spec §1.5, not covered by the paper's guarantees): nature draws ``w_t ~ p(w)``.
+    """Extension (not in the paper and not covered by its guarantees): nature draws ``w_t ~ p(w)``.
 
     The base method still chooses ``x_t`` (and reports as before); only its ``w_t`` is replaced by
     a draw from ``p(w)``, as when learning from live trips whose weather cannot be chosen.
@@ -93,7 +93,7 @@ class UncontrollableW:
 
 @dataclass
 class TheoryBeta:
-    """Theory mode (spec §2.6): BPT-UCB/BPT-LSE with ``β_t = |X|π²t²/(3δ)`` instead of a constant.
+    """Theory mode: BPT-UCB/BPT-LSE with the theorems' ``β_t = |X|π²t²/(3δ)`` for a constant.
 
     ``t`` counts the observations the next query will make (initial design included). The
     authors call these schedules far too conservative; this mode exists to reproduce that.

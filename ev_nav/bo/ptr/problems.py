@@ -1,4 +1,4 @@
-"""PTR benchmark problems (spec §4.2, §4.4, §4.5 and the conventions of §5).
+"""PTR benchmark problems of Iwazaki et al. (Sec. 6, App. E) and the decisions of docs/bo-ptr.md.
 
 Every problem is a :class:`PTRProblem` on a product grid: designs ``x`` (first input) and
 environments ``w`` with known weights ``p(w)``, a threshold ``h``, the GP prior of the paper and
@@ -192,7 +192,7 @@ class PTRProblem:
         return out
 
     def summary(self) -> dict[str, object]:
-        """Landscape numbers quoted in spec §4.7."""
+        """Landscape numbers (maximum, argmax, level-set size) quoted in docs/bo-ptr.md."""
         p = self.p_true
         s: dict[str, object] = {
             "max_p_upper": float(p.max()),
@@ -236,7 +236,7 @@ TEST_FUNCTIONS: dict[str, _TestFunctionSpec] = {
 
 
 def test_function_problem(name: str, gamma_convention: str = "scale") -> PTRProblem:
-    """A test function (maximisation form) on the 50 × 50 grid with Gam-w weights (spec §4.2)."""
+    """A test function (maximisation form) on the 50 × 50 grid with Gam-w weights."""
     spec = TEST_FUNCTIONS[name]
     A, B = np.meshgrid(
         to_domain(GRID50, *spec.x_domain), to_domain(GRID50, *spec.w_domain), indexing="ij"
@@ -432,7 +432,7 @@ def newsvendor_problem(
 
     X = ``{0, x_step, …, 50}²``; Ω = a uniform ``n_w_axis²`` grid on [29.95, 76.58]² with weights
     ∝ Gamma(50, 1) ⊗ Gamma(50, 1). ``f_true`` uses ``reps_true`` common-random-number replications
-    (the spec recommends ≥ 2000 for the final metric; 500 keeps the build to seconds); each query
+    (≥ 2000 would be needed for a final metric; 500 keeps the build to seconds); each query
     averages ``reps_query`` fresh replications. GP inputs are rescaled to [-1, 1]; the Matérn-5/2
     ARD kernel and the noise are fitted by marginal likelihood inside the loop.
     """

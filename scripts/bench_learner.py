@@ -58,6 +58,7 @@ def _network(name: str):
 
 
 def _case(name: str, learner: str, recorded: int, trips: int, queue) -> None:
+    import scipy.linalg  # noqa: F401  (its OpenBLAS must be loaded before the limit below)
     import torch
     from threadpoolctl import threadpool_limits
 

@@ -423,8 +423,7 @@ class IncrementalGP:
             cached = _read_matrix(path, self.n)
             if cached is not None:
                 return cached
-        with torch.no_grad():
-            cov = np.asfortranarray(self.kernel.cross_all(np.arange(self.n)).numpy())
+        cov = self.kernel.full()
         if path is not None:
             _write_matrix(path, cov)
         return cov
@@ -502,7 +501,10 @@ class IncrementalGP:
         centre[i_s1] -= log_z0
         free = torch.ones_like(start, dtype=torch.bool)
         free[0] = cfg.learn_graph_kappa
-        fixed_raw = None if cfg.learn_graph_kappa else graph.raw_block(segs, segs).detach()
+        fixed_raw = None
+        if not cfg.learn_graph_kappa:  # a slice of the memoised dense graph matrix
+            block = graph.dense_raw()[np.ix_(segs, segs)]
+            fixed_raw = torch.from_numpy(np.ascontiguousarray(block))
         theta = start.clone().requires_grad_(True)
         opt = torch.optim.LBFGS(
             [theta], lr=1.0, max_iter=cfg.fit_iterations, line_search_fn="strong_wolfe"

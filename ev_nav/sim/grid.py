@@ -66,6 +66,10 @@ def _limit_threads(n_threads: int) -> None:
 
 @contextlib.contextmanager
 def _single_threaded():
+    # scipy.linalg brings its own OpenBLAS, loaded on first import: load it before limiting,
+    # or a run that first touches it inside the block gets a 2-thread BLAS (on a busy 2-core
+    # machine a 200×200 Cholesky then took 0.5–1 s instead of 0.3 ms)
+    import scipy.linalg  # noqa: F401
     import torch
     from threadpoolctl import threadpool_limits
 

@@ -450,3 +450,34 @@ def test_opening_foreign_files_writes_nothing(tmp_path):
     with pytest.raises(StateError, match="not an ev-nav state"):
         Store.open(state)
     assert db.read_bytes() == before
+
+
+def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, net):
+    """A state written when the driver's GP was Algorithm 3: every checkpoint is an SVGP state.
+    Opening it rebuilds the exact learner from the recorded observations (one notice, nothing
+    lost), saves a checkpoint of it at once, and the next command opens without a notice."""
+    from ev_nav.energy import get_vehicle
+    from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    from ev_nav.trips.session import apply_batches, open_session
+
+    state = _state(tmp_path, capsys, model="gp", net=net)
+    before = _snapshot(state)
+    with Store.open(state) as s:
+        batches = s.observations()
+        old = SVGPModel(net, vehicle=get_vehicle("sumo-default"),
+                        config=SVGPConfig(exact_refresh=True))
+        apply_batches(old, batches)
+        blob = checkpoints.encode(old.state_dict())
+        with sqlite3.connect(Store.db_path(state)) as conn:  # every kept checkpoint: Algorithm 3
+            conn.execute("DELETE FROM checkpoints")
+        s.save_checkpoint(blob, s.n_observations(), last_batch_id=max(b.id for b in batches))
+    code, out, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
+    assert code == 0, err
+    assert "previous GP learner" in err and "no observation was lost" in err
+    assert _snapshot(state) == before
+    with open_session(state) as session:  # migrated: the current checkpoint is the exact one
+        assert isinstance(session.model, IncrementalGP) and not session.skipped
+        fresh = IncrementalGP(net, vehicle=session.vehicle)
+        apply_batches(fresh, batches)
+        assert np.array_equal(session.model.posterior().mean, fresh.posterior().mean)

@@ -69,6 +69,10 @@ from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1
+#: Largest network the exact learner accepts: it holds the full N × N posterior covariance
+#: (1.2 GB at this size, ~3× that transiently during a refresh). Larger networks use the
+#: inducing-point approximation of :mod:`ev_nav.gp.svgp` (see docs/gp.md).
+MAX_EXACT_SEGMENTS = 12_000
 #: Prior-kernel files kept in a cache folder (the newest; older hyperparameters are not reused).
 CACHE_KEEP = 2
 _JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
@@ -188,6 +192,9 @@ class IncrementalGP:
         recomputed, and at most :data:`CACHE_KEEP` files are kept.
     """
 
+    #: The ``kind`` its checkpoints carry.
+    checkpoint_kind = "incremental"
+
     def __init__(
         self,
         net: RoadNetwork,
@@ -197,6 +204,12 @@ class IncrementalGP:
         cache_dir: str | Path | None = None,
     ) -> None:
         self.config = cfg = config or IncrementalConfig()
+        if net.n_segments > MAX_EXACT_SEGMENTS:
+            raise ConfigError(
+                f"the exact learner keeps an N × N covariance and takes networks of up to "
+                f"{MAX_EXACT_SEGMENTS:,} segments ({net.n_segments:,} given); use the "
+                "inducing-point learner (SVGPModel, learner='svgp') for larger ones"
+            )
         self.net = net
         self.n = net.n_segments
         self.seed = int(seed)

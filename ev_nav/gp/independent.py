@@ -37,6 +37,9 @@ class BIModel:
         Observation-noise variance ς² [Wh²]; default 0.1² times the variance of E_det.
     """
 
+    #: The ``kind`` its checkpoints carry.
+    checkpoint_kind = "bi"
+
     def __init__(
         self,
         net: RoadNetwork,

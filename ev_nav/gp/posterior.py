@@ -55,6 +55,9 @@ class SegmentPosterior:
 class SegmentModel(Protocol):
     """What the bandit, routing and BO code need from a segment-energy model."""
 
+    #: The ``kind`` field of its :meth:`state_dict` (which checkpoints it can load).
+    checkpoint_kind: str
+
     @property
     def noise_std(self) -> float:
         """Current observation-noise standard deviation ς [Wh]."""

@@ -207,6 +207,9 @@ class SVGPModel:
         Seed of the ``numpy.random.Generator`` used for batches and the spread fill.
     """
 
+    #: The ``kind`` its checkpoints carry.
+    checkpoint_kind = "svgp"
+
     def __init__(
         self,
         net: RoadNetwork,

@@ -119,6 +119,10 @@ class _SnapshotView:
         self._snap = snap
 
     @property
+    def checkpoint_kind(self) -> str:
+        return self._snap.model.checkpoint_kind
+
+    @property
     def noise_std(self) -> float:
         return self._snap.noise_std
 

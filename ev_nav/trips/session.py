@@ -77,8 +77,14 @@ def build_model(
         from ev_nav.gp.independent import BIModel
 
         return BIModel(net, vehicle=vehicle)
-    from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.gp.incremental import MAX_EXACT_SEGMENTS, IncrementalGP
 
+    if net.n_segments > MAX_EXACT_SEGMENTS:
+        # the exact learner's N × N covariance does not fit: the inducing-point approximation,
+        # with the exact q(u) after every trip (no learning-rate tuning for a driver)
+        from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+
+        return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
     return IncrementalGP(net, vehicle=vehicle, seed=seed, cache_dir=cache_dir)
 
 
@@ -184,7 +190,8 @@ def restore_model(
         model = build_model(store.model_kind, net, vehicle, cache_dir=state_cache_dir(store))
         try:
             state = decode(ck.blob)
-            old = SUPERSEDED_KINDS.get(state.get("kind")) if isinstance(state, dict) else None
+            kind = state.get("kind") if isinstance(state, dict) else None
+            old = SUPERSEDED_KINDS.get(kind) if kind != model.checkpoint_kind else None
             if old is not None:
                 skipped.append(f"checkpoint {ck.id} written by {old}; rebuilt with the exact one")
                 continue

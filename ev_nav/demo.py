@@ -45,8 +45,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print_summary(net)
     trips = TripSpec(kind="random", vehicles=args.vehicles, min_distance_m=1500.0, name="fleet")
     agents = [
-        # dense eigenpairs: on a town this size far cheaper per trip than sparse solves
-        AgentSpec(model="gp", policy="ts", num_inducing=500, batch_size=1000, kernel_mode="dense"),
+        AgentSpec(model="gp", policy="ts"),  # the exact learner
         AgentSpec(model="bi", policy="ts"),
         AgentSpec(policy="random"),
     ]

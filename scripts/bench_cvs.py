@@ -11,9 +11,12 @@ partial set, 10 000 for the full set, 5 L-BFGS-B starts). Timed, median of ``--r
   bocvs), the official ``core.acquisitions.UCB_CVS.acquire`` on the same GP data, MC rows and
   bounds in the same process (sequential starts, finite-difference gradients, a GPyTorch GP).
   The official modules run unmodified; BoTorch (not a dependency of ev-nav) is replaced by
-  stubs for the names their UCB-CVS path imports but never calls. Without ``--official`` the
-  ratio is taken against the paper's reported 38–87 s per UCB-CVS acquisition (other hardware,
-  so only indicative) and the output says so.
+  stubs for the names their UCB-CVS path imports but never calls. The ratio against the
+  paper's reported 38–87 s per UCB-CVS acquisition (its four benchmarks, Hartmann 52.34 s;
+  other hardware, so only indicative) is printed too, and is the only one without
+  ``--official``. At N = 1024 the official code evaluates the full set's 10 000 warm-up points
+  as one batch of 1024 × 1024 test covariances (about 84 GB); where that does not fit, the
+  script says so and the same-run comparison is made at a smaller ``--n-mc`` (e.g. 128).
 * **ETC-Ada step** (its first group, three sets): the issue-6 target < 10 s.
 
 Times are process CPU seconds with one torch thread (robust to other jobs on a shared machine;
@@ -41,8 +44,10 @@ from ev_nav.bo.cvs.policies import UCBCVS, BOContext, constant_eps, make_etc
 from ev_nav.bo.cvs.problems import Problem
 from ev_nav.gp.exact import ExactGP
 
-#: Per UCB-CVS acquisition on Hartmann-3, as reported by Tay et al. (2023), App. C.4 [s].
+#: CPU seconds per UCB-CVS acquisition reported by Tay et al. (2023), App. C.4 (100
+#: observations, N = 1024): the range over GP sample / Hartmann / plant / airfoil, and Hartmann.
 PAPER_SECONDS = (38.0, 87.0)
+PAPER_HARTMANN_SECONDS = 52.34
 NOISE_STD, LENGTHSCALE = 0.01, 0.1
 
 
@@ -156,14 +161,18 @@ def main(argv: list[str] | None = None) -> int:
         "etcada_target_s": 10.0,
     }
     ours_s = statistics.median(ucb)
+    res["ratio_paper_over_ours"] = [PAPER_SECONDS[0] / ours_s, PAPER_SECONDS[1] / ours_s]
+    res["ratio_paper_hartmann_over_ours"] = PAPER_HARTMANN_SECONDS / ours_s
+    official_error = None
     if args.official is not None:
-        off = official(p, X, y, S, args.official, args.official_repeats)
-        res.update(official_s_median=statistics.median(off), official_s=off, reference="official")
-        ratio = statistics.median(off) / ours_s
-        res["ratio_official_over_ours"] = ratio
-    else:
-        res.update(reference="paper (38-87 s, other hardware)")
-        res["ratio_paper_over_ours"] = [PAPER_SECONDS[0] / ours_s, PAPER_SECONDS[1] / ours_s]
+        try:
+            off = official(p, X, y, S, args.official, args.official_repeats)
+        except (RuntimeError, MemoryError) as exc:  # the official batch can exceed the RAM
+            official_error = str(exc).splitlines()[0][:160]
+            res.update(official_error=official_error)
+        else:
+            res.update(official_s_median=statistics.median(off), official_s=off)
+            res["ratio_official_over_ours"] = statistics.median(off) / ours_s
     if args.json:
         print(json.dumps(res))
         return 0
@@ -172,16 +181,24 @@ def main(argv: list[str] | None = None) -> int:
         f"UCB-CVS step, Hartmann-3, 7 sets, n={args.n_obs}, N={args.n_mc}, "
         f"{args.threads} thread(s): ours {ours_s:.2f} CPU-s (runs: {runs})"
     )
-    if args.official is not None:
+    if args.official is None:
+        print("  official code not given (--official DIR): only the paper's figures below")
+    elif official_error is not None:
+        print(
+            f"  official sebtsh/bocvs UCB_CVS.acquire could not run here ({official_error}); "
+            "compare at a smaller --n-mc, e.g. 128"
+        )
+    else:
         off_s = res["official_s_median"]
         print(f"  official sebtsh/bocvs UCB_CVS.acquire, same data: {off_s:.2f} CPU-s")
         print(f"  ratio official / ours: {res['ratio_official_over_ours']:.1f}x")
-    else:
-        lo, hi = res["ratio_paper_over_ours"]  # type: ignore[misc]
-        print(
-            "  official code not given (--official DIR): against the paper's reported 38-87 s "
-            f"per acquisition (other hardware): {lo:.0f}x-{hi:.0f}x"
-        )
+    lo, hi = res["ratio_paper_over_ours"]  # type: ignore[misc]
+    setting = "" if (args.n_obs, args.n_mc) == (100, 1024) else "; the paper's n=100, N=1024"
+    print(
+        f"  against the paper's reported 38-87 s per acquisition (App. C.4, other hardware"
+        f"{setting}): {lo:.0f}x-{hi:.0f}x (Hartmann 52.34 s: "
+        f"{res['ratio_paper_hartmann_over_ours']:.0f}x)"
+    )
     print(f"ETC-Ada step (first group, 3 sets): {res['etcada_s_median']:.2f} s (target < 10 s)")
     return 0
 

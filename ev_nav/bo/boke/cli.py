@@ -7,7 +7,7 @@
     ev-nav bo boke run --objective my_problem:f --budget 40 --out runs/mine
     ev-nav bo boke report runs/x              # table (+ figure) from a saved run
 
-``run`` writes ``results.csv``, ``manifest.json`` and (unless ``--no-figure``) ``regret.png``
+``run`` writes ``results.csv``, ``manifest.json`` and (unless ``--no-figures``) ``regret.png``
 into ``--out`` and prints the summary table.
 """
 
@@ -89,8 +89,6 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
     p.add_argument("--candidates-per-dim", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--no-figure", action="store_true", help="skip regret.png")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _list(_args: argparse.Namespace) -> int:
@@ -129,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
     )
     results = run_experiment(cfg, args.out, execution_config(args), progress=not args.quiet)
-    if not args.no_figure:
+    if not args.no_figures:
         plot_benchmarks(results, args.out / "regret.png")
     print(format_table(summarise(results)), end="")
     if cfg.objective is not None:

@@ -161,6 +161,27 @@ class RunResult:
             raise ConfigError(f"{self.benchmark} has no known optimum; pass a reference f*")
         return np.maximum(ref - np.maximum.accumulate(np.asarray(self.f_values)), 0.0)
 
+    def rows(self) -> pd.DataFrame:
+        """This run's rows of ``results.csv`` (one per evaluation)."""
+        X = np.asarray(self.X)
+        return pd.DataFrame(
+            {
+                "benchmark": self.benchmark,
+                "method": self.method,
+                "seed": self.seed,
+                "noisy": self.noisy,
+                "t": np.arange(1, len(self.f_values) + 1),
+                "f": self.f_values,
+                "y": self.y_values,
+                "acq_cpu": self.acq_cpu,
+                **{f"x{j}": X[:, j] for j in range(X.shape[1])},
+            }
+        )
+
+    def facts(self) -> dict[str, object]:
+        """What ``manifest.json`` records of this run besides its rows."""
+        return {"n_init": self.n_init, "f_max": self.f_max, "steps": self.steps}
+
 
 def _stable_seed(*parts: object) -> int:
     return zlib.crc32("|".join(str(p) for p in parts).encode())
@@ -271,21 +292,7 @@ def _run_task(cfg: BOKERunConfig, name: str, method: str, seed: int) -> RunRecor
     torch.set_num_threads(cfg.threads)
     bench, noise = _benchmark(cfg, name)
     r = run_single(bench, method, seed, cfg, noise)
-    X = np.asarray(r.X)
-    rows = pd.DataFrame(
-        {
-            "benchmark": r.benchmark,
-            "method": r.method,
-            "seed": r.seed,
-            "noisy": r.noisy,
-            "t": np.arange(1, len(r.f_values) + 1),
-            "f": r.f_values,
-            "y": r.y_values,
-            "acq_cpu": r.acq_cpu,
-            **{f"x{j}": X[:, j] for j in range(X.shape[1])},
-        }
-    )
-    return RunRecord(rows, {"n_init": r.n_init, "f_max": r.f_max, "steps": r.steps})
+    return RunRecord(r.rows(), r.facts())
 
 
 def _run_id(name: str, method: str, seed: int) -> str:
@@ -430,29 +437,8 @@ def save_results(
 ) -> Path:
     """Write ``results.csv`` (one row per evaluation) and ``manifest.json`` into ``out_dir``."""
     out = Path(out_dir)
-    frames, runs = [], {}
-    for r in results:
-        X = np.asarray(r.X)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "benchmark": r.benchmark,
-                    "method": r.method,
-                    "seed": r.seed,
-                    "noisy": r.noisy,
-                    "t": np.arange(1, len(r.f_values) + 1),
-                    "f": r.f_values,
-                    "y": r.y_values,
-                    "acq_cpu": r.acq_cpu,
-                    **{f"x{j}": X[:, j] for j in range(X.shape[1])},
-                }
-            )
-        )
-        runs[_run_id(r.benchmark, r.method, r.seed)] = {
-            "n_init": r.n_init,
-            "f_max": r.f_max,
-            "steps": r.steps,
-        }
+    frames = [r.rows() for r in results]
+    runs = {_run_id(r.benchmark, r.method, r.seed): r.facts() for r in results}
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     write_results(
         out,

@@ -91,7 +91,7 @@ def _legacy(family: Family) -> Handler:
 
 
 def add_shared_run_options(p: argparse.ArgumentParser) -> None:
-    """Options of every family's ``run``: user objective, executor, resumption."""
+    """Options of every family's ``run``: user objective, executor, resumption, output."""
     p.add_argument(
         "--objective",
         default=None,
@@ -119,6 +119,14 @@ def add_shared_run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute runs already finished in the output folder",
     )
+    p.add_argument(
+        "--no-figures",
+        "--no-figure",
+        dest="no_figures",
+        action="store_true",
+        help="write results.csv and manifest.json only",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars or printed summary")
 
 
 def execution_config(args: argparse.Namespace) -> ExecutionConfig:

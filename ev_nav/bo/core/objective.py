@@ -21,7 +21,8 @@ a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`
   ``weights`` (``p(w)``, default uniform), ``threshold`` ``h`` and, for level sets, ``alpha``;
   ``design_points`` replaces the default design grid;
 * every family: ``noise_std``, the observation noise if known (BOKE, PTR), and ``optimum``, a
-  known maximiser (reported next to the result, never used by the methods).
+  known maximiser kept for your own reference (no family reads it: without a known optimum
+  value the runs report recommendations and best observations, not regret).
 
 Command-line options (``--bounds``, ``--control-sets``, ``--costs``, …) override declarations.
 """

@@ -81,8 +81,6 @@ def _options(setting: str):
         )
         p.add_argument("--lengthscale", type=float, default=None, help="SE lengthscale (unit cube)")
         p.add_argument("--out", type=Path, default=None, help="output folder")
-        p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-        p.add_argument("--quiet", action="store_true", help="no progress bars or summary")
         if setting == "cvs":
             p.add_argument(
                 "--ada-scale", type=float, default=4.0, help="ETC-Ada plays = int(scale / c)"

@@ -96,12 +96,38 @@ def plot_evaluations(df: pd.DataFrame, budget: float, ax: Axes, title: str = "")
     return ax
 
 
+def plot_best_observed(df: pd.DataFrame, budget: float, ax: Axes, title: str = "") -> Axes:
+    """Best observation so far vs cost spent (mean ± SE over seeds): the progress curve of an
+    objective whose optimum, and hence regret, is unknown (a user objective)."""
+    df = df.assign(best_y=df.sort_values("t").groupby(["method", "seed"])["y"].cummax())
+    agg = aggregate(df, "best_y", budget)
+    bands = {m: Band(g, mean, mean - se, mean + se) for m, (g, mean, se, _) in agg.items()}
+    plot_bands(
+        ax,
+        bands,
+        xlabel="cost spent",
+        ylabel="best observed y",
+        title=title,
+        step=True,
+        band_alpha=0.2,
+        styles=_styles(bands),
+    )
+    ax.set_xlim(0, budget)
+    return ax
+
+
 def save_figures(df: pd.DataFrame, cfg: CVSRunConfig, out_dir: str | Path) -> list[Path]:
-    """``regret.png`` and ``evaluations.png`` of one experiment."""
+    """``regret.png`` (``best_observed.png`` when the optimum is unknown, as for a user
+    objective) and ``evaluations.png`` of one experiment."""
     out = Path(out_dir)
     title = f"{cfg.problem_label}, {cfg.cost_label} costs, var {cfg.variance}"
+    progress = (
+        ("regret.png", plot_regret)
+        if df["simple_regret"].notna().any()
+        else ("best_observed.png", plot_best_observed)
+    )
     paths = []
-    for name, fn in (("regret.png", plot_regret), ("evaluations.png", plot_evaluations)):
+    for name, fn in (progress, ("evaluations.png", plot_evaluations)):
         fig, axes = subplots(1, 1, (5, 3.6))
         fn(df, cfg.budget, ax=axes[0, 0], title=title)
         paths.append(save_figure(fig, out / name, dpi=110))

@@ -114,8 +114,12 @@ class CVSRunConfig:
 
     @property
     def cost_label(self) -> str:
-        """The preset name, or the explicit cost vector joined with '/'."""
+        """The preset name, the explicit cost vector joined with '/', or ``declared`` for a
+        user objective's own costs (which a preset name does not override)."""
         if isinstance(self.costs, str):
+            user = self.user_objective()
+            if user is not None and user.extras.get("costs") is not None:
+                return "declared"
             return self.costs
         return "/".join(f"{c:g}" for c in self.costs)
 

@@ -98,7 +98,6 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
     )
     p.add_argument("--out", default=None, help="output folder (default runs/ptr/NAME-TASK)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per trial")
-    p.add_argument("--quiet", action="store_true")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -145,13 +144,14 @@ def _run(args: argparse.Namespace) -> int:
             print(recommendations(results))
             print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
         return 0
-    fig = plot_results(
-        results, out / "curves.png", title=f"{configs[0].problem_label} ({args.trials} trials)"
-    )
     if not args.quiet:
         print(results_table(results))
         print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
-        print(f"figure: {fig}")
+    if not args.no_figures:
+        title = f"{configs[0].problem_label} ({args.trials} trials)"
+        fig = plot_results(results, out / "curves.png", title=title)
+        if not args.quiet:
+            print(f"figure: {fig}")
     return 0
 
 

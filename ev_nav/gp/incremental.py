@@ -460,7 +460,10 @@ class IncrementalGP:
         k = self.kernel
         dim = k.features.shape[1]
         t = theta.detach().exp()
-        k.graph.kappa = t[0]
+        # a κ that did not change keeps its exact bits: the memoised dense graph matrix (and the
+        # sparse factorisation) are keyed by it, and a log/exp round trip moves the last bit
+        if abs(float(t[0]) - float(k.graph.kappa)) > 1e-12 * float(k.graph.kappa):
+            k.graph.kappa = t[0]
         k.k_f.base_kernel.lengthscale = t[1 : 1 + dim].reshape(1, -1)
         k.k_f2.base_kernel.lengthscale = t[1 + dim : 1 + 2 * dim].reshape(1, -1)
         k.k_f.outputscale = t[1 + 2 * dim]

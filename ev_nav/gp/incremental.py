@@ -351,10 +351,21 @@ class IncrementalGP:
             self._in_support[new] = True
             self.support = np.concatenate([self.support, new])
 
-    def _apply_segments(self, ids: NDArray[np.int64], y: NDArray[np.float64]) -> None:
+    def _apply_segments(
+        self, ids: NDArray[np.int64], y: NDArray[np.float64], posterior: bool = True
+    ) -> None:
         r = y - self.prior_mean[ids]
         u, inv, cnt = np.unique(ids, return_inverse=True, return_counts=True)
-        s1 = np.bincount(inv, weights=r, minlength=u.size)
+        if posterior:
+            self._condition_segments(u, cnt, np.bincount(inv, weights=r, minlength=u.size))
+        self._join_support(u)
+        np.add.at(self.n_obs, ids, 1)
+        np.add.at(self.sum_r, ids, r)
+        np.add.at(self.sum_r2, ids, r * r)
+
+    def _condition_segments(
+        self, u: NDArray[np.int64], cnt: NDArray[np.int64], s1: NDArray[np.float64]
+    ) -> None:
         cov = self._covariance()
         a = _sym_rows(cov, u)  # Σ[T, :]  (k, N)
         m = a[:, u] + np.diag(self.noise_var / cnt)
@@ -364,13 +375,17 @@ class IncrementalGP:
         z = sla.solve_triangular(chol, innov, lower=True, check_finite=False)
         self._mean += w.T @ z
         _syrk_down(cov, w)
-        self._join_support(u)
-        np.add.at(self.n_obs, ids, 1)
-        np.add.at(self.sum_r, ids, r)
-        np.add.at(self.sum_r2, ids, r * r)
 
-    def _apply_total(self, ids: NDArray[np.int64], total: float) -> None:
+    def _apply_total(self, ids: NDArray[np.int64], total: float, posterior: bool = True) -> None:
         u, cnt = np.unique(ids, return_counts=True)
+        if posterior:
+            self._condition_total(ids, u, cnt, total)
+        self._join_support(u)
+        self.totals.append((ids.copy(), float(total)))
+
+    def _condition_total(
+        self, ids: NDArray[np.int64], u: NDArray[np.int64], cnt: NDArray[np.int64], total: float
+    ) -> None:
         h = cnt.astype(np.float64)
         cov = self._covariance()
         sh = h @ _sym_rows(cov, u)  # Σ h
@@ -379,8 +394,6 @@ class IncrementalGP:
         innov = total - float(h @ self._mean[u])
         self._mean += w * (innov / math.sqrt(s))
         _syrk_down(cov, w[None, :])
-        self._join_support(u)
-        self.totals.append((ids.copy(), float(total)))
 
     # ------------------------------------------------------------------ refresh
     def _rows(self) -> _Rows:
@@ -440,6 +453,42 @@ class IncrementalGP:
         if path is not None:
             _write_matrix(path, cov)
         return cov
+
+    def _digest_after(self, log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]]) -> str:
+        """Content key of the posterior reached from the current base by ``log``."""
+        digest = hashlib.sha256(self.net.content_hash.encode())
+        digest.update(self._log_hyper().numpy().tobytes())
+        for key in ("n_obs", "sum_r", "sum_r2", "support"):
+            digest.update(np.ascontiguousarray(self._base[key]).tobytes())
+        for ids, total in self.totals[: self._base["n_totals"]]:
+            digest.update(ids.tobytes() + np.float64(total).tobytes())
+        for kind, ids, y in log:
+            digest.update(kind.encode() + ids.tobytes() + y.tobytes())
+        return digest.hexdigest()[:24]
+
+    def _read_posterior(
+        self, key: str
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+        if self.cache_dir is None:
+            return None
+        both = _read_matrix(self.cache_dir / f"posterior-{key}.npy", self.n, extra_columns=1)
+        if both is None:
+            return None
+        return both[:, : self.n], np.ascontiguousarray(both[:, self.n])
+
+    def cache_posterior(self) -> None:
+        """Store the current posterior (Σ and μ) in ``cache_dir``, keyed by the model's state, so
+        that the next :meth:`load_state_dict` of this state skips the refresh and the replay.
+
+        Derived data: the restored posterior is the very same array, bit for bit; without the
+        file, loading recomputes it. Does nothing without a ``cache_dir``.
+        """
+        if self.cache_dir is None:
+            return
+        both = np.empty((self.n, self.n + 1), dtype=np.float64, order="F")
+        both[:, : self.n] = self._covariance()
+        both[:, self.n] = self._mean
+        _write_matrix(self.cache_dir / f"posterior-{self._digest_after(self._log)}.npy", both)
 
     # ------------------------------------------------------------------ hyperparameters
     def _log_hyper(self) -> Tensor:
@@ -643,13 +692,19 @@ class IncrementalGP:
         self.support = support.copy()
         self._in_support[support] = True
         self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
-        self._refresh()
+        self._base = self._snapshot()
+        self._log = []
+        cached = self._read_posterior(self._digest_after(log))
+        if cached is None:
+            self._refresh()
         for kind, ids, y in log:
             self._log.append((kind, ids, y))
             if kind == "seg":
-                self._apply_segments(ids, y)
+                self._apply_segments(ids, y, posterior=cached is None)
             else:
-                self._apply_total(ids, float(y[0]))
+                self._apply_total(ids, float(y[0]), posterior=cached is None)
+        if cached is not None:
+            self._cov, self._mean = cached
         self.n_updates = int(state["n_updates"])
         self.next_refresh = int(state["next_refresh"])
         self.rng = np.random.default_rng()
@@ -659,14 +714,16 @@ class IncrementalGP:
         return self
 
 
-def _read_matrix(path: Path, n: int) -> NDArray[np.float64] | None:
-    """A cached (n, n) float64 matrix as a fresh column-major array, or None if unusable."""
+def _read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:
+    """A cached (n, n + extra) float64 matrix as a column-major array, or None if unusable."""
     try:
         with open(path, "rb") as fh:
             arr = np.load(fh, allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
-    if arr.shape != (n, n) or arr.dtype != np.float64 or not np.all(np.isfinite(np.diagonal(arr))):
+    if arr.shape != (n, n + extra_columns) or arr.dtype != np.float64:
+        return None
+    if not np.all(np.isfinite(np.diagonal(arr))):
         return None
     return np.asfortranarray(arr)
 
@@ -677,7 +734,8 @@ def _write_matrix(path: Path, arr: NDArray[np.float64]) -> None:
         with atomic_path(path, suffix=".npy") as tmp:
             with open(tmp, "wb") as fh:
                 np.save(fh, arr, allow_pickle=False)
-        old = sorted(path.parent.glob("prior-*.npy"), key=lambda p: p.stat().st_mtime)
+        kind = path.name.split("-")[0]
+        old = sorted(path.parent.glob(f"{kind}-*.npy"), key=lambda p: p.stat().st_mtime)
         for stale in old[:-CACHE_KEEP]:
             stale.unlink(missing_ok=True)
     except OSError:

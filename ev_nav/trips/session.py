@@ -216,6 +216,9 @@ def save_checkpoint(session: Session) -> None:
         session.store.n_observations(),
         last_batch_id=session.applied_upto,
     )
+    cache = getattr(session.model, "cache_posterior", None)
+    if cache is not None:  # the next command restores this posterior instead of recomputing it
+        cache()
 
 
 def open_session(

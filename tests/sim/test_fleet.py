@@ -139,10 +139,9 @@ def test_rectified_optimum_and_truth_cache(tmp_path):
 
 
 def test_make_model_gp_overrides():
-    from ev_nav.sim.fleet import make_model
-
     from ev_nav.gp.incremental import IncrementalGP
     from ev_nav.gp.svgp import SVGPModel
+    from ev_nav.sim.fleet import make_model
 
     net = load_network(NET)
     svgp = AgentSpec(model="gp", policy="ucb", learner="svgp", **SMALL_GP)

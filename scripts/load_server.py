@@ -30,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav.settings import data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("EV_NAV_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = data_dir()
 
 
 def _monaco(workdir: Path) -> Path:
@@ -41,7 +43,7 @@ def _monaco(workdir: Path) -> Path:
     if not out.is_file():
         osm = SHARED_DATA / "most_monaco.osm.gz"
         if not osm.is_file():
-            sys.exit(f"load_server: {osm} is missing (set EV_NAV_SHARED_DATA)")
+            sys.exit(f"load_server: {osm} is missing (set EV_NAV_DATA)")
         subprocess.run(
             [sys.executable, "-m", "ev_nav.cli", "network", "build", "--osm", str(osm),
              "--out", str(out)],

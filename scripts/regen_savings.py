@@ -23,8 +23,8 @@ from ev_nav.bandits.indices import rectify
 from ev_nav.bandits.routing import Router
 from ev_nav.potential import potential_change
 from ev_nav.roads.load import load_osm
+from ev_nav.settings import data_dir
 from ev_nav.sim.environment import Environment, TruthSpec
-from ev_nav.sim.experiments import shared_data_dir
 
 
 def savings(net, energies, noise_std, pairs, rng) -> np.ndarray:
@@ -50,7 +50,7 @@ def main() -> int:
     p.add_argument("--cache", type=Path, default=None, help="network cache folder")
     args = p.parse_args()
     pairs = 10 if args.quick else args.pairs
-    data = shared_data_dir()
+    data = data_dir()
     t0 = time.perf_counter()
     net = load_osm(data / "gh_monaco.osm.gz", dems=[data / "N43E007.hgt.zip"],
                    cache_dir=args.cache)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from ev_nav.settings import data_dir
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("EV_NAV_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED_DATA = data_dir()
 
 
 def shared(name: str) -> Path:

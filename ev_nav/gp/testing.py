@@ -6,7 +6,6 @@ definition of "a small real network" and "a random route".
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -14,11 +13,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ev_nav.roads.network import RoadNetwork, build_network
+from ev_nav.settings import data_dir
 
-#: The shared data folder: $EV_NAV_DATA, else ../shared/data beside the repository.
-DATA_DIR = Path(
-    os.environ.get("EV_NAV_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data")
-)
+#: The shared data folder (:func:`ev_nav.settings.data_dir`).
+DATA_DIR = data_dir()
 MONACO_OSM = DATA_DIR / "most_monaco.osm.gz"
 LUXEMBOURG_OSM = DATA_DIR / "lust_luxembourg.osm.gz"
 CACHE_DIR = Path(tempfile.gettempdir()) / "evnav-gp-cache"

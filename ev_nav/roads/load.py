@@ -31,6 +31,7 @@ from ev_nav.errors import (
 )
 from ev_nav.roads.network import FORMAT_VERSION, RoadNetwork, build_network
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
+from ev_nav.settings import osmnx_settings
 
 #: Highway classes a car may drive on (links included). Everything else (footways, steps,
 #: pedestrian zones, tracks, construction, …) is dropped before simplification.
@@ -118,11 +119,11 @@ def _read_osm_graph(path: Path):
     if not path.is_file():
         raise NetworkFileNotFound(f"OSM file not found: {path}")
     tags = list(ox.settings.useful_tags_node)
-    if "ele" not in tags:
-        ox.settings.useful_tags_node = [*tags, "ele"]
-    ox.settings.log_console = False
+    # node elevations ride on the OSM 'ele' tag, which osmnx drops unless asked to keep it;
+    # the change is undone after the read so other osmnx users in the process are unaffected
+    wanted = tags if "ele" in tags else [*tags, "ele"]
     try:
-        with warnings.catch_warnings():
+        with osmnx_settings(useful_tags_node=wanted, log_console=False), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             graph = ox.graph_from_xml(path, simplify=False, retain_all=True)
     except (ParseError, UnicodeDecodeError, EOFError, OSError) as exc:
@@ -253,6 +254,8 @@ def graph_to_network(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = ox.simplify_graph(graph)
+    if graph.number_of_edges() == 0:  # e.g. one closed ring: simplification leaves no edge
+        raise NoDrivableRoadsError(f"{name}: no road junctions in the OSM data (nothing to route)")
     graph = ox.truncate.largest_component(graph, strongly=True)
 
     nodes = list(graph.nodes)

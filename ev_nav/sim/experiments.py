@@ -7,27 +7,19 @@ runs. Networks: MoST Monaco and LuST Luxembourg, routes A and B from ``data/rout
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ev_nav import settings
 from ev_nav.errors import ConfigError, NetworkFileNotFound
 from ev_nav.sim.environment import TruthSpec
 from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
 
-REPO = Path(__file__).resolve().parents[2]
-ROUTES_FILE = REPO / "data" / "routes.toml"
-
-
-def shared_data_dir() -> Path:
-    """Where the OSM extracts live: ``$EV_NAV_DATA`` or ``../shared/data`` beside the repo."""
-    return Path(os.environ.get("EV_NAV_DATA", REPO.parent / "shared" / "data"))
-
 
 def paper_routes(
-    routes_file: str | Path = ROUTES_FILE,
+    routes_file: str | Path = settings.ROUTES_FILE,
     data_dir: str | Path | None = None,
     networks: Sequence[str] = ("monaco", "luxembourg"),
 ) -> list[tuple[NetworkSpec, TripSpec]]:
@@ -36,7 +28,7 @@ def paper_routes(
     if not path.is_file():
         raise NetworkFileNotFound(f"routes file not found: {path}")
     table = tomllib.loads(path.read_text(encoding="utf-8"))
-    data = Path(data_dir) if data_dir else shared_data_dir()
+    data = Path(data_dir) if data_dir else settings.data_dir()
     out = []
     for name in networks:
         if name not in table:

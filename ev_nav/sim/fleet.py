@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import tomllib
 import zlib
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ev_nav import settings
 from ev_nav.bandits.agent import Agent
 from ev_nav.bandits.indices import make_index
 from ev_nav.bandits.routing import Router
@@ -100,7 +100,7 @@ def load_network(spec: NetworkSpec, cache_dir: str | Path | None = None) -> Road
 
             if spec.path is None:
                 raise ConfigError("an OSM network spec needs 'path'")
-            cache = cache_dir or os.environ.get("EV_NAV_CACHE") or Path.home() / ".cache" / "ev-nav"
+            cache = cache_dir or settings.network_cache_dir()
             net = load_osm(spec.path, dems=list(spec.dems), cache_dir=cache)
         elif spec.kind == "file":
             if spec.path is None:

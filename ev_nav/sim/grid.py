@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ev_nav import settings
 from ev_nav.errors import ConfigError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.sim.fleet import RunSpec, run_dir_for, run_one
@@ -102,7 +103,7 @@ def execute_run(
                 run_dir,
                 resume=resume,
                 checkpoint_every=checkpoint_every,
-                truth_cache=os.environ.get("EV_NAV_TRUTH_CACHE") or Path(out_dir) / "truth",
+                truth_cache=settings.truth_cache_dir(out_dir),
             )
     except Exception as exc:  # one failing run must not stop the grid
         text = "".join(traceback.format_exception(exc))

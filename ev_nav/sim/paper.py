@@ -8,10 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ev_nav.provenance import atomic_write_text
+from ev_nav.settings import RESULTS_DIR
 from ev_nav.sim.fleet import RunSpec
 from ev_nav.sim.grid import make_executor, run_grid
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -66,7 +65,7 @@ def run(
     """
     from ev_nav.sim.report import write_report
 
-    out = args.out or REPO / "docs" / "results" / (name + ("-quick" if args.quick else ""))
+    out = args.out or RESULTS_DIR / (name + ("-quick" if args.quick else ""))
     kind = "dask" if args.dask_scheduler else args.executor
     executor = make_executor(kind, workers=args.workers, dask_scheduler=args.dask_scheduler)
     t0 = time.perf_counter()

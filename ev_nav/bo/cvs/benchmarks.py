@@ -5,7 +5,7 @@ Every objective is a vectorised, differentiable torch function of unit-cube inpu
 package's test functions (:mod:`ev_nav.bo.core.functions`) on the unit cube, embedded in 12-D
 for the unknown-cost paper; the two simulators (plant growth, airfoil self-noise) are GP
 posterior means whose fitted parameters are read from the shared data folder
-(``EV_NAV_SHARED_DATA``, never copied into the repository); ``gpsample`` is a fresh smooth
+(:func:`ev_nav.settings.data_dir`, never copied into the repository); ``gpsample`` is a fresh smooth
 GP-prior-like function per seed.
 
 Sources: Tay et al. (NeurIPS 2023), Sec. 5 and App. C; Hoang et al. (AAAI 2025), Sec. 6.
@@ -28,17 +28,10 @@ from ev_nav.bo.core.registry import Registry
 from ev_nav.bo.cvs.problems import COST_PRESETS, CostModel, Problem, TruncatedNormal
 from ev_nav.errors import ConfigError, NetworkFileNotFound
 from ev_nav.gp.exact import stationary_kernel
-from ev_nav.sim.experiments import shared_data_dir
+from ev_nav.settings import data_dir
 
 DTYPE = torch.float64
 Objective = Callable[[Tensor], Tensor]
-
-
-def data_dir() -> Path:
-    """The shared data folder: ``$EV_NAV_SHARED_DATA`` (the older name), else the project's one
-    data folder (``$EV_NAV_DATA`` or ``../shared/data`` beside the repository)."""
-    env = os.environ.get("EV_NAV_SHARED_DATA")
-    return Path(env) if env else shared_data_dir()
 
 
 def _check_input(u: Tensor, dim: int, name: str) -> Tensor:

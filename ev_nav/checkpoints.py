@@ -21,6 +21,7 @@ import io
 import json
 import zipfile
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,3 +175,51 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
     import torch
 
     return torch.from_numpy(arr.copy())
+
+
+def check_model_header(
+    state: Mapping[str, Any],
+    *,
+    kind: str,
+    version: int,
+    what: str,
+    n_segments: int,
+    network_hash: str,
+    config: object | None = None,
+) -> None:
+    """Refuse a model checkpoint saved by another model kind, format version, network or config.
+
+    Parameters
+    ----------
+    state
+        The decoded checkpoint (a model's ``state_dict``).
+    kind, version
+        The loading model's ``state["kind"]`` and format version.
+    what
+        How the error names the expected checkpoint ("an SVGP", "a BI model", ...).
+    n_segments, network_hash
+        The loading model's network, which must be the one the checkpoint was saved for.
+    config
+        The loading model's config dataclass, if it has one. A field added after the checkpoint
+        was written counts as holding its default (the behaviour of the version that wrote it).
+
+    Raises
+    ------
+    ModelStateError
+        On any mismatch, with the way to load the checkpoint where there is one.
+    """
+    if state.get("kind") != kind or state.get("version") != version:
+        raise ModelStateError(f"not {what} checkpoint (or from another ev-nav version)")
+    if int(state["n_segments"]) != n_segments or state.get("network_hash") != network_hash:
+        raise ModelStateError(
+            "checkpoint was saved for a different road network; load it with that network"
+        )
+    if config is None:
+        return
+    cls = type(config)
+    saved = {**asdict(cls()), **dict(state["config"])}
+    if saved != asdict(config):
+        raise ModelStateError(
+            f"checkpoint was saved with a different {cls.__name__}; build the model with "
+            f"{cls.__name__}(**state['config']) first (saved: {saved})"
+        )

@@ -59,6 +59,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg.blas import dsyrk
 from torch import Tensor
 
+from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
@@ -651,18 +652,15 @@ class IncrementalGP:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> IncrementalGP:
         """Restore a :meth:`state_dict` (same network and config): refresh, then replay."""
-        if state.get("kind") != "incremental" or state.get("version") != _STATE_VERSION:
-            raise ModelStateError("not an incremental-GP checkpoint (or from another version)")
-        if int(state["n_segments"]) != self.n or state.get("network_hash") != self.net.content_hash:
-            raise ModelStateError(
-                "checkpoint was saved for a different road network; load it with that network"
-            )
-        saved = {**asdict(IncrementalConfig()), **dict(state["config"])}
-        if saved != asdict(self.config):
-            raise ModelStateError(
-                "checkpoint was saved with a different IncrementalConfig; build the model with "
-                f"IncrementalConfig(**state['config']) first (saved: {saved})"
-            )
+        check_model_header(
+            state,
+            kind="incremental",
+            version=_STATE_VERSION,
+            what="an incremental-GP",
+            n_segments=self.n,
+            network_hash=self.net.content_hash,
+            config=self.config,
+        )
         try:
             h = state["hyper"]
             k = self.kernel

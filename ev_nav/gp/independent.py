@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ModelStateError
 from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
@@ -126,15 +127,14 @@ class BIModel:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> BIModel:
         """Restore a :meth:`state_dict`; raises :class:`ModelStateError` on a mismatch."""
-        if state.get("kind") != "bi" or state.get("version") != _STATE_VERSION:
-            raise ModelStateError("not a BI model checkpoint (or from another ev-nav version)")
-        if int(state["n_segments"]) != self.n_segments or (
-            state.get("network_hash") != self.network_hash
-        ):
-            raise ModelStateError(
-                "checkpoint was saved for a different road network; load it with the network it "
-                "was trained on"
-            )
+        check_model_header(
+            state,
+            kind="bi",
+            version=_STATE_VERSION,
+            what="a BI model",
+            n_segments=self.n_segments,
+            network_hash=self.network_hash,
+        )
         arrays = {k: np.asarray(state[k]) for k in ("prior_mean", "precision", "eta", "n_obs")}
         if any(a.shape != (self.n_segments,) for a in arrays.values()):
             raise ModelStateError("checkpoint arrays have the wrong length for this network")

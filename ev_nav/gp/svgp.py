@@ -44,6 +44,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import Tensor
 
+from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
@@ -708,19 +709,15 @@ class SVGPModel:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> SVGPModel:
         """Restore a :meth:`state_dict` of a model built with the same network and config."""
-        if state.get("kind") != "svgp" or state.get("version") != _STATE_VERSION:
-            raise ModelStateError("not an SVGP checkpoint (or from another ev-nav version)")
-        if int(state["n_segments"]) != self.n or state.get("network_hash") != self.net.content_hash:
-            raise ModelStateError(
-                "checkpoint was saved for a different road network; load it with that network"
-            )
-        # a field added after the checkpoint was written holds its default (the old behaviour)
-        saved = {**asdict(SVGPConfig()), **dict(state["config"])}
-        if saved != asdict(self.config):
-            raise ModelStateError(
-                "checkpoint was saved with a different SVGPConfig; build the model with "
-                f"SVGPConfig(**state['config']) first (saved: {saved})"
-            )
+        check_model_header(
+            state,
+            kind="svgp",
+            version=_STATE_VERSION,
+            what="an SVGP",
+            n_segments=self.n,
+            network_hash=self.net.content_hash,
+            config=self.config,
+        )
         z = np.asarray(state["z"], dtype=np.int64)
         lam = torch.as_tensor(state["lam"], dtype=DTYPE)
         if z.shape != (self.m,) or lam.shape != (self.m, self.m):

@@ -80,33 +80,27 @@ def plot_evaluations(df: pd.DataFrame, budget: float, ax: Axes, title: str = "")
     starts = starts.assign(spent=0.0, n_evals=0.0, t=0)
     # method order of first appearance is kept, so colours match the regret panel
     df = pd.concat([starts, df], ignore_index=True)
-    agg = aggregate(df, "n_evals", budget)
-    bands = {m: Band(g, mean, mean - se, mean + se) for m, (g, mean, se, _) in agg.items()}
-    plot_bands(
-        ax,
-        bands,
-        xlabel="cost spent",
-        ylabel="function evaluations",
-        title=title,
-        step=True,
-        band_alpha=0.2,
-        styles=_styles(bands),
-    )
-    ax.set_xlim(0, budget)
-    return ax
+    return _mean_se_vs_spend(df, "n_evals", budget, ax, "function evaluations", title)
 
 
 def plot_best_observed(df: pd.DataFrame, budget: float, ax: Axes, title: str = "") -> Axes:
     """Best observation so far vs cost spent (mean ± SE over seeds): the progress curve of an
     objective whose optimum, and hence regret, is unknown (a user objective)."""
     df = df.assign(best_y=df.sort_values("t").groupby(["method", "seed"])["y"].cummax())
-    agg = aggregate(df, "best_y", budget)
+    return _mean_se_vs_spend(df, "best_y", budget, ax, "best observed y", title)
+
+
+def _mean_se_vs_spend(
+    df: pd.DataFrame, column: str, budget: float, ax: Axes, ylabel: str, title: str
+) -> Axes:
+    """One step line and ± SE band per method of ``column`` against the cost spent."""
+    agg = aggregate(df, column, budget)
     bands = {m: Band(g, mean, mean - se, mean + se) for m, (g, mean, se, _) in agg.items()}
     plot_bands(
         ax,
         bands,
         xlabel="cost spent",
-        ylabel="best observed y",
+        ylabel=ylabel,
         title=title,
         step=True,
         band_alpha=0.2,

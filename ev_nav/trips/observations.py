@@ -18,6 +18,7 @@ import numpy as np
 
 from ev_nav.errors import InvalidObservation
 from ev_nav.faults import crash_point
+from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
     from ev_nav.trips.session import Session
@@ -222,8 +223,6 @@ def record_total(
 
 def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | None) -> None:
     # The observation is committed (acknowledged) now; a kill from here on loses nothing.
-    from ev_nav.trips.session import save_checkpoint
-
     if on_recorded is not None:
         on_recorded(batch)
     crash_point("observe-acknowledged")
@@ -235,8 +234,6 @@ def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | N
 def forget_trip(session: Session, trip_id: int) -> int:
     """Remove a trip's observations and rebuild the model without them; returns the number of
     batches removed (see :meth:`ev_nav.store.Store.forget_observations`)."""
-    from ev_nav.trips.session import save_checkpoint
-
     n = session.store.forget_observations(trip_id)
     session.load_model()  # from a checkpoint that never saw them, or the prior
     save_checkpoint(session)

@@ -12,9 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from ev_nav.cli import main
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.store import Store
+from tests.cli_helpers import latlon as _latlon
+from tests.cli_helpers import run_cli as _run
 
 SEGMENTS = 600
 
@@ -22,17 +23,6 @@ SEGMENTS = 600
 @pytest.fixture(scope="module")
 def net():
     return synthetic_town(SEGMENTS, seed=0)
-
-
-def _latlon(net, e):
-    lon, lat = net.segment_anchor(e)
-    return f"{lat:.7f},{lon:.7f}"
-
-
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _fingerprint(state) -> str:

@@ -26,6 +26,8 @@ from ev_nav.errors import NetworkCacheError, StateError, UnsafeCheckpointError
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.store import Store
+from tests.cli_helpers import latlon as _latlon
+from tests.cli_helpers import run_cli as _run
 
 SEGMENTS = 400
 
@@ -47,17 +49,6 @@ def _evil_blob(marker: Path) -> bytes:
 @pytest.fixture(scope="module")
 def net():
     return synthetic_town(SEGMENTS, seed=0)
-
-
-def _latlon(net, e):
-    lon, lat = net.segment_anchor(e)
-    return f"{lat:.7f},{lon:.7f}"
-
-
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _state(tmp_path, capsys, model="bi", trips=2, net=None):

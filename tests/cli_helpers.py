@@ -1,0 +1,21 @@
+"""Helpers of the CLI tests: run a command in process, name a segment by coordinates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ev_nav.cli import main
+from ev_nav.roads.network import RoadNetwork
+
+
+def latlon(net: RoadNetwork, e: int) -> str:
+    """``LAT,LON`` of segment ``e``'s anchor point, as the CLI's --from/--to take it."""
+    lon, lat = net.segment_anchor(e)
+    return f"{lat:.7f},{lon:.7f}"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """``ev-nav ARGV`` in this process: (exit code, stdout, stderr)."""
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -3,11 +3,14 @@
 
 Runs the Fig. 2 ``RunSpec`` of ``--agent`` on ``--network``/``--route`` for each seed through
 :func:`ev_nav.sim.fleet.run_one` (no files written; the ground-truth cache of the Fig. 2 folder is
-reused), with the SVGP learner in one of three variants:
+reused), with the agent's learner (``SVGP-*``: Algorithm 3; ``GP-*``: the exact learner) in
+one of three variants:
 
-``default``  the paper's learner (as in the Fig. 2 runs);
-``fixed``    hyperparameters fixed at the prior (= ground-truth) values, no Adam steps;
-``exact``    fixed hyperparameters and the exact closed-form q refresh after every trip.
+``default``  the learner as in the Fig. 2 runs;
+``fixed``    hyperparameters fixed at the prior (= ground-truth) values: no Adam steps
+             (Algorithm 3), no refits on the schedule (exact learner);
+``exact``    Algorithm 3 only: fixed hyperparameters and the exact closed-form q refresh after
+             every trip.
 
 Prints the cumulative regret, regret per 50 trips, the final posterior's RMSE against the
 truth and mean std [Wh], and how many driven segments lie outside the inducing set with their
@@ -40,7 +43,9 @@ VARIANTS = {
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="fixed")
-    ap.add_argument("--agent", default="SVGP-UCB", help="Fig. 2 agent label (Algorithm 3 ones)")
+    ap.add_argument(
+        "--agent", default="SVGP-UCB", help="Fig. 2 agent label (SVGP-*: Algorithm 3, GP-*: exact)"
+    )
     ap.add_argument("--network", default="monaco")
     ap.add_argument("--route", default="A")
     ap.add_argument("--seeds", default="0")
@@ -59,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     from ev_nav.sim.experiments import fig2_specs
     from ev_nav.sim.fleet import make_model, run_one
 
+    learner = "svgp" if args.agent.startswith("SVGP-") else "exact"
     extra = dict(VARIANTS[args.variant])
+    if learner == "exact" and (args.variant == "exact" or args.num_inducing is not None):
+        ap.error("--variant exact and --num-inducing apply to Algorithm 3 (SVGP-*) agents only")
     if args.num_inducing is not None:
         if args.num_inducing < 1:
             ap.error("--num-inducing must be >= 1")
@@ -69,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return make_model(spec, net, seed, **(extra if spec.model == "gp" else {}))
 
     seeds = [int(s) for s in args.seeds.split(",")]
-    for spec in fig2_specs(horizon=args.horizon, seeds=seeds, learner="svgp"):
+    folder = {"svgp": "fig2-svgp", "exact": "fig2"}[learner]
+    for spec in fig2_specs(horizon=args.horizon, seeds=seeds, learner=learner):
         if (spec.network.name, spec.trips.name, spec.agent.label) != (
             args.network,
             args.route,
@@ -77,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             continue
         result = run_one(
-            spec, None, truth_cache=REPO / "docs/results/fig2-svgp/truth", model_factory=factory
+            spec, None, truth_cache=REPO / "docs/results" / folder / "truth", model_factory=factory
         )
         regret = np.array([r["regret_wh"] for r in result.rows])
         post, truth = result.model.posterior(), result.env.true_energy
@@ -89,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             f"RMSE {rmse:.2f} Wh; mean std {post.std.mean():.2f} Wh",
             flush=True,
         )
-        print(_capacity(result.model, post), flush=True)
+        if learner == "svgp":
+            print(_capacity(result.model, post), flush=True)
     return 0
 
 

@@ -54,3 +54,14 @@ def test_num_inducing_below_one_is_refused(bad):
     assert res.returncode == 2
     assert "--num-inducing must be >= 1" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_algorithm_3_variants_are_refused_for_the_exact_learner():
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--agent", "GP-UCB", "--variant", "exact"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2
+    assert "apply to Algorithm 3 (SVGP-*) agents only" in res.stderr
+    assert "Traceback" not in res.stderr

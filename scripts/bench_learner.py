@@ -37,6 +37,7 @@ import resource
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 
@@ -154,13 +155,8 @@ def _floor_case(name: str, recorded: int, repeats: int, queue: mp.Queue) -> None
     alpha = gen.standard_normal(d)
 
     def timed(op: Callable[[], object]) -> float:
-        op()
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            op()
-            times.append(time.perf_counter() - t0)
-        return 1000 * statistics.median(times)
+        op()  # warm-up
+        return 1000 * statistics.median(timeit.repeat(op, number=1, repeat=repeats))
 
     queue.put(
         {

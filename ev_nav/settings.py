@@ -12,7 +12,7 @@ when asked (not at import), so a test or a long-running server sees a changed va
 ``EV_NAV_TRUTH_CACHE``       simulated ground truths of grid runs; default ``<results>/truth``.
 ===========================  ===================================================================
 
-A driver state keeps its own derived files in ``<state>.cache/`` (see :mod:`ev_nav.trips`);
+A driver state keeps its own derived files in ``STATE/cache/`` (see :mod:`ev_nav.trips`);
 those follow the state, not these settings.
 
 osmnx keeps module-global settings; :func:`osmnx_settings` changes them for a block and restores

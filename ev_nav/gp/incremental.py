@@ -65,7 +65,13 @@ from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
 from ev_nav.gp.numerics import cholesky_jitter_np, matern52
-from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
+from ev_nav.gp.posterior import (
+    SegmentPosterior,
+    combine_weights,
+    stored_total,
+    validate_observations,
+    validate_total,
+)
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
@@ -248,7 +254,9 @@ class IncrementalGP:
         self.n_obs = np.zeros(n, dtype=np.int64)
         self.sum_r = np.zeros(n, dtype=np.float64)  # Σ (y − E_det) per segment
         self.sum_r2 = np.zeros(n, dtype=np.float64)  # Σ (y − E_det)² per segment
-        self.totals: list[tuple[NDArray[np.int64], float]] = []
+        # trip totals as (distinct segment ids, weights, total [Wh]): the observed sum is
+        # Σ weights·f(ids) (a weight counts repeats and partly driven end segments)
+        self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
         self._in_support = np.zeros(n, dtype=bool)
         self.support = np.empty(0, dtype=np.int64)
         self._cov: NDArray[np.float64] | None = None  # built by the first refresh
@@ -291,11 +299,18 @@ class IncrementalGP:
         self._apply_segments(ids, y)
         self._after_update()
 
-    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
-        """Learn from the total energy [Wh] of driving all listed segments once each."""
-        ids, total = validate_total(segment_ids, total_energy, self.n)
-        self._log.append(("tot", ids.copy(), np.array([total])))
-        self._apply_total(ids, total)
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
+        """Learn from the total energy [Wh] of driving the listed segments.
+
+        ``weights`` (default 1 each) is the share of each listed segment driven: a partly
+        driven first or last segment of a trip counts with its fraction (see
+        :func:`~ev_nav.gp.posterior.validate_total`).
+        """
+        u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
+        self._log.append(("tot", u.copy(), np.concatenate([[total], h])))
+        self._apply_total(u, h, total)
         self._after_update()
 
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
@@ -307,12 +322,12 @@ class IncrementalGP:
         ids = np.asarray(segment_ids, dtype=np.int64)
         return _sym_rows(self._covariance(), ids)[:, ids]
 
-    def predict_sum(self, segment_ids: ArrayLike) -> tuple[float, float]:
-        """Mean and variance [Wh, Wh²] of the sum of latent energies over ``segment_ids``."""
-        ids = np.asarray(segment_ids, dtype=np.int64)
-        u, counts = np.unique(ids, return_counts=True)
-        w = counts.astype(np.float64)
-        return float(self._mean[ids].sum()), float(w @ self.route_covariance(u) @ w)
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
+        u, w = combine_weights(segment_ids, weights)
+        return float(w @ self._mean[u]), float(w @ self.route_covariance(u) @ w)
 
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""
@@ -377,20 +392,19 @@ class IncrementalGP:
         self._mean += w.T @ z
         _syrk_down(cov, w)
 
-    def _apply_total(self, ids: NDArray[np.int64], total: float, posterior: bool = True) -> None:
-        u, cnt = np.unique(ids, return_counts=True)
-        if posterior:
-            self._condition_total(ids, u, cnt, total)
-        self._join_support(u)
-        self.totals.append((ids.copy(), float(total)))
-
-    def _condition_total(
-        self, ids: NDArray[np.int64], u: NDArray[np.int64], cnt: NDArray[np.int64], total: float
+    def _apply_total(
+        self, u: NDArray[np.int64], h: NDArray[np.float64], total: float, posterior: bool = True
     ) -> None:
-        h = cnt.astype(np.float64)
+        if posterior:
+            self._condition_total(u, h, total)
+        self._join_support(u)
+        self.totals.append((u.copy(), h.copy(), float(total)))
+
+    def _condition_total(self, u: NDArray[np.int64], h: NDArray[np.float64], total: float) -> None:
         cov = self._covariance()
         sh = h @ _sym_rows(cov, u)  # Σ h
-        s = float(sh[u] @ h) + ids.size * self.noise_var
+        # noise ς² per whole segment driven: a partly driven segment adds its share
+        s = float(sh[u] @ h) + float(h.sum()) * self.noise_var
         w = sh / math.sqrt(s)
         innov = total - float(h @ self._mean[u])
         self._mean += w * (innov / math.sqrt(s))
@@ -404,12 +418,11 @@ class IncrementalGP:
         wts = [np.ones(1) for _ in segs]
         resid = list(self.sum_r[segs] / self.n_obs[segs])
         count = list(self.n_obs[segs].astype(np.float64))
-        for ids, total in self.totals:
-            u, cnt = np.unique(ids, return_counts=True)
+        for u, h, total in self.totals:
             pos.append(u)
-            wts.append(cnt.astype(np.float64))
-            resid.append(total - float(self.prior_mean[ids].sum()))
-            count.append(-float(ids.size))  # a total: noise K ς² over its K traversals
+            wts.append(h)
+            resid.append(total - float(h @ self.prior_mean[u]))
+            count.append(-float(h.sum()))  # a total: noise K ς² over its K traversals
         return _Rows(pos, wts, np.asarray(resid, dtype=np.float64),
                      np.asarray(count, dtype=np.float64))
 
@@ -461,8 +474,8 @@ class IncrementalGP:
         digest.update(self._log_hyper().numpy().tobytes())
         for key in ("n_obs", "sum_r", "sum_r2", "support"):
             digest.update(np.ascontiguousarray(self._base[key]).tobytes())
-        for ids, total in self.totals[: self._base["n_totals"]]:
-            digest.update(ids.tobytes() + np.float64(total).tobytes())
+        for u, h, total in self.totals[: self._base["n_totals"]]:
+            digest.update(u.tobytes() + h.tobytes() + np.float64(total).tobytes())
         for kind, ids, y in log:
             digest.update(kind.encode() + ids.tobytes() + y.tobytes())
         return digest.hexdigest()[:24]
@@ -641,7 +654,9 @@ class IncrementalGP:
             },
             "base": {key: (v.copy() if isinstance(v, np.ndarray) else v)
                      for key, v in self._base.items()},
-            "totals": [(ids.copy(), t) for ids, t in self.totals[: self._base["n_totals"]]],
+            "totals": [
+                (u.copy(), h.copy(), t) for u, h, t in self.totals[: self._base["n_totals"]]
+            ],
             "log": [(kind, ids.copy(), y.copy()) for kind, ids, y in self._log],
             "n_updates": self.n_updates,
             "next_refresh": self.next_refresh,
@@ -676,9 +691,8 @@ class IncrementalGP:
             if any(a.shape != (self.n,) for a in arrays.values()):
                 raise ModelStateError("checkpoint statistics have the wrong length")
             support = np.asarray(base["support"], dtype=np.int64)
-            totals = [(np.asarray(i, dtype=np.int64), float(t)) for i, t in state["totals"]]
-            log = [(str(kind), np.asarray(i, dtype=np.int64), np.asarray(y, dtype=np.float64))
-                   for kind, i, y in state["log"]]
+            totals = [stored_total(t) for t in state["totals"]]
+            log = [_stored_log_entry(str(kind), i, y) for kind, i, y in state["log"]]
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
         self.prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
@@ -700,7 +714,7 @@ class IncrementalGP:
             if kind == "seg":
                 self._apply_segments(ids, y, posterior=cached is None)
             else:
-                self._apply_total(ids, float(y[0]), posterior=cached is None)
+                self._apply_total(ids, y[1:], float(y[0]), posterior=cached is None)
         if cached is not None:
             self._cov, self._mean = cached
         self.n_updates = int(state["n_updates"])
@@ -710,6 +724,19 @@ class IncrementalGP:
         self.fits = [dict(f) for f in state["fits"]]
         self._post = None
         return self
+
+
+def _stored_log_entry(
+    kind: str, ids: ArrayLike, y: ArrayLike
+) -> tuple[str, NDArray[np.int64], NDArray[np.float64]]:
+    """A replay-log entry; an old trip total (``y = [total]`` over repeated ids) becomes the
+    weighted form ``y = [total, weights...]`` over distinct ids."""
+    ids_a = np.asarray(ids, dtype=np.int64)
+    y_a = np.asarray(y, dtype=np.float64)
+    if kind == "tot" and y_a.size == 1:
+        u, h = combine_weights(ids_a, None)
+        return kind, u, np.concatenate([y_a, h])
+    return kind, ids_a, y_a
 
 
 def _read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:

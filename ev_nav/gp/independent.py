@@ -17,7 +17,12 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ModelStateError
-from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
+from ev_nav.gp.posterior import (
+    SegmentPosterior,
+    combine_weights,
+    validate_observations,
+    validate_total,
+)
 from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1
@@ -85,25 +90,36 @@ class BIModel:
         np.add.at(self.n_obs, ids, 1)
         self._cache = None
 
-    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
-        """Update from the trip total ``y = Σ_e f_e + noise`` (noise variance ``k ς²``).
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
+        """Update from the trip total ``y = Σ_e h_e f_e + noise`` (noise variance ``ς² Σ h``;
+        ``h`` counts repeats and the driven share of partly driven segments, see
+        :func:`~ev_nav.gp.posterior.validate_total`).
 
         The marginals are updated exactly (Gaussian conditioning on a sum); the correlations the
         observation induces between the trip's segments are dropped, since BI keeps independent
-        segments. A segment listed twice counts twice in the sum.
+        segments.
         """
-        ids, total = validate_total(segment_ids, total_energy, self.n_segments)
+        uniq, h, total = validate_total(segment_ids, total_energy, self.n_segments, weights)
         post = self.posterior()
-        uniq, counts = np.unique(ids, return_counts=True)
         mu, var = post.mean[uniq], post.std[uniq] ** 2
-        s_var = float((counts**2 * var).sum()) + ids.size * self._noise_var
-        resid = total - float((counts * mu).sum())
-        gain = counts * var / s_var
+        s_var = float((h**2 * var).sum()) + float(h.sum()) * self._noise_var
+        resid = total - float((h * mu).sum())
+        gain = h * var / s_var
         new_mu = mu + gain * resid
-        new_var = var - counts**2 * var**2 / s_var
+        new_var = var - h**2 * var**2 / s_var
         self.precision[uniq] = 1.0 / new_var
         self.eta[uniq] = new_mu / new_var
         self._cache = None
+
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (independent segments)."""
+        u, h = combine_weights(segment_ids, weights)
+        post = self.posterior()
+        return float(h @ post.mean[u]), float((h**2 * post.std[u] ** 2).sum())
 
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent)."""

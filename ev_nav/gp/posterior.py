@@ -71,8 +71,24 @@ class SegmentModel(Protocol):
         """Learn from one observation per listed segment (repeats allowed) [Wh]."""
         ...
 
-    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
-        """Learn from the total energy [Wh] of driving all listed segments once each."""
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
+        """Learn from the total energy [Wh] of driving the listed segments: the observation is
+        ``Σ_i weights_i·f(segment_ids_i) + noise`` with noise variance ``ς²·Σ weights``
+        (weights default 1; a partly driven first or last segment of a trip counts with the
+        fraction of it driven)."""
+        ...
+
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean [Wh] and variance [Wh²] of ``Σ_i weights_i·f(segment_ids_i)`` under the joint
+        posterior (correlations included; the noise not)."""
+        ...
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -135,14 +151,67 @@ def validate_segment_ids(segment_ids: ArrayLike, n_segments: int) -> NDArray[np.
     return ids
 
 
+def combine_weights(
+    segment_ids: ArrayLike, weights: ArrayLike | None
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Distinct segment ids and the summed weight of each: the row ``h`` of a linear
+    observation ``Σ_i weights_i·f(segment_ids_i) = Σ_e h_e·f(e)`` (weights default 1, so a
+    repeated id counts once per listing)."""
+    ids = np.asarray(segment_ids, dtype=np.int64)
+    w = np.ones(ids.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    u, inv = np.unique(ids, return_inverse=True)
+    return u, np.bincount(inv.reshape(-1), weights=w, minlength=u.size)
+
+
+def stored_total(
+    entry: tuple[ArrayLike, ...],
+) -> tuple[NDArray[np.int64], NDArray[np.float64], float]:
+    """A trip total as a checkpoint holds it: ``(ids, weights, total)``, or ``(ids, total)`` as
+    checkpoints wrote it before weighted totals (every listed id driven once, repeats counted).
+    """
+    if len(entry) == 2:
+        u, h = combine_weights(entry[0], None)
+        return u, h, float(entry[1])
+    ids, h, total = entry
+    return (
+        np.asarray(ids, dtype=np.int64).copy(),
+        np.asarray(h, dtype=np.float64).copy(),
+        float(total),
+    )
+
+
 def validate_total(
-    segment_ids: ArrayLike, total_energy: float, n_segments: int
-) -> tuple[NDArray[np.int64], float]:
-    """Check a total-energy observation: non-empty ids in range and a finite total."""
+    segment_ids: ArrayLike,
+    total_energy: float,
+    n_segments: int,
+    weights: ArrayLike | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], float]:
+    """Check a total-energy observation and return it as ``(ids, h, total)``.
+
+    ``ids`` are the distinct segments driven and ``h`` how much of each was driven (a repeat
+    counts 1 each time; a partly driven first or last segment counts with its fraction).
+
+    Raises
+    ------
+    UnknownSegmentError
+        On ids out of range.
+    InvalidObservation
+        On no segments, a non-finite total, or weights that are not finite, in (0, ∞), and one
+        per listed segment.
+    """
     ids = validate_segment_ids(segment_ids, n_segments)
     if ids.size == 0:
         raise InvalidObservation("a total-energy observation needs at least one segment")
     total = float(np.asarray(total_energy, dtype=np.float64))
     if not np.isfinite(total):
         raise InvalidObservation(f"total energy must be finite, got {total_energy!r}")
-    return ids, total
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != ids.shape:
+            raise InvalidObservation(
+                f"{ids.size} segment ids but weights of shape {w.shape}: one weight per segment"
+            )
+        if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+            raise InvalidObservation("segment weights of a total must be finite and positive")
+    u, h = combine_weights(ids, weights)
+    return u, h, total

@@ -50,7 +50,13 @@ from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
 from ev_nav.gp.numerics import cholesky_jitter
-from ev_nav.gp.posterior import SegmentPosterior, validate_observations, validate_total
+from ev_nav.gp.posterior import (
+    SegmentPosterior,
+    combine_weights,
+    stored_total,
+    validate_observations,
+    validate_total,
+)
 from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1
@@ -263,7 +269,8 @@ class SVGPModel:
         self._hist_y = np.empty(1024, dtype=np.float64)
         self.n_hist = 0
         self.visits = np.zeros(n, dtype=np.int64)
-        self.totals: list[tuple[NDArray[np.int64], float]] = []
+        # trip totals as (distinct ids, weights, total [Wh]); see validate_total
+        self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
         self.z = np.sort(self.spread[: self.m])
         self.lam = torch.eye(self.m, dtype=DTYPE)  # q(v) = prior N(0, I)
         self.h = torch.zeros(self.m, dtype=DTYPE)
@@ -316,14 +323,13 @@ class SVGPModel:
         out = cov.numpy()
         return 0.5 * (out + out.T)
 
-    def predict_sum(self, segment_ids: ArrayLike) -> tuple[float, float]:
-        """Mean and variance [Wh, Wh²] of the sum of latent energies over ``segment_ids``
-        (from the joint posterior: correlations along the route included)."""
-        ids = np.asarray(segment_ids, dtype=np.int64)
-        u, counts = np.unique(ids, return_counts=True)
-        mean = float(self.posterior().mean[ids].sum())
-        w = counts.astype(np.float64)
-        return mean, float(w @ self.route_covariance(u) @ w)
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1),
+        from the joint posterior: correlations along the route included."""
+        u, w = combine_weights(segment_ids, weights)
+        return float(w @ self.posterior().mean[u]), float(w @ self.route_covariance(u) @ w)
 
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Algorithm 3 for one trip: record observations, refresh Z, take G steps [Wh]."""
@@ -351,16 +357,19 @@ class SVGPModel:
         ids, y = validate_observations(segment_ids, energies, self.n)
         self._append(ids, y)
 
-    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
         """Closed-form Gaussian update of q(v) with the sum observation ``y = Σ_e f(e) + ε``.
 
-        ``ε`` has variance ``k ς²`` (k = number of listed segments) plus the SVGP's residual
+        ``ε`` has variance ``ς² Σ h`` (h: each segment's weight, the number of listed segments
+        when unweighted) plus the SVGP's residual
         variance ``Σ_e (k_ee - ‖a_e‖²)`` of the listed segments, because the sum is observed
         through q(v) only. The observation is kept and re-enters every later NGD target, so the
         NGD steps do not forget it.
         """
-        ids, total = validate_total(segment_ids, total_energy, self.n)
-        obs = (ids.copy(), total)
+        u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
+        obs = (u.copy(), h.copy(), total)
         with torch.no_grad():
             a, r, v = self._total_sites([obs])
             self.lam = self.lam + (a.T / v) @ a
@@ -437,7 +446,7 @@ class SVGPModel:
         return a, self.kernel.diag_ids(rows), chol
 
     def _total_sites(
-        self, totals: list[tuple[NDArray[np.int64], float]]
+        self, totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]]
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Whitened loadings a_t, residuals r_t and variances v_t of total observations.
 
@@ -451,13 +460,12 @@ class SVGPModel:
         a_rows = a_rows.T  # (|union|, M)
         resid_rows = (d_rows - (a_rows * a_rows).sum(1)).clamp_min(0)
         loads, resid, var = [], [], []
-        for ids, tot in totals:
-            u, cnt = np.unique(ids, return_counts=True)
+        for u, h, tot in totals:
             pos = torch.as_tensor(np.searchsorted(union, u))
-            w = torch.as_tensor(cnt, dtype=DTYPE)
+            w = torch.as_tensor(h, dtype=DTYPE)
             loads.append(w @ a_rows[pos])
-            resid.append(tot - float(self.prior_mean[ids].sum()))
-            var.append(ids.size * noise + float((w * w * resid_rows[pos]).sum()))
+            resid.append(tot - float(h @ self.prior_mean[u]))
+            var.append(float(h.sum()) * noise + float((w * w * resid_rows[pos]).sum()))
         return (
             torch.stack(loads),
             torch.as_tensor(resid, dtype=DTYPE),
@@ -696,7 +704,7 @@ class SVGPModel:
             "history_ids": self._hist_ids[: self.n_hist].copy(),
             "history_y": self._hist_y[: self.n_hist].copy(),
             "visits": self.visits.copy(),
-            "totals": [(ids.copy(), float(t)) for ids, t in self.totals],
+            "totals": [(u.copy(), h.copy(), float(t)) for u, h, t in self.totals],
             "z": self.z.copy(),
             "spread": self.spread.copy(),
             "lam": self.lam.clone(),
@@ -734,7 +742,7 @@ class SVGPModel:
         self._hist_y = np.asarray(state["history_y"], dtype=np.float64).copy()
         self.n_hist = hist_ids.size
         self.visits = np.asarray(state["visits"], dtype=np.int64).copy()
-        self.totals = [(np.asarray(i, dtype=np.int64).copy(), float(t)) for i, t in state["totals"]]
+        self.totals = [stored_total(t) for t in state["totals"]]
         self.prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
         self.spread = np.asarray(state["spread"], dtype=np.int64).copy()
         self.z = z.copy()

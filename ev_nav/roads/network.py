@@ -37,6 +37,38 @@ FEATURE_NAMES: tuple[str, ...] = ("length", "speed_limit", "incline")
 EARTH_RADIUS_M = 6_371_009.0
 
 
+@dataclass(frozen=True)
+class SnapPoint:
+    """Where a coordinate meets the road network (:meth:`RoadNetwork.snap`).
+
+    Attributes
+    ----------
+    lon, lat : float
+        The nearest point on a road [degrees].
+    distance_m : float
+        Distance from the given coordinate to that point [m].
+    candidates : tuple of (int, float)
+        ``(segment, fraction)`` for each direction of the road through that point: ``fraction``
+        is how far along the segment the point lies (0 = its start, 1 = its end). The first is
+        the direction that has the coordinate on its right.
+    """
+
+    lon: float
+    lat: float
+    distance_m: float
+    candidates: tuple[tuple[int, float], ...]
+
+    @property
+    def segment(self) -> int:
+        """The preferred segment (the first candidate)."""
+        return self.candidates[0][0]
+
+    @property
+    def fraction(self) -> float:
+        """Where the point lies along :attr:`segment` (0..1)."""
+        return self.candidates[0][1]
+
+
 @dataclass(frozen=True, eq=False)
 class RoadNetwork:
     """A directed road network and its line graph, as read-only NumPy arrays.
@@ -164,9 +196,25 @@ class RoadNetwork:
     def nearest_segment(self, lon: float, lat: float, max_distance_m: float | None = 1000.0) -> int:
         """The segment whose polyline passes closest to (lon, lat) [degrees].
 
-        Distances use a local equirectangular projection (accurate to well under a metre at city
-        scale). Raises :class:`OutsideNetworkError` when the closest segment is farther than
+        The preferred segment of :meth:`snap` (the direction that has the point on its right).
+        Raises :class:`OutsideNetworkError` when the closest segment is farther than
         ``max_distance_m`` (``None``: no limit).
+        """
+        return self.snap(lon, lat, max_distance_m).segment
+
+    def snap(self, lon: float, lat: float, max_distance_m: float | None = 1000.0) -> SnapPoint:
+        """The nearest point *on* a road to (lon, lat) [degrees], with where it lies along it.
+
+        Distances use a local equirectangular projection (accurate to well under a metre at city
+        scale). Both directions of a two-way street share one polyline, so the point lies on
+        both: every direction is returned as a candidate (the one with the point on its right,
+        right-hand traffic, first), and a planner may start or end on either.
+
+        Raises
+        ------
+        OutsideNetworkError
+            When the coordinates are invalid or the nearest road is farther than
+            ``max_distance_m`` [m] (``None``: no limit).
         """
         from ev_nav.errors import OutsideNetworkError
 
@@ -191,9 +239,8 @@ class RoadNetwork:
         valid[self.geom_offsets[1:-1] - 1] = False
         dist = np.where(valid, dist, np.inf)
         best = int(np.argmin(dist))
-        # Both directions of a two-way street share one polyline: among (near-)equidistant
-        # pieces prefer the one that has the point on its right (right-hand traffic), so a point
-        # placed beside the road selects the direction driving on that side.
+        # Among (near-)equidistant pieces prefer the one that has the point on its right, so a
+        # point placed beside the road selects the direction driving on that side.
         near = np.flatnonzero(dist <= dist[best] + 0.5)
         if near.shape[0] > 1:
             cross = -dx[near] * ay[near] + dy[near] * ax[near]
@@ -207,7 +254,58 @@ class RoadNetwork:
                 f"(bounds lon {self.bounds()[0]:.4f}..{self.bounds()[2]:.4f}, "
                 f"lat {self.bounds()[1]:.4f}..{self.bounds()[3]:.4f})"
             )
-        return int(piece_seg[best])
+        seg = int(piece_seg[best])
+        # the other direction of the same street: a near piece of a segment with swapped ends
+        twins = [
+            int(k)
+            for k in near
+            if self.seg_u[piece_seg[k]] == self.seg_v[seg]
+            and self.seg_v[piece_seg[k]] == self.seg_u[seg]
+        ]
+        pieces = [best] + twins[:1]
+        piece_len = np.sqrt(denom)
+        candidates = []
+        for k in pieces:
+            e = int(piece_seg[k])
+            lo, hi = int(self.geom_offsets[e]), int(self.geom_offsets[e + 1]) - 1
+            total = float(piece_len[lo:hi].sum())
+            along = float(piece_len[lo:k].sum() + tpar[k] * piece_len[k])
+            candidates.append((e, min(max(along / total, 0.0), 1.0) if total > 0 else 0.0))
+        return SnapPoint(
+            lon=float(lon + (ax[best] + tpar[best] * dx[best]) / scale_x),
+            lat=float(lat + (ay[best] + tpar[best] * dy[best]) / scale_y),
+            distance_m=float(dist[best]),
+            candidates=tuple(candidates),
+        )
+
+    def segment_point(self, e: int, fraction: float) -> tuple[float, float]:
+        """(lon, lat) [degrees] of the point ``fraction`` (0..1) of the way along segment ``e``'s
+        polyline (by length in a local projection)."""
+        xy = self.segment_coords(e)
+        lat0 = float(xy[:, 1].mean())
+        sx = EARTH_RADIUS_M * np.cos(np.radians(lat0)) * np.pi / 180.0
+        sy = EARTH_RADIUS_M * np.pi / 180.0
+        cum = np.concatenate([[0.0], np.cumsum(np.hypot(np.diff(xy[:, 0]) * sx,
+                                                        np.diff(xy[:, 1]) * sy))])
+        target = min(max(float(fraction), 0.0), 1.0) * cum[-1]
+        return (float(np.interp(target, cum, xy[:, 0])), float(np.interp(target, cum, xy[:, 1])))
+
+    def partial_coords(self, e: int, start: float = 0.0, end: float = 1.0) -> NDArray[np.float64]:
+        """Polyline [lon, lat rows] of segment ``e`` from ``start`` to ``end`` (fractions of its
+        length, 0 ≤ start ≤ end ≤ 1): the part of a first or last segment actually driven."""
+        xy = self.segment_coords(e)
+        if start <= 0.0 and end >= 1.0:
+            return xy
+        lat0 = float(xy[:, 1].mean())
+        sx = EARTH_RADIUS_M * np.cos(np.radians(lat0)) * np.pi / 180.0
+        sy = EARTH_RADIUS_M * np.pi / 180.0
+        cum = np.concatenate([[0.0], np.cumsum(np.hypot(np.diff(xy[:, 0]) * sx,
+                                                        np.diff(xy[:, 1]) * sy))])
+        a, b = start * cum[-1], end * cum[-1]
+        inner = (cum > a) & (cum < b)
+        head = [np.interp(a, cum, xy[:, 0]), np.interp(a, cum, xy[:, 1])]
+        tail = [np.interp(b, cum, xy[:, 0]), np.interp(b, cum, xy[:, 1])]
+        return np.vstack([head, xy[inner], tail])
 
     def segment_anchor(self, e: int, offset_m: float = 3.0) -> tuple[float, float]:
         """(lon, lat) of a point beside segment ``e``'s middle piece, ``offset_m`` to its right.

@@ -132,7 +132,9 @@ class _SnapshotView:
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
 
-    def update_total(self, segment_ids: ArrayLike, total_energy: float) -> None:
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
 
     def state_dict(self) -> dict[str, Any]:

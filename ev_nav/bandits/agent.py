@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.indices import IndexRule, make_index, rectified_weights
-from ev_nav.bandits.routing import Router
+from ev_nav.bandits.routing import PartialPath, Router, driven_shares
 from ev_nav.roads.network import RoadNetwork
 
 
@@ -32,6 +32,10 @@ class Route:
         Free-flow driving time at the speed limits [s].
     policy : str
         Index rule that planned it.
+    start_fraction, end_fraction : float
+        Where along its first segment the route starts and along its last it ends (0 = the
+        segment's start node, 1 = its end node): a trip between two points drives only part of
+        them, and length, time and energy count only that part.
     """
 
     segments: NDArray[np.int64]
@@ -41,37 +45,54 @@ class Route:
     time_s: float
     policy: str
     extra: dict[str, Any] = field(default_factory=dict)
+    start_fraction: float = 0.0
+    end_fraction: float = 1.0
+
+    @property
+    def shares(self) -> NDArray[np.float64]:
+        """The share of each listed segment driven (1 but at the two ends)."""
+        return driven_shares(self.segments.size, self.start_fraction, self.end_fraction)
 
 
 def describe_route(
-    net: RoadNetwork, segments: ArrayLike, model: Any | None = None, policy: str = ""
+    net: RoadNetwork,
+    segments: ArrayLike | PartialPath,
+    model: Any | None = None,
+    policy: str = "",
 ) -> Route:
-    """Build a :class:`Route` with predicted energy from ``model`` (or E_det without one)."""
-    seg = np.asarray(segments, dtype=np.int64)
-    if model is None:
-        mean, sd = float(net.e_det()[seg].sum()), 0.0
+    """Build a :class:`Route` with predicted energy from ``model`` (or E_det without one).
+
+    ``segments`` is a list of whole segments or a :class:`PartialPath` between two points, whose
+    first and last segments count with the share driven.
+    """
+    if isinstance(segments, PartialPath):
+        seg, fs, fg = segments.segments, segments.start_fraction, segments.end_fraction
     else:
-        mean, sd = route_prediction(model, seg)
+        seg, fs, fg = np.asarray(segments, dtype=np.int64), 0.0, 1.0
+    shares = driven_shares(seg.size, fs, fg)
+    if model is None:
+        mean, sd = float(shares @ net.e_det()[seg]), 0.0
+    else:
+        mean, sd = route_prediction(model, seg, shares)
     return Route(
         segments=seg,
         predicted_wh=mean,
         predicted_sd_wh=sd,
-        length_m=float(net.length_m[seg].sum()),
-        time_s=float(net.travel_time_s[seg].sum()),
+        length_m=float(shares @ net.length_m[seg]),
+        time_s=float(shares @ net.travel_time_s[seg]),
         policy=policy,
+        start_fraction=fs,
+        end_fraction=fg,
     )
 
 
-def route_prediction(model: Any, segments: NDArray[np.int64]) -> tuple[float, float]:
-    """Mean and sd [Wh] of the sum of latent energies over ``segments``.
-
-    Uses ``model.predict_sum(segments)`` (correlations included) when the model provides it.
-    """
-    if hasattr(model, "predict_sum"):
-        mean, var = model.predict_sum(segments)
-        return float(mean), float(np.sqrt(max(float(var), 0.0)))
-    post = model.posterior()
-    return float(post.mean[segments].sum()), float(np.sqrt((post.std[segments] ** 2).sum()))
+def route_prediction(
+    model: Any, segments: NDArray[np.int64], shares: NDArray[np.float64] | None = None
+) -> tuple[float, float]:
+    """Mean and sd [Wh] of ``Σ shares·f(segments)`` (shares default 1), from the model's joint
+    posterior (``model.predict_sum``, correlations included)."""
+    mean, var = model.predict_sum(segments, shares)
+    return float(mean), float(np.sqrt(max(float(var), 0.0)))
 
 
 class Agent:

@@ -10,6 +10,8 @@ oracle's single-source queries use the compiled routines of ``scipy.sparse.csgra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -29,6 +31,9 @@ from ev_nav.roads.network import RoadNetwork
 #: Added to every Dijkstra weight: SciPy (the oracle) treats explicit zeros in sparse input as
 #: edges, and a strictly positive floor makes ties between equal-cost paths prefer fewer segments.
 _WEIGHT_FLOOR = 1e-12
+
+#: A share of a segment below this is not driven (1e-6 of a 100 m segment is 0.1 mm).
+_MIN_SHARE = 1e-6
 
 
 def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> NDArray[np.int64]:
@@ -128,6 +133,121 @@ class Router:
         if path.size == 0:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
         return path
+
+    def route_between(
+        self,
+        weights: ArrayLike,
+        origin: Sequence[tuple[int, float]],
+        goal: Sequence[tuple[int, float]],
+    ) -> PartialPath:
+        """The least-weight route from a point on a segment to a point on a segment.
+
+        ``origin`` and ``goal`` list candidate ``(segment, fraction)`` positions (both
+        directions of a two-way street, :meth:`RoadNetwork.snap`); the route may use any of
+        them. A partly driven segment costs its weight times the share driven, so only the part
+        of the first and last segment between the two points counts. With fixed end segments the
+        middle is an ordinary Dijkstra query; the candidates (at most 2 × 2) are compared on
+        their full cost.
+
+        Raises
+        ------
+        InvalidObservation
+            The two points are the same place (nothing to drive).
+        UnreachableError
+            No candidate pair is connected.
+        """
+        w = self._check_weights(weights)
+        best: PartialPath | None = None
+        unreachable = None
+        for s, fs in origin:
+            for g, fg in goal:
+                try:
+                    cand = self._between(w, self.check_segment(s), float(fs),
+                                         self.check_segment(g), float(fg))
+                except UnreachableError as exc:
+                    unreachable = exc
+                    continue
+                if cand is not None and (best is None or cand.cost < best.cost - 1e-12):
+                    best = cand
+        if best is None:
+            if unreachable is not None:
+                raise unreachable
+            raise InvalidObservation(
+                "origin and destination are the same place on the road; a trip needs two "
+                "different places"
+            )
+        return best
+
+    def _between(
+        self, w: NDArray[np.float64], s: int, fs: float, g: int, fg: float
+    ) -> PartialPath | None:
+        """One candidate pair of :meth:`route_between` (``None``: nothing to drive)."""
+        if s == g and fg >= fs:
+            if fg - fs < _MIN_SHARE:
+                return None
+            path = np.array([s], dtype=np.int64)
+        elif s == g:
+            # the goal lies behind the start on the same segment: leave it and come back
+            succ = self._indices[self._indptr[s] : self._indptr[s + 1]]
+            loops = []
+            for n in succ:
+                try:
+                    loops.append(np.concatenate([[s], self.route(w, int(n), s)]))
+                except UnreachableError:
+                    continue
+            if not loops:
+                raise UnreachableError(f"no way back to segment {s} once it is left")
+            path = min(loops, key=lambda p: float(w[p].sum()))
+        else:
+            path = self.route(w, s, g)
+        # a point at the very end of its first segment (or the start of its last) drives none
+        # of it: drop that segment so every listed segment is really driven
+        if path.size > 1 and 1.0 - fs < _MIN_SHARE:
+            path, fs = path[1:], 0.0
+        if path.size > 1 and fg < _MIN_SHARE:
+            path, fg = path[:-1], 1.0
+        shares = driven_shares(path.size, fs, fg)
+        return PartialPath(path, fs, fg, float(shares @ w[path]))
+
+
+@dataclass(frozen=True)
+class PartialPath:
+    """A route between two points that lie part-way along their segments.
+
+    Attributes
+    ----------
+    segments : ndarray of int64
+        Segments driven, in order (a segment may appear twice when the goal lies behind the
+        start on the same one-way segment).
+    start_fraction : float
+        Where along the first segment the route starts (0 = its start node, 1 = its end).
+    end_fraction : float
+        Where along the last segment it ends.
+    cost : float
+        Its weight: each segment's weight times the share of it driven.
+    """
+
+    segments: NDArray[np.int64]
+    start_fraction: float
+    end_fraction: float
+    cost: float
+
+    @property
+    def shares(self) -> NDArray[np.float64]:
+        """The share of each listed segment driven (1 but at the two ends)."""
+        return driven_shares(self.segments.size, self.start_fraction, self.end_fraction)
+
+
+def driven_shares(n: int, start_fraction: float, end_fraction: float) -> NDArray[np.float64]:
+    """Share of each of ``n`` route segments driven when the route starts ``start_fraction`` of
+    the way along its first segment and ends ``end_fraction`` of the way along its last."""
+    shares = np.ones(n)
+    if n == 1:
+        shares[0] = end_fraction - start_fraction
+    elif n > 1:
+        shares[0] = 1.0 - start_fraction
+        shares[-1] = end_fraction
+    return shares
 
 
 class Oracle:

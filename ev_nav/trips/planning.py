@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.errors import InvalidObservation, StateError, StateIOError
+from ev_nav.errors import StateError, StateIOError
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -132,23 +132,23 @@ def plan_trip(
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
-    from ev_nav.bandits.routing import Router
+    from ev_nav.bandits.routing import PartialPath, Router
     from ev_nav.potential import potential_change
     from ev_nav.store import TripPlan
 
     net, model, store = session.net, session.model, session.store
-    start = net.nearest_segment(origin[1], origin[0], max_snap_m)
-    end = net.nearest_segment(goal[1], goal[0], max_snap_m)
-    if start == end:
-        raise InvalidObservation(
-            f"origin and destination snap to the same road segment ({start}); a trip needs two "
-            "different places"
-        )
+    # the exact points on the road: a route starts and ends there, driving only the part of
+    # its first and last segment between them, in either direction of a two-way street
+    start_at = net.snap(origin[1], origin[0], max_snap_m).candidates
+    end_at = net.snap(goal[1], goal[0], max_snap_m).candidates
     maps_dir(session.state_dir)  # checked before anything is recorded
     rule = make_index(policy)
     router = Router(net)
     post = model.posterior()
     dphi = potential_change(net, session.vehicle)
+
+    def between(weights: np.ndarray) -> PartialPath:
+        return router.route_between(weights, start_at, end_at)
     # the routes that do not depend on the trip id, described before the write transaction:
     # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
     # shown beside an exploring plan so the driver sees what exploring costs; the safe route;
@@ -156,16 +156,12 @@ def plan_trip(
     fixed: dict[str, Route] = {}
     if policy != "mean":
         greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
-        fixed["best guess"] = describe_route(net, router.route(greedy, start, end), model, "mean")
+        fixed["best guess"] = describe_route(net, between(greedy), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
-        fixed["safe"] = describe_route(net, router.route(careful, start, end), model, "safe")
-    fixed["shortest"] = describe_route(
-        net, router.route(net.length_m, start, end), model, "shortest"
-    )
-    fixed["fastest"] = describe_route(
-        net, router.route(net.travel_time_s, start, end), model, "fastest"
-    )
+        fixed["safe"] = describe_route(net, between(careful), model, "safe")
+    fixed["shortest"] = describe_route(net, between(net.length_m), model, "shortest")
+    fixed["fastest"] = describe_route(net, between(net.travel_time_s), model, "fastest")
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -173,21 +169,29 @@ def plan_trip(
         # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
         weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
-        path = router.route(weights, start, end)
-        same = next((r for r in fixed.values() if np.array_equal(r.segments, path)), None)
+        path = between(weights)
+        same = next(
+            (
+                r
+                for r in fixed.values()
+                if np.array_equal(r.segments, path.segments)
+                and (r.start_fraction, r.end_fraction) == (path.start_fraction, path.end_fraction)
+            ),
+            None,
+        )
         routes.clear()
         # a planned route equal to an alternative has that alternative's prediction: reuse it
         routes["planned"] = (
             describe_route(net, path, model, policy)
             if same is None
-            else replace(same, segments=path, policy=policy)
+            else replace(same, policy=policy)
         )
         routes.update(fixed)
         used_seed.append(s)
         p = routes["planned"]
         return TripPlan(
-            origin_segment=start,
-            goal_segment=end,
+            origin_segment=int(p.segments[0]),
+            goal_segment=int(p.segments[-1]),
             policy=policy,
             route=p.segments,
             predicted_wh=p.predicted_wh,
@@ -196,10 +200,15 @@ def plan_trip(
             time_s=p.time_s,
             seed=s,
             extra=extra,
+            start_fraction=p.start_fraction,
+            end_fraction=p.end_fraction,
         )
 
     trip_id = store.plan_trip(plan)
-    return PlannedTrip(trip_id, start, end, policy, used_seed[-1], routes)
+    p = routes["planned"]
+    return PlannedTrip(
+        trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes
+    )
 
 
 def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) -> list[Path]:

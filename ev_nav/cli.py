@@ -21,7 +21,7 @@ from ev_nav.errors import EvNavError
 COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
     "ev_nav.trips.cli",  # init | route | observe | map | history
-    "ev_nav.doctor",  # doctor
+    "ev_nav.store.doctor",  # doctor
     "ev_nav.server.cli",  # serve
     "ev_nav.sim.cli",  # fleet run | report | grid, routes pick
     "ev_nav.bo.cli",  # bo cvs | ucvs | ptr | boke
@@ -38,7 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "observe": ("ev_nav.trips.cli", "record the energy a planned trip used"),
     "map": ("ev_nav.trips.cli", "HTML map of the learned network"),
     "history": ("ev_nav.trips.cli", "past trips: predicted vs observed energy"),
-    "doctor": ("ev_nav.doctor", "check a state (database, checkpoints, network) and repair it"),
+    "doctor": (
+        "ev_nav.store.doctor",
+        "check a state (database, checkpoints, network) and repair it",
+    ),
     "serve": (
         "ev_nav.server.cli",
         "routing server: HTTP API and web page for a fleet (loopback by default)",

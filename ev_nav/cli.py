@@ -20,12 +20,12 @@ from ev_nav.errors import EvNavError
 # Modules that contribute sub-commands, in the order they appear in ``--help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
-    "ev_nav.trips_cli",  # init | route | observe | map | history
-    "ev_nav.doctor",  # doctor
+    "ev_nav.trips.cli",  # init | route | observe | map | history
+    "ev_nav.store.doctor",  # doctor
     "ev_nav.server.cli",  # serve
     "ev_nav.sim.cli",  # fleet run | report | grid, routes pick
     "ev_nav.bo.cli",  # bo cvs | ucvs | ptr | boke
-    "ev_nav.demo",  # demo
+    "ev_nav.sim.demo",  # demo
 )
 
 #: Every top-level command, its module and its one-line help. Only the module of the command
@@ -33,12 +33,15 @@ COMMAND_MODULES: tuple[str, ...] = (
 #: ``history`` or ``doctor`` must not pay. A test checks this table against the modules.
 COMMANDS: dict[str, tuple[str, str]] = {
     "network": ("ev_nav.roads.cli", "build, inspect or download road networks"),
-    "init": ("ev_nav.trips_cli", "create a state directory for per-trip learning"),
-    "route": ("ev_nav.trips_cli", "plan a trip, record it, write its map"),
-    "observe": ("ev_nav.trips_cli", "record the energy a planned trip used"),
-    "map": ("ev_nav.trips_cli", "HTML map of the learned network"),
-    "history": ("ev_nav.trips_cli", "past trips: predicted vs observed energy"),
-    "doctor": ("ev_nav.doctor", "check a state (database, checkpoints, network) and repair it"),
+    "init": ("ev_nav.trips.cli", "create a state directory for per-trip learning"),
+    "route": ("ev_nav.trips.cli", "plan a trip, record it, write its map"),
+    "observe": ("ev_nav.trips.cli", "record the energy a planned trip used"),
+    "map": ("ev_nav.trips.cli", "HTML map of the learned network"),
+    "history": ("ev_nav.trips.cli", "past trips: predicted vs observed energy"),
+    "doctor": (
+        "ev_nav.store.doctor",
+        "check a state (database, checkpoints, network) and repair it",
+    ),
     "serve": (
         "ev_nav.server.cli",
         "routing server: HTTP API and web page for a fleet (loopback by default)",
@@ -46,7 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fleet": ("ev_nav.sim.cli", "simulated fleet-learning experiments"),
     "routes": ("ev_nav.sim.cli", "experiment routes for a network"),
     "bo": ("ev_nav.bo.cli", "Bayesian-optimisation experiments on the shared GP core"),
-    "demo": ("ev_nav.demo", "fleet-learning demo on the embedded town"),
+    "demo": ("ev_nav.sim.demo", "fleet-learning demo on the embedded town"),
 }
 
 

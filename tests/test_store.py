@@ -410,7 +410,7 @@ def test_failed_migration_leaves_old_version(tmp_path: Path, monkeypatch) -> Non
         conn.execute("CREATE TABLE half_done(x)")
         raise RuntimeError("simulated crash inside a migration")
 
-    monkeypatch.setattr(store_mod, "MIGRATIONS", (store_mod.MIGRATIONS[0], broken))
+    monkeypatch.setattr(store_mod.schema, "MIGRATIONS", (store_mod.MIGRATIONS[0], broken))
     with pytest.raises(RuntimeError, match="simulated crash"):
         Store.open(state)
     conn = sqlite3.connect(Store.db_path(state))

@@ -254,7 +254,7 @@ def test_damaged_current_checkpoint_falls_back(tmp_path, capsys, net):
 def test_io_errors_never_advise_deleting(tmp_path, capsys, net, monkeypatch):
     state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
     before = _snapshot(state)
-    import ev_nav.store as store_mod
+    import ev_nav.store.connection as store_mod
 
     real_connect = sqlite3.connect
 

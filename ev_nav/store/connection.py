@@ -1,0 +1,227 @@
+"""The database file of a state: opening it, refusing foreign files, transactions.
+
+Every part of :class:`~ev_nav.store.Store` reads and writes through this base: one
+connection per object, ``BEGIN IMMEDIATE`` write transactions with deterministic crash points
+for the durability tests, read transactions on one snapshot, and the translation of SQLite's
+errors into the named :class:`~ev_nav.errors.StateIOError` (the medium) or
+:class:`~ev_nav.errors.StateDamagedError` (the data).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Self
+
+from ev_nav.errors import StateDamagedError, StateError, StateIOError
+from ev_nav.faults import crash_point
+
+#: File name of the database inside a state directory.
+DB_NAME = "ev-nav.sqlite"
+
+#: How long a writer waits for another process's transaction before giving up [ms].
+BUSY_TIMEOUT_MS = 60_000
+
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# Messages of sqlite3.OperationalError that mean the medium, not the data, is the problem.
+_IO_MARKERS = (
+    "disk i/o error",
+    "database or disk is full",
+    "readonly database",
+    "read-only",
+    "unable to open database file",
+    "permission denied",
+)
+
+
+def io_problem(exc: BaseException) -> bool:
+    """Whether an SQLite error is an I/O problem (full disk, read-only, permissions), which says
+    nothing about the state's data being damaged."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _IO_MARKERS)
+
+
+def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
+    """The named error for an SQLite failure on ``path``: I/O problem or damaged database."""
+    if io_problem(exc):
+        return StateIOError(
+            f"cannot use the state {path} ({exc}): an I/O problem (full disk, read-only file "
+            "system or permissions); the state itself was not changed - fix that and retry"
+        )
+    return StateDamagedError(
+        f"the state database {path} is damaged ({exc}); run 'ev-nav doctor {path.parent}' "
+        "to check it and salvage every readable trip and observation"
+    )
+
+
+def _utcnow() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
+
+
+
+class StoreConnection:
+    """One open state database: the connection, its opening checks and its transactions.
+
+    The base of every part of :class:`~ev_nav.store.Store`; not used on its own.
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+        self._n_segments_cache: int | None | bool = False  # False = not looked up yet
+
+    # ------------------------------------------------------------------ opening
+    @staticmethod
+    def db_path(state_dir: str | Path) -> Path:
+        """Path of the database file inside ``state_dir``."""
+        return Path(state_dir) / DB_NAME
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; every write opens BEGIN IMMEDIATE itself
+        # so that a writer takes the write lock up front (a deferred transaction that upgrades
+        # from read to write can fail with SQLITE_BUSY without waiting).
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000.0, isolation_level=None)
+        except sqlite3.Error as exc:  # unreadable directory, permissions, …
+            raise StateIOError(
+                f"cannot open {path} ({exc}); check the path and permissions"
+            ) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StateError(
+                    f"cannot switch {path} to WAL mode (got {mode!r}); put the state directory "
+                    "on a local file system"
+                )
+            # FULL: the WAL is fsynced at every commit, so acknowledged writes survive power loss
+            # too (NORMAL would already survive a process kill).
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _db_error(path, exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _check_file(path: Path) -> None:
+        """Refuse, without writing a byte, a file that cannot be an ev-nav state.
+
+        SQLite would happily turn an empty or foreign file into a fresh database (and the next
+        migration would write a schema into it), so look at it read-only first.
+
+        The file is never opened outside SQLite: closing any descriptor of a file releases
+        every POSIX lock the *process* holds on it, including those of this process's other
+        open connections (a server answering requests while its model writer keeps the state
+        open). Another process closing its connection would then see no other user, checkpoint
+        and delete the WAL under the running connections ("disk I/O error"). SQLite's own
+        descriptors are kept open while the process holds locks, so a read-only SQLite
+        connection looks at the file safely.
+        """
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise StateIOError(
+                f"cannot read {path} ({exc}); check the path and permissions"
+            ) from None
+        if size == 0:
+            raise StateDamagedError(
+                f"{path} is empty (0 bytes): it holds no ev-nav state (truncated or never "
+                "written); nothing was written to it - restore it from a backup, or create a new "
+                "state in another directory"
+            )
+        # Read-only look at the schema version before _connect switches the file to WAL (a
+        # write): an SQLite file ev-nav never initialised must stay byte-for-byte as it is.
+        try:
+            ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                version = int(ro.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                ro.close()
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):  # SQLITE_NOTADB: no SQLite header
+                raise StateDamagedError(
+                    f"{path} is not an SQLite database, so not an ev-nav state; nothing was "
+                    "written to it - check the path"
+                ) from None
+            raise _db_error(path, exc) from None
+        if version == 0:
+            raise StateError(
+                f"{path} is an SQLite database but not an ev-nav state (no schema); nothing was "
+                "written to it - check the path"
+            )
+
+    def close(self) -> None:
+        """Close the database connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transactions
+    @contextlib.contextmanager
+    def _write(self, what: str = "write") -> Iterator[sqlite3.Connection]:
+        """One write transaction: taken with the write lock up front, committed or rolled back.
+
+        ``what`` names the write for the crash tests' deterministic kill points
+        (:func:`ev_nav.faults.crash_point` ``commit-WHAT`` just before the commit and
+        ``committed-WHAT`` just after it).
+        """
+        conn = self._conn
+        if conn is None:
+            raise StateError("the store is closed")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise _db_error(self.path, exc) from None
+            raise StateError(
+                f"the state {self.path.parent} is locked by another process ({exc}); "
+                "try again when it has finished"
+            ) from None
+        try:
+            yield conn
+            crash_point(f"commit-{what}")
+            conn.execute("COMMIT")
+            crash_point(f"committed-{what}")
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise _db_error(self.path, exc) from None
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: all queries inside see the same committed snapshot."""
+        conn = self._conn
+        if conn is None:
+            raise StateError("the store is closed")
+        if conn.in_transaction:  # nested inside another read or write: same snapshot already
+            yield conn
+            return
+        try:
+            conn.execute("BEGIN")
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")

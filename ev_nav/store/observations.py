@@ -1,0 +1,341 @@
+"""Observed energies: batches of per-segment readings or trip totals, each one acknowledged
+write; reading them back in commit order, per-trip totals, visit counts."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import InvalidObservation, StateError, UnknownSegmentError
+from ev_nav.store.connection import StoreConnection, _utcnow
+from ev_nav.store.trips import Trip, _as_int_array, _trip_key
+
+
+@dataclass(frozen=True)
+class ObservationBatch:
+    """Observations recorded by one acknowledged call.
+
+    For ``kind == 'segment'`` the energies are per segment (``energy_wh[i]`` on
+    ``segment_ids[i]``). For ``kind == 'total'`` ``energy_wh`` has one entry, the total over *all*
+    of ``segment_ids`` (the trip's planned route): a linear (sum) observation.
+    """
+
+    id: int
+    trip_id: int
+    kind: str
+    created: str
+    segment_ids: NDArray[np.int64]
+    energy_wh: NDArray[np.float64]
+
+
+
+class ObservationsMixin(StoreConnection):
+    """Recording, reading and forgetting observations (uses the trips part for the trip)."""
+
+    def add_observations(
+        self,
+        trip_id: int,
+        segment_ids: ArrayLike,
+        energies: ArrayLike,
+        *,
+        allow_off_route: bool = False,
+        allow_repeat: bool = False,
+    ) -> int:
+        """Record per-segment energies of a driven trip in one transaction; return the batch id.
+
+        When this returns, the data is committed (acknowledged): no later crash can lose it.
+        Negative energies are valid (regeneration downhill); NaN/inf are not.
+
+        Parameters
+        ----------
+        trip_id : int
+            The trip that was driven.
+        segment_ids : array_like of int
+            Segments observed, each at most once.
+        energies : array_like of float
+            Energy used on each segment [Wh].
+        allow_off_route : bool
+            Accept segments that are not on the trip's planned route (the driver deviated).
+        allow_repeat : bool
+            Accept a second batch for a trip that already has observations (otherwise a re-run
+            of the same command would count the trip twice).
+
+        Raises
+        ------
+        UnknownTripError, InvalidObservation, UnknownSegmentError
+        """
+        seg = _as_int_array(segment_ids, "segment ids", error=InvalidObservation)
+        wh = _as_float_array(energies, "energies")
+        if seg.shape != wh.shape:
+            raise InvalidObservation(
+                f"{seg.size} segment ids but {wh.size} energies; give one energy per segment"
+            )
+        if seg.size == 0:
+            raise InvalidObservation("no observations given; give at least one segment energy")
+        _require_finite(wh, "segment energies")
+        uniq, counts = np.unique(seg, return_counts=True)
+        if np.any(counts > 1):
+            raise InvalidObservation(
+                f"segments observed more than once in one batch: {uniq[counts > 1][:5].tolist()}; "
+                "give each segment once (sum repeated passes beforehand)"
+            )
+        self._check_segments(seg, "the observations")
+        now = _utcnow()
+        with self._write("observation") as conn:
+            trip = self._trip_in_txn(conn, trip_id)
+            if not allow_off_route:
+                off = np.setdiff1d(seg, trip.route)
+                if off.size:
+                    raise InvalidObservation(
+                        f"segments {off[:5].tolist()} are not on the planned route of trip "
+                        f"{trip.id}; check the file belongs to this trip"
+                    )
+            self._check_repeat(conn, trip.id, allow_repeat)
+            batch = self._new_batch(conn, trip.id, "segment", seg.size, now)
+            conn.executemany(
+                """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
+                       created) VALUES (?, ?, 'segment', ?, ?, ?)""",
+                ((batch, trip.id, int(s), float(e), now) for s, e in zip(seg, wh, strict=True)),
+            )
+            conn.execute("UPDATE trips SET status = 'observed' WHERE id = ?", (trip.id,))
+        return batch
+
+    def add_total_observation(
+        self,
+        trip_id: int,
+        total_wh: float,
+        *,
+        allow_negative: bool = False,
+        allow_repeat: bool = False,
+    ) -> int:
+        """Record only the trip's total energy (the trip computer's reading); return the batch id.
+
+        The total is taken to cover the trip's whole planned route. A negative total needs a net
+        descent large enough to regenerate more than the drive used, which is rare enough to be a
+        typo far more often than a fact, so it is rejected unless ``allow_negative``.
+
+        Raises
+        ------
+        UnknownTripError, InvalidObservation
+        """
+        try:
+            value = float(total_wh)
+        except (TypeError, ValueError):
+            raise InvalidObservation(f"trip total must be a number, got {total_wh!r}") from None
+        if not math.isfinite(value):
+            raise InvalidObservation(f"trip total must be a finite number of Wh, got {value}")
+        if value < 0 and not allow_negative:
+            raise InvalidObservation(
+                f"trip total {value} Wh is negative; a trip that regenerates more than it uses "
+                "is implausible - check the reading (it is in Wh, not kWh)"
+            )
+        now = _utcnow()
+        with self._write("observation") as conn:
+            trip = self._trip_in_txn(conn, trip_id)
+            self._check_repeat(conn, trip.id, allow_repeat)
+            batch = self._new_batch(conn, trip.id, "total", 1, now)
+            conn.execute(
+                """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
+                       created) VALUES (?, ?, 'total', NULL, ?, ?)""",
+                (batch, trip.id, value, now),
+            )
+            conn.execute("UPDATE trips SET status = 'observed' WHERE id = ?", (trip.id,))
+        return batch
+
+    def forget_observations(self, trip_id: int) -> int:
+        """Remove every observation of a trip (it becomes ``planned`` again); returns how many
+        batches went.
+
+        Checkpoints that had absorbed any of them are deleted in the same transaction, so the
+        next model load starts from an older checkpoint (or the prior) and replays only the
+        observations that remain: the model forgets the trip exactly.
+        """
+        with self._write("forget") as conn:
+            trip = self._trip_in_txn(conn, trip_id)
+            ids = [int(r[0]) for r in conn.execute(
+                "SELECT id FROM observation_batches WHERE trip_id = ?", (trip.id,)
+            )]
+            if not ids:
+                raise InvalidObservation(f"trip {trip.id} has no observations to forget")
+            first = min(ids)
+            conn.execute("DELETE FROM observations WHERE trip_id = ?", (trip.id,))
+            conn.execute("DELETE FROM observation_batches WHERE trip_id = ?", (trip.id,))
+            conn.execute("DELETE FROM checkpoints WHERE last_batch_id >= ?", (first,))
+            conn.execute("UPDATE trips SET status = 'planned' WHERE id = ?", (trip.id,))
+            return len(ids)
+
+    @staticmethod
+    def _check_repeat(conn: sqlite3.Connection, trip_id: int, allow_repeat: bool) -> None:
+        if allow_repeat:
+            return
+        row = conn.execute(
+            "SELECT id, kind FROM observation_batches WHERE trip_id = ? ORDER BY id LIMIT 1",
+            (trip_id,),
+        ).fetchone()
+        if row is not None:
+            raise InvalidObservation(
+                f"trip {trip_id} already has observations (batch {row[0]}, {row[1]}); each "
+                "trip is observed once - plan a new trip for a new drive"
+            )
+
+    @staticmethod
+    def _new_batch(conn: sqlite3.Connection, trip_id: int, kind: str, n: int, now: str) -> int:
+        cur = conn.execute(
+            "INSERT INTO observation_batches(trip_id, kind, created, n_rows) VALUES (?, ?, ?, ?)",
+            (trip_id, kind, now, int(n)),
+        )
+        return int(cur.lastrowid)
+
+    def observations(
+        self,
+        trip_id: int | None = None,
+        *,
+        kind: str | None = None,
+        after_batch: int = 0,
+    ) -> list[ObservationBatch]:
+        """Recorded observation batches in commit order.
+
+        Parameters
+        ----------
+        trip_id : int, optional
+            Only this trip's batches (:class:`UnknownTripError` if the trip does not exist).
+        kind : {'segment', 'total'}, optional
+            Only batches of this kind.
+        after_batch : int
+            Only batches with a larger id (e.g. ``Checkpoint.last_batch_id``: the data a
+            checkpointed model has not seen yet).
+        """
+        if kind not in (None, "segment", "total"):
+            raise InvalidObservation(f"unknown observation kind {kind!r}; use segment or total")
+        if trip_id is not None:
+            self.get_trip(trip_id)
+        where = "WHERE b.id > ?"
+        params: list[Any] = [int(after_batch)]
+        if trip_id is not None:
+            where += " AND b.trip_id = ?"
+            params.append(_trip_key(trip_id))
+        if kind is not None:
+            where += " AND b.kind = ?"
+            params.append(kind)
+        with self._read() as conn:  # one snapshot for both queries
+            heads = conn.execute(
+                "SELECT b.id, b.trip_id, b.kind, b.created, "
+                "CASE b.kind WHEN 'total' THEN t.route_json END "
+                f"FROM observation_batches b JOIN trips t ON t.id = b.trip_id {where} "
+                "ORDER BY b.id",
+                params,
+            ).fetchall()
+            rows = conn.execute(
+                "SELECT o.batch_id, COALESCE(o.segment_id, -1), o.energy_wh "
+                f"FROM observations o JOIN observation_batches b ON b.id = o.batch_id {where} "
+                "ORDER BY o.batch_id, o.id",
+                params,
+            ).fetchall()
+        table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        batch_col = table[:, 0].astype(np.int64)
+        seg_col = table[:, 1].astype(np.int64)  # ids < 2**53 are exact in float64
+        bids = np.array([h[0] for h in heads], dtype=np.int64)
+        lo = np.searchsorted(batch_col, bids, side="left")
+        hi = np.searchsorted(batch_col, bids, side="right")
+        out: list[ObservationBatch] = []
+        for (bid, tid, bkind, created, route_json), i, j in zip(heads, lo, hi, strict=True):
+            if bkind == "segment":
+                seg = seg_col[i:j].copy()
+            else:
+                seg = np.asarray(json.loads(route_json), dtype=np.int64)
+            wh = table[i:j, 2].copy()
+            out.append(ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh))
+        return out
+
+    def n_observations(self) -> int:
+        """Number of observation rows (segment energies plus trip totals)."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM observations").fetchone()[0])
+
+    def last_batch_id(self) -> int:
+        """Id of the newest observation batch (0 if none)."""
+        row = self._conn.execute("SELECT MAX(id) FROM observation_batches").fetchone()
+        return int(row[0] or 0)
+
+    def observed_total(self, trip_id: int) -> float | None:
+        """Observed energy of a trip [Wh]: its total reading, else the sum of its segment
+        energies if they cover the whole planned route, else ``None``."""
+        trip = self.get_trip(trip_id)
+        return _observed_total(trip, self.observations(trip.id))
+
+    def history(self) -> list[tuple[Trip, float | None]]:
+        """Every trip with its observed energy [Wh] (see :meth:`observed_total`), oldest first.
+
+        Reads the state once (one snapshot), not once per trip.
+        """
+        with self._read():
+            trips = self.list_trips()
+            batches = self.observations()
+        per_trip: dict[int, list[ObservationBatch]] = {}
+        for b in batches:
+            per_trip.setdefault(b.trip_id, []).append(b)
+        return [(t, _observed_total(t, per_trip.get(t.id, []))) for t in trips]
+
+    def visit_counts(self, n_segments: int | None = None, *, observed_only: bool = True) -> NDArray:
+        """How many (observed) trips' planned routes passed each segment, shape (n_segments,).
+
+        Parameters
+        ----------
+        n_segments : int, optional
+            Length of the result (default: the network size recorded at creation).
+        observed_only : bool
+            Count only trips with at least one observation (i.e. trips actually driven).
+        """
+        n = n_segments if n_segments is not None else self.n_segments
+        if n is None:
+            raise StateError("the state does not record the network size; pass n_segments")
+        sql = "SELECT route_json FROM trips"
+        if observed_only:
+            sql += " WHERE status = 'observed'"
+        routes = [json.loads(r[0]) for r in self._conn.execute(sql)]
+        if not routes:
+            return np.zeros(int(n), dtype=np.int64)
+        flat = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
+        if flat.size and flat.max() >= n:
+            raise UnknownSegmentError(
+                f"recorded routes use segment {int(flat.max())} but n_segments is {n}"
+            )
+        return np.bincount(flat, minlength=int(n)).astype(np.int64)
+
+
+def _observed_total(trip: Trip, batches: Sequence[ObservationBatch]) -> float | None:
+    """A trip's observed energy from its batches: the latest total reading if any, else the sum
+    of per-segment energies when they cover the planned route, else ``None``."""
+    totals = [b for b in batches if b.kind == "total"]
+    if totals:
+        return float(totals[-1].energy_wh[0])
+    per_seg: dict[int, float] = {}
+    for b in batches:
+        if b.kind == "segment":
+            per_seg.update(zip(b.segment_ids.tolist(), b.energy_wh.tolist(), strict=True))
+    if not per_seg or not all(int(s) in per_seg for s in trip.route):
+        return None  # part of the route was not observed: the trip total is unknown
+    return float(sum(per_seg[int(s)] for s in trip.route))
+
+
+
+def _as_float_array(values: ArrayLike, what: str) -> NDArray[np.float64]:
+    try:
+        arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidObservation(f"{what} must be numbers") from None
+    return arr
+
+
+def _require_finite(arr: NDArray[np.float64], what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise InvalidObservation(
+            f"{what} must be finite; entries {bad[:5].tolist()} are {arr[bad[:5]].tolist()}"
+        )

@@ -1,0 +1,144 @@
+"""The state's schema and its migrations (``PRAGMA user_version``).
+
+An older state is upgraded when it is opened by the ordered list :data:`MIGRATIONS`, one
+transaction per version, so a kill during an upgrade leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+from ev_nav.errors import StateError
+from ev_nav.store.connection import StoreConnection, _utcnow
+
+# Each migration upgrades the schema by exactly one version and runs inside one transaction
+# together with the ``user_version`` bump, so a kill during an upgrade leaves the old version.
+_V1_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE trips (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        created         TEXT NOT NULL,
+        origin_segment  INTEGER NOT NULL,
+        goal_segment    INTEGER NOT NULL,
+        policy          TEXT NOT NULL,
+        seed            INTEGER,
+        route_json      TEXT NOT NULL,
+        predicted_wh    REAL NOT NULL,
+        predicted_sd_wh REAL NOT NULL CHECK (predicted_sd_wh >= 0),
+        length_m        REAL NOT NULL CHECK (length_m >= 0),
+        time_s          REAL NOT NULL CHECK (time_s >= 0),
+        status          TEXT NOT NULL DEFAULT 'planned'
+                        CHECK (status IN ('planned', 'observed')),
+        extra_json      TEXT NOT NULL DEFAULT '{}'
+    )""",
+    # One row per call of add_observations / add_total_observation: the unit of acknowledgement.
+    """CREATE TABLE observation_batches (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        trip_id INTEGER NOT NULL REFERENCES trips(id),
+        kind    TEXT NOT NULL CHECK (kind IN ('segment', 'total')),
+        created TEXT NOT NULL,
+        n_rows  INTEGER NOT NULL CHECK (n_rows >= 1)
+    )""",
+    # energy_wh NOT NULL also rejects NaN: SQLite stores a NaN REAL as NULL.
+    """CREATE TABLE observations (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        batch_id   INTEGER NOT NULL REFERENCES observation_batches(id),
+        trip_id    INTEGER NOT NULL REFERENCES trips(id),
+        kind       TEXT NOT NULL CHECK (kind IN ('segment', 'total')),
+        segment_id INTEGER,
+        energy_wh  REAL NOT NULL,
+        created    TEXT NOT NULL,
+        CHECK ((kind = 'segment') = (segment_id IS NOT NULL))
+    )""",
+    "CREATE INDEX observations_trip ON observations(trip_id)",
+    "CREATE INDEX observations_batch ON observations(batch_id)",
+    """CREATE TABLE checkpoints (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        created         TEXT NOT NULL,
+        n_observations  INTEGER NOT NULL CHECK (n_observations >= 0),
+        last_batch_id   INTEGER NOT NULL DEFAULT 0,
+        model_kind      TEXT NOT NULL,
+        sha256          TEXT NOT NULL,
+        blob            BLOB NOT NULL,
+        is_current      INTEGER NOT NULL DEFAULT 0 CHECK (is_current IN (0, 1))
+    )""",
+    # At most one current checkpoint, enforced by the database itself.
+    "CREATE UNIQUE INDEX checkpoints_one_current ON checkpoints(is_current) WHERE is_current = 1",
+)
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    """Schema 1: meta (incl. one vehicle as JSON), trips, observations, checkpoints."""
+    for stmt in _V1_STATEMENTS:
+        conn.execute(stmt)
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Schema 2: several vehicles per state; each trip records the vehicle that drove it.
+
+    The single vehicle of a schema-1 state (``meta.vehicle``) becomes vehicle 1, the current one,
+    and every existing trip is attributed to it.
+    """
+    conn.execute(
+        """CREATE TABLE vehicles (
+            id      INTEGER PRIMARY KEY AUTOINCREMENT,
+            name    TEXT NOT NULL,
+            spec    TEXT NOT NULL,
+            created TEXT NOT NULL
+        )"""
+    )
+    row = conn.execute("SELECT value FROM meta WHERE key = 'vehicle'").fetchone()
+    if row is not None:  # an existing schema-1 state (a fresh database has no meta rows yet)
+        spec = json.loads(row[0])
+        conn.execute(
+            "INSERT INTO vehicles(id, name, spec, created) VALUES (1, ?, ?, ?)",
+            (str(spec.get("name", "default")), json.dumps(spec, sort_keys=True), _utcnow()),
+        )
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('current_vehicle', '1')")
+        conn.execute("DELETE FROM meta WHERE key = 'vehicle'")
+    # SQLite cannot add a REFERENCES column with a non-NULL default; the store checks vehicle
+    # ids itself when it records a trip.
+    conn.execute("ALTER TABLE trips ADD COLUMN vehicle_id INTEGER NOT NULL DEFAULT 1")
+
+
+#: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+
+#: The schema version this code writes.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaMixin(StoreConnection):
+    """Schema version, migrations and the integrity check of an open state."""
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self, target: int = SCHEMA_VERSION) -> None:
+        """Apply the pending migrations up to ``target``, each in its own transaction."""
+        current = self.schema_version
+        if current > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path} has schema version {current}, newer than this ev-nav "
+                f"(knows up to {SCHEMA_VERSION}); upgrade ev-nav"
+            )
+        while current < target:
+            with self._write() as conn:
+                # Re-read under the write lock: another process may have migrated meanwhile.
+                current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if current >= target:
+                    break
+                MIGRATIONS[current](conn)
+                conn.execute(f"PRAGMA user_version = {current + 1}")
+            current += 1
+
+    def integrity_check(self) -> list[str]:
+        """Result rows of ``PRAGMA integrity_check`` (``['ok']`` for a healthy database)."""
+        return [str(r[0]) for r in self._conn.execute("PRAGMA integrity_check").fetchall()]

@@ -76,7 +76,9 @@ def test_absurd_totals_refused_even_with_force(capsys, planned, value, reason):
 
 def test_zero_total_and_far_readings_need_force(capsys, planned, tmp_path):
     state, trip = planned
-    _refused(capsys, state, ["observe", state, 1, "--total-wh", "0"], "exactly 0 Wh")
+    # one rule for a blank reading: 0 and a denormal read alike
+    _refused(capsys, state, ["observe", state, 1, "--total-wh", "0"], "no reading")
+    _refused(capsys, state, ["observe", state, 1, "--total-wh", "1e-320"], "no reading")
     far = trip.predicted_wh + 50 * max(trip.predicted_sd_wh, 1.0) + 1000
     line = _refused(capsys, state, ["observe", state, 1, "--total-wh", f"{far:.1f}"],
                     "standard deviations from the predicted")
@@ -145,7 +147,7 @@ def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, t
 def test_awkward_route_inputs(capsys, planned, net):
     state, _ = planned
     _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to",
-                             _latlon(net, 7), "--no-map"], "same road segment")
+                             _latlon(net, 7), "--no-map"], "same place on the road")
     _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to",
                              _latlon(net, 300), "--max-snap", "-5", "--no-map"],
              "must be positive")

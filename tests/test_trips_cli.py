@@ -139,9 +139,9 @@ def test_bad_input_leaves_state_unchanged(tmp_path, capsys, net):
     assert code != 0
     _one_line_error(err, "finite")
 
-    code, _, err = _run(capsys, "observe", state, 1, "--total-wh", -50)
+    code, _, err = _run(capsys, "observe", state, 1, "--total-wh", -50_000)
     assert code != 0
-    _one_line_error(err, "negative")
+    _one_line_error(err, "standard deviations")
 
     other = synthetic_town(SEGMENTS, seed=1)
     other_path = tmp_path / "other.npz"

@@ -9,8 +9,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.indices import IndexRule, make_index, rectified_weights
-from ev_nav.bandits.routing import PartialPath, Router, driven_shares
+from ev_nav.bandits.routing import PartialPath, Router
 from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.partial import driven_shares
 
 
 @dataclass(frozen=True)

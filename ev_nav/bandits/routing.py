@@ -27,6 +27,7 @@ from ev_nav.errors import (
     UnreachableError,
 )
 from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.partial import driven_shares
 
 #: Added to every Dijkstra weight: SciPy (the oracle) treats explicit zeros in sparse input as
 #: edges, and a strictly positive floor makes ties between equal-cost paths prefer fewer segments.
@@ -236,18 +237,6 @@ class PartialPath:
     def shares(self) -> NDArray[np.float64]:
         """The share of each listed segment driven (1 but at the two ends)."""
         return driven_shares(self.segments.size, self.start_fraction, self.end_fraction)
-
-
-def driven_shares(n: int, start_fraction: float, end_fraction: float) -> NDArray[np.float64]:
-    """Share of each of ``n`` route segments driven when the route starts ``start_fraction`` of
-    the way along its first segment and ends ``end_fraction`` of the way along its last."""
-    shares = np.ones(n)
-    if n == 1:
-        shares[0] = end_fraction - start_fraction
-    elif n > 1:
-        shares[0] = 1.0 - start_fraction
-        shares[-1] = end_fraction
-    return shares
 
 
 class Oracle:

@@ -14,8 +14,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation, StateError, UnknownSegmentError
+from ev_nav.roads.partial import driven_shares
 from ev_nav.store.connection import StoreConnection, _utcnow
-from ev_nav.store.trips import Trip, _as_int_array, _trip_key
+from ev_nav.store.trips import Trip, _as_int_array, _trip_key, check_fractions
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,10 @@ class ObservationBatch:
     """Observations recorded by one acknowledged call.
 
     For ``kind == 'segment'`` the energies are per segment (``energy_wh[i]`` on
-    ``segment_ids[i]``). For ``kind == 'total'`` ``energy_wh`` has one entry, the total over *all*
-    of ``segment_ids`` (the trip's planned route): a linear (sum) observation.
+    ``segment_ids[i]``). For ``kind == 'total'`` ``energy_wh`` has one entry, the total over the
+    route driven (``segment_ids``: the trip's planned route, or the route recorded with the
+    total), each segment counted with ``weights`` (the share of it driven: 1 but where the trip
+    started or ended part-way along a segment): a linear observation.
     """
 
     id: int
@@ -33,6 +36,7 @@ class ObservationBatch:
     created: str
     segment_ids: NDArray[np.int64]
     energy_wh: NDArray[np.float64]
+    weights: NDArray[np.float64] | None = None
 
 
 
@@ -112,14 +116,19 @@ class ObservationsMixin(StoreConnection):
         trip_id: int,
         total_wh: float,
         *,
-        allow_negative: bool = False,
         allow_repeat: bool = False,
+        route: ArrayLike | None = None,
+        start_fraction: float = 0.0,
+        end_fraction: float = 1.0,
     ) -> int:
         """Record only the trip's total energy (the trip computer's reading); return the batch id.
 
-        The total is taken to cover the trip's whole planned route. A negative total needs a net
-        descent large enough to regenerate more than the drive used, which is rare enough to be a
-        typo far more often than a fact, so it is rejected unless ``allow_negative``.
+        The total covers the trip's planned route, or ``route`` (the segments actually driven,
+        e.g. map-matched from a GPS track, starting ``start_fraction`` of the way along its first
+        segment and ending ``end_fraction`` along its last). Any finite value is stored: a
+        descent can regenerate more than a drive uses, so a total may be negative; whether a
+        reading is plausible is the recorder's judgement against the prediction
+        (:func:`ev_nav.trips.observations.check_plausible`).
 
         Raises
         ------
@@ -131,16 +140,28 @@ class ObservationsMixin(StoreConnection):
             raise InvalidObservation(f"trip total must be a number, got {total_wh!r}") from None
         if not math.isfinite(value):
             raise InvalidObservation(f"trip total must be a finite number of Wh, got {value}")
-        if value < 0 and not allow_negative:
-            raise InvalidObservation(
-                f"trip total {value} Wh is negative; a trip that regenerates more than it uses "
-                "is implausible - check the reading (it is in Wh, not kWh)"
-            )
+        driven: tuple[str, float, float] | None = None
+        if route is not None:
+            seg = _as_int_array(route, "driven route", error=InvalidObservation)
+            if seg.size == 0:
+                raise InvalidObservation("the driven route of a trip total has no segments")
+            self._check_segments(seg, "the driven route")
+            try:
+                fs, fg = check_fractions(seg.size, start_fraction, end_fraction)
+            except StateError as exc:
+                raise InvalidObservation(str(exc)) from None
+            driven = (json.dumps(seg.tolist()), fs, fg)
         now = _utcnow()
         with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "total", 1, now)
+            if driven is not None:
+                conn.execute(
+                    "UPDATE observation_batches SET route_json = ?, start_fraction = ?, "
+                    "end_fraction = ? WHERE id = ?",
+                    (*driven, batch),
+                )
             conn.execute(
                 """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
                        created) VALUES (?, ?, 'total', NULL, ?, ?)""",
@@ -227,7 +248,9 @@ class ObservationsMixin(StoreConnection):
         with self._read() as conn:  # one snapshot for both queries
             heads = conn.execute(
                 "SELECT b.id, b.trip_id, b.kind, b.created, "
-                "CASE b.kind WHEN 'total' THEN t.route_json END "
+                "CASE b.kind WHEN 'total' THEN COALESCE(b.route_json, t.route_json) END, "
+                "COALESCE(b.start_fraction, t.start_fraction), "
+                "COALESCE(b.end_fraction, t.end_fraction) "
                 f"FROM observation_batches b JOIN trips t ON t.id = b.trip_id {where} "
                 "ORDER BY b.id",
                 params,
@@ -245,13 +268,19 @@ class ObservationsMixin(StoreConnection):
         lo = np.searchsorted(batch_col, bids, side="left")
         hi = np.searchsorted(batch_col, bids, side="right")
         out: list[ObservationBatch] = []
-        for (bid, tid, bkind, created, route_json), i, j in zip(heads, lo, hi, strict=True):
+        for (bid, tid, bkind, created, route_json, fs, fg), i, j in zip(
+            heads, lo, hi, strict=True
+        ):
+            weights = None
             if bkind == "segment":
                 seg = seg_col[i:j].copy()
             else:
                 seg = np.asarray(json.loads(route_json), dtype=np.int64)
+                weights = driven_shares(seg.size, float(fs), float(fg))
             wh = table[i:j, 2].copy()
-            out.append(ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh))
+            out.append(
+                ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh, weights)
+            )
         return out
 
     def n_observations(self) -> int:

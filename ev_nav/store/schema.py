@@ -106,8 +106,34 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trips ADD COLUMN vehicle_id INTEGER NOT NULL DEFAULT 1")
 
 
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    """Schema 3: trips between points part-way along a segment, and totals of other routes.
+
+    ``trips.start_fraction`` / ``end_fraction`` say where along the first and last segment of
+    the planned route the trip starts and ends (0 = the segment's start node, 1 = its end);
+    earlier trips ran from segment start to segment end, the defaults. An observation batch of
+    kind ``total`` may carry the route actually driven (``route_json`` and its fractions, e.g.
+    map-matched from a GPS track); NULL means the trip's planned route, as before.
+    """
+    conn.execute(
+        "ALTER TABLE trips ADD COLUMN start_fraction REAL NOT NULL DEFAULT 0.0 "
+        "CHECK (start_fraction >= 0 AND start_fraction <= 1)"
+    )
+    conn.execute(
+        "ALTER TABLE trips ADD COLUMN end_fraction REAL NOT NULL DEFAULT 1.0 "
+        "CHECK (end_fraction >= 0 AND end_fraction <= 1)"
+    )
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN route_json TEXT")
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN start_fraction REAL")
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN end_fraction REAL")
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_v1,
+    _migrate_v2,
+    _migrate_v3,
+)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import StateError, UnknownSegmentError, UnknownTripError
+from ev_nav.roads.partial import driven_shares
 from ev_nav.store.connection import StoreConnection, _utcnow
 
 TRIP_STATUSES: tuple[str, ...] = ("planned", "observed")
@@ -46,6 +47,9 @@ class Trip:
         Vehicle that the trip was planned for.
     extra : dict
         Free-form JSON data (alternatives, coordinates, …).
+    start_fraction, end_fraction : float
+        Where along the route's first segment the trip starts and along its last it ends (0 =
+        the segment's start node, 1 = its end node).
     """
 
     id: int
@@ -62,6 +66,13 @@ class Trip:
     status: str
     vehicle_id: int
     extra: dict[str, Any] = field(default_factory=dict)
+    start_fraction: float = 0.0
+    end_fraction: float = 1.0
+
+    @property
+    def shares(self) -> NDArray[np.float64]:
+        """The share of each route segment the trip drives (1 but at the two ends)."""
+        return driven_shares(self.route.size, self.start_fraction, self.end_fraction)
 
 
 
@@ -87,6 +98,8 @@ class TripPlan:
         Vehicle that drives it (default: the current vehicle).
     extra : dict, optional
         JSON-serialisable extra data.
+    start_fraction, end_fraction : float
+        Where along the first segment the trip starts and along the last it ends (0..1).
     """
 
     origin_segment: int
@@ -100,6 +113,8 @@ class TripPlan:
     seed: int | None = None
     vehicle_id: int | None = None
     extra: dict[str, Any] | None = None
+    start_fraction: float = 0.0
+    end_fraction: float = 1.0
 
 
 
@@ -158,8 +173,8 @@ class TripsMixin(StoreConnection):
         cur = conn.execute(
             """INSERT INTO trips(id, created, origin_segment, goal_segment, policy, seed,
                    route_json, predicted_wh, predicted_sd_wh, length_m, time_s, status,
-                   extra_json, vehicle_id)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?)""",
+                   extra_json, vehicle_id, start_fraction, end_fraction)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?)""",
             (trip_id, *row),
         )
         return int(cur.lastrowid)
@@ -176,6 +191,7 @@ class TripsMixin(StoreConnection):
                 f"from {origin_segment} to {goal_segment}"
             )
         self._check_segments(seg, "the route")
+        fs, fg = check_fractions(seg.size, plan.start_fraction, plan.end_fraction)
         figures = {
             "predicted_wh": plan.predicted_wh,
             "predicted_sd_wh": plan.predicted_sd_wh,
@@ -203,11 +219,14 @@ class TripsMixin(StoreConnection):
             *(float(v) for v in figures.values()),
             extra_json,
             vid,
+            fs,
+            fg,
         )
 
     _TRIP_COLUMNS = (
         "id, created, origin_segment, goal_segment, policy, seed, route_json, predicted_wh, "
-        "predicted_sd_wh, length_m, time_s, status, vehicle_id, extra_json"
+        "predicted_sd_wh, length_m, time_s, status, vehicle_id, extra_json, start_fraction, "
+        "end_fraction"
     )
 
     @staticmethod
@@ -227,6 +246,8 @@ class TripsMixin(StoreConnection):
             status=str(row[11]),
             vehicle_id=int(row[12]),
             extra=json.loads(row[13]),
+            start_fraction=float(row[14]),
+            end_fraction=float(row[15]),
         )
 
     def get_trip(self, trip_id: int) -> Trip:
@@ -292,3 +313,18 @@ def _as_int_array(
         raise error(f"{what} must be integers, got {arr.dtype}")
     return arr.astype(np.int64)
 
+
+def check_fractions(n_segments: int, start: float, end: float) -> tuple[float, float]:
+    """Check where a route of ``n_segments`` starts and ends along its end segments (each in
+    [0, 1]; on a one-segment route the end after the start) and return them as floats."""
+    try:
+        fs, fg = float(start), float(end)
+    except (TypeError, ValueError):
+        raise StateError(f"route fractions must be numbers, got {start!r}, {end!r}") from None
+    if not (0.0 <= fs <= 1.0 and 0.0 <= fg <= 1.0):
+        raise StateError(f"route fractions must lie in [0, 1], got {fs}, {fg}")
+    if n_segments == 1 and fg <= fs:
+        raise StateError(
+            f"a one-segment route must end after it starts along the segment ({fs} -> {fg})"
+        )
+    return fs, fg

@@ -83,6 +83,10 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
 #: what real variation produces, so honest surprises are still learned from.
 PLAUSIBLE_SIGMAS = 8.0
 
+#: A reading smaller than this [Wh] in magnitude is "no reading" unless the prediction makes it
+#: plausible (within 3 sd).
+NO_READING_WH = 0.5
+
 #: No segment or trip of a road vehicle can use or recover this much [Wh] (the largest EV
 #: batteries hold ~200 kWh); refused even with ``--force``.
 HARD_LIMIT_WH = 1_000_000.0
@@ -95,8 +99,10 @@ def check_plausible(
 
     ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution;
     ``what`` names each reading for the message. The message says why: too large for any
-    vehicle (always), a likely kWh/Wh mix-up, or how many standard deviations from the
-    prediction (both skipped with ``force``).
+    vehicle (always), a likely kWh/Wh mix-up, a blank reading, or how many standard deviations
+    from the prediction (the last three skipped with ``force``). One rule for every sign: a
+    negative reading (regeneration on a descent) is judged against the prediction like a
+    positive one.
     """
     big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
     if big.size:
@@ -117,6 +123,17 @@ def check_plausible(
         raise InvalidObservation(
             f"{what[k]}: {values[k]:g} looks like kWh (predicted {mean[k]:.1f} ± "
             f"{sd[k]:.1f} Wh); give energies in Wh, or --force to record it as it is"
+        )
+    # No reading: a logger that did not record shows 0 (or a denormal from a bad conversion).
+    # Judged like every other reading, against the prediction, with the same sign rules: a
+    # trip predicted near zero (a descent that regenerates what it uses) may read 0.
+    blank = (np.abs(values) < NO_READING_WH) & (z > 3.0)
+    if blank.any():
+        k = int(np.flatnonzero(blank)[0])
+        raise InvalidObservation(
+            f"{what[k]}: {values[k]:g} Wh reads as no reading (predicted {mean[k]:.1f} ± "
+            f"{sd[k]:.1f} Wh); the logger likely did not record this drive - --force to record "
+            "it as it is"
         )
     bad = np.flatnonzero(z > PLAUSIBLE_SIGMAS)
     if not bad.size:
@@ -200,12 +217,8 @@ def record_total(
     """
     store, model = session.store, session.model
     trip = store.get_trip(trip_id)
-    if total_wh == 0 and not force:
-        raise InvalidObservation(
-            f"trip {trip.id} total: exactly 0 Wh means the trip computer did not record this "
-            "drive; --force if the trip really used no energy"
-        )
-    sd = np.sqrt(trip.predicted_sd_wh**2 + trip.route.size * float(model.noise_std) ** 2)
+    # the predictive sd of the reading: the route's joint sd plus ς² per whole segment driven
+    sd = np.sqrt(trip.predicted_sd_wh**2 + float(trip.shares.sum()) * float(model.noise_std) ** 2)
     check_plausible(
         np.array([float(total_wh)]),
         np.array([trip.predicted_wh]),

@@ -104,7 +104,7 @@ def apply_batches(model: SegmentModel, batches: list[ObservationBatch]) -> None:
         if b.kind == "segment":
             model.update(b.segment_ids, b.energy_wh)
         else:
-            model.update_total(b.segment_ids, float(b.energy_wh[0]))
+            model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights)
 
 
 @dataclass

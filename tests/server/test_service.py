@@ -30,8 +30,7 @@ def _far(net) -> tuple[tuple[float, float], tuple[float, float]]:
 
 
 def _plausible(trip: dict) -> float:
-    """A positive reading one predicted sd above the prediction (a downhill trip may be
-    predicted below zero; a negative total is refused)."""
+    """A positive reading one predicted sd above the prediction."""
     r = trip["routes"]["planned"]
     return max(r["predicted_wh"], 0.0) + r["predicted_sd_wh"] + 1.0
 

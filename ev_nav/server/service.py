@@ -386,7 +386,7 @@ class FleetService:
             )
             arrivals = {
                 name: arrival_forecast(
-                    soc_wh, reserve_wh, capacity, route_energy(session.model, r.segments)
+                    soc_wh, reserve_wh, capacity, route_energy(session.model, r.segments, r.shares)
                 )
                 for name, r in trip.routes.items()
                 if soc_wh is not None

@@ -160,14 +160,24 @@ class TripsMixin(StoreConnection):
         If ``plan`` raises, nothing is recorded.
         """
         with self._write() as conn:
-            trip_id = int(
-                conn.execute(
-                    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'trips'), "
-                    "0), COALESCE((SELECT MAX(id) FROM trips), 0)) + 1"
-                ).fetchone()[0]
-            )
+            trip_id = self._next_trip_id(conn)
             row = self._trip_row(plan(trip_id))
             return self._insert_trip(conn, trip_id, row)
+
+    def next_trip_id(self) -> int:
+        """The id the next planned trip gets, unless another process plans one first (what a
+        dry run shows; it reserves nothing)."""
+        with self._read() as conn:
+            return self._next_trip_id(conn)
+
+    @staticmethod
+    def _next_trip_id(conn: sqlite3.Connection) -> int:
+        return int(
+            conn.execute(
+                "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'trips'), "
+                "0), COALESCE((SELECT MAX(id) FROM trips), 0)) + 1"
+            ).fetchone()[0]
+        )
 
     def _insert_trip(self, conn: sqlite3.Connection, trip_id: int | None, row: tuple) -> int:
         cur = conn.execute(

@@ -63,17 +63,21 @@ class RouteEnergy:
     independent_sd_wh: float
 
 
-def route_energy(model: SegmentModel, segments: ArrayLike) -> RouteEnergy:
+def route_energy(
+    model: SegmentModel, segments: ArrayLike, shares: ArrayLike | None = None
+) -> RouteEnergy:
     """The route's energy distribution under the model's joint posterior, observation noise
-    included (what the battery will actually deliver)."""
+    included (what the battery will actually deliver). ``shares`` is the part of each segment
+    driven (default 1; a trip between two points drives part of its first and last segment)."""
     seg = np.asarray(segments, dtype=np.int64)
+    h = np.ones(seg.size) if shares is None else np.asarray(shares, dtype=np.float64)
     post = model.posterior()
-    noise = float(model.noise_std) ** 2 * seg.size
+    noise = float(model.noise_std) ** 2 * float(h.sum())
     cov = model.route_covariance(seg)
-    joint = float(cov.sum())
-    indep = float(np.trace(cov))
+    joint = float(h @ cov @ h)
+    indep = float((h * h) @ np.diagonal(cov))
     return RouteEnergy(
-        float(post.mean[seg].sum()), math.sqrt(max(joint, 0.0) + noise), math.sqrt(indep + noise)
+        float(h @ post.mean[seg]), math.sqrt(max(joint, 0.0) + noise), math.sqrt(indep + noise)
     )
 
 

@@ -108,6 +108,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and print only: record no trip and write no files",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_route)
 
@@ -153,14 +158,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- commands
 @contextmanager
 def _session(
-    state: Path, network: Path | None, *, with_model: bool = True
+    state: Path, network: Path | None, *, with_model: bool = True, save_repairs: bool = True
 ) -> Iterator[Session]:
     """An open session; a fallback notice (damaged/old checkpoint) is printed as one line."""
     from ev_nav.trips.session import StateNotice, open_session
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StateNotice)
-        session = open_session(state, network, with_model=with_model)
+        session = open_session(
+            state, network, with_model=with_model, save_repairs=save_repairs
+        )
     for w in caught:
         if issubclass(w.category, StateNotice):
             print(f"ev-nav: notice: {w.message}", file=sys.stderr)
@@ -196,7 +203,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
-    with _session(args.state, args.network) as session:
+    with _session(args.state, args.network, save_repairs=not args.dry_run) as session:
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
         reserve = parse_charge(args.reserve, capacity)
@@ -208,13 +215,14 @@ def _cmd_route(args: argparse.Namespace) -> int:
             seed=args.seed,
             max_snap_m=args.max_snap,
             with_safe=soc is not None,
+            record=not args.dry_run,
         )
-        written = write_trip_files(session, trip, html=not args.no_map)
+        written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
         arrivals = {}
         if soc is not None:
             for name, r in trip.routes.items():
                 arrivals[name] = arrival_forecast(
-                    soc, reserve, capacity, route_energy(session.model, r.segments)
+                    soc, reserve, capacity, route_energy(session.model, r.segments, r.shares)
                 )
         if args.json:
             doc = {**trip.to_dict(), "files": [str(p) for p in written]}
@@ -227,7 +235,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 }
             print(json.dumps(doc, indent=2))
             return 0
-        print(f"trip {trip.trip_id}: segment {trip.start_segment} -> {trip.goal_segment}, "
+        head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
+        print(f"{head} {trip.trip_id}: segment {trip.start_segment} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
         print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in trip.routes.items():
@@ -257,7 +266,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
         for path in written:
             if path.suffix == ".html":
                 print(f"map: {path}")
-        print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} --total-wh X")
+        if not args.dry_run:
+            print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
+                  "--total-wh X")
     return 0
 
 

@@ -31,7 +31,8 @@ class PlannedTrip:
     Attributes
     ----------
     trip_id : int
-        The trip's id in the state (give it to ``observe``).
+        The trip's id in the state (give it to ``observe``); for a dry run the id the trip would
+        get, nothing being recorded.
     start_segment, goal_segment : int
         The road segments origin and destination snapped to.
     policy : str
@@ -50,6 +51,7 @@ class PlannedTrip:
     policy: str
     seed: int
     routes: dict[str, Route]
+    recorded: bool = True
 
     @property
     def exploring_cost(self) -> tuple[float, float] | None:
@@ -66,6 +68,7 @@ class PlannedTrip:
         extra = self.exploring_cost
         return {
             "trip": self.trip_id,
+            "recorded": self.recorded,
             "start_segment": self.start_segment,
             "goal_segment": self.goal_segment,
             "policy": self.policy,
@@ -77,6 +80,8 @@ class PlannedTrip:
                     "predicted_wh": round(r.predicted_wh, 1),
                     "predicted_sd_wh": round(r.predicted_sd_wh, 1),
                     "segments": r.segments.tolist(),
+                    "start_fraction": round(r.start_fraction, 6),
+                    "end_fraction": round(r.end_fraction, 6),
                 }
                 for name, r in self.routes.items()
             },
@@ -110,6 +115,7 @@ def plan_trip(
     max_snap_m: float = 500.0,
     with_safe: bool = False,
     extra: dict[str, object] | None = None,
+    record: bool = True,
 ) -> PlannedTrip:
     """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
@@ -118,6 +124,11 @@ def plan_trip(
     depends on the id (the planned route and its prediction) is computed inside that
     transaction; the alternatives are routed and predicted before it, so concurrent planners
     and observers (the server's vehicles) wait as little as possible for the store's write lock.
+
+    The ``best guess`` shown beside an exploring plan is the route of least predicted energy
+    among those planned (greedy on the posterior mean, and every other route shown), so no row
+    shows less predicted energy than it. With ``record=False`` (a dry run) nothing is written:
+    the trip is planned with the id it would get and the seed derived from it.
 
     With ``with_safe`` the ``safe`` route (least upper-quantile energy,
     :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
@@ -155,7 +166,10 @@ def plan_trip(
     # the shortest and the fastest
     fixed: dict[str, Route] = {}
     if policy != "mean":
-        greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
+        # greedy on the posterior mean of each segment's loss (energy less its potential
+        # change, clipped at zero for Dijkstra); the best guess row is then the least predicted
+        # energy of all routes shown (see plan() below)
+        greedy = np.maximum(post.mean - dphi, 0.0)
         fixed["best guess"] = describe_route(net, between(greedy), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
@@ -187,6 +201,10 @@ def plan_trip(
             else replace(same, policy=policy)
         )
         routes.update(fixed)
+        if "best guess" in routes:
+            least = min(routes.values(), key=lambda r: r.predicted_wh)
+            if least.predicted_wh < routes["best guess"].predicted_wh:
+                routes["best guess"] = replace(least, policy="mean")
         used_seed.append(s)
         p = routes["planned"]
         return TripPlan(
@@ -204,10 +222,15 @@ def plan_trip(
             end_fraction=p.end_fraction,
         )
 
-    trip_id = store.plan_trip(plan)
+    if record:
+        trip_id = store.plan_trip(plan)
+    else:
+        trip_id = store.next_trip_id()
+        plan(trip_id)
     p = routes["planned"]
     return PlannedTrip(
-        trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes
+        trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes,
+        recorded=record,
     )
 
 

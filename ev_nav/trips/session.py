@@ -222,13 +222,18 @@ def save_checkpoint(session: Session) -> None:
 
 
 def open_session(
-    state: str | Path, network: str | Path | None = None, *, with_model: bool = True
+    state: str | Path,
+    network: str | Path | None = None,
+    *,
+    with_model: bool = True,
+    save_repairs: bool = True,
 ) -> Session:
     """Open a state, check its network, and rebuild the model (checkpoint + replay).
 
     When a checkpoint had to be passed over, a :class:`StateNotice` warning says so (the CLI
-    prints it as one line) and a good checkpoint is saved right away, so the next session does
-    not replay again; this also migrates states whose checkpoints are in the old pickle format.
+    prints it as one line) and a good checkpoint is saved right away (unless ``save_repairs``
+    is false: a dry run records nothing), so the next session does not replay again; this also
+    migrates states whose checkpoints are in the old pickle format.
     """
     from ev_nav.store import Store
 
@@ -248,6 +253,7 @@ def open_session(
             note = session.notice()
             if note:
                 warnings.warn(note, StateNotice, stacklevel=2)
+            if note and save_repairs:
                 try:
                     save_checkpoint(session)
                 except StateError:

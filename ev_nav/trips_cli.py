@@ -217,7 +217,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
                     soc, reserve, capacity, route_energy(session.model, r.segments)
                 )
         if args.json:
-            doc = {**trip.to_dict(), "files": [str(p) for p in written]}
+            doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
             for name, a in arrivals.items():
                 doc["routes"][name]["arrival"] = {
                     "soc_pct": round(a.soc_pct, 2),

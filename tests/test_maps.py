@@ -56,10 +56,36 @@ def _polylines(page: str) -> list[tuple[list[list[float]], dict]]:
     return out
 
 
-def _geojson(page: str) -> dict:
-    m = re.search(r"geo_json_[0-9a-f]+_add\((\{.*?\})\);\n", page, re.S)
-    assert m, "no embedded GeoJSON"
-    return json.loads(m.group(1))
+def _network_features(path: Path) -> list[dict]:
+    """The network layer's features as the page's script builds them: the network file (inline
+    in a standalone page, else ``lib/network-KEY.js`` beside it) joined with the page's own
+    columns. The browser test checks that Chromium builds the same."""
+    page = path.read_text()
+    m = re.search(r'evNavNetworkFeatures\("(\w+)",\s*(\{.*?\})\)\);\n', page, re.S)
+    assert m, "no network layer"
+    key, cols = m.group(1), json.loads(m.group(2))
+    source = page if f'<script src="lib/network-{key}.js">' not in page else (
+        path.parent / "lib" / f"network-{key}.js"
+    ).read_text()
+    d = re.search(rf'EV_NAV_NETWORKS \|\| {{}}\)\["{key}"\] = (\{{.*?\}});\n', source, re.S)
+    assert d, "no network data"
+    net = json.loads(d.group(1))
+    n = len(net["offsets"]) - 1
+    ll = np.array(net["lonlat"]).reshape(-1, 2)
+
+    def pick(v, e):
+        return v[e] if isinstance(v, list) else v
+
+    feats = []
+    for e in cols["order"] if cols["order"] is not None else range(n):
+        props = {k: net[k][e] for k in ("length_m", "grade_pct", "speed_kmh")}
+        props |= {k: v[e] for k, v in cols["extra"].items()}
+        props["segment"] = e
+        props["style"] = {"color": pick(cols["color"], e), "weight": pick(cols["weight"], e),
+                          "opacity": cols["opacity"]}
+        coords = ll[net["offsets"][e] : net["offsets"][e + 1]].tolist()
+        feats.append({"geometry": {"coordinates": coords}, "properties": props})
+    return feats
 
 
 # ---------------------------------------------------------------------- geometry
@@ -104,7 +130,9 @@ def test_route_map_html_has_route_and_legend(net: RoadNetwork, tmp_path: Path) -
         path=path,
     )
     page = path.read_text()
-    assert [p.name for p in path.parent.iterdir()] == ["route.html"]  # no temp files left
+    # the page and its shared files, no temp files left
+    assert sorted(p.name for p in path.parent.iterdir()) == ["lib", "route.html"]
+    assert not [p for p in (path.parent / "lib").rglob(".*")]
     lines = {opts["className"]: locs for locs, opts in _polylines(page)}
     np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-0"], route_latlon(net, planned))
     np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-1"], route_latlon(net, fastest))
@@ -137,7 +165,7 @@ def test_network_map_one_layer_with_styles_and_tooltips(net: RoadNetwork, tmp_pa
     page = path.read_text()
     assert page.count("L.geoJson(") == 1  # the whole network is a single layer
     assert "L.polyline(" not in page
-    feats = _geojson(page)["features"]
+    feats = _network_features(path)
     assert len(feats) == net.n_segments
     scale = ColorScale.fit(values)
     colors = scale.hex(values)
@@ -169,7 +197,7 @@ def test_visits_map(net: RoadNetwork, tmp_path: Path) -> None:
     visits[[1, 2, 3]] = [1, 10, 100]
     path = tmp_path / "visits.html"
     visits_map(net, visits, highlight={"optimal": [1]}, path=path)
-    by_seg = {f["properties"]["segment"]: f for f in _geojson(path.read_text())["features"]}
+    by_seg = {f["properties"]["segment"]: f for f in _network_features(path)}
     assert by_seg[0]["properties"]["style"]["color"] == NO_DATA_COLOR
     w = [by_seg[e]["properties"]["style"]["weight"] for e in (0, 1, 2, 3)]
     assert w[0] < w[1] < w[2] < w[3]
@@ -268,29 +296,86 @@ def test_static_files_are_package_data() -> None:
     assert missing == []
 
 
-def test_pages_link_nothing_external(net: RoadNetwork, tmp_path: Path) -> None:
-    """No script, stylesheet or image is loaded from elsewhere: Leaflet is inline, images are
-    data URIs, folium's CDN links (jQuery, Bootstrap, fonts) are gone."""
+def _maps(net: RoadNetwork, folder: Path, standalone: bool) -> list[Path]:
+    route = _walk(net, 20, 0, 1)
+    kw = {"standalone": standalone}
+    route_map(net, route, {"shortest": _walk(net, 10, 0, 2)}, path=folder / "r.html", **kw)
+    network_map(net, net.e_det(), mean_wh=net.e_det(), path=folder / "n.html", **kw)
+    visits_map(net, np.arange(net.n_segments) % 3, path=folder / "v.html", **kw)
+    return [folder / name for name in ("r.html", "n.html", "v.html")]
+
+
+def _no_cdn(page: str) -> None:
+    for host in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "code.jquery.com",
+                 "bootstrapcdn.com", "unpkg.com"):
+        assert host not in page
+
+
+def test_standalone_pages_link_nothing(net: RoadNetwork, tmp_path: Path) -> None:
+    """``standalone``: one file, nothing loaded from elsewhere: Leaflet and the network are
+    inline, images are data URIs, folium's CDN links (jQuery, Bootstrap, fonts) are gone."""
     from ev_nav.viz.maps import LEAFLET_VERSION
 
-    route = _walk(net, 20, 0, 1)
-    pages = [
-        route_map(net, route, {"shortest": _walk(net, 10, 0, 2)}, path=tmp_path / "r.html"),
-        network_map(net, net.e_det(), path=tmp_path / "n.html"),
-        visits_map(net, np.arange(net.n_segments) % 3, path=tmp_path / "v.html"),
-    ]
-    assert len(pages) == 3
-    for name in ("r.html", "n.html", "v.html"):
-        page = (tmp_path / name).read_text()
+    for path in _maps(net, tmp_path, standalone=True):
+        page = path.read_text()
         assert re.findall(r"<script[^>]*\bsrc=", page) == []
         assert re.findall(r"<link[^>]*stylesheet", page) == []
+        assert re.findall(r"<img[^>]*\bsrc=", page) == []
         assert re.findall(r"url\((?!data:|#)", page) == []  # CSS images inline
-        for host in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "code.jquery.com",
-                     "bootstrapcdn.com"):
-            assert host not in page
+        _no_cdn(page)
         assert f"Leaflet {LEAFLET_VERSION}" in page and "sourceMappingURL" not in page
         head = page[: page.index("</head>")]
         assert head.index("<script>/* Leaflet") < len(head)  # the library is in the head
+        assert "EV_NAV_NETWORKS" in head  # and the network
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.html", "r.html", "v.html"]
+
+
+def test_saved_pages_share_one_library(net: RoadNetwork, tmp_path: Path) -> None:
+    """Maps saved in a folder link one copy of Leaflet and of the network in ``lib/`` by
+    relative paths: copied once, verified against the NOTICE's hashes, rewritten if damaged."""
+    import hashlib
+
+    from ev_nav.viz.maps import LEAFLET_VERSION, install_map_library, leaflet_hashes
+
+    pages = _maps(net, tmp_path, standalone=False)
+    lib = tmp_path / "lib"
+    linked = set()
+    for path in pages:
+        page = path.read_text()
+        refs = re.findall(r'<(?:script|link|img)[^>]*\b(?:src|href)="([^"]+)"', page)
+        assert refs and all(r.startswith("lib/") and (tmp_path / r).is_file() for r in refs)
+        linked |= set(refs)
+        assert "<script>/* Leaflet" not in page and "EV_NAV_NETWORKS[" not in page
+        assert re.findall(r"url\((?!data:|#)", page) == []
+        _no_cdn(page)
+    # one library, one network file, one network drawing, for all three pages
+    leaflet = f"lib/leaflet-{LEAFLET_VERSION}"
+    nets = {r for r in linked if r.startswith("lib/network-")}
+    assert linked - nets == {f"{leaflet}/leaflet.js", f"{leaflet}/leaflet.css"}
+    assert {Path(r).suffix for r in nets} == {".js", ".svg"} and len(nets) == 2
+    hashes = leaflet_hashes()
+    folder = lib / f"leaflet-{LEAFLET_VERSION}"
+    files = {q.relative_to(folder).as_posix() for q in folder.rglob("*") if q.is_file()}
+    assert files == set(hashes) | {"NOTICE.md"}  # the licence travels with the files
+    for name, digest in hashes.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    # the CSS's images resolve beside it
+    css = (folder / "leaflet.css").read_text()
+    assert all((folder / u).is_file() for u in re.findall(r"url\((images/[^)]+)\)", css))
+
+    # copied once: saving again rewrites nothing; a damaged file is put right
+    stamp = {q: q.stat().st_mtime_ns for q in lib.rglob("*") if q.is_file()}
+    route_map(net, _walk(net, 9, 5, 3), path=tmp_path / "again.html")
+    assert {q: q.stat().st_mtime_ns for q in lib.rglob("*") if q.is_file()} == stamp
+    (folder / "leaflet.js").write_text("truncated")
+    (folder / "images" / "layers.png").unlink()
+    install_map_library(lib)
+    for name, digest in hashes.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    # another network has its own file beside the first
+    other = synthetic_town(300, seed=1)
+    route_map(other, _walk(other, 5, 0, 1), path=tmp_path / "other.html")
+    assert len(list(lib.glob("network-*.js"))) == 2
 
 
 def _fit_bounds(page: str) -> np.ndarray:

@@ -61,10 +61,15 @@ class PlannedTrip:
         p = self.routes["planned"]
         return p.predicted_wh - guess.predicted_wh, p.time_s - guess.time_s
 
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready summary (what ``ev-nav route --json`` prints)."""
+    def to_dict(self, net: RoadNetwork | None = None) -> dict[str, object]:
+        """JSON-ready summary (what ``ev-nav route --json`` prints).
+
+        Given the network the trip was planned on, each route also carries ``coordinates``:
+        its polyline as [lon, lat, elevation m] rows (:func:`route_coordinates`; [lon, lat]
+        when the network has no elevation).
+        """
         extra = self.exploring_cost
-        return {
+        doc: dict[str, object] = {
             "trip": self.trip_id,
             "start_segment": self.start_segment,
             "goal_segment": self.goal_segment,
@@ -83,6 +88,12 @@ class PlannedTrip:
             "exploring_extra_wh": None if extra is None else round(extra[0], 1),
             "exploring_extra_minutes": None if extra is None else round(extra[1] / 60, 2),
         }
+        if net is not None:
+            routes = doc["routes"]
+            assert isinstance(routes, dict)
+            for name, r in self.routes.items():
+                routes[name]["coordinates"] = route_coordinates(net, r.segments).tolist()
+        return doc
 
 
 def maps_dir(state: Path) -> Path:
@@ -254,35 +265,83 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
 
 
 def route_coordinates(net: RoadNetwork, segments: np.ndarray) -> np.ndarray:
-    """The route's polyline as (lon, lat) rows [deg], rounded to 1e-7 deg (~1 cm), without the
-    repeated junction point where one segment ends and the next begins."""
-    coords = np.concatenate([net.segment_coords(int(e)) for e in segments]).round(7)
+    """The route's polyline: rows (lon [deg], lat [deg], elevation [m]).
+
+    Longitude and latitude are rounded to 1e-7 deg (~1 cm), elevation to 0.1 m; the repeated
+    junction point where one segment ends and the next begins is kept once. Elevation varies
+    linearly with distance along each segment between its end nodes' heights, the constant grade
+    the network's energy model uses. A network built without any elevation source
+    (:attr:`RoadNetwork.has_elevation` false) has no heights to give: the rows are then
+    (lon, lat) only, two columns, so no made-up 0 m reaches a GPX or GeoJSON file.
+    """
+    seg = np.asarray(segments, dtype=np.int64).reshape(-1)
+    off = net.geom_offsets
+    counts = off[seg + 1] - off[seg]
+    block = np.cumsum(counts) - counts  # where each segment's vertices start in the output
+    which = np.repeat(np.arange(seg.size), counts)  # route position of each output vertex
+    idx = off[seg][which] + np.arange(int(counts.sum())) - block[which]
+    lonlat = net.geom_lonlat[idx]
+    cols = [lonlat.round(7)]
+    if net.has_elevation:
+        # distance along the polyline (equirectangular, in degrees of latitude: only ratios
+        # within one segment matter), restarted at every segment's first vertex
+        kx = np.cos(np.radians(lonlat[:, 1]))
+        step = np.hypot(np.diff(lonlat[:, 0]) * kx[1:], np.diff(lonlat[:, 1]))
+        step[block[1:] - 1] = 0.0
+        along = np.concatenate([[0.0], np.cumsum(step)])
+        done = along - along[block][which]
+        total = (along[block + counts - 1] - along[block])[which]
+        frac = np.divide(done, total, out=np.zeros_like(done), where=total > 0)
+        ele_u = net.node_elevation[net.seg_u[seg]][which]
+        ele_v = net.node_elevation[net.seg_v[seg]][which]
+        cols.append((ele_u + frac * (ele_v - ele_u)).round(1)[:, None])
+    coords = np.hstack(cols)
     keep = np.ones(len(coords), dtype=bool)
-    keep[1:] = np.any(coords[1:] != coords[:-1], axis=1)
+    keep[1:] = np.any(coords[1:, :2] != coords[:-1, :2], axis=1)
     return coords[keep]
 
 
 def _write_route_gpx(net: RoadNetwork, trip: PlannedTrip, path: Path) -> None:
-    """The planned route as a GPX 1.1 track (for navigation devices and apps)."""
+    """The planned route as GPX 1.1 (for navigation devices and apps): a track with elevation
+    (``<ele>``, where the network has it) and waypoints A (start) and B (end).
+
+    Elements follow the order the GPX 1.1 schema requires: waypoints before the track, and in a
+    point ``<ele>`` before ``<name>``.
+    """
     from xml.sax.saxutils import escape
 
     from ev_nav.provenance import atomic_write_text
 
+    coords = route_coordinates(net, trip.routes["planned"].segments)
+
+    def ele(row: np.ndarray) -> str:
+        return f"<ele>{row[2]:.1f}</ele>" if row.shape[0] > 2 else ""
+
+    def waypoint(row: np.ndarray, name: str, kind: str, desc: str) -> str:
+        return (
+            f'  <wpt lat="{row[1]:.7f}" lon="{row[0]:.7f}">{ele(row)}<name>{escape(name)}</name>'
+            f"<desc>{escape(desc)}</desc><type>{kind}</type></wpt>\n"
+        )
+
+    trip_name = f"ev-nav trip {trip.trip_id} ({trip.policy})"
     points = "\n".join(
-        f'      <trkpt lat="{lat:.7f}" lon="{lon:.7f}"/>'
-        for lon, lat in route_coordinates(net, trip.routes["planned"].segments)
+        f'      <trkpt lat="{row[1]:.7f}" lon="{row[0]:.7f}">{ele(row)}</trkpt>' for row in coords
     )
-    name = escape(f"ev-nav trip {trip.trip_id} ({trip.policy})")
     atomic_write_text(
         path,
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<gpx version="1.1" creator="ev-nav" xmlns="http://www.topografix.com/GPX/1/1">\n'
-        f"  <trk><name>{name}</name>\n    <trkseg>\n{points}\n    </trkseg>\n  </trk>\n"
-        "</gpx>\n",
+        f"  <metadata><name>{escape(trip_name)}</name></metadata>\n"
+        + waypoint(coords[0], "A", "start", f"start of {trip_name}, segment {trip.start_segment}")
+        + waypoint(coords[-1], "B", "end", f"end of {trip_name}, segment {trip.goal_segment}")
+        + f"  <trk><name>{escape(trip_name)}</name>\n    <trkseg>\n{points}\n    </trkseg>\n"
+        "  </trk>\n</gpx>\n",
     )
 
 
 def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path) -> None:
+    """Every route as a GeoJSON LineString; positions are [lon, lat, elevation m] (RFC 7946's
+    optional third coordinate) where the network has elevation, else [lon, lat]."""
     from ev_nav.provenance import atomic_write_text
 
     features = []

@@ -87,6 +87,10 @@ class MapLibraryMissing(EvNavError, FileNotFoundError):
     """The Leaflet files shipped with the package are missing (a broken installation)."""
 
 
+class MapWriteError(EvNavError, OSError):
+    """A map, or the shared files it links, could not be written."""
+
+
 def leaflet_file(name: str) -> bytes:
     """A file of the packaged Leaflet distribution (``leaflet.js``, ``images/layers.png``, ...).
 
@@ -1000,16 +1004,30 @@ def save_map(m: folium.Map, path: str | Path, *, standalone: bool = False) -> Pa
     """
     target = Path(path)
     assets: _PageAssets | None = getattr(m, "_ev_nav_assets", None)
-    if assets is None or standalone:
-        atomic_write_text(target, m.get_root().render())
-        return target
-    assets.write_shared(target.parent / LIB_DIR)
-    assets.linked = True
     try:
-        page = m.get_root().render()
-    finally:
-        assets.linked = False
-    atomic_write_text(target, page)
+        if assets is None or standalone:
+            atomic_write_text(target, m.get_root().render())
+            return target
+        try:
+            assets.write_shared(target.parent / LIB_DIR)
+        except MapLibraryMissing:
+            raise
+        except OSError as exc:
+            raise MapWriteError(
+                f"cannot write the map library to {target.parent / LIB_DIR} ({exc}); a map "
+                "saved in a folder links its files there: choose another folder, or save a "
+                "standalone map (ev-nav map --standalone)"
+            ) from None
+        assets.linked = True
+        try:
+            page = m.get_root().render()
+        finally:
+            assets.linked = False
+        atomic_write_text(target, page)
+    except EvNavError:
+        raise
+    except OSError as exc:
+        raise MapWriteError(f"cannot write the map {target} ({exc})") from None
     return target
 
 
@@ -1018,6 +1036,8 @@ __all__ = [
     "LEGEND_ID",
     "NETWORK_CLASS",
     "LIB_DIR",
+    "MapLibraryMissing",
+    "MapWriteError",
     "ROUTE_CLASS",
     "install_map_library",
     "network_map",

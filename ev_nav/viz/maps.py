@@ -180,18 +180,27 @@ def leaflet_inline_html() -> str:
     js = re.sub(r"//# sourceMappingURL=\S+\s*$", "", js)
     css = leaflet_file("leaflet.css").decode("utf-8")
 
-    def data_uri(match: re.Match[str]) -> str:
-        png = base64.b64encode(leaflet_file(f"images/{match.group(1)}")).decode("ascii")
-        return f"url(data:image/png;base64,{png})"
+    def png_uri(name: str) -> str:
+        return "data:image/png;base64," + base64.b64encode(leaflet_file(f"images/{name}")).decode()
 
-    css = re.sub(r"url\(images/([\w.-]+\.png)\)", data_uri, css)
+    css = re.sub(r"url\(images/([\w.-]+\.png)\)", lambda m: f"url({png_uri(m[1])})", css)
     # An inline block ends at the first closing tag of its kind: make sure none hides inside.
     if "</script" in js.lower() or "</style" in css.lower():
         raise MapLibraryMissing("the packaged Leaflet files cannot be inlined (closing tag inside)")
+    # Leaflet finds its default marker images beside its stylesheet; inline there is no such
+    # place (a folium marker asks for them before its own icon replaces them), so name them
+    icons = json.dumps(
+        {
+            "iconUrl": png_uri("marker-icon.png"),
+            "iconRetinaUrl": png_uri("marker-icon-2x.png"),
+            "shadowUrl": png_uri("marker-shadow.png"),
+        }
+    )
     return (
         f"<style>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause) */\n{css}</style>\n"
         f"<script>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause, (c) Volodymyr Agafonkin, "
-        f"CloudMade) */\n{js}</script>"
+        f"CloudMade) */\n{js}</script>\n"
+        f"<script>L.Icon.Default.mergeOptions({icons});</script>"
     )
 
 

@@ -214,7 +214,8 @@ def plan_trip(
 
 
 def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) -> list[Path]:
-    """Write ``maps/trip-N.geojson`` (and the HTML map); returns the paths written.
+    """Write ``maps/trip-N.geojson``, ``maps/trip-N.gpx`` and the HTML map (which links the map
+    library in ``maps/lib/``, put there once); returns the paths written.
 
     Raises
     ------

@@ -15,7 +15,7 @@ Design points
   the page (``lib/leaflet-1.9.4/``, copied unmodified and checked against the NOTICE's hashes;
   ``lib/network-<hash>.js``/``.svg``, named by their content) and the page links them by
   relative paths, so a state's trip maps each carry only their own routes and figures (a Monaco
-  trip map: ~0.1 MB instead of 2.2 MB). Moving a map means moving its folder (the page and
+  trip map: 177 KB instead of 2.26 MB). Moving a map means moving its folder (the page and
   ``lib/``); ``standalone=True`` instead inlines everything into one file to send around (see
   :func:`leaflet_inline_html`). Nothing is loaded from a CDN, and folium's other CDN links
   (jQuery, Bootstrap, icon fonts: unused by these maps) are dropped. Tiles are optional

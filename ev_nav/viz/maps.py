@@ -513,18 +513,17 @@ class _PageAssets:
             return None
         return self.frame.svg(self.frame.network_paths(self.net, None), "")
 
-    @staticmethod
-    def _name(prefix: str, text: str, ext: str) -> str:
-        return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.{ext}"
-
     @property
     def network_js_name(self) -> str:
         return f"network-{self.network_key}.js"
 
-    @property
+    @functools.cached_property
     def network_svg_name(self) -> str | None:
+        """Named by the drawing's own hash, as the network file is by its data's."""
         svg = self.network_svg
-        return None if svg is None else self._name("network", svg, "svg")
+        if svg is None:
+            return None
+        return f"network-{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
 
     def write_shared(self, lib: Path) -> None:
         """Put Leaflet and this network's files into ``lib`` (each only if absent or changed)."""

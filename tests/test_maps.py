@@ -56,10 +56,36 @@ def _polylines(page: str) -> list[tuple[list[list[float]], dict]]:
     return out
 
 
-def _geojson(page: str) -> dict:
-    m = re.search(r"geo_json_[0-9a-f]+_add\((\{.*?\})\);\n", page, re.S)
-    assert m, "no embedded GeoJSON"
-    return json.loads(m.group(1))
+def _network_features(path: Path) -> list[dict]:
+    """The network layer's features as the page's script builds them: the network file (inline
+    in a standalone page, else ``lib/network-KEY.js`` beside it) joined with the page's own
+    columns. The browser test checks that Chromium builds the same."""
+    page = path.read_text()
+    m = re.search(r'evNavNetworkFeatures\("(\w+)",\s*(\{.*?\})\)\);\n', page, re.S)
+    assert m, "no network layer"
+    key, cols = m.group(1), json.loads(m.group(2))
+    source = page if f'<script src="lib/network-{key}.js">' not in page else (
+        path.parent / "lib" / f"network-{key}.js"
+    ).read_text()
+    d = re.search(rf'EV_NAV_NETWORKS \|\| {{}}\)\["{key}"\] = (\{{.*?\}});\n', source, re.S)
+    assert d, "no network data"
+    net = json.loads(d.group(1))
+    n = len(net["offsets"]) - 1
+    ll = np.array(net["lonlat"]).reshape(-1, 2)
+
+    def pick(v, e):
+        return v[e] if isinstance(v, list) else v
+
+    feats = []
+    for e in cols["order"] if cols["order"] is not None else range(n):
+        props = {k: net[k][e] for k in ("length_m", "grade_pct", "speed_kmh")}
+        props |= {k: v[e] for k, v in cols["extra"].items()}
+        props["segment"] = e
+        props["style"] = {"color": pick(cols["color"], e), "weight": pick(cols["weight"], e),
+                          "opacity": cols["opacity"]}
+        coords = ll[net["offsets"][e] : net["offsets"][e + 1]].tolist()
+        feats.append({"geometry": {"coordinates": coords}, "properties": props})
+    return feats
 
 
 # ---------------------------------------------------------------------- geometry
@@ -104,7 +130,9 @@ def test_route_map_html_has_route_and_legend(net: RoadNetwork, tmp_path: Path) -
         path=path,
     )
     page = path.read_text()
-    assert [p.name for p in path.parent.iterdir()] == ["route.html"]  # no temp files left
+    # the page and its shared files, no temp files left
+    assert sorted(p.name for p in path.parent.iterdir()) == ["lib", "route.html"]
+    assert not [p for p in (path.parent / "lib").rglob(".*")]
     lines = {opts["className"]: locs for locs, opts in _polylines(page)}
     np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-0"], route_latlon(net, planned))
     np.testing.assert_allclose(lines[f"{ROUTE_CLASS} {ROUTE_CLASS}-1"], route_latlon(net, fastest))
@@ -137,7 +165,7 @@ def test_network_map_one_layer_with_styles_and_tooltips(net: RoadNetwork, tmp_pa
     page = path.read_text()
     assert page.count("L.geoJson(") == 1  # the whole network is a single layer
     assert "L.polyline(" not in page
-    feats = _geojson(page)["features"]
+    feats = _network_features(path)
     assert len(feats) == net.n_segments
     scale = ColorScale.fit(values)
     colors = scale.hex(values)
@@ -169,7 +197,7 @@ def test_visits_map(net: RoadNetwork, tmp_path: Path) -> None:
     visits[[1, 2, 3]] = [1, 10, 100]
     path = tmp_path / "visits.html"
     visits_map(net, visits, highlight={"optimal": [1]}, path=path)
-    by_seg = {f["properties"]["segment"]: f for f in _geojson(path.read_text())["features"]}
+    by_seg = {f["properties"]["segment"]: f for f in _network_features(path)}
     assert by_seg[0]["properties"]["style"]["color"] == NO_DATA_COLOR
     w = [by_seg[e]["properties"]["style"]["weight"] for e in (0, 1, 2, 3)]
     assert w[0] < w[1] < w[2] < w[3]
@@ -268,29 +296,86 @@ def test_static_files_are_package_data() -> None:
     assert missing == []
 
 
-def test_pages_link_nothing_external(net: RoadNetwork, tmp_path: Path) -> None:
-    """No script, stylesheet or image is loaded from elsewhere: Leaflet is inline, images are
-    data URIs, folium's CDN links (jQuery, Bootstrap, fonts) are gone."""
+def _maps(net: RoadNetwork, folder: Path, standalone: bool) -> list[Path]:
+    route = _walk(net, 20, 0, 1)
+    kw = {"standalone": standalone}
+    route_map(net, route, {"shortest": _walk(net, 10, 0, 2)}, path=folder / "r.html", **kw)
+    network_map(net, net.e_det(), mean_wh=net.e_det(), path=folder / "n.html", **kw)
+    visits_map(net, np.arange(net.n_segments) % 3, path=folder / "v.html", **kw)
+    return [folder / name for name in ("r.html", "n.html", "v.html")]
+
+
+def _no_cdn(page: str) -> None:
+    for host in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "code.jquery.com",
+                 "bootstrapcdn.com", "unpkg.com"):
+        assert host not in page
+
+
+def test_standalone_pages_link_nothing(net: RoadNetwork, tmp_path: Path) -> None:
+    """``standalone``: one file, nothing loaded from elsewhere: Leaflet and the network are
+    inline, images are data URIs, folium's CDN links (jQuery, Bootstrap, fonts) are gone."""
     from ev_nav.viz.maps import LEAFLET_VERSION
 
-    route = _walk(net, 20, 0, 1)
-    pages = [
-        route_map(net, route, {"shortest": _walk(net, 10, 0, 2)}, path=tmp_path / "r.html"),
-        network_map(net, net.e_det(), path=tmp_path / "n.html"),
-        visits_map(net, np.arange(net.n_segments) % 3, path=tmp_path / "v.html"),
-    ]
-    assert len(pages) == 3
-    for name in ("r.html", "n.html", "v.html"):
-        page = (tmp_path / name).read_text()
+    for path in _maps(net, tmp_path, standalone=True):
+        page = path.read_text()
         assert re.findall(r"<script[^>]*\bsrc=", page) == []
         assert re.findall(r"<link[^>]*stylesheet", page) == []
+        assert re.findall(r"<img[^>]*\bsrc=", page) == []
         assert re.findall(r"url\((?!data:|#)", page) == []  # CSS images inline
-        for host in ("cdn.jsdelivr.net", "cdnjs.cloudflare.com", "code.jquery.com",
-                     "bootstrapcdn.com"):
-            assert host not in page
+        _no_cdn(page)
         assert f"Leaflet {LEAFLET_VERSION}" in page and "sourceMappingURL" not in page
         head = page[: page.index("</head>")]
         assert head.index("<script>/* Leaflet") < len(head)  # the library is in the head
+        assert "EV_NAV_NETWORKS" in head  # and the network
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.html", "r.html", "v.html"]
+
+
+def test_saved_pages_share_one_library(net: RoadNetwork, tmp_path: Path) -> None:
+    """Maps saved in a folder link one copy of Leaflet and of the network in ``lib/`` by
+    relative paths: copied once, verified against the NOTICE's hashes, rewritten if damaged."""
+    import hashlib
+
+    from ev_nav.viz.maps import LEAFLET_VERSION, install_map_library, leaflet_hashes
+
+    pages = _maps(net, tmp_path, standalone=False)
+    lib = tmp_path / "lib"
+    linked = set()
+    for path in pages:
+        page = path.read_text()
+        refs = re.findall(r'<(?:script|link|img)[^>]*\b(?:src|href)="([^"]+)"', page)
+        assert refs and all(r.startswith("lib/") and (tmp_path / r).is_file() for r in refs)
+        linked |= set(refs)
+        assert "<script>/* Leaflet" not in page and "EV_NAV_NETWORKS[" not in page
+        assert re.findall(r"url\((?!data:|#)", page) == []
+        _no_cdn(page)
+    # one library, one network file, one network drawing, for all three pages
+    leaflet = f"lib/leaflet-{LEAFLET_VERSION}"
+    nets = {r for r in linked if r.startswith("lib/network-")}
+    assert linked - nets == {f"{leaflet}/leaflet.js", f"{leaflet}/leaflet.css"}
+    assert {Path(r).suffix for r in nets} == {".js", ".svg"} and len(nets) == 2
+    hashes = leaflet_hashes()
+    folder = lib / f"leaflet-{LEAFLET_VERSION}"
+    files = {q.relative_to(folder).as_posix() for q in folder.rglob("*") if q.is_file()}
+    assert files == set(hashes) | {"NOTICE.md"}  # the licence travels with the files
+    for name, digest in hashes.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    # the CSS's images resolve beside it
+    css = (folder / "leaflet.css").read_text()
+    assert all((folder / u).is_file() for u in re.findall(r"url\((images/[^)]+)\)", css))
+
+    # copied once: saving again rewrites nothing; a damaged file is put right
+    stamp = {q: q.stat().st_mtime_ns for q in lib.rglob("*") if q.is_file()}
+    route_map(net, _walk(net, 9, 5, 3), path=tmp_path / "again.html")
+    assert {q: q.stat().st_mtime_ns for q in lib.rglob("*") if q.is_file()} == stamp
+    (folder / "leaflet.js").write_text("truncated")
+    (folder / "images" / "layers.png").unlink()
+    install_map_library(lib)
+    for name, digest in hashes.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    # another network has its own file beside the first
+    other = synthetic_town(300, seed=1)
+    route_map(other, _walk(other, 5, 0, 1), path=tmp_path / "other.html")
+    assert len(list(lib.glob("network-*.js"))) == 2
 
 
 def _fit_bounds(page: str) -> np.ndarray:
@@ -399,3 +484,181 @@ def test_legend_never_labels_a_prediction_as_truth(net: RoadNetwork, tmp_path: P
     legend = re.sub(r"<[^>]+>", " ", legend[: legend.index("</div></div>")])
     figures = re.findall(r"(\S+)\s+[-\d.,]+(?: ± [\d.,]+)? Wh", legend)
     assert len(figures) == 3 and set(figures) == {"predicted"}
+
+
+# ---------------------------------------------------------------------- trip files
+def _haversine_m(lon0, lat0, lon1, lat1):
+    p0, p1 = np.radians(lat0), np.radians(lat1)
+    a = np.sin((p1 - p0) / 2) ** 2 + np.cos(p0) * np.cos(p1) * np.sin(
+        np.radians(lon1 - lon0) / 2
+    ) ** 2
+    return 2 * 6_371_008.8 * np.arcsin(np.sqrt(a))
+
+
+def _expected_coordinates(net: RoadNetwork, segments: list[int]) -> np.ndarray:
+    """[lon, lat, ele] of a route, computed segment by segment: elevation from the end nodes'
+    heights, linear in (great-circle) distance along the polyline."""
+    rows: list[list[float]] = []
+    for e in segments:
+        pts = net.segment_coords(e)
+        step = _haversine_m(pts[:-1, 0], pts[:-1, 1], pts[1:, 0], pts[1:, 1])
+        along = np.concatenate([[0.0], np.cumsum(step)])
+        frac = along / along[-1]
+        z0, z1 = net.node_elevation[net.seg_u[e]], net.node_elevation[net.seg_v[e]]
+        for (lon, lat), f in zip(pts, frac, strict=True):
+            row = [round(lon, 7), round(lat, 7), z0 + f * (z1 - z0)]
+            if not rows or rows[-1][:2] != row[:2]:
+                rows.append(row)
+    return np.array(rows)
+
+
+@pytest.fixture(scope="module")
+def trip_state(tmp_path_factory):
+    """A state with one planned trip: Monaco (MoST roads, SRTM heights) from ../shared/data,
+    or the synthetic town where that data is absent. Returns (net, state, route --json doc)."""
+    import contextlib
+    import io
+
+    from ev_nav.cli import main
+    from ev_nav.settings import data_dir
+
+    folder = tmp_path_factory.mktemp("trip")
+    osm, dem = data_dir() / "most_monaco.osm.gz", data_dir() / "N43E007.hgt.zip"
+    if osm.is_file() and dem.is_file():
+        netfile = folder / "monaco.npz"
+        build = ["network", "build", "--osm", str(osm), "--dem", str(dem), "--out", str(netfile)]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(build) == 0
+        source = ["--network", str(netfile)]
+        net = RoadNetwork.load(netfile)
+    else:
+        source = ["--synthetic", "--segments", "2000"]
+        net = synthetic_town(2000, seed=0)
+    state = folder / "state"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["init", str(state), *source, "--model", "bi"]) == 0
+    mid = net.segment_midpoints()
+    ends = [int(np.argmin(mid[:, 0] + mid[:, 1])), int(np.argmax(mid[:, 0] + mid[:, 1]))]
+    where = [f"{lat:.7f},{lon:.7f}" for lon, lat in (net.segment_anchor(e) for e in ends)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["route", str(state), "--from", where[0], "--to", where[1], "--json"])
+    assert code == 0
+    return net, state, json.loads(out.getvalue())
+
+
+def test_route_json_coordinates_carry_elevation(trip_state) -> None:
+    net, _, doc = trip_state
+    assert net.has_elevation
+    for name, r in doc["routes"].items():
+        coords = np.array(r["coordinates"])
+        assert coords.shape[1] == 3, name
+        want = _expected_coordinates(net, r["segments"])
+        np.testing.assert_allclose(coords[:, :2], want[:, :2], atol=1e-9)
+        np.testing.assert_allclose(coords[:, 2], want[:, 2], atol=0.06)
+        # the polyline is the route the figures are for: its length is the route's km
+        km = _haversine_m(*coords[:-1, :2].T, *coords[1:, :2].T).sum() / 1000
+        assert km == pytest.approx(r["km"], rel=5e-3), name
+        # and its heights rise as the segments' grades say
+        seg = np.array(r["segments"])
+        assert coords[-1, 2] - coords[0, 2] == pytest.approx(
+            float(np.sum(net.grade[seg] * net.length_m[seg])), abs=0.1
+        )
+
+
+def test_trip_gpx_is_gpx_1_1_with_heights_and_waypoints(trip_state) -> None:
+    import xml.etree.ElementTree as ET
+
+    net, state, doc = trip_state
+    ns = "{http://www.topografix.com/GPX/1/1}"
+    root = ET.parse(state / "maps" / f"trip-{doc['trip']}.gpx").getroot()
+    assert root.tag == f"{ns}gpx" and root.get("version") == "1.1" and root.get("creator")
+    # every element is in the GPX 1.1 namespace
+    assert all(el.tag.startswith(ns) for el in root.iter())
+    # the schema's order: metadata, wpt*, rte*, trk*; in a point ele before name, desc, type
+    kids = [el.tag[len(ns):] for el in root]
+    assert kids == ["metadata", "wpt", "wpt", "trk"]
+    points = np.array(doc["routes"]["planned"]["coordinates"])
+    for wpt, letter, row in zip(root.findall(f"{ns}wpt"), "AB", (points[0], points[-1]),
+                                strict=True):
+        assert [el.tag[len(ns):] for el in wpt] == ["ele", "name", "desc", "type"]
+        assert wpt.findtext(f"{ns}name") == letter
+        assert wpt.findtext(f"{ns}type") == ("start" if letter == "A" else "end")
+        got = [float(wpt.get("lon")), float(wpt.get("lat")), float(wpt.findtext(f"{ns}ele"))]
+        np.testing.assert_allclose(got, row, atol=1e-7)
+    trk = root.find(f"{ns}trk")
+    assert [el.tag[len(ns):] for el in trk] == ["name", "trkseg"]
+    pts = trk.findall(f"{ns}trkseg/{ns}trkpt")
+    got = np.array([[float(p.get("lon")), float(p.get("lat")), float(p.findtext(f"{ns}ele"))]
+                    for p in pts])
+    np.testing.assert_allclose(got, points, atol=1e-7)
+    # the GeoJSON carries the same 3-D positions for every route
+    geo = json.loads((state / "maps" / f"trip-{doc['trip']}.geojson").read_text())
+    for feat in geo["features"]:
+        assert feat["geometry"]["coordinates"] == doc["routes"][feat["properties"]["name"]][
+            "coordinates"
+        ]
+
+
+def test_trip_map_is_small_and_links_the_shared_library(trip_state) -> None:
+    """The library and the network live once in maps/lib/; a Monaco trip map is its routes and
+    figures only (≤ 200 KB; 2.2 MB when each page carried both)."""
+    from ev_nav.settings import data_dir
+
+    _, state, doc = trip_state
+    page = state / "maps" / f"trip-{doc['trip']}.html"
+    size = page.stat().st_size
+    if (data_dir() / "most_monaco.osm.gz").is_file():
+        assert size <= 200_000, size
+    text = page.read_text()
+    refs = re.findall(r'<(?:script|link|img)[^>]*\b(?:src|href)="([^"]+)"', text)
+    assert refs and all((page.parent / r).is_file() for r in refs)
+    assert "<script>/* Leaflet" not in text
+
+
+def test_no_elevation_means_two_dimensional_positions(net: RoadNetwork, tmp_path: Path) -> None:
+    """A network built without heights gives [lon, lat] and a GPX without <ele>, never 0 m."""
+    import dataclasses
+
+    from ev_nav.bandits.agent import Route
+    from ev_nav.roads.partial import route_coordinates
+    from ev_nav.trips.planning import PlannedTrip, _write_route_gpx
+
+    flat = dataclasses.replace(
+        net, node_elevation=np.zeros(net.n_nodes), meta={**net.meta, "elevation_source": "none"}
+    )
+    assert net.has_elevation and not flat.has_elevation
+    seg = np.array(_walk(net, 12, 0, 1))
+    coords = route_coordinates(flat, seg)
+    assert coords.shape[1] == 2
+    np.testing.assert_array_equal(coords, route_coordinates(net, seg)[:, :2])
+    r = Route(seg, 1.0, 0.5, 100.0, 10.0, "mean")
+    trip = PlannedTrip(7, int(seg[0]), int(seg[-1]), "mean", 7, {"planned": r})
+    assert trip.to_dict(flat)["routes"]["planned"]["coordinates"] == coords.tolist()
+    assert "coordinates" not in trip.to_dict()["routes"]["planned"]
+    _write_route_gpx(flat, trip, tmp_path / "t.gpx")
+    gpx = (tmp_path / "t.gpx").read_text()
+    assert "<ele>" not in gpx and gpx.count("<wpt ") == 2 and gpx.count("<trkpt ") == len(coords)
+
+
+def test_cli_map_out_elsewhere_and_standalone(tmp_path: Path, capsys) -> None:
+    """``map --out DIR/x.html`` puts lib/ beside the page; ``--standalone`` writes one file."""
+    from ev_nav.cli import main
+
+    state = tmp_path / "st"
+    assert main(["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]) == 0
+    linked, alone = tmp_path / "elsewhere" / "sd.html", tmp_path / "send" / "sd.html"
+    assert main(["map", str(state), "--layer", "sd", "--out", str(linked)]) == 0
+    assert main(["map", str(state), "--layer", "sd", "--out", str(alone), "--standalone"]) == 0
+    assert (linked.parent / "lib" / "leaflet-1.9.4" / "leaflet.js").is_file()
+    assert 'src="lib/leaflet-1.9.4/leaflet.js"' in linked.read_text()
+    assert [p.name for p in alone.parent.iterdir()] == ["sd.html"]
+    assert "<script>/* Leaflet" in alone.read_text()
+    # a folder that cannot take lib/ is a one-line error naming the way out
+    (tmp_path / "blocked").mkdir()
+    (tmp_path / "blocked" / "lib").write_text("not a folder")
+    capsys.readouterr()
+    code = main(["map", str(state), "--layer", "sd", "--out", str(tmp_path / "blocked" / "x.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--standalone" in err and "Traceback" not in err

@@ -1,11 +1,14 @@
 """Real-browser test: headless Chromium opens generated maps with no internet at all.
 
 The set-up (``scripts/setup_browser_test.sh``) installs Debian's ``chromium`` only: the map
-library is inlined into every page from the package (``ev_nav/static/leaflet``). The browser
-resolves no host name (``--host-resolver-rules``) and every request that is not the page's own
-``file://`` URL is aborted and recorded, so the tests also prove that a map asks for nothing but
-(optional) tiles. They check what a driver sees: the route, start and end markers, a view fitted
-to the route, overlapping routes all visible, and panning and zooming with the network off.
+library comes from the package (``ev_nav/static/leaflet``), copied into ``lib/`` beside the saved
+pages or inlined into a standalone page. The browser resolves no host name
+(``--host-resolver-rules``) and every request that is not a local ``file://`` URL is aborted and
+recorded, so the tests also prove that a map asks for nothing but (optional) tiles; the local
+files a page loads are recorded too, so they prove that a page opened from disk really loads the
+library from ``lib/`` by its relative path. They check what a driver sees: the route, start and
+end markers, a view fitted to the route, overlapping routes all visible, panning and zooming with
+the network off, and a map folder (or a standalone page) that still works once copied elsewhere.
 Screenshots go to ``test-artifacts/``.
 """
 
@@ -91,6 +94,7 @@ class OfflinePage:
 
     def __init__(self, browser, **context_options: object) -> None:
         self.requested: list[str] = []
+        self.files: list[str] = []  # local files loaded (the page and what it links)
         self.errors: list[str] = []
         self.context = browser.new_context(viewport=VIEWPORT, **context_options)
         self.context.route("**/*", self._handle)
@@ -100,6 +104,7 @@ class OfflinePage:
     def _handle(self, route) -> None:
         url = route.request.url
         if url.startswith("file://"):
+            self.files.append(url)
             route.continue_()
             return
         self.requested.append(url)
@@ -196,6 +201,23 @@ def test_route_map_offline_markers_fit_pan_zoom(browser, net, tmp_path) -> None:
         assert op.errors == [], f"JavaScript errors: {op.errors}"
         # Nothing but tiles was even asked for: no CDN script, stylesheet, font or image.
         assert op.non_tile_requests() == []
+        # The library and the network came from lib/ beside the page, by relative paths.
+        lib = (tmp_path / "lib").as_uri()
+        loaded = {u.removeprefix(lib + "/") for u in op.files if u.startswith(lib)}
+        assert {f"leaflet-{LEAFLET_VERSION}/leaflet.js",
+                f"leaflet-{LEAFLET_VERSION}/leaflet.css"} <= loaded
+        assert any(re.fullmatch(r"network-[0-9a-f]{16}\.js", u) for u in loaded), loaded
+        assert "<script>/* Leaflet" not in html_path.read_text()
+        # the network layer the page built from the shared file: every segment, on its polyline
+        assert page.locator(f"{LEAFLET} path.{NETWORK_CLASS}").count() == net.n_segments
+        layer = _geojson_name(html_path)
+        for e in (0, 17, net.n_segments - 1):
+            coords = page.evaluate(
+                f"(e) => Object.values(window['{layer}']._layers).find("
+                "l => l.feature.properties.segment === e).feature.geometry.coordinates",
+                e,
+            )
+            np.testing.assert_allclose(coords, net.segment_coords(e), atol=1e-6)
         assert any("tile.openstreetmap.org" in u for u in op.requested), "tiles not attempted"
         name = _map_name(html_path)
 
@@ -379,9 +401,62 @@ def test_route_visible_with_scripts_disabled(browser, net, tmp_path) -> None:
             _path_points(route_path.get_attribute("d")).shape[0]
             == route_latlon(net, planned).shape[0]
         )
+        # the grey network behind it is the shared drawing in lib/, loaded and laid exactly
+        # under the routes (same box, same viewBox: the same projection)
+        image = fallback.locator("img")
+        assert image.count() == 1 and image.is_visible()
+        assert any(re.search(r"/lib/network-[0-9a-f]{16}\.svg$", u) for u in op.files)
+        box_img, box_svg = image.bounding_box(), fallback.locator("svg").bounding_box()
+        assert box_img == box_svg and box_img["width"] > 300
+        import matplotlib.image as mpimg
+
+        shot = mpimg.imread(io.BytesIO(page.screenshot()), format="png")
+        assert _pixels_near(shot, "#c8c8c8") > 2000  # the network's grey roads are drawn
         legend = page.locator(f"#{LEGEND_ID}")
         assert legend.is_visible() and "planned route" in legend.inner_text()
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "route_map_no_scripts.png"))
+    finally:
+        op.close()
+
+
+def test_copied_map_folder_and_standalone_page(browser, net, tmp_path) -> None:
+    """A map folder copied elsewhere works (page and lib/ together); a standalone page works
+    alone; a linked page copied without lib/ still shows its route (the static drawing)."""
+    import shutil
+
+    planned = _demo_route(net, 30, 10, np.random.default_rng(5))
+    saved, alone = tmp_path / "state" / "maps", tmp_path / "send"
+    route_map(net, planned, tiles=None, path=saved / "trip.html")
+    route_map(net, planned, tiles=None, path=alone / "trip.html", standalone=True)
+    copy = tmp_path / "usb" / "maps"
+    shutil.copytree(saved, copy)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(saved / "trip.html", bare / "trip.html")
+    shutil.rmtree(saved)  # nothing may still point at the original folder
+    assert [p.name for p in alone.iterdir()] == ["trip.html"]
+    for html_path, own_files in ((copy / "trip.html", None), (alone / "trip.html", 1)):
+        op = OfflinePage(browser)
+        try:
+            page = op.page
+            page.goto(html_path.as_uri(), wait_until="networkidle")
+            page.wait_for_selector(f"{LEAFLET} path.{ROUTE_CLASS}-0", state="attached")
+            assert page.evaluate("L.version") == LEAFLET_VERSION
+            assert page.locator(f"{LEAFLET} path.{NETWORK_CLASS}").count() == net.n_segments
+            assert op.requested == [] and op.errors == []
+            assert all(u.startswith(html_path.parent.as_uri()) for u in op.files)
+            if own_files is not None:
+                assert len(op.files) == own_files  # the standalone page loads only itself
+        finally:
+            op.close()
+    op = OfflinePage(browser)
+    try:
+        page = op.page
+        page.goto((bare / "trip.html").as_uri(), wait_until="load")
+        fallback = page.locator(f"#{FALLBACK_ID}")
+        fallback.wait_for(state="visible", timeout=5_000)
+        assert fallback.locator(f"path.{ROUTE_CLASS}-0").is_visible()
+        assert op.requested == []
     finally:
         op.close()

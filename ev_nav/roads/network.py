@@ -155,6 +155,13 @@ class RoadNetwork:
 
     # ------------------------------------------------------------------ derived arrays
     @property
+    def has_elevation(self) -> bool:
+        """Whether :attr:`node_elevation` holds real heights: False for a network built without
+        any elevation source, whose nodes all sit at 0 m by construction."""
+        source = self.meta.get("elevation_source")
+        return not (source in (None, "none") and float(np.ptp(self.node_elevation)) == 0.0)
+
+    @property
     def features(self) -> NDArray[np.float64]:
         """Standardised context per segment, shape (n_segments, 3): length, speed limit, incline.
 
@@ -340,8 +347,7 @@ class RoadNetwork:
         """Headline statistics of the network (what ``ev-nav network info`` prints)."""
         e = self.e_det(vehicle)
         grade_pct = np.percentile(np.abs(self.grade), [50, 90, 99, 100]) * 100
-        source = self.meta.get("elevation_source")
-        flat = source in (None, "none") and float(np.ptp(self.node_elevation)) == 0.0
+        flat = not self.has_elevation
         limited = self.meta.get("grade_clipped_share")
         return {
             "name": self.name,

@@ -9,8 +9,13 @@ it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from ev_nav.roads.network import RoadNetwork
 
 
 def driven_shares(n: int, start_fraction: float, end_fraction: float) -> NDArray[np.float64]:
@@ -39,3 +44,73 @@ def driven_shares(n: int, start_fraction: float, end_fraction: float) -> NDArray
         shares[0] = 1.0 - start_fraction
         shares[-1] = end_fraction
     return shares
+
+
+def route_coordinates(
+    net: RoadNetwork,
+    segments: np.ndarray,
+    start_fraction: float = 0.0,
+    end_fraction: float = 1.0,
+) -> np.ndarray:
+    """The route's polyline: rows (lon [deg], lat [deg], elevation [m]).
+
+    The route starts ``start_fraction`` of the way along its first segment and ends
+    ``end_fraction`` along its last (a trip between two points drives only that part of them).
+    Longitude and latitude are rounded to 1e-7 deg (~1 cm), elevation to 0.1 m; the repeated
+    junction point where one segment ends and the next begins is kept once. Elevation varies
+    linearly with distance along each segment between its end nodes' heights, the constant grade
+    the network's energy model uses. A network built without any elevation source
+    (:attr:`RoadNetwork.has_elevation` false) has no heights to give: the rows are then
+    (lon, lat) only, two columns, so no made-up 0 m reaches a GPX or GeoJSON file.
+    """
+    seg = np.asarray(segments, dtype=np.int64).reshape(-1)
+    off = net.geom_offsets
+    counts = off[seg + 1] - off[seg]
+    block = np.cumsum(counts) - counts  # where each segment's vertices start in the output
+    which = np.repeat(np.arange(seg.size), counts)  # route position of each output vertex
+    idx = off[seg][which] + np.arange(int(counts.sum())) - block[which]
+    lonlat = net.geom_lonlat[idx]
+    # distance along the polyline (equirectangular, in degrees of latitude: only ratios within
+    # one segment matter), restarted at every segment's first vertex
+    kx = np.cos(np.radians(lonlat[:, 1]))
+    step = np.hypot(np.diff(lonlat[:, 0]) * kx[1:], np.diff(lonlat[:, 1]))
+    step[block[1:] - 1] = 0.0
+    along = np.concatenate([[0.0], np.cumsum(step)])
+    done = along - along[block][which]
+    total = (along[block + counts - 1] - along[block])[which]
+    frac = np.divide(done, total, out=np.zeros_like(done), where=total > 0)
+    cols = [lonlat]
+    if net.has_elevation:
+        ele_u = net.node_elevation[net.seg_u[seg]][which]
+        ele_v = net.node_elevation[net.seg_v[seg]][which]
+        cols.append((ele_u + frac * (ele_v - ele_u))[:, None])
+    coords = np.hstack(cols)
+    if start_fraction > 0.0 or end_fraction < 1.0:
+        coords = _cut_ends(coords, which, frac, seg.size, start_fraction, end_fraction)
+    coords[:, :2] = coords[:, :2].round(7)
+    if coords.shape[1] > 2:
+        coords[:, 2] = coords[:, 2].round(1)
+    keep = np.ones(len(coords), dtype=bool)
+    keep[1:] = np.any(coords[1:, :2] != coords[:-1, :2], axis=1)
+    return coords[keep]
+
+
+def _cut_ends(
+    coords: np.ndarray,
+    which: np.ndarray,
+    frac: np.ndarray,
+    n: int,
+    start: float,
+    end: float,
+) -> np.ndarray:
+    """Keep only the driven part of the first and last segment: vertices strictly inside it,
+    with the exact start and end points interpolated along their segments."""
+    first, last = which == 0, which == n - 1
+    keep = np.ones(len(coords), dtype=bool)
+    keep[first] &= frac[first] > start
+    keep[last] &= frac[last] < end
+
+    def at(rows: np.ndarray, f: float) -> np.ndarray:
+        return np.array([np.interp(f, frac[rows], coords[rows, k]) for k in range(coords.shape[1])])
+
+    return np.vstack([at(first, start), coords[keep], at(last, end)])

@@ -257,7 +257,8 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         summary="plan a route and record the trip",
         description="Snaps origin and goal to roads and returns the planned route beside the "
         "best guess, shortest and fastest (and safe with a departure charge): km, minutes, "
-        "predicted Wh ± sd (joint posterior), arrival charge, coordinates [lon, lat].",
+        "predicted Wh ± sd (joint posterior), arrival charge, coordinates "
+        "[lon, lat, elevation m].",
     )
     def plan_route(req: RouteRequest) -> dict[str, object]:
         return service.plan(

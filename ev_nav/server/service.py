@@ -366,7 +366,7 @@ class FleetService:
             parse_charge,
             route_energy,
         )
-        from ev_nav.trips.planning import plan_trip, route_coordinates
+        from ev_nav.trips.planning import plan_trip
 
         capacity = self.vehicle.battery_wh
         soc_wh = parse_charge(soc, capacity) if soc is not None else None
@@ -391,12 +391,10 @@ class FleetService:
                 for name, r in trip.routes.items()
                 if soc_wh is not None
             }
-        doc = trip.to_dict()
+        doc = trip.to_dict(self.net)  # with each route's [lon, lat, elevation] coordinates
         routes = doc["routes"]
         assert isinstance(routes, dict)
-        for name, r in trip.routes.items():
-            coords = route_coordinates(self.net, r.segments).round(6)
-            routes[name]["coordinates"] = coords.tolist()
+        for name in trip.routes:
             a = arrivals.get(name)
             if a is not None:
                 routes[name]["arrival"] = {

@@ -144,7 +144,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--layer", choices=("mean", "sd", "visits", "energy-per-km"), default="energy-per-km"
     )
-    p.add_argument("--out", type=Path, help="HTML file (default STATE/maps/<layer>.html)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="HTML file (default STATE/maps/<layer>.html); the map library goes in lib/ beside it",
+    )
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="one self-contained HTML file (library and network inlined) to send around",
+    )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_map)
@@ -225,7 +234,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
                     soc, reserve, capacity, route_energy(session.model, r.segments, r.shares)
                 )
         if args.json:
-            doc = {**trip.to_dict(), "files": [str(p) for p in written]}
+            doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
             for name, a in arrivals.items():
                 doc["routes"][name]["arrival"] = {
                     "soc_pct": round(a.soc_pct, 2),
@@ -342,7 +351,10 @@ def _cmd_map(args: argparse.Namespace) -> int:
         if args.layer == "visits":
             # the exploration map: log scale from 1 to the true maximum, never-driven grey
             counts = session.store.visit_counts(net.n_segments).astype(float)
-            visits_map(net, counts, legend_title=titles["visits"], title=title, path=out)
+            visits_map(
+                net, counts, legend_title=titles["visits"], title=title, path=out,
+                standalone=args.standalone,
+            )
         else:
             post = session.model.posterior()
             values = {
@@ -359,6 +371,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
                 sd_wh=post.std,
                 title=title,
                 path=out,
+                standalone=args.standalone,
             )
         print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ev_nav.errors import StateError, StateIOError
+from ev_nav.roads.partial import route_coordinates
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -63,10 +64,15 @@ class PlannedTrip:
         p = self.routes["planned"]
         return p.predicted_wh - guess.predicted_wh, p.time_s - guess.time_s
 
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready summary (what ``ev-nav route --json`` prints)."""
+    def to_dict(self, net: RoadNetwork | None = None) -> dict[str, object]:
+        """JSON-ready summary (what ``ev-nav route --json`` prints).
+
+        Given the network the trip was planned on, each route also carries ``coordinates``:
+        its polyline as [lon, lat, elevation m] rows (:func:`route_coordinates`; [lon, lat]
+        when the network has no elevation).
+        """
         extra = self.exploring_cost
-        return {
+        doc: dict[str, object] = {
             "trip": self.trip_id,
             "recorded": self.recorded,
             "start_segment": self.start_segment,
@@ -88,6 +94,14 @@ class PlannedTrip:
             "exploring_extra_wh": None if extra is None else round(extra[0], 1),
             "exploring_extra_minutes": None if extra is None else round(extra[1] / 60, 2),
         }
+        if net is not None:
+            routes = doc["routes"]
+            assert isinstance(routes, dict)
+            for name, r in self.routes.items():
+                routes[name]["coordinates"] = route_coordinates(
+                    net, r.segments, r.start_fraction, r.end_fraction
+                ).tolist()
+        return doc
 
 
 def maps_dir(state: Path) -> Path:
@@ -235,7 +249,8 @@ def plan_trip(
 
 
 def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) -> list[Path]:
-    """Write ``maps/trip-N.geojson`` (and the HTML map); returns the paths written.
+    """Write ``maps/trip-N.geojson``, ``maps/trip-N.gpx`` and the HTML map (which links the map
+    library in ``maps/lib/``, put there once); returns the paths written.
 
     Raises
     ------
@@ -267,8 +282,8 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
             }
             route_map(
                 session.net,
-                trip.routes["planned"].segments,
-                {n: r.segments for n, r in others.items()},
+                _drawn(trip.routes["planned"]),
+                {n: _drawn(r) for n, r in others.items()},
                 route_name=planned_name,
                 mean_wh=post.mean,
                 sd_wh=post.std,
@@ -285,41 +300,58 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     return written
 
 
-def route_coordinates(net: RoadNetwork, segments: np.ndarray) -> np.ndarray:
-    """The route's polyline as (lon, lat) rows [deg], rounded to 1e-7 deg (~1 cm), without the
-    repeated junction point where one segment ends and the next begins."""
-    coords = np.concatenate([net.segment_coords(int(e)) for e in segments]).round(7)
-    keep = np.ones(len(coords), dtype=bool)
-    keep[1:] = np.any(coords[1:] != coords[:-1], axis=1)
-    return coords[keep]
+def _drawn(r: Route) -> tuple[np.ndarray, float, float]:
+    """A route as the map draws it: its segments and where it starts and ends along them."""
+    return r.segments, r.start_fraction, r.end_fraction
 
 
 def _write_route_gpx(net: RoadNetwork, trip: PlannedTrip, path: Path) -> None:
-    """The planned route as a GPX 1.1 track (for navigation devices and apps)."""
+    """The planned route as GPX 1.1 (for navigation devices and apps): a track with elevation
+    (``<ele>``, where the network has it) and waypoints A (start) and B (end).
+
+    Elements follow the order the GPX 1.1 schema requires: waypoints before the track, and in a
+    point ``<ele>`` before ``<name>``.
+    """
     from xml.sax.saxutils import escape
 
     from ev_nav.provenance import atomic_write_text
 
+    p = trip.routes["planned"]
+    coords = route_coordinates(net, p.segments, p.start_fraction, p.end_fraction)
+
+    def ele(row: np.ndarray) -> str:
+        return f"<ele>{row[2]:.1f}</ele>" if row.shape[0] > 2 else ""
+
+    def waypoint(row: np.ndarray, name: str, kind: str, desc: str) -> str:
+        return (
+            f'  <wpt lat="{row[1]:.7f}" lon="{row[0]:.7f}">{ele(row)}<name>{escape(name)}</name>'
+            f"<desc>{escape(desc)}</desc><type>{kind}</type></wpt>\n"
+        )
+
+    trip_name = f"ev-nav trip {trip.trip_id} ({trip.policy})"
     points = "\n".join(
-        f'      <trkpt lat="{lat:.7f}" lon="{lon:.7f}"/>'
-        for lon, lat in route_coordinates(net, trip.routes["planned"].segments)
+        f'      <trkpt lat="{row[1]:.7f}" lon="{row[0]:.7f}">{ele(row)}</trkpt>' for row in coords
     )
-    name = escape(f"ev-nav trip {trip.trip_id} ({trip.policy})")
     atomic_write_text(
         path,
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<gpx version="1.1" creator="ev-nav" xmlns="http://www.topografix.com/GPX/1/1">\n'
-        f"  <trk><name>{name}</name>\n    <trkseg>\n{points}\n    </trkseg>\n  </trk>\n"
-        "</gpx>\n",
+        f"  <metadata><name>{escape(trip_name)}</name></metadata>\n"
+        + waypoint(coords[0], "A", "start", f"start of {trip_name}, segment {trip.start_segment}")
+        + waypoint(coords[-1], "B", "end", f"end of {trip_name}, segment {trip.goal_segment}")
+        + f"  <trk><name>{escape(trip_name)}</name>\n    <trkseg>\n{points}\n    </trkseg>\n"
+        "  </trk>\n</gpx>\n",
     )
 
 
 def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path) -> None:
+    """Every route as a GeoJSON LineString; positions are [lon, lat, elevation m] (RFC 7946's
+    optional third coordinate) where the network has elevation, else [lon, lat]."""
     from ev_nav.provenance import atomic_write_text
 
     features = []
     for name, r in routes.items():
-        coords = route_coordinates(net, r.segments)
+        coords = route_coordinates(net, r.segments, r.start_fraction, r.end_fraction)
         features.append(
             {
                 "type": "Feature",

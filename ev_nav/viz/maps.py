@@ -9,14 +9,20 @@ Design points
 * **Legends are plain HTML/CSS**, not JavaScript widgets: they show even if no script runs. Every
   energy figure a legend derives from the model is written as "predicted", so a route named for
   what it truly is (e.g. the demo's true energy optimum) never shows a prediction as its truth.
-* **Offline, one file.** The map library (Leaflet, BSD-2, shipped in ``ev_nav/static/leaflet``
-  with its NOTICE) is *inlined* into every page: its script, its stylesheet and the stylesheet's
-  images as data URIs. Nothing is loaded from a CDN, and folium's other CDN links (jQuery,
-  Bootstrap, icon fonts: unused by these maps) are dropped. See :func:`leaflet_inline_html` for
-  why inlining beats linking packaged files beside the map. Tiles are optional decoration: if
-  they fail to load, the network, routes, markers and legend draw over a blank background, and
-  panning and zooming work. If scripts are disabled altogether, a static SVG drawing of the
-  routes (and the network, when small enough), built here in Python, is shown instead.
+* **Offline, shared files.** A saved map needs two things that are the same for every map of a
+  network: the map library (Leaflet, BSD-2, shipped in ``ev_nav/static/leaflet`` with its
+  NOTICE) and the network's geometry. :func:`save_map` puts them once in a ``lib/`` folder beside
+  the page (``lib/leaflet-1.9.4/``, copied unmodified and checked against the NOTICE's hashes;
+  ``lib/network-<hash>.js``/``.svg``, named by their content) and the page links them by
+  relative paths, so a state's trip maps each carry only their own routes and figures (a Monaco
+  trip map: 177 KB instead of 2.26 MB). Moving a map means moving its folder (the page and
+  ``lib/``); ``standalone=True`` instead inlines everything into one file to send around (see
+  :func:`leaflet_inline_html`). Nothing is loaded from a CDN, and folium's other CDN links
+  (jQuery, Bootstrap, icon fonts: unused by these maps) are dropped. Tiles are optional
+  decoration: if they fail to load, the network, routes, markers and legend draw over a blank
+  background, and panning and zooming work. If scripts are disabled altogether (or ``lib/`` did
+  not travel with the page), a static SVG drawing of the routes (and the network, when small
+  enough), built here in Python, is shown instead.
 * **Readable routes.** The view is fitted to the routes (the network when there are none); the
   planned route gets start and end markers; routes are stacked widest first, each narrower one on
   top, so routes that share roads all stay visible (as nested bands) where they overlap.
@@ -27,7 +33,9 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import html
+import json
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -37,12 +45,14 @@ from typing import Any
 import folium
 import numpy as np
 from branca.element import Element, MacroElement
+from folium.template import Template as FoliumTemplate
 from jinja2 import Template
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import EvNavError, InvalidNetworkData, UnknownSegmentError
-from ev_nav.provenance import atomic_write_text
+from ev_nav.provenance import atomic_path, atomic_write_text
 from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.partial import route_coordinates
 from ev_nav.viz import NO_DATA_COLOR, ColorScale, format_value
 
 #: Colours of the planned route and its alternatives, in legend order.
@@ -67,12 +77,19 @@ FALLBACK_MAX_NETWORK_VERTICES = 60_000
 #: Version of the Leaflet files shipped in ``ev_nav/static/leaflet`` (see the NOTICE there).
 LEAFLET_VERSION = "1.9.4"
 
+#: Folder beside a saved map that holds the files it links (the library, the network drawing).
+LIB_DIR = "lib"
+
 _COORD_DECIMALS = 6  # ~0.1 m: finer than any map needs, keeps the HTML small
 
 
 # ====================================================================== the map library
 class MapLibraryMissing(EvNavError, FileNotFoundError):
     """The Leaflet files shipped with the package are missing (a broken installation)."""
+
+
+class MapWriteError(EvNavError, OSError):
+    """A map, or the shared files it links, could not be written."""
 
 
 def leaflet_file(name: str) -> bytes:
@@ -94,35 +111,97 @@ def leaflet_file(name: str) -> bytes:
 
 
 @functools.cache
+def leaflet_hashes() -> dict[str, str]:
+    """The packaged Leaflet files and their sha256, as listed in ``NOTICE.md`` beside them.
+
+    Raises
+    ------
+    MapLibraryMissing
+        If the NOTICE is missing or lists no file.
+    """
+    notice = leaflet_file("NOTICE.md").decode("utf-8")
+    rows = dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", notice, re.M))
+    if not rows:
+        raise MapLibraryMissing("ev-nav's leaflet/NOTICE.md lists no file hashes; reinstall ev-nav")
+    return rows
+
+
+def install_map_library(folder: str | Path) -> Path:
+    """Copy the packaged Leaflet files into ``folder/leaflet-<version>/`` (once); return it.
+
+    Each file already there is kept if its sha256 is the one ``NOTICE.md`` lists, and (re)written
+    atomically otherwise (missing, partial or edited), so concurrent writers and readers only
+    ever see complete files. The licence and the NOTICE go with the files.
+
+    Raises
+    ------
+    MapLibraryMissing
+        If a packaged file is missing or does not match its listed hash (a broken install).
+    OSError
+        If the folder cannot be written.
+    """
+    target = Path(folder) / f"leaflet-{LEAFLET_VERSION}"
+    for name, digest in leaflet_hashes().items():
+        dest = target / name
+        if dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == digest:
+            continue
+        data = leaflet_file(name)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise MapLibraryMissing(
+                f"ev-nav's packaged map library file leaflet/{name} does not match the hash in "
+                "its NOTICE.md (edited or damaged); reinstall ev-nav"
+            )
+        _write_bytes_if_changed(dest, data)
+    _write_bytes_if_changed(target / "NOTICE.md", leaflet_file("NOTICE.md"))
+    return target
+
+
+def _write_bytes_if_changed(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically unless the file already holds exactly that."""
+    if path.is_file() and path.read_bytes() == data:
+        return
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+@functools.cache
 def leaflet_inline_html() -> str:
     """Leaflet's stylesheet and script as inline ``<style>``/``<script>`` blocks for a page head.
 
-    Why inline rather than link ``leaflet.js`` installed beside the map: a driver copies *one*
-    file (to a phone, a USB stick, an e-mail); a page that links ``leaflet/leaflet.js`` breaks as
-    soon as it leaves its folder, and one that links the installed package breaks on any other
-    machine. Inlining costs about 165 kB per page (small next to a network layer) and makes each
-    map a self-contained file that pans and zooms with no network and no ev-nav installed.
-    The stylesheet's images (the layer-control icon and the default marker) become data URIs for
-    the same reason; the source-map comment is dropped (it would point at a file that is not
-    there). The server (:mod:`ev_nav.server`) instead serves the packaged files, which browsers
-    then cache across pages.
+    This is the standalone form (``save_map(..., standalone=True)``, ``ev-nav map
+    --standalone``): one file a driver can send anywhere (a phone, an e-mail) that pans and zooms
+    with no network and no ev-nav installed, at the cost of about 165 kB per page. Maps saved in
+    a folder link one shared copy in ``lib/`` instead (:func:`install_map_library`): a state
+    holds many trip maps, and a copy per page would be most of each. The stylesheet's images
+    (the layer-control icon and the default marker) become data URIs; the source-map comment is
+    dropped (it would point at a file that is not there). The server (:mod:`ev_nav.server`)
+    serves the packaged files, which browsers then cache across pages.
     """
     js = leaflet_file("leaflet.js").decode("utf-8")
     js = re.sub(r"//# sourceMappingURL=\S+\s*$", "", js)
     css = leaflet_file("leaflet.css").decode("utf-8")
 
-    def data_uri(match: re.Match[str]) -> str:
-        png = base64.b64encode(leaflet_file(f"images/{match.group(1)}")).decode("ascii")
-        return f"url(data:image/png;base64,{png})"
+    def png_uri(name: str) -> str:
+        return "data:image/png;base64," + base64.b64encode(leaflet_file(f"images/{name}")).decode()
 
-    css = re.sub(r"url\(images/([\w.-]+\.png)\)", data_uri, css)
+    css = re.sub(r"url\(images/([\w.-]+\.png)\)", lambda m: f"url({png_uri(m[1])})", css)
     # An inline block ends at the first closing tag of its kind: make sure none hides inside.
     if "</script" in js.lower() or "</style" in css.lower():
         raise MapLibraryMissing("the packaged Leaflet files cannot be inlined (closing tag inside)")
+    # Leaflet finds its default marker images beside its stylesheet; inline there is no such
+    # place (a folium marker asks for them before its own icon replaces them), so name them
+    icons = json.dumps(
+        {
+            "iconUrl": png_uri("marker-icon.png"),
+            "iconRetinaUrl": png_uri("marker-icon-2x.png"),
+            "shadowUrl": png_uri("marker-shadow.png"),
+        }
+    )
     return (
         f"<style>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause) */\n{css}</style>\n"
         f"<script>/* Leaflet {LEAFLET_VERSION} (BSD-2-Clause, (c) Volodymyr Agafonkin, "
-        f"CloudMade) */\n{js}</script>"
+        f"CloudMade) */\n{js}</script>\n"
+        f"<script>L.Icon.Default.mergeOptions({icons});</script>"
     )
 
 
@@ -140,18 +219,20 @@ def _check_segments(net: RoadNetwork, segments: ArrayLike, what: str) -> NDArray
     return seg
 
 
-def route_latlon(net: RoadNetwork, segments: ArrayLike) -> NDArray[np.float64]:
+def route_latlon(
+    net: RoadNetwork, segments: ArrayLike | tuple[ArrayLike, float, float]
+) -> NDArray[np.float64]:
     """The route's polyline as (lat, lon) rows, consecutive duplicate vertices removed.
 
-    Segment ``e``'s polyline ends where the next one starts; the shared vertex is kept once.
+    ``segments`` is the route's segment ids, or ``(ids, start_fraction, end_fraction)`` for a
+    route that starts and ends part-way along its end segments (only the driven part is drawn;
+    :func:`ev_nav.roads.partial.route_coordinates`).
     """
+    fs, fg = 0.0, 1.0
+    if isinstance(segments, tuple):
+        segments, fs, fg = segments
     seg = _check_segments(net, segments, "the route")
-    off = net.geom_offsets
-    starts, stops = off[seg], off[seg + 1]
-    lengths = stops - starts
-    idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    idx = idx + np.arange(int(lengths.sum()))
-    lonlat = np.round(net.geom_lonlat[idx], _COORD_DECIMALS)
+    lonlat = np.round(route_coordinates(net, seg, fs, fg)[:, :2], _COORD_DECIMALS)
     keep = np.ones(lonlat.shape[0], dtype=bool)
     keep[1:] = np.any(lonlat[1:] != lonlat[:-1], axis=1)
     return lonlat[keep][:, ::-1].copy()
@@ -222,17 +303,6 @@ class _HtmlBlock(MacroElement):
     def __init__(self, content: str) -> None:
         super().__init__()
         self._name = "EvNavHtml"
-        self.content = content
-
-
-class _RawHead(Element):
-    """Raw text for the page head (a MacroElement there would render into the body)."""
-
-    _template = Template("{{ this.content }}")
-
-    def __init__(self, content: str) -> None:
-        super().__init__()
-        self._name = "EvNavHead"
         self.content = content
 
 
@@ -328,63 +398,226 @@ def _legend(parts: Sequence[str], title: str | None = None) -> _HtmlBlock:
     )
 
 
-# ====================================================================== offline SVG fallback
-def _fallback_svg(
-    net: RoadNetwork,
-    lines: Sequence[tuple[NDArray[np.float64], str, float, str]],
-    network_colors: Sequence[str] | None,
-    width: int = 900,
-) -> _HtmlBlock:
-    """Static SVG (equirectangular, aspect-correct) shown only if Leaflet did not run (scripts
-    disabled; the library itself is inlined).
+# ====================================================================== shared page files
+class _SvgFrame:
+    """The offline drawing's projection (equirectangular, aspect-correct, fitted to the network):
+    the same for every map of a network, so a shared network drawing lines up with a page's
+    routes drawn over it."""
 
-    ``lines`` are (latlon polyline, colour, stroke width, css class) drawn over the network.
-    """
-    lon0, lat0, lon1, lat1 = net.bounds()
-    kx_deg = np.cos(np.radians(0.5 * (lat0 + lat1)))  # metres per degree lon vs lat
-    span_x = max((lon1 - lon0) * kx_deg, 1e-9)
-    span_y = max(lat1 - lat0, 1e-9)
-    height = int(np.clip(width * span_y / span_x, 200, 1400))
-    scale = min((width - 20) / span_x, (height - 20) / span_y)
-    kx, ky = scale * kx_deg, scale
-    x0, y0 = lon0 - 10 / kx, lat1 + 10 / ky
+    def __init__(self, net: RoadNetwork, width: int = 900) -> None:
+        lon0, lat0, lon1, lat1 = net.bounds()
+        kx_deg = np.cos(np.radians(0.5 * (lat0 + lat1)))  # metres per degree lon vs lat
+        span_x = max((lon1 - lon0) * kx_deg, 1e-9)
+        span_y = max(lat1 - lat0, 1e-9)
+        self.width = width
+        self.height = int(np.clip(width * span_y / span_x, 200, 1400))
+        scale = min((width - 20) / span_x, (self.height - 20) / span_y)
+        self.kx, self.ky = scale * kx_deg, scale
+        self.x0, self.y0 = lon0 - 10 / self.kx, lat1 + 10 / self.ky
 
-    def d(latlon: NDArray[np.float64]) -> str:
-        x = (latlon[:, 1] - x0) * kx
-        y = (y0 - latlon[:, 0]) * ky
-        pts = [f"{a:.1f},{b:.1f}" for a, b in zip(x.tolist(), y.tolist(), strict=True)]
+    def points(self, lonlat: NDArray[np.float64]) -> list[str]:
+        """``x,y`` [px] of (lon, lat) rows."""
+        x = ((lonlat[:, 0] - self.x0) * self.kx).tolist()
+        y = ((self.y0 - lonlat[:, 1]) * self.ky).tolist()
+        return [f"{a:.1f},{b:.1f}" for a, b in zip(x, y, strict=True)]
+
+    def d(self, latlon: NDArray[np.float64]) -> str:
+        pts = self.points(latlon[:, ::-1])
         return "M" + pts[0] + ("L" + " ".join(pts[1:]) if len(pts) > 1 else "")
 
-    parts: list[str] = []
-    if net.geom_lonlat.shape[0] <= FALLBACK_MAX_NETWORK_VERTICES:
-        off = net.geom_offsets
-        lonlat = net.geom_lonlat
-        colors = network_colors or ["#c8c8c8"] * net.n_segments
-        for e in range(net.n_segments):
-            seg = lonlat[off[e] : off[e + 1]][:, ::-1]
-            parts.append(f'<path d="{d(seg)}" stroke="{colors[e]}" stroke-width="1.2"/>')
-    for latlon, color, w, cls in lines:
-        parts.append(
-            f'<path class="{cls}" d="{d(latlon)}" stroke="{color}" stroke-width="{w:.1f}" '
-            'stroke-linejoin="round" stroke-linecap="round"/>'
+    def network_paths(self, net: RoadNetwork, colors: Sequence[str] | None) -> str:
+        """Every segment as an SVG path (grey unless ``colors`` gives one per segment)."""
+        pts = self.points(net.geom_lonlat)
+        off = net.geom_offsets.tolist()
+        cols = colors or ["#c8c8c8"] * net.n_segments
+        return "".join(
+            f'<path d="M{pts[a]}{"L" + " ".join(pts[a + 1 : b]) if b - a > 1 else ""}" '
+            f'stroke="{c}" stroke-width="1.2"/>'
+            for a, b, c in zip(off[:-1], off[1:], cols, strict=True)
         )
-    svg = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'style="width:100%;height:calc(100vh - 40px)" fill="none">{"".join(parts)}</svg>'
+
+    def svg(self, body: str, style: str) -> str:
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {self.width} {self.height}" '
+            f'style="{style}" fill="none">{body}</svg>'
+        )
+
+
+#: Builds the network layer's GeoJSON in the browser from the network file (geometry and fixed
+#: attributes, shared) and the page's own columns (colours, widths, tooltip values); an empty
+#: layer if the network file did not load (the page was copied without its ``lib/`` folder).
+_FEATURES_JS = """<script>
+function evNavNetworkFeatures(key, page) {
+  var net = (window.EV_NAV_NETWORKS || {})[key], feats = [];
+  var pick = function (v, e) { return Array.isArray(v) ? v[e] : v; };
+  if (!net) { return {type: "FeatureCollection", features: feats}; }
+  for (var k = 0; k < net.offsets.length - 1; k++) {
+    var e = page.order ? page.order[k] : k, line = [];
+    for (var i = net.offsets[e]; i < net.offsets[e + 1]; i++) {
+      line.push([net.lonlat[2 * i], net.lonlat[2 * i + 1]]);
+    }
+    var props = {segment: e, length_m: net.length_m[e], grade_pct: net.grade_pct[e],
+      speed_kmh: net.speed_kmh[e], style: {color: pick(page.color, e),
+      weight: pick(page.weight, e), opacity: page.opacity}};
+    for (var name in page.extra) { props[name] = page.extra[name][e]; }
+    feats.push({type: "Feature", geometry: {type: "LineString", coordinates: line},
+      properties: props});
+  }
+  return {type: "FeatureCollection", features: feats};
+}
+</script>"""
+
+
+class _PageAssets:
+    """What a page needs besides its own data: Leaflet and the network's geometry.
+
+    Both are the same for every map of a network. :func:`save_map` sets :attr:`linked` while it
+    renders a page into a folder whose ``lib/`` holds them (written by :meth:`write_shared`);
+    otherwise (``standalone``, a notebook's inline display) they are inlined.
+    """
+
+    def __init__(self, net: RoadNetwork) -> None:
+        self.net = net
+        self.frame = _SvgFrame(net)
+        self.linked = False
+
+    @functools.cached_property
+    def _network_file(self) -> tuple[str, str]:
+        """(key, text) of the network file: each segment's polyline and fixed tooltip fields,
+        keyed by the hash of that data."""
+        net = self.net
+        data = {
+            "offsets": net.geom_offsets.tolist(),
+            "lonlat": np.round(net.geom_lonlat, _COORD_DECIMALS).reshape(-1).tolist(),
+            "length_m": np.round(net.length_m, 1).tolist(),
+            "grade_pct": np.round(net.grade * 100.0, 1).tolist(),
+            "speed_kmh": np.round(net.speed_mps * 3.6, 0).astype(np.int64).tolist(),
+        }
+        body = json.dumps(data, separators=(",", ":"))
+        key = hashlib.sha256(body.encode()).hexdigest()[:16]
+        return key, (
+            f"/* ev-nav road network {key}: {net.n_segments} segments, shared by the maps "
+            f'in this folder */\n(window.EV_NAV_NETWORKS = window.EV_NAV_NETWORKS || {{}})["{key}"]'
+            f" = {body};\n"
+        )
+
+    @property
+    def network_key(self) -> str:
+        return self._network_file[0]
+
+    @property
+    def network_js(self) -> str:
+        return self._network_file[1]
+
+    @functools.cached_property
+    def network_svg(self) -> str | None:
+        """The grey network drawing behind the offline view (``None`` above the size limit)."""
+        if self.net.geom_lonlat.shape[0] > FALLBACK_MAX_NETWORK_VERTICES:
+            return None
+        return self.frame.svg(self.frame.network_paths(self.net, None), "")
+
+    @property
+    def network_js_name(self) -> str:
+        return f"network-{self.network_key}.js"
+
+    @functools.cached_property
+    def network_svg_name(self) -> str | None:
+        """Named by the drawing's own hash, as the network file is by its data's."""
+        svg = self.network_svg
+        if svg is None:
+            return None
+        return f"network-{hashlib.sha256(svg.encode()).hexdigest()[:16]}.svg"
+
+    def write_shared(self, lib: Path) -> None:
+        """Put Leaflet and this network's files into ``lib`` (each only if absent or changed)."""
+        install_map_library(lib)
+        _write_bytes_if_changed(lib / self.network_js_name, self.network_js.encode())
+        if self.network_svg is not None and self.network_svg_name is not None:
+            _write_bytes_if_changed(lib / self.network_svg_name, self.network_svg.encode())
+
+    def head(self) -> str:
+        if not self.linked:
+            return f"{leaflet_inline_html()}\n<script>{self.network_js}</script>\n{_FEATURES_JS}"
+        lib = f"{LIB_DIR}/leaflet-{LEAFLET_VERSION}"
+        return (
+            f'<link rel="stylesheet" href="{lib}/leaflet.css"/>\n'
+            f'<script src="{lib}/leaflet.js"></script>\n'
+            f'<script src="{LIB_DIR}/{self.network_js_name}"></script>\n{_FEATURES_JS}'
+        )
+
+
+class _Deferred(Element):
+    """Text decided when the page is rendered (inline or linked assets): ``content()``."""
+
+    _template = Template("{{ this.content() }}")
+
+    def __init__(self, content: Any, name: str) -> None:
+        super().__init__()
+        self._name = name
+        self.content = content
+
+
+class _DeferredBody(MacroElement):
+    """Like :class:`_Deferred`, placed in the page body (outside the map's scripts)."""
+
+    _template = Template("{% macro html(this, kwargs) %}{{ this.content() }}{% endmacro %}")
+
+    def __init__(self, content: Any) -> None:
+        super().__init__()
+        self._name = "EvNavHtml"
+        self.content = content
+
+
+# ====================================================================== offline SVG fallback
+def _fallback_svg(
+    assets: _PageAssets,
+    lines: Sequence[tuple[NDArray[np.float64], str, float, str]],
+    network_colors: Sequence[str] | None,
+) -> _DeferredBody:
+    """Static SVG shown only if Leaflet did not run (scripts disabled, or ``lib/`` missing).
+
+    ``lines`` are (latlon polyline, colour, stroke width, css class) drawn over the network. A
+    grey network comes from the shared drawing in ``lib/`` when the page links its files (an
+    image under the routes, same projection); a coloured one (a layer map) is drawn inline.
+    """
+    frame = assets.frame
+    routes = "".join(
+        f'<path class="{cls}" d="{frame.d(latlon)}" stroke="{color}" stroke-width="{w:.1f}" '
+        'stroke-linejoin="round" stroke-linecap="round"/>'
+        for latlon, color, w, cls in lines
     )
-    # Shown when the Leaflet script did not define ``L`` (no network, no cache); <noscript> covers
-    # browsers with scripts disabled.
-    return _HtmlBlock(
-        f'<div id="{FALLBACK_ID}" style="display:none;position:absolute;inset:0;'
-        f'background:#f4f4f0;z-index:500">'
-        '<div style="font:13px sans-serif;padding:6px 10px;color:#444">Static view: scripts '
-        "are disabled or the map library did not run, showing a drawing of the routes.</div>"
-        f"{svg}</div>"
-        f"<noscript><style>#{FALLBACK_ID}{{display:block !important}}</style></noscript>"
-        "<script>window.addEventListener('load', function () {"
-        f"if (typeof L === 'undefined') {{document.getElementById('{FALLBACK_ID}')"
-        ".style.display = 'block';}});</script>"
+    small = assets.net.geom_lonlat.shape[0] <= FALLBACK_MAX_NETWORK_VERTICES
+    inline_net = (
+        frame.network_paths(assets.net, network_colors) if small and network_colors else None
     )
+    box = "position:absolute;inset:0;width:100%;height:100%"
+
+    def content() -> str:
+        back, body = "", routes
+        if inline_net is not None:
+            body = inline_net + routes
+        elif assets.linked and assets.network_svg_name is not None:
+            # alt="": a missing file (lib/ not copied) shows nothing rather than a broken icon
+            back = f'<img src="{LIB_DIR}/{assets.network_svg_name}" alt="" style="{box}">'
+        elif small:
+            body = frame.network_paths(assets.net, None) + routes
+        return (
+            f'<div id="{FALLBACK_ID}" style="display:none;position:absolute;inset:0;'
+            f'background:#f4f4f0;z-index:500">'
+            '<div style="font:13px sans-serif;padding:6px 10px;color:#444">Static view: scripts '
+            "are disabled or the map library did not load (a map saved with its lib/ folder "
+            "needs that folder beside it), showing a drawing of the routes.</div>"
+            f'<div style="position:relative;width:100%;height:calc(100vh - 40px)">{back}'
+            f"{frame.svg(body, box)}</div></div>"
+            f"<noscript><style>#{FALLBACK_ID}{{display:block !important}}</style></noscript>"
+            "<script>window.addEventListener('load', function () {"
+            f"if (typeof L === 'undefined') {{document.getElementById('{FALLBACK_ID}')"
+            ".style.display = 'block';}});</script>"
+        )
+
+    # Shown when the Leaflet script did not define ``L``; <noscript> covers browsers with
+    # scripts disabled.
+    return _DeferredBody(content)
 
 
 # ====================================================================== maps
@@ -400,10 +633,11 @@ FIT_PADDING_BOTTOM_RIGHT = (60, 60)
 
 
 def _base_map(
-    net: RoadNetwork, tiles: str | None, fit: NDArray[np.float64] | None = None
+    assets: _PageAssets, tiles: str | None, fit: NDArray[np.float64] | None = None
 ) -> folium.Map:
-    """A folium map with Leaflet inlined (no CDN), fitted to ``fit`` (lat, lon rows) or the
-    whole network."""
+    """A folium map with its Leaflet and network files (inline or linked, never a CDN), fitted
+    to ``fit`` (lat, lon rows) or the whole network."""
+    net = assets.net
     lon0, lat0, lon1, lat1 = net.bounds()
     m = folium.Map(
         location=[0.5 * (lat0 + lat1), 0.5 * (lon0 + lon1)],
@@ -413,10 +647,12 @@ def _base_map(
         prefer_canvas=net.n_segments > CANVAS_ABOVE_SEGMENTS,
     )
     # folium links Leaflet, jQuery, Bootstrap and icon fonts from CDNs; these maps use none but
-    # Leaflet, which goes inline (instance attributes: other folium maps are left as they are).
+    # Leaflet, which comes from the page or lib/ (instance attributes: other folium maps are
+    # left as they are).
     m.default_js = []
     m.default_css = []
-    m.get_root().header.add_child(_RawHead(leaflet_inline_html()), name="leaflet", index=0)
+    m.get_root().header.add_child(_Deferred(assets.head, "EvNavHead"), name="leaflet", index=0)
+    m._ev_nav_assets = assets  # type: ignore[attr-defined]  # read by save_map
     if fit is None:
         m.fit_bounds([[lat0, lon0], [lat1, lon1]])
     else:
@@ -429,9 +665,43 @@ def _base_map(
     return m
 
 
+class _NetworkLayer(folium.GeoJson):
+    """All segments as one GeoJSON layer, its features built in the browser from the network
+    file and this page's columns (so the geometry is not repeated in every page)."""
+
+    # folium's Template: it has the ``tojavascript`` filter
+    _template = FoliumTemplate(
+        """{% macro script(this, kwargs) %}
+        var {{ this.get_name() }} = L.geoJson(null, {...{{ this.options | tojavascript }}});
+        function {{ this.get_name() }}_add(data) { {{ this.get_name() }}.addData(data); }
+        {{ this.get_name() }}_add(evNavNetworkFeatures({{ this.key | tojson }},
+            {{ this.columns_json }}));
+        {{ this.get_name() }}.setStyle(function (feature) { return feature.properties.style; });
+        {% endmacro %}"""
+    )
+
+    def __init__(
+        self, key: str, columns: dict[str, Any], fields: Sequence[str], **kwargs: Any
+    ) -> None:
+        # folium checks tooltip fields against the data it is given: one feature with the
+        # properties the browser will build (never rendered into the page)
+        prototype = {
+            "type": "Feature",
+            "geometry": {"type": "LineString", "coordinates": [[0.0, 0.0], [0.0, 0.0]]},
+            "properties": dict.fromkeys(fields),
+        }
+        super().__init__({"type": "FeatureCollection", "features": [prototype]}, **kwargs)
+        self.key = key
+        # compact (the page is UTF-8: "±" as itself, not a 6-character escape), and with "<"
+        # escaped so no value can close the <script> it sits in
+        self.columns_json = json.dumps(
+            columns, separators=(",", ":"), ensure_ascii=False
+        ).replace("<", "\\u003c")
+
+
 def _network_layer(
-    net: RoadNetwork,
-    colors: Sequence[str],
+    assets: _PageAssets,
+    colors: Sequence[str] | None,
     *,
     name: str,
     mean_wh: NDArray[np.float64] | None,
@@ -441,13 +711,10 @@ def _network_layer(
     weight: float | NDArray[np.float64],
     opacity: float,
 ) -> folium.GeoJson:
-    """All segments as one GeoJSON layer with per-feature style and tooltip fields."""
+    """All segments as one GeoJSON layer with per-feature style and tooltip fields
+    (``colors`` per segment, or ``None`` for one grey)."""
+    net = assets.net
     n = net.n_segments
-    lines = _segment_lines(net)
-    length = np.round(net.length_m, 1).tolist()
-    grade = np.round(net.grade * 100.0, 1).tolist()
-    speed = np.round(net.speed_mps * 3.6, 0).astype(np.int64).tolist()
-    w = np.broadcast_to(np.asarray(weight, dtype=np.float64), (n,)).round(2).tolist()
     fields = ["segment", "length_m", "grade_pct", "speed_kmh"]
     aliases = ["segment", "length [m]", "grade [%]", "speed limit [km/h]"]
     extra: dict[str, list[str]] = {}
@@ -464,33 +731,24 @@ def _network_layer(
         extra["value"] = [format_value(v) for v in value.tolist()]
         fields.append("value")
         aliases.append(value_label)
-    # Later features are drawn on top: no-data first, high values last, so that of the two
-    # overlapping directions of a street the driven / extreme one shows.
-    order = (
-        np.argsort(np.nan_to_num(value, nan=-np.inf), kind="stable")
-        if value is not None
-        else np.arange(n)
-    )
-    features = []
-    for e in order.tolist():
-        props: dict[str, Any] = {
-            "segment": e,
-            "length_m": length[e],
-            "grade_pct": grade[e],
-            "speed_kmh": speed[e],
-            "style": {"color": colors[e], "weight": w[e], "opacity": opacity},
-        }
-        for key, vals in extra.items():
-            props[key] = vals[e]
-        features.append(
-            {
-                "type": "Feature",
-                "geometry": {"type": "LineString", "coordinates": lines[e]},
-                "properties": props,
-            }
-        )
-    return folium.GeoJson(
-        {"type": "FeatureCollection", "features": features},
+    w = np.asarray(weight, dtype=np.float64)
+    columns: dict[str, Any] = {
+        # Later features are drawn on top: no-data first, high values last, so that of the two
+        # overlapping directions of a street the driven / extreme one shows.
+        "order": (
+            np.argsort(np.nan_to_num(value, nan=-np.inf), kind="stable").tolist()
+            if value is not None
+            else None
+        ),
+        "color": list(colors) if colors is not None else "#7a7a7a",
+        "weight": float(w.round(2)) if w.ndim == 0 else np.broadcast_to(w, (n,)).round(2).tolist(),
+        "opacity": opacity,
+        "extra": extra,
+    }
+    return _NetworkLayer(
+        assets.network_key,
+        columns,
+        fields,
         name=name,
         tooltip=folium.GeoJsonTooltip(fields=fields, aliases=aliases, sticky=True),
         className=NETWORK_CLASS,
@@ -576,6 +834,7 @@ def network_map(
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
     fit_to_routes: bool = True,
+    standalone: bool = False,
 ) -> folium.Map:
     """The whole network coloured by a per-segment value, with a colour legend and tooltips.
 
@@ -603,16 +862,19 @@ def network_map(
     tiles : str or None
         Folium tile layer name; ``None`` for a blank background (fully offline).
     path : path, optional
-        If given, the HTML is written there atomically.
+        If given, the HTML is written there atomically (:func:`save_map`).
     fit_to_routes : bool
         Open the map fitted to the routes (default) rather than to the whole network.
+    standalone : bool
+        With ``path``: one self-contained file instead of a page linking ``lib/`` beside it.
     """
     v = _as_values(net, values, "values")
     mean = _as_values(net, mean_wh, "mean_wh")
     sd = _as_values(net, sd_wh, "sd_wh")
     lines = {name: route_latlon(net, segs) for name, segs in (routes or {}).items()}
     fit = np.concatenate(list(lines.values())) if lines and fit_to_routes else None
-    m = _base_map(net, tiles, fit)
+    assets = _PageAssets(net)
+    m = _base_map(assets, tiles, fit)
     parts: list[str] = []
     if v is not None:
         scale = ColorScale.fit(v, cmap=cmap, vmin=vmin, vmax=vmax, log=log_scale)
@@ -624,9 +886,9 @@ def network_map(
         )
         parts.append(_colorbar_html(scale, legend_title, bool(np.isnan(v).any()), beyond))
     else:
-        colors = ["#7a7a7a"] * net.n_segments
+        colors = None
     layer = _network_layer(
-        net,
+        assets,
         colors,
         name=layer_name,
         mean_wh=mean,
@@ -645,9 +907,9 @@ def network_map(
         parts.append(_routes_legend_html(legend_rows, markers=True))
     folium.LayerControl(collapsed=True).add_to(m)
     m.add_child(_legend(parts, title))
-    m.add_child(_fallback_svg(net, svg_lines, colors if v is not None else None))
+    m.add_child(_fallback_svg(assets, svg_lines, colors))
     if path is not None:
-        save_map(m, path)
+        save_map(m, path, standalone=standalone)
     return m
 
 
@@ -665,6 +927,7 @@ def route_map(
     title: str | None = None,
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
+    standalone: bool = False,
 ) -> folium.Map:
     """A planned route and its alternatives (e.g. shortest, fastest) over the network.
 
@@ -692,6 +955,7 @@ def route_map(
         title=title,
         tiles=tiles,
         path=path,
+        standalone=standalone,
     )
 
 
@@ -705,6 +969,7 @@ def visits_map(
     cmap: str = "plasma",
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
+    standalone: bool = False,
 ) -> folium.Map:
     """Exploration map: segments coloured by how often they were driven (log scale).
 
@@ -735,13 +1000,45 @@ def visits_map(
         tiles=tiles,
         path=path,
         fit_to_routes=False,
+        standalone=standalone,
     )
 
 
-def save_map(m: folium.Map, path: str | Path) -> Path:
-    """Render ``m`` to a standalone HTML file, atomically; return the path."""
+def save_map(m: folium.Map, path: str | Path, *, standalone: bool = False) -> Path:
+    """Render ``m`` to an HTML file, atomically; return the path.
+
+    By default the page links the map library and the network drawing from ``lib/`` beside it
+    (written there first, once per folder: see :func:`install_map_library`), so the maps of a
+    state share one copy; the folder (page and ``lib/``) can be moved or copied as a whole. With
+    ``standalone`` everything is inlined into one file that works anywhere on its own (~0.2 MB
+    more per page, plus the network). A folium map not made here is rendered as it is.
+    """
     target = Path(path)
-    atomic_write_text(target, m.get_root().render())
+    assets: _PageAssets | None = getattr(m, "_ev_nav_assets", None)
+    try:
+        if assets is None or standalone:
+            atomic_write_text(target, m.get_root().render())
+            return target
+        try:
+            assets.write_shared(target.parent / LIB_DIR)
+        except MapLibraryMissing:
+            raise
+        except OSError as exc:
+            raise MapWriteError(
+                f"cannot write the map library to {target.parent / LIB_DIR} ({exc}); a map "
+                "saved in a folder links its files there: choose another folder, or save a "
+                "standalone map (ev-nav map --standalone)"
+            ) from None
+        assets.linked = True
+        try:
+            page = m.get_root().render()
+        finally:
+            assets.linked = False
+        atomic_write_text(target, page)
+    except EvNavError:
+        raise
+    except OSError as exc:
+        raise MapWriteError(f"cannot write the map {target} ({exc})") from None
     return target
 
 
@@ -749,7 +1046,11 @@ __all__ = [
     "FALLBACK_ID",
     "LEGEND_ID",
     "NETWORK_CLASS",
+    "LIB_DIR",
+    "MapLibraryMissing",
+    "MapWriteError",
     "ROUTE_CLASS",
+    "install_map_library",
     "network_map",
     "route_latlon",
     "route_map",

@@ -177,8 +177,12 @@ def test_plan_route_figures(http, served_town, served_state) -> None:
         lo, hi = r["arrival"]["interval_pct"]
         assert lo < r["arrival"]["soc_pct"] < hi
         # the drawn line follows the segments: it starts where the first segment starts
-        np.testing.assert_allclose(r["coordinates"][0], net.segment_coords(seg[0])[0], atol=1e-6)
-        np.testing.assert_allclose(r["coordinates"][-1], net.segment_coords(seg[-1])[-1], atol=1e-6)
+        # and at the height of the nodes it starts and ends at ([lon, lat, elevation m])
+        first, last = r["coordinates"][0], r["coordinates"][-1]
+        np.testing.assert_allclose(first[:2], net.segment_coords(seg[0])[0], atol=1e-6)
+        np.testing.assert_allclose(last[:2], net.segment_coords(seg[-1])[-1], atol=1e-6)
+        assert first[2] == pytest.approx(net.node_elevation[net.seg_u[seg[0]]], abs=0.05)
+        assert last[2] == pytest.approx(net.node_elevation[net.seg_v[seg[-1]]], abs=0.05)
     assert seg[0] == trip["start_segment"] and seg[-1] == trip["goal_segment"]
     assert trip["departure_soc_pct"] == 80.0 and trip["reserve_pct"] == 10.0
     assert trip["vehicle"] == "van-7" and trip["seed"] == trip["trip"]

@@ -158,6 +158,11 @@ class Router:
             No candidate pair is connected.
         """
         w = self._check_weights(weights)
+        if any(s == g and abs(fg - fs) < _MIN_SHARE for s, fs in origin for g, fg in goal):
+            raise InvalidObservation(
+                "origin and destination are the same place on the road; a trip needs two "
+                "different places"
+            )
         best: PartialPath | None = None
         unreachable = None
         for s, fs in origin:

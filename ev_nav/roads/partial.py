@@ -51,12 +51,13 @@ def route_coordinates(
     segments: np.ndarray,
     start_fraction: float = 0.0,
     end_fraction: float = 1.0,
+    decimals: int = 7,
 ) -> np.ndarray:
     """The route's polyline: rows (lon [deg], lat [deg], elevation [m]).
 
     The route starts ``start_fraction`` of the way along its first segment and ends
     ``end_fraction`` along its last (a trip between two points drives only that part of them).
-    Longitude and latitude are rounded to 1e-7 deg (~1 cm), elevation to 0.1 m; the repeated
+    Longitude and latitude are rounded to ``decimals`` (1e-7 deg, ~1 cm), elevation to 0.1 m; the repeated
     junction point where one segment ends and the next begins is kept once. Elevation varies
     linearly with distance along each segment between its end nodes' heights, the constant grade
     the network's energy model uses. A network built without any elevation source
@@ -87,7 +88,7 @@ def route_coordinates(
     coords = np.hstack(cols)
     if start_fraction > 0.0 or end_fraction < 1.0:
         coords = _cut_ends(coords, which, frac, seg.size, start_fraction, end_fraction)
-    coords[:, :2] = coords[:, :2].round(7)
+    coords[:, :2] = coords[:, :2].round(decimals)
     if coords.shape[1] > 2:
         coords[:, 2] = coords[:, 2].round(1)
     keep = np.ones(len(coords), dtype=bool)

@@ -232,10 +232,8 @@ def route_latlon(
     if isinstance(segments, tuple):
         segments, fs, fg = segments
     seg = _check_segments(net, segments, "the route")
-    lonlat = np.round(route_coordinates(net, seg, fs, fg)[:, :2], _COORD_DECIMALS)
-    keep = np.ones(lonlat.shape[0], dtype=bool)
-    keep[1:] = np.any(lonlat[1:] != lonlat[:-1], axis=1)
-    return lonlat[keep][:, ::-1].copy()
+    lonlat = route_coordinates(net, seg, fs, fg, decimals=_COORD_DECIMALS)[:, :2]
+    return lonlat[:, ::-1].copy()
 
 
 def _segment_lines(net: RoadNetwork) -> list[list[list[float]]]:

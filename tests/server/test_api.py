@@ -162,27 +162,36 @@ def test_plan_route_figures(http, served_town, served_state) -> None:
     assert list(routes) == ["planned", "best guess", "safe", "shortest", "fastest"]
     model = replayed_model(served_state)
     from ev_nav.bandits.agent import describe_route
+    from ev_nav.bandits.routing import PartialPath
 
     net = served_town
     for name, r in routes.items():
         seg = np.array(r["segments"])
+        fs, fg = r["start_fraction"], r["end_fraction"]
+        # the trip runs between two points part-way along its end segments: those count with
+        # the share driven
+        share = np.ones(seg.size)
+        share[0], share[-1] = (fg - fs, fg - fs) if seg.size == 1 else (1 - fs, fg)
         # independent figures: lengths and times from the network, energy from the replayed model
-        assert r["km"] == pytest.approx(net.length_m[seg].sum() / 1000, abs=6e-4), name
-        assert r["minutes"] == pytest.approx(net.travel_time_s[seg].sum() / 60, abs=6e-3), name
-        ref = describe_route(net, seg, model)
+        assert r["km"] == pytest.approx(share @ net.length_m[seg] / 1000, abs=6e-4), name
+        assert r["minutes"] == pytest.approx(share @ net.travel_time_s[seg] / 60, abs=6e-3), name
+        ref = describe_route(net, PartialPath(seg, fs, fg, 0.0), model)
         assert r["predicted_wh"] == pytest.approx(ref.predicted_wh, abs=0.06), name
         assert r["predicted_sd_wh"] == pytest.approx(ref.predicted_sd_wh, abs=0.06), name
         # arrival charge: departure 80% minus the route's predicted energy, of 35 kWh
         assert r["arrival"]["soc_pct"] == pytest.approx(80 - ref.predicted_wh / 350, abs=0.006)
         lo, hi = r["arrival"]["interval_pct"]
         assert lo < r["arrival"]["soc_pct"] < hi
-        # the drawn line follows the segments: it starts where the first segment starts
-        # and at the height of the nodes it starts and ends at ([lon, lat, elevation m])
+        # the drawn line starts and ends at the exact points, at the heights there
+        # ([lon, lat, elevation m]; heights vary linearly along a segment)
         first, last = r["coordinates"][0], r["coordinates"][-1]
-        np.testing.assert_allclose(first[:2], net.segment_coords(seg[0])[0], atol=1e-6)
-        np.testing.assert_allclose(last[:2], net.segment_coords(seg[-1])[-1], atol=1e-6)
-        assert first[2] == pytest.approx(net.node_elevation[net.seg_u[seg[0]]], abs=0.05)
-        assert last[2] == pytest.approx(net.node_elevation[net.seg_v[seg[-1]]], abs=0.05)
+        np.testing.assert_allclose(first[:2], net.segment_point(seg[0], fs), atol=1e-6)
+        np.testing.assert_allclose(last[:2], net.segment_point(seg[-1], fg), atol=1e-6)
+        z = net.node_elevation
+        z0 = z[net.seg_u[seg[0]]] + fs * (z[net.seg_v[seg[0]]] - z[net.seg_u[seg[0]]])
+        z1 = z[net.seg_u[seg[-1]]] + fg * (z[net.seg_v[seg[-1]]] - z[net.seg_u[seg[-1]]])
+        assert first[2] == pytest.approx(z0, abs=0.06)
+        assert last[2] == pytest.approx(z1, abs=0.06)
     assert seg[0] == trip["start_segment"] and seg[-1] == trip["goal_segment"]
     assert trip["departure_soc_pct"] == 80.0 and trip["reserve_pct"] == 10.0
     assert trip["vehicle"] == "van-7" and trip["seed"] == trip["trip"]
@@ -267,7 +276,7 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("far from every road", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": [-45.0, -170.0], "goal": goal}), 422, ()),
         ("origin equals goal", dict(method="POST", url="/api/routes", headers=AUTH,
-         json={"origin": origin, "goal": origin}), 422, ("same road segment",)),
+         json={"origin": origin, "goal": origin}), 422, ("same place on the road",)),
         ("unknown policy", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": origin, "goal": goal, "policy": "fastest"}), 422, ("policy",)),
         ("unknown field", dict(method="POST", url="/api/routes", headers=AUTH,

@@ -203,8 +203,18 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trips ADD COLUMN vehicle_id INTEGER NOT NULL DEFAULT 1")
 
 
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    """Schema 3: an observation batch may name the route actually driven (from a GPS track),
+    which can differ from the trip's planned one; NULL means the planned route."""
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN route_json TEXT")
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_v1, _migrate_v2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_v1,
+    _migrate_v2,
+    _migrate_v3,
+)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -263,7 +273,8 @@ class ObservationBatch:
 
     For ``kind == 'segment'`` the energies are per segment (``energy_wh[i]`` on
     ``segment_ids[i]``). For ``kind == 'total'`` ``energy_wh`` has one entry, the total over *all*
-    of ``segment_ids`` (the trip's planned route): a linear (sum) observation.
+    of ``segment_ids`` (the route driven: the trip's planned route unless the batch recorded
+    another, e.g. one matched from a GPS track): a linear (sum) observation.
     """
 
     id: int
@@ -903,6 +914,7 @@ class Store:
         *,
         allow_off_route: bool = False,
         allow_repeat: bool = False,
+        route: ArrayLike | None = None,
     ) -> int:
         """Record per-segment energies of a driven trip in one transaction; return the batch id.
 
@@ -922,12 +934,23 @@ class Store:
         allow_repeat : bool
             Accept a second batch for a trip that already has observations (otherwise a re-run
             of the same command would count the trip twice).
+        route : array_like of int, optional
+            The route actually driven, when it differs from the planned one (see
+            :meth:`add_total_observation`); the observed segments must lie on it.
 
         Raises
         ------
         UnknownTripError, InvalidObservation, UnknownSegmentError
         """
         seg = _as_int_array(segment_ids, "segment ids", error=InvalidObservation)
+        driven = self._driven_route(route)
+        if driven is not None:
+            off = np.setdiff1d(seg, driven)
+            if off.size:
+                raise InvalidObservation(
+                    f"segments {off[:5].tolist()} are not on the driven route given with them"
+                )
+            allow_off_route = True
         wh = _as_float_array(energies, "energies")
         if seg.shape != wh.shape:
             raise InvalidObservation(
@@ -954,7 +977,7 @@ class Store:
                         f"{trip.id}; check the file belongs to this trip"
                     )
             self._check_repeat(conn, trip.id, allow_repeat)
-            batch = self._new_batch(conn, trip.id, "segment", seg.size, now)
+            batch = self._new_batch(conn, trip.id, "segment", seg.size, now, driven)
             conn.executemany(
                 """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
                        created) VALUES (?, ?, 'segment', ?, ?, ?)""",
@@ -970,12 +993,15 @@ class Store:
         *,
         allow_negative: bool = False,
         allow_repeat: bool = False,
+        route: ArrayLike | None = None,
     ) -> int:
         """Record only the trip's total energy (the trip computer's reading); return the batch id.
 
-        The total is taken to cover the trip's whole planned route. A negative total needs a net
-        descent large enough to regenerate more than the drive used, which is rare enough to be a
-        typo far more often than a fact, so it is rejected unless ``allow_negative``.
+        The total is taken to cover the trip's whole planned route, or ``route`` when given: the
+        segments actually driven, in order (e.g. matched from a GPS track; a segment driven twice
+        appears twice). A negative total needs a net descent large enough to regenerate more than
+        the drive used, which is rare enough to be a typo far more often than a fact, so it is
+        rejected unless ``allow_negative``.
 
         Raises
         ------
@@ -992,11 +1018,12 @@ class Store:
                 f"trip total {value} Wh is negative; a trip that regenerates more than it uses "
                 "is implausible - check the reading (it is in Wh, not kWh)"
             )
+        driven = self._driven_route(route)
         now = _utcnow()
         with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
-            batch = self._new_batch(conn, trip.id, "total", 1, now)
+            batch = self._new_batch(conn, trip.id, "total", 1, now, driven)
             conn.execute(
                 """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
                        created) VALUES (?, ?, 'total', NULL, ?, ?)""",
@@ -1050,12 +1077,30 @@ class Store:
             )
 
     @staticmethod
-    def _new_batch(conn: sqlite3.Connection, trip_id: int, kind: str, n: int, now: str) -> int:
+    def _new_batch(
+        conn: sqlite3.Connection,
+        trip_id: int,
+        kind: str,
+        n: int,
+        now: str,
+        route: NDArray[np.int64] | None = None,
+    ) -> int:
         cur = conn.execute(
-            "INSERT INTO observation_batches(trip_id, kind, created, n_rows) VALUES (?, ?, ?, ?)",
-            (trip_id, kind, now, int(n)),
+            "INSERT INTO observation_batches(trip_id, kind, created, n_rows, route_json) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (trip_id, kind, now, int(n), None if route is None else json.dumps(route.tolist())),
         )
         return int(cur.lastrowid)
+
+    def _driven_route(self, route: ArrayLike | None) -> NDArray[np.int64] | None:
+        """A driven route given with an observation, checked (``None`` stays ``None``)."""
+        if route is None:
+            return None
+        seg = _as_int_array(route, "driven route", error=InvalidObservation)
+        if seg.size == 0:
+            raise InvalidObservation("the driven route is empty; give at least one segment")
+        self._check_segments(seg, "the driven route")
+        return seg
 
     def observations(
         self,
@@ -1091,7 +1136,7 @@ class Store:
         with self._read() as conn:  # one snapshot for both queries
             heads = conn.execute(
                 "SELECT b.id, b.trip_id, b.kind, b.created, "
-                "CASE b.kind WHEN 'total' THEN t.route_json END "
+                "CASE b.kind WHEN 'total' THEN COALESCE(b.route_json, t.route_json) END "
                 f"FROM observation_batches b JOIN trips t ON t.id = b.trip_id {where} "
                 "ORDER BY b.id",
                 params,
@@ -1147,7 +1192,8 @@ class Store:
         return [(t, _observed_total(t, per_trip.get(t.id, []))) for t in trips]
 
     def visit_counts(self, n_segments: int | None = None, *, observed_only: bool = True) -> NDArray:
-        """How many (observed) trips' planned routes passed each segment, shape (n_segments,).
+        """How many (observed) trips passed each segment, shape (n_segments,): the route driven
+        where an observation recorded one (from a GPS track), else the planned route.
 
         Parameters
         ----------
@@ -1159,9 +1205,13 @@ class Store:
         n = n_segments if n_segments is not None else self.n_segments
         if n is None:
             raise StateError("the state does not record the network size; pass n_segments")
-        sql = "SELECT route_json FROM trips"
+        sql = (
+            "SELECT COALESCE((SELECT b.route_json FROM observation_batches b WHERE "
+            "b.trip_id = t.id AND b.route_json IS NOT NULL ORDER BY b.id DESC LIMIT 1), "
+            "t.route_json) FROM trips t"
+        )
         if observed_only:
-            sql += " WHERE status = 'observed'"
+            sql += " WHERE t.status = 'observed'"
         routes = [json.loads(r[0]) for r in self._conn.execute(sql)]
         if not routes:
             return np.zeros(int(n), dtype=np.int64)

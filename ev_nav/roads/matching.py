@@ -378,8 +378,8 @@ def match_track(
     kept = _thin(xy, has_cand, cfg.spacing)
     sel = np.isin(pt, kept)
     pt, seg, pos, dist = pt[sel], seg[sel], pos[sel], dist[sel]
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(np.searchsorted(kept, pt), minlength=kept.size))])
-    ptr = ptr.astype(np.int64)
+    per_point = np.bincount(np.searchsorted(kept, pt), minlength=kept.size)
+    ptr = np.concatenate([[0], np.cumsum(per_point)]).astype(np.int64)  # candidates of kept[t]
 
     # great-circle (here: local planar, the same at this scale) distance between kept points
     gc = np.hypot(*np.diff(xy[kept], axis=0).T)

@@ -18,6 +18,8 @@ import numpy as np
 
 from ev_nav.errors import InvalidObservation
 from ev_nav.faults import crash_point
+from ev_nav.gp.posterior import validate_segment_ids
+from ev_nav.trips.battery import route_energy
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
@@ -141,6 +143,7 @@ def record_segments(
     source: str = "the observations",
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
+    route: np.ndarray | None = None,
 ) -> int:
     """Check and record per-segment energies [Wh] of a driven trip, then update the model.
 
@@ -150,6 +153,9 @@ def record_segments(
     update (an acknowledgement the user can rely on). With ``absorb=False`` the record is only
     checked (against ``session.model``'s posterior and noise, which are only read) and
     committed: whoever owns the model applies the batch later (the server's model writer).
+    ``route`` is the route actually driven when it differs from the planned one (a matched GPS
+    track, :mod:`ev_nav.trips.tracks`): the segments must lie on it, and need not cover the
+    planned route.
     """
 
     store, model = session.store, session.model
@@ -161,7 +167,7 @@ def record_segments(
         raise InvalidObservation(
             f"{source}: energies must be finite; segment {int(seg[bad[0]])} has {wh[bad[0]]}"
         )
-    missing = np.setdiff1d(trip.route, seg)
+    missing = np.setdiff1d(trip.route, seg) if route is None else np.empty(0)
     if missing.size and not partial:
         raise InvalidObservation(
             f"{source} covers {trip.route.size - missing.size} of the {trip.route.size} "
@@ -177,7 +183,7 @@ def record_segments(
         [f"segment {int(e)}" for e in seg],
         force=force,
     )
-    batch = store.add_observations(trip.id, seg, wh)
+    batch = store.add_observations(trip.id, seg, wh, route=route)
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
@@ -193,10 +199,13 @@ def record_total(
     force: bool = False,
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
+    route: np.ndarray | None = None,
 ) -> int:
     """Check and record a trip's total energy [Wh] (trip computer), then update the model.
 
-    Returns the observation batch id (see :func:`record_segments`, also for ``absorb``).
+    Returns the observation batch id (see :func:`record_segments`, also for ``absorb``). The
+    total covers the planned route, or ``route``, the segments actually driven (a matched GPS
+    track); it is then checked against the model's prediction for that route.
     """
     store, model = session.store, session.model
     trip = store.get_trip(trip_id)
@@ -205,15 +214,23 @@ def record_total(
             f"trip {trip.id} total: exactly 0 Wh means the trip computer did not record this "
             "drive; --force if the trip really used no energy"
         )
-    sd = np.sqrt(trip.predicted_sd_wh**2 + trip.route.size * float(model.noise_std) ** 2)
+    if route is None:
+        mean = trip.predicted_wh
+        sd = np.sqrt(trip.predicted_sd_wh**2 + trip.route.size * float(model.noise_std) ** 2)
+    else:
+        route = validate_segment_ids(route, session.net.n_segments)
+        if route.size == 0:
+            raise InvalidObservation(f"trip {trip.id}: the driven route is empty")
+        predicted = route_energy(model, route)  # joint posterior sd, noise included
+        mean, sd = predicted.mean_wh, predicted.sd_wh
     check_plausible(
         np.array([float(total_wh)]),
-        np.array([trip.predicted_wh]),
+        np.array([mean]),
         np.array([sd]),
         [f"trip {trip.id} total"],
         force=force,
     )
-    batch = store.add_total_observation(trip.id, float(total_wh))
+    batch = store.add_total_observation(trip.id, float(total_wh), route=route)
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import EmptyTrackError, TrackFileError
-from ev_nav.provenance import atomic_path
+from ev_nav.provenance import atomic_write_text
 
 __all__ = ["MAX_TRACK_POINTS", "Track", "read_gpx", "write_gpx"]
 
@@ -251,6 +251,5 @@ def write_gpx(
         lines.append(f'<trkpt lat="{la[i]:.7f}" lon="{lo[i]:.7f}">{inner}</trkpt>')
     lines.append("</trkseg></trk></gpx>")
     target = Path(path)
-    with atomic_path(target, suffix=".gpx") as tmp:
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(target, "\n".join(lines) + "\n")
     return target

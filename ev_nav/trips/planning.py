@@ -264,22 +264,10 @@ def route_coordinates(net: RoadNetwork, segments: np.ndarray) -> np.ndarray:
 
 def _write_route_gpx(net: RoadNetwork, trip: PlannedTrip, path: Path) -> None:
     """The planned route as a GPX 1.1 track (for navigation devices and apps)."""
-    from xml.sax.saxutils import escape
+    from ev_nav.trips.gpx import write_gpx
 
-    from ev_nav.provenance import atomic_write_text
-
-    points = "\n".join(
-        f'      <trkpt lat="{lat:.7f}" lon="{lon:.7f}"/>'
-        for lon, lat in route_coordinates(net, trip.routes["planned"].segments)
-    )
-    name = escape(f"ev-nav trip {trip.trip_id} ({trip.policy})")
-    atomic_write_text(
-        path,
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        '<gpx version="1.1" creator="ev-nav" xmlns="http://www.topografix.com/GPX/1/1">\n'
-        f"  <trk><name>{name}</name>\n    <trkseg>\n{points}\n    </trkseg>\n  </trk>\n"
-        "</gpx>\n",
-    )
+    coords = route_coordinates(net, trip.routes["planned"].segments)
+    write_gpx(path, coords[:, 1], coords[:, 0], name=f"ev-nav trip {trip.trip_id} ({trip.policy})")
 
 
 def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ev_nav.errors import InvalidObservation, StateError, StateIOError
+from ev_nav.trips.gpx import write_gpx
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -264,8 +265,6 @@ def route_coordinates(net: RoadNetwork, segments: np.ndarray) -> np.ndarray:
 
 def _write_route_gpx(net: RoadNetwork, trip: PlannedTrip, path: Path) -> None:
     """The planned route as a GPX 1.1 track (for navigation devices and apps)."""
-    from ev_nav.trips.gpx import write_gpx
-
     coords = route_coordinates(net, trip.routes["planned"].segments)
     write_gpx(path, coords[:, 1], coords[:, 0], name=f"ev-nav trip {trip.trip_id} ({trip.policy})")
 

@@ -4,10 +4,11 @@ The public API, re-exported here (imported on first use, so that ``import ev_nav
 command line's start-up stay light):
 
 * the driver's workflow (:mod:`ev_nav.trips`): :func:`create_state`, :func:`open_state`,
-  :func:`plan_trip`, :func:`record_total`, :func:`record_segments`, :func:`forget_trip`,
-  :func:`trip_history`, :func:`write_trip_files`;
+  :func:`plan_trip`, :func:`record_total`, :func:`record_segments`, :func:`record_track`
+  (a GPS track, map-matched), :func:`forget_trip`, :func:`trip_history`,
+  :func:`write_trip_files`, :func:`read_gpx`;
 * networks and vehicles: :class:`RoadNetwork`, :func:`load_osm`, :func:`synthetic_town`,
-  :class:`Vehicle`, :func:`get_vehicle`;
+  :func:`match_track`, :class:`Vehicle`, :func:`get_vehicle`;
 * physics: :func:`node_potential`, :func:`potential_change`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`;
 * errors: :class:`EvNavError` (every user-facing error derives from it).
@@ -28,10 +29,13 @@ _EXPORTS: dict[str, str] = {
     "record_total": "ev_nav.trips.observations",
     "record_segments": "ev_nav.trips.observations",
     "forget_trip": "ev_nav.trips.observations",
+    "record_track": "ev_nav.trips.tracks",
+    "read_gpx": "ev_nav.trips.gpx",
     "trip_history": "ev_nav.trips.session",
     "RoadNetwork": "ev_nav.roads.network",
     "load_osm": "ev_nav.roads.load",
     "synthetic_town": "ev_nav.roads.synthetic",
+    "match_track": "ev_nav.roads.matching",
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
     "node_potential": "ev_nav.potential",

@@ -96,3 +96,16 @@ class UnknownTripError(EvNavError, KeyError):
 
 class ConfigError(EvNavError, ValueError):
     """An experiment or vehicle configuration file is invalid."""
+
+
+# --- recorded GPS tracks ---------------------------------------------------------------------
+class TrackFileError(InvalidObservation):
+    """A GPS track file (GPX) is missing, not GPX, malformed, or uses refused XML features."""
+
+
+class EmptyTrackError(TrackFileError):
+    """A GPS track file holds no track points."""
+
+
+class TrackOffNetworkError(OutsideNetworkError):
+    """A GPS track lies (mostly) away from the network's roads: it cannot be map-matched."""

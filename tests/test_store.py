@@ -389,6 +389,8 @@ def test_migration_from_v1_preserves_data(tmp_path: Path) -> None:
     _make_v1_state(state)
     with Store.open(state) as s:
         assert s.schema_version == SCHEMA_VERSION == 3
+        (batch,) = s.observations()  # an old total batch covers the planned route
+        assert batch.segment_ids.tolist() == [1, 2, 3]
         v = s.vehicle()
         assert (v.id, v.name, v.spec) == (1, "test-car", VEHICLE)
         assert "vehicle" not in s.meta()

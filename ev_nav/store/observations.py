@@ -51,8 +51,12 @@ class ObservationsMixin(StoreConnection):
         *,
         allow_off_route: bool = False,
         allow_repeat: bool = False,
+        route: ArrayLike | None = None,
     ) -> int:
         """Record per-segment energies of a driven trip in one transaction; return the batch id.
+
+        ``route``, when given, is the route actually driven (e.g. matched from a GPS track), kept
+        with the batch; the observed segments must lie on it.
 
         When this returns, the data is committed (acknowledged): no later crash can lose it.
         Negative energies are valid (regeneration downhill); NaN/inf are not.
@@ -76,6 +80,18 @@ class ObservationsMixin(StoreConnection):
         UnknownTripError, InvalidObservation, UnknownSegmentError
         """
         seg = _as_int_array(segment_ids, "segment ids", error=InvalidObservation)
+        driven = None
+        if route is not None:
+            driven = _as_int_array(route, "driven route", error=InvalidObservation)
+            if driven.size == 0:
+                raise InvalidObservation("the driven route is empty; give at least one segment")
+            self._check_segments(driven, "the driven route")
+            off = np.setdiff1d(seg, driven)
+            if off.size:
+                raise InvalidObservation(
+                    f"segments {off[:5].tolist()} are not on the driven route given with them"
+                )
+            allow_off_route = True
         wh = _as_float_array(energies, "energies")
         if seg.shape != wh.shape:
             raise InvalidObservation(
@@ -103,6 +119,11 @@ class ObservationsMixin(StoreConnection):
                     )
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "segment", seg.size, now)
+            if driven is not None:
+                conn.execute(
+                    "UPDATE observation_batches SET route_json = ? WHERE id = ?",
+                    (json.dumps(driven.tolist()), batch),
+                )
             conn.executemany(
                 """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
                        created) VALUES (?, ?, 'segment', ?, ?, ?)""",
@@ -324,9 +345,14 @@ class ObservationsMixin(StoreConnection):
         n = n_segments if n_segments is not None else self.n_segments
         if n is None:
             raise StateError("the state does not record the network size; pass n_segments")
-        sql = "SELECT route_json FROM trips"
+        # the route driven where an observation recorded one (a GPS track), else the planned one
+        sql = (
+            "SELECT COALESCE((SELECT b.route_json FROM observation_batches b WHERE "
+            "b.trip_id = t.id AND b.route_json IS NOT NULL ORDER BY b.id DESC LIMIT 1), "
+            "t.route_json) FROM trips t"
+        )
         if observed_only:
-            sql += " WHERE status = 'observed'"
+            sql += " WHERE t.status = 'observed'"
         routes = [json.loads(r[0]) for r in self._conn.execute(sql)]
         if not routes:
             return np.zeros(int(n), dtype=np.int64)

@@ -135,6 +135,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--partial", action="store_true", help="accept a CSV that covers only part of the route"
     )
+    p.add_argument(
+        "--gpx",
+        type=Path,
+        help="GPS track of the drive: records the route actually driven (with --total-wh, or "
+        "the track's per-point energy_wh counter)",
+    )
+    p.add_argument(
+        "--gps-sigma", type=_distance_arg, default=10.0, help="GPS noise of the track [m]"
+    )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_observe)
@@ -295,8 +304,13 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             print(f"trip {args.trip_id}: forgot {n} observation batch(es)")
             print("model updated (the trip's observations are forgotten)")
         return 0
+    if args.gpx is not None:
+        if args.segments is not None or args.undo:
+            raise InvalidObservation("--gpx goes alone or with --total-wh, not with "
+                                     "--segments or --undo")
+        return _observe_gpx(args)
     if args.segments is None and args.total_wh is None:
-        raise InvalidObservation("give --segments CSV or --total-wh X (or --undo)")
+        raise InvalidObservation("give --segments CSV or --total-wh X (or --gpx, or --undo)")
     with _session(args.state, args.network) as session:
         trip = session.store.get_trip(args.trip_id)
 
@@ -331,6 +345,46 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                 on_recorded=acknowledge("the trip total", float(args.total_wh)),
             )
         if not args.json:
+            print("model updated")
+    return 0
+
+
+def _observe_gpx(args: argparse.Namespace) -> int:
+    """``observe --gpx``: match the track, record what was driven (:mod:`ev_nav.trips.tracks`)."""
+    from ev_nav.roads.matching import MatchConfig
+    from ev_nav.trips.gpx import read_gpx
+    from ev_nav.trips.tracks import record_track
+
+    track = read_gpx(args.gpx)  # a bad file fails before the state and model are opened
+    with _session(args.state, args.network) as session:
+        trip = session.store.get_trip(args.trip_id)
+        km = {}
+
+        def matched(m) -> None:
+            km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
+            km["share"] = float(np.isin(trip.route, m.segments).mean())
+            if not args.json:
+                print(f"trip {trip.id}: matched {track.n_points} track points to "
+                      f"{m.segments.size} segments ({km['driven']:.2f} km); "
+                      f"{100 * km['share']:.0f}% of the planned route was driven", flush=True)
+
+        def recorded(batch: int) -> None:
+            # printed as soon as the record is committed: a kill after it loses nothing
+            what = "the trip total" if args.total_wh is not None else "per-segment energies"
+            if args.json:
+                print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
+                                  "driven_km": round(km["driven"], 3),
+                                  "planned_share": round(km["share"], 4)}), flush=True)
+            else:
+                print(f"trip {trip.id}: recorded {what} on the driven route", flush=True)
+
+        rec = record_track(
+            session, trip.id, track, total_wh=args.total_wh,
+            config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
+            on_matched=matched, on_recorded=recorded,
+        )
+        if not args.json:
+            print(f"observed {rec.observed_wh:.1f} Wh on {rec.segment_ids.size} segments")
             print("model updated")
     return 0
 

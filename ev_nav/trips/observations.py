@@ -18,6 +18,9 @@ import numpy as np
 
 from ev_nav.errors import InvalidObservation
 from ev_nav.faults import crash_point
+from ev_nav.gp.posterior import validate_segment_ids
+from ev_nav.roads.partial import driven_shares
+from ev_nav.trips.battery import route_energy
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
@@ -158,6 +161,7 @@ def record_segments(
     source: str = "the observations",
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
+    route: np.ndarray | None = None,
 ) -> int:
     """Check and record per-segment energies [Wh] of a driven trip, then update the model.
 
@@ -167,6 +171,9 @@ def record_segments(
     update (an acknowledgement the user can rely on). With ``absorb=False`` the record is only
     checked (against ``session.model``'s posterior and noise, which are only read) and
     committed: whoever owns the model applies the batch later (the server's model writer).
+    ``route`` is the route actually driven when it differs from the planned one (a matched GPS
+    track, :mod:`ev_nav.trips.tracks`): the segments must lie on it, and need not cover the
+    planned route.
     """
 
     store, model = session.store, session.model
@@ -178,7 +185,7 @@ def record_segments(
         raise InvalidObservation(
             f"{source}: energies must be finite; segment {int(seg[bad[0]])} has {wh[bad[0]]}"
         )
-    missing = np.setdiff1d(trip.route, seg)
+    missing = np.setdiff1d(trip.route, seg) if route is None else np.empty(0)
     if missing.size and not partial:
         raise InvalidObservation(
             f"{source} covers {trip.route.size - missing.size} of the {trip.route.size} "
@@ -194,7 +201,7 @@ def record_segments(
         [f"segment {int(e)}" for e in seg],
         force=force,
     )
-    batch = store.add_observations(trip.id, seg, wh)
+    batch = store.add_observations(trip.id, seg, wh, route=route)
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
@@ -210,23 +217,43 @@ def record_total(
     force: bool = False,
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
+    route: np.ndarray | None = None,
+    start_fraction: float = 0.0,
+    end_fraction: float = 1.0,
 ) -> int:
     """Check and record a trip's total energy [Wh] (trip computer), then update the model.
 
-    Returns the observation batch id (see :func:`record_segments`, also for ``absorb``).
+    Returns the observation batch id (see :func:`record_segments`, also for ``absorb``). The
+    total covers the planned route, or ``route``, the segments actually driven (a matched GPS
+    track, starting ``start_fraction`` along its first segment and ending ``end_fraction``
+    along its last); it is then checked against the model's prediction for that route.
     """
     store, model = session.store, session.model
     trip = store.get_trip(trip_id)
-    # the predictive sd of the reading: the route's joint sd plus ς² per whole segment driven
-    sd = np.sqrt(trip.predicted_sd_wh**2 + float(trip.shares.sum()) * float(model.noise_std) ** 2)
+    if route is None:
+        mean = trip.predicted_wh
+        # the route's joint sd plus ς² per whole segment driven
+        sd = np.sqrt(
+            trip.predicted_sd_wh**2 + float(trip.shares.sum()) * float(model.noise_std) ** 2
+        )
+    else:
+        route = validate_segment_ids(route, session.net.n_segments)
+        if route.size == 0:
+            raise InvalidObservation(f"trip {trip.id}: the driven route is empty")
+        shares = driven_shares(route.size, start_fraction, end_fraction)
+        predicted = route_energy(model, route, shares)  # joint posterior sd, noise included
+        mean, sd = predicted.mean_wh, predicted.sd_wh
     check_plausible(
         np.array([float(total_wh)]),
-        np.array([trip.predicted_wh]),
+        np.array([mean]),
         np.array([sd]),
         [f"trip {trip.id} total"],
         force=force,
     )
-    batch = store.add_total_observation(trip.id, float(total_wh))
+    batch = store.add_total_observation(
+        trip.id, float(total_wh), route=route, start_fraction=start_fraction,
+        end_fraction=end_fraction,
+    )
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:

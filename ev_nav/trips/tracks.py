@@ -1,0 +1,199 @@
+"""Recording a trip from its GPS track: what was actually driven, which may differ from the plan.
+
+``ev-nav observe STATE TRIP --gpx track.gpx`` reads the track (:mod:`ev_nav.trips.gpx`), matches
+it onto the network's directed segments (:mod:`ev_nav.roads.matching`) and records
+
+* with ``--total-wh X``: the trip total as an observation of the *matched* route (whole
+  segments, as a planned trip's total covers its whole start and goal segments);
+* without it, from a track that carries the cumulative energy counter: per-segment energies.
+  The counter is interpolated linearly in distance along the matched route at every segment
+  boundary, and each segment gets the difference between its two ends. Only segments the track
+  covers from end to end are recorded (the partly driven first and last segments are not: a
+  part of a segment is not an observation of the segment). A segment driven more than once is
+  recorded once, with its mean energy per pass.
+
+The store's checks apply as for any observation: the plausibility rule against the model's
+prediction for the driven route (``force`` to override), one observation batch per trip, and
+``observe --undo`` forgets it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ev_nav.errors import InvalidObservation
+from ev_nav.roads.matching import MatchConfig, MatchResult, match_track
+from ev_nav.roads.network import RoadNetwork
+from ev_nav.trips.gpx import Track, read_gpx
+from ev_nav.trips.observations import record_segments, record_total
+
+if TYPE_CHECKING:
+    from ev_nav.trips.session import Session
+
+__all__ = ["TrackRecord", "apportion_energy", "record_track"]
+
+
+@dataclass(frozen=True)
+class TrackRecord:
+    """What :func:`record_track` recorded.
+
+    Attributes
+    ----------
+    batch : int
+        The observation batch id.
+    kind : {'total', 'segment'}
+        A trip total over the driven route, or per-segment energies.
+    match : MatchResult
+        The matched track (``match.segments`` is the driven route).
+    observed_wh : float
+        The recorded total, or the sum of the recorded segment energies [Wh].
+    segment_ids : ndarray of int64
+        The segments with a recorded energy (``kind == 'segment'``), else the driven route.
+    planned_share : float
+        Share of the planned route's segments that were driven [0..1].
+    driven_m : float
+        Length of the driven route (whole segments) [m].
+    """
+
+    batch: int
+    kind: str
+    match: MatchResult
+    observed_wh: float
+    segment_ids: NDArray[np.int64]
+    planned_share: float
+    driven_m: float
+
+
+def apportion_energy(
+    net: RoadNetwork, match: MatchResult, energy_wh: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Per-segment energies [Wh] from a cumulative per-point energy counter (module docstring).
+
+    Parameters
+    ----------
+    net : RoadNetwork
+        The network the track was matched on.
+    match : MatchResult
+        The matched track.
+    energy_wh : ndarray of float64
+        Per input point of the track, the cumulative energy [Wh]; NaN where there is none.
+
+    Returns
+    -------
+    segment_ids, energies_wh : ndarray
+        Each fully driven segment once, in driving order of its first pass, with its mean
+        energy per pass [Wh].
+
+    Raises
+    ------
+    InvalidObservation
+        Fewer than two matched points carry energy, or the track covers no segment whole.
+    """
+    e_all = np.asarray(energy_wh, dtype=np.float64)
+    ok = (match.point_segment >= 0) & np.isfinite(e_all)
+    if ok.sum() < 2:
+        raise InvalidObservation(
+            "the track has fewer than two matched points with an energy reading; record the "
+            "trip total with --total-wh instead"
+        )
+    r, e = match.point_route_m[ok], e_all[ok]
+    step = np.concatenate([[True], np.diff(r) > 0])  # np.interp needs increasing positions
+    r, e = r[step], e[step]
+    offsets = np.concatenate([[0.0], np.cumsum(net.length_m[match.segments])])
+    at = np.interp(offsets, r, e)  # counter at every segment boundary
+    # a small tolerance: a track that starts or ends exactly on a boundary covers the segment
+    full = (offsets[:-1] >= r[0] - 1e-6) & (offsets[1:] <= r[-1] + 1e-6)
+    if not full.any():
+        raise InvalidObservation(
+            "the track does not cover any segment from end to end; record the trip total with "
+            "--total-wh instead"
+        )
+    seg, per_pass = match.segments[full], np.diff(at)[full]
+    uniq, first, inverse, counts = np.unique(
+        seg, return_index=True, return_inverse=True, return_counts=True
+    )
+    mean = np.bincount(inverse, weights=per_pass, minlength=uniq.size) / counts
+    order = np.argsort(first, kind="stable")
+    return uniq[order], mean[order]
+
+
+def record_track(
+    session: Session,
+    trip_id: int,
+    track: Track | str | Path,
+    *,
+    total_wh: float | None = None,
+    config: MatchConfig | None = None,
+    force: bool = False,
+    on_matched: Callable[[MatchResult], None] | None = None,
+    on_recorded: Callable[[int], None] | None = None,
+    absorb: bool = True,
+) -> TrackRecord:
+    """Match a GPS track and record the trip it drove (see the module docstring).
+
+    Parameters
+    ----------
+    session : Session
+        The open state (with its model loaded).
+    trip_id : int
+        The planned trip this drive belongs to.
+    track : Track or path
+        The track, or a GPX file to read it from.
+    total_wh : float, optional
+        The trip computer's total [Wh]; without it the track's energy counter is used.
+    config : MatchConfig, optional
+        Map-matching parameters (GPS noise etc.).
+    on_matched : callable, optional
+        Called with the match before anything is recorded (to report it).
+    force, on_recorded, absorb
+        As for :func:`ev_nav.trips.observations.record_total`.
+
+    Raises
+    ------
+    TrackFileError, EmptyTrackError
+        An unreadable GPX file.
+    TrackOffNetworkError
+        A track away from the network's roads.
+    InvalidObservation
+        No total and no energy counter in the track; implausible readings (unless ``force``);
+        a trip that already has observations.
+    """
+    trk = track if isinstance(track, Track) else read_gpx(track)
+    trip = session.store.get_trip(trip_id)  # an unknown trip fails before the matching work
+    if total_wh is None and not trk.has_energy:
+        raise InvalidObservation(
+            f"{trk.source} has no energy readings (<extensions><energy_wh>); give the trip "
+            "total with --total-wh"
+        )
+    net = session.net
+    match = match_track(net, trk.lon, trk.lat, config)
+    if on_matched is not None:
+        on_matched(match)
+    driven = match.segments
+    planned_share = float(np.isin(trip.route, driven).mean())
+    driven_m = float(net.length_m[driven].sum())
+    if total_wh is not None:
+        # the track starts and ends inside its first and last segment: count the part driven
+        ends = (
+            {"start_fraction": 1.0 - match.first_fraction, "end_fraction": match.last_fraction}
+            if driven.size > 1
+            else {}
+        )
+        batch = record_total(
+            session, trip.id, float(total_wh), force=force, on_recorded=on_recorded,
+            absorb=absorb, route=driven, **ends,
+        )
+        return TrackRecord(batch, "total", match, float(total_wh), driven, planned_share,
+                           driven_m)
+    seg, wh = apportion_energy(net, match, trk.energy_wh)
+    batch = record_segments(
+        session, trip.id, seg, wh, force=force, source=trk.source, on_recorded=on_recorded,
+        absorb=absorb, route=driven,
+    )
+    return TrackRecord(batch, "segment", match, float(wh.sum()), seg, planned_share, driven_m)

@@ -1,0 +1,217 @@
+"""``ev-nav observe STATE TRIP --gpx track.gpx``: record what was actually driven (issue 29/10).
+
+GPX files are untrusted input: malformed files, entity declarations, empty tracks and tracks away
+from the network fail with one line naming the problem, and leave the state unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ev_nav.bandits.routing import Router
+from ev_nav.errors import EmptyTrackError, TrackFileError
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.sim.gps import simulate_track
+from ev_nav.store import Store
+from ev_nav.trips.gpx import read_gpx, write_gpx
+from tests.cli_helpers import latlon as _latlon
+from tests.cli_helpers import run_cli as _run
+
+SEGMENTS = 600
+T0 = 1_714_550_400.0  # 2024-05-01T08:00:00Z
+
+
+@pytest.fixture(scope="module")
+def net():
+    return synthetic_town(SEGMENTS, seed=0)
+
+
+def _plan(tmp_path, capsys, net):
+    """A state with one planned trip across the town; returns (state, planned route)."""
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    mid = net.segment_midpoints()
+    s, g = int(np.argmin(mid[:, 0] + mid[:, 1])), int(np.argmax(mid[:, 0] + mid[:, 1]))
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, s), "--to",
+                        _latlon(net, g), "--policy", "mean", "--no-map")
+    assert code == 0, err
+    with Store.open(state) as st:
+        return state, st.get_trip(1).route
+
+
+def _detour(net, planned):
+    """A different drive between the same ends: through a segment the plan does not use."""
+    router = Router(net)
+    mid = net.segment_midpoints()
+    a, b = mid[planned[0]], mid[planned[-1]]
+    # the segment nearest to the corner of the box spanned by the ends, off the planned route
+    corner = np.array([a[0], b[1]])
+    order = np.argsort(np.hypot(*(mid - corner).T))
+    via = int(next(e for e in order if e not in planned))
+    route = np.concatenate([router.route(net.length_m, planned[0], via),
+                            router.route(net.length_m, via, planned[-1])[1:]])
+    return route
+
+
+def _snapshot(state):
+    with Store.open(state) as st:
+        return st.n_trips(), st.n_observations(), st.checkpoint_ids()
+
+
+def test_gpx_with_total_records_the_driven_route(tmp_path, capsys, net):
+    state, planned = _plan(tmp_path, capsys, net)
+    driven = _detour(net, planned)
+    rng = np.random.default_rng(7)
+    track = simulate_track(net, driven, rng, noise_m=10.0, start_fraction=0.0, end_fraction=1.0)
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon, time_s=T0 + track.time_s)
+    total = float(net.e_det()[driven].sum())
+    code, out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh",
+                          f"{total:.1f}")
+    assert code == 0, err
+    assert "matched" in out and "recorded the trip total on the driven route" in out
+    with Store.open(state) as st:
+        (batch,) = st.observations(1)
+        # the total is an observation of the matched route, not of the plan
+        assert batch.kind == "total" and batch.energy_wh[0] == pytest.approx(total, abs=0.05)
+        assert batch.segment_ids.tolist() != planned.tolist()
+        assert np.isin(driven[1:-1], batch.segment_ids).mean() >= 0.98
+        visits = st.visit_counts(net.n_segments)
+        assert visits[batch.segment_ids].min() >= 1
+        assert visits[np.setdiff1d(planned, batch.segment_ids)].max(initial=0) == 0
+        assert st.observed_total(1) == pytest.approx(total, abs=0.05)
+    # the checks of any observation apply: the plausibility rule (against the prediction for
+    # the driven route), one record per trip, and --undo forgets it
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh", "1")
+    assert code == 2 and "standard deviations" in err
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh", f"{total:.1f}")
+    assert code == 2 and "already has observations" in err
+    assert _run(capsys, "observe", state, 1, "--undo")[0] == 0
+    with Store.open(state) as st:
+        assert st.observations(1) == []
+        assert st.visit_counts(net.n_segments).sum() == 0
+
+
+def test_gpx_with_energy_records_per_segment_energies(tmp_path, capsys, net):
+    state, planned = _plan(tmp_path, capsys, net)
+    driven = _detour(net, planned)
+    truth = net.e_det() * 1.1
+    rng = np.random.default_rng(11)
+    track = simulate_track(net, driven, rng, noise_m=10.0, segment_energy_wh=truth)
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon, time_s=T0 + track.time_s,
+                    energy_wh=track.energy_wh + 5000.0)  # a counter with an arbitrary origin
+    code, out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--json")
+    assert code == 0, err
+    doc = json.loads(out.strip().splitlines()[0])
+    assert doc["recorded"] == "per-segment energies" and doc["planned_share"] < 1
+    with Store.open(state) as st:
+        (batch,) = st.observations(1)
+    assert batch.kind == "segment"
+    # fully driven segments only (not the half-driven first and last), each with its energy:
+    # the counter is linear in distance within each segment, so apportioning recovers it up to
+    # the matcher's position error at the two ends
+    inner = driven[1:-1]
+    assert np.isin(batch.segment_ids, driven).all()
+    assert np.isin(inner, batch.segment_ids).mean() >= 0.95
+    on = np.isin(batch.segment_ids, inner)
+    err_wh = np.abs(batch.energy_wh[on] - truth[batch.segment_ids[on]])
+    assert np.median(err_wh) < 0.1 * np.median(truth[inner]) + 0.5
+    assert batch.energy_wh.sum() == pytest.approx(truth[batch.segment_ids].sum(), rel=0.05)
+
+
+def test_gpx_without_energy_or_total_is_refused(tmp_path, capsys, net):
+    state, planned = _plan(tmp_path, capsys, net)
+    track = simulate_track(net, planned, np.random.default_rng(0))
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon)
+    before = _snapshot(state)
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", gpx)
+    assert code == 2 and "no energy readings" in err and "Traceback" not in err
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--segments", gpx)
+    assert code == 2 and "--gpx goes alone" in err
+    assert _snapshot(state) == before
+
+
+_BAD = {
+    "not-xml.gpx": ("this is not XML", "not well-formed XML"),
+    "not-gpx.gpx": ('<?xml version="1.0"?><osm version="0.6"></osm>', "not a GPX file"),
+    "bomb.gpx": (
+        '<?xml version="1.0"?><!DOCTYPE gpx [<!ENTITY a "aaaaaaaaaa">'
+        '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+        '<gpx><trk><trkseg><trkpt lat="1" lon="1"><ele>&b;</ele></trkpt></trkseg></trk></gpx>',
+        "document type declarations are refused",
+    ),
+    "external.gpx": (
+        '<?xml version="1.0"?><!DOCTYPE gpx SYSTEM "file:///etc/passwd"><gpx></gpx>',
+        "document type declarations are refused",
+    ),
+    "empty.gpx": ('<gpx version="1.1"><trk><trkseg></trkseg></trk></gpx>', "no track points"),
+    "no-lon.gpx": ('<gpx><trk><trkseg><trkpt lat="43.7"/></trkseg></trk></gpx>',
+                   "without its lon attribute"),
+    "bad-lat.gpx": ('<gpx><trk><trkseg><trkpt lat="north" lon="7"/></trkseg></trk></gpx>',
+                    "cannot read lat 'north'"),
+    "off-globe.gpx": ('<gpx><trk><trkseg><trkpt lat="95" lon="7"/></trkseg></trk></gpx>',
+                      "outside the globe"),
+    "bad-time.gpx": ('<gpx><trk><trkseg><trkpt lat="4" lon="7"><time>yesterday</time></trkpt>'
+                     '</trkseg></trk></gpx>', "cannot read the time"),
+    "nan-energy.gpx": ('<gpx><trk><trkseg><trkpt lat="4" lon="7"><extensions><energy_wh>nan'
+                       '</energy_wh></extensions></trkpt></trkseg></trk></gpx>',
+                       "energy_wh must be a finite number"),
+    "backwards.gpx": ('<gpx><trk><trkseg><trkpt lat="4" lon="7"><time>2024-05-01T08:00:05Z'
+                      '</time></trkpt><trkpt lat="4" lon="7"><time>2024-05-01T08:00:01Z</time>'
+                      '</trkpt></trkseg></trk></gpx>', "times run backwards"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD))
+def test_bad_gpx_is_a_one_line_error(tmp_path, name):
+    text, fragment = _BAD[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(TrackFileError, match=fragment):
+        read_gpx(path)
+
+
+def test_bad_gpx_through_the_cli_leaves_the_state_unchanged(tmp_path, capsys, net):
+    state, planned = _plan(tmp_path, capsys, net)
+    before = _snapshot(state)
+    for name in ("bomb.gpx", "empty.gpx"):
+        path = tmp_path / name
+        path.write_text(_BAD[name][0])
+        code, out, err = _run(capsys, "observe", state, 1, "--gpx", path, "--total-wh", "500")
+        assert code == 2 and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1 and _BAD[name][1] in err
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", tmp_path / "missing.gpx",
+                        "--total-wh", "500")
+    assert code == 2 and "track file not found" in err
+    # a real track of somewhere else: refused as off the network
+    track = simulate_track(net, planned, np.random.default_rng(0))
+    far = write_gpx(tmp_path / "far.gpx", track.lat + 0.5, track.lon)
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", far, "--total-wh", "500")
+    assert code == 2 and "farther than" in err and len(err.strip().splitlines()) == 1
+    assert _snapshot(state) == before
+
+
+def test_gpx_reader_reads_what_the_writer_wrote_and_namespaced_extensions(tmp_path):
+    p = write_gpx(tmp_path / "t.gpx", [43.7, 43.71], [7.4, 7.41], time_s=[T0, T0 + 1.5],
+                  energy_wh=[12.0, np.nan])
+    t = read_gpx(p)
+    np.testing.assert_allclose(t.lat, [43.7, 43.71])
+    np.testing.assert_allclose(t.time_s, [T0, T0 + 1.5])
+    assert t.energy_wh[0] == 12.0 and np.isnan(t.energy_wh[1]) and not t.has_energy
+    # another logger's namespace and elevation, several segments and tracks in document order
+    other = tmp_path / "o.gpx"
+    other.write_text(
+        '<?xml version="1.0"?><gpx xmlns="http://www.topografix.com/GPX/1/1" '
+        'xmlns:x="urn:other"><trk><trkseg><trkpt lat="1" lon="2"><ele>30.5</ele>'
+        "<extensions><x:energy_wh>1.5</x:energy_wh></extensions></trkpt></trkseg>"
+        '<trkseg><trkpt lat="3" lon="4"><extensions><x:energy_wh>2.5</x:energy_wh>'
+        "</extensions></trkpt></trkseg></trk></gpx>"
+    )
+    t = read_gpx(other)
+    assert t.lat.tolist() == [1, 3] and t.ele[0] == 30.5 and t.energy_wh.tolist() == [1.5, 2.5]
+    assert t.has_energy
+    with pytest.raises(EmptyTrackError):
+        (tmp_path / "e.gpx").write_text("<gpx/>")
+        read_gpx(tmp_path / "e.gpx")

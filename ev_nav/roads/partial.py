@@ -57,10 +57,10 @@ def route_coordinates(
 
     The route starts ``start_fraction`` of the way along its first segment and ends
     ``end_fraction`` along its last (a trip between two points drives only that part of them).
-    Longitude and latitude are rounded to ``decimals`` (7: 1e-7 deg, ~1 cm), elevation to 0.1 m;
-    the repeated junction point where one segment ends and the next begins is kept once. Elevation varies
-    linearly with distance along each segment between its end nodes' heights, the constant grade
-    the network's energy model uses. A network built without any elevation source
+    Longitude and latitude are rounded to ``decimals`` places (7: ~1 cm), elevation to 0.1 m;
+    the repeated junction point where one segment ends and the next begins is kept once.
+    Elevation varies linearly with distance along each segment between its end nodes' heights,
+    the constant grade the network's energy model uses. A network built without any elevation source
     (:attr:`RoadNetwork.has_elevation` false) has no heights to give: the rows are then
     (lon, lat) only, two columns, so no made-up 0 m reaches a GPX or GeoJSON file.
     """

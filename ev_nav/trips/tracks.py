@@ -180,10 +180,14 @@ def record_track(
     driven_m = float(net.length_m[driven].sum())
     if total_wh is not None:
         # the track starts and ends inside its first and last segment: count the part driven
+        # (a segment the track only touches, share ~0, is not part of the drive)
+        first, last = match.first_fraction, match.last_fraction
+        if driven.size > 1 and first < 1e-6:
+            driven, first = driven[1:], 1.0
+        if driven.size > 1 and last < 1e-6:
+            driven, last = driven[:-1], 1.0
         ends = (
-            {"start_fraction": 1.0 - match.first_fraction, "end_fraction": match.last_fraction}
-            if driven.size > 1
-            else {}
+            {"start_fraction": 1.0 - first, "end_fraction": last} if driven.size > 1 else {}
         )
         batch = record_total(
             session, trip.id, float(total_wh), force=force, on_recorded=on_recorded,

@@ -719,7 +719,8 @@ class IncrementalGP:
             self._cov, self._mean = cached
         self.n_updates = int(state["n_updates"])
         self.next_refresh = int(state["next_refresh"])
-        self.rng = np.random.default_rng()
+        # seeded, though the checkpoint's generator state replaces it at once
+        self.rng = np.random.default_rng(self.seed)
         self.rng.bit_generator.state = state["rng"]
         self.fits = [dict(f) for f in state["fits"]]
         self._post = None

@@ -749,7 +749,8 @@ class SVGPModel:
         self.lam = lam.clone()
         self.h = torch.as_tensor(state["h"], dtype=DTYPE).clone()
         self.seed = int(state["seed"])
-        self.rng = np.random.default_rng()
+        # seeded, though the checkpoint's generator state replaces it at once
+        self.rng = np.random.default_rng(self.seed)
         self.rng.bit_generator.state = state["rng"]
         self.n_trips = int(state["n_trips"])
         self._post = None

@@ -22,10 +22,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", type=int, default=2, help="repetitions (different worlds)")
     parser.add_argument("--out", type=Path, default=Path("maps"), help="output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch and BLAS threads (default 1: on a busy machine more threads made the demo "
+        "slower, scripts/bench_demo.py)",
+    )
     parser.set_defaults(func=_cmd_demo)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from ev_nav.errors import ConfigError
+    from ev_nav.sim.grid import limited_threads
+
+    if args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+    # The demo's matrices are small enough that one thread loses little on idle cores, while
+    # threads that wait for busy cores made it several times slower (README, "make demo").
+    with limited_threads(args.threads):
+        return _demo(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm.auto import tqdm
 

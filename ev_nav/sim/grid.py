@@ -17,7 +17,7 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -66,7 +66,8 @@ def _limit_threads(n_threads: int) -> None:
 
 
 @contextlib.contextmanager
-def _single_threaded():
+def limited_threads(n_threads: int = 1) -> Iterator[None]:
+    """Run torch (intra-op) and the BLAS/OpenMP pools on ``n_threads`` inside the block."""
     # scipy.linalg brings its own OpenBLAS, loaded on first import: load it before limiting,
     # or a run that first touches it inside the block gets a 2-thread BLAS (on a busy 2-core
     # machine a 200×200 Cholesky then took 0.5–1 s instead of 0.3 ms)
@@ -75,9 +76,9 @@ def _single_threaded():
     from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(n_threads)
     try:
-        with threadpool_limits(1):
+        with threadpool_limits(n_threads):
             yield
     finally:
         torch.set_num_threads(before)
@@ -97,7 +98,7 @@ def execute_run(
         # Every run single-threaded, whatever executor runs it: BLAS/LAPACK results depend on
         # the thread count in the last bits, and a grid must give identical numbers in-process,
         # on a pool or on Dask.
-        with _single_threaded():
+        with limited_threads():
             run_one(
                 spec,
                 run_dir,

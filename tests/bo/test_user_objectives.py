@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -138,6 +139,9 @@ def test_boke_python_api():
 
 
 def test_boke_cli(tmp_path, capsys):
+    """The CLI's run for seed s is the Python API's ``BOKEOptimizer(bounds, method, seed=s)``
+    (the same queries, whatever the objective file is called or where it lies), so it meets the
+    API test's tolerance by the same computation, not by the luck of a path."""
     out = tmp_path / "boke"
     code = main(
         ["bo", "boke", "run", "--objective", f"{FILE}:bowl", "--methods", "boke", "--seeds", "1",
@@ -147,6 +151,46 @@ def test_boke_cli(tmp_path, capsys):
     line = [ln for ln in capsys.readouterr().out.splitlines() if "best observed" in ln][0]
     x = np.array(json.loads(line.split("at x = ")[1]))
     np.testing.assert_allclose(x, uo.BOWL_OPTIMUM, atol=0.3)
+    user = load_objective(f"{FILE}:bowl")
+    opt = BOKEOptimizer(user.bounds, "boke", seed=0)
+    for _ in range(40):
+        s = opt.ask()
+        opt.tell(s.x, user(s.x))
+    rows = pd.read_csv(out / "results.csv")
+    assert set(rows["benchmark"]) == {"user_objectives:bowl"}  # no folder in the results
+    np.testing.assert_allclose(user.from_unit(rows[["x0", "x1"]].to_numpy()), opt.result().X)
+    np.testing.assert_array_equal(rows["y"].to_numpy(), opt.result().y)
+
+
+def _boke_from(folder: Path, out: Path) -> pd.DataFrame:
+    """Copy the objective file into ``folder`` and run BOKE there, naming the file by its path."""
+    objective_file = folder / FILE.name
+    objective_file.write_bytes(FILE.read_bytes())
+    code = main(
+        ["bo", "boke", "run", "--objective", f"{objective_file}:bowl", "--methods", "boke,boke+",
+         "--seeds", "2", "--seed", "3", "--budget", "15", "--out", str(out), "--no-figure", *FAST]
+    )  # fmt: skip
+    assert code == 0
+    return pd.read_csv(out / "results.csv")
+
+
+def test_boke_cli_results_do_not_depend_on_the_folder(tmp_path, monkeypatch):
+    """The same objective run from two folders (paths of different lengths) gives identical
+    results: no seed derives from the path. Only the measured acquisition CPU may differ."""
+    short, long = tmp_path / "a", tmp_path / ("a-much-longer-folder-name" * 4) / "nested" / "b"
+    tables = []
+    for i, folder in enumerate((short, long)):
+        folder.mkdir(parents=True)
+        monkeypatch.chdir(folder)
+        tables.append(_boke_from(folder, tmp_path / f"out{i}"))
+    a, b = (t.drop(columns="acq_cpu") for t in tables)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert sorted(set(a["seed"])) == [3, 4] and set(a["benchmark"]) == {"user_objectives:bowl"}
+    assert len(a) == 2 * 2 * 15
+    runs = [
+        json.loads((tmp_path / f"out{i}" / "manifest.json").read_text())["runs"] for i in (0, 1)
+    ]
+    assert runs[0] == runs[1]
 
 
 def test_objective_errors_are_one_line(tmp_path, capsys):

@@ -50,8 +50,15 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
         default=("boke", "boke+", "gp-ucb", "random"),
         help="comma-separated method names (see `list`)",
     )
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..n-1)")
-    p.add_argument("--seed-offset", type=int, default=0, help="first seed")
+    p.add_argument("--seeds", type=int, default=3, help="number of seeds (SEED..SEED+n-1)")
+    p.add_argument(
+        "--seed",
+        "--seed-offset",
+        dest="seed_offset",
+        type=int,
+        default=0,
+        help="first seed (default 0): every random draw of a run derives from its seed",
+    )
     p.add_argument(
         "--budget",
         type=int,
@@ -107,6 +114,8 @@ def _list(_args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError("--seeds must be >= 1")
+    if args.seed_offset < 0:
+        raise ConfigError("--seed must be >= 0")
     if args.threads < 1:
         raise ConfigError("--threads must be >= 1")
     cfg = BOKERunConfig(

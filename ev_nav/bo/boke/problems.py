@@ -58,6 +58,10 @@ class Benchmark:
         A maximiser in raw units, for tests.
     budget : int
         Default total number of evaluations ``T``.
+    user : bool
+        A user's objective (``--objective``) rather than one of the study's benchmarks: its
+        runs draw from the seed alone, never from its name (see
+        :func:`~ev_nav.bo.boke.runner.run_streams`).
     """
 
     name: str
@@ -68,6 +72,7 @@ class Benchmark:
     f_max: float | None
     x_opt: tuple[float, ...] | None
     budget: int
+    user: bool = False
 
     def to_raw(self, u: np.ndarray) -> np.ndarray:
         """Map unit-cube points ``(n, d)`` to the box."""

@@ -8,8 +8,11 @@ Protocol (docs/bo-boke.md, "Protocol and settings"):
   points, also in noisy runs.
 * CPU time is the process CPU time (``time.process_time``) of the acquisition step only,
   excluding the objective evaluations; it is recorded cumulatively per iteration.
-* Every random draw comes from generators derived from ``(seed, benchmark)`` (design, noise)
-  and ``(seed, benchmark, method)`` (acquisition candidates, BOKE+ coin flips).
+* Every random draw comes from generators derived from the run's seed (:func:`run_streams`):
+  for the study's benchmarks from ``(seed, benchmark)`` (design, noise) and
+  ``(seed, benchmark, method)`` (acquisition candidates, BOKE+ coin flips), as published; for a
+  user objective from the seed alone, as ``BOKEOptimizer(bounds, method, seed=seed)`` draws, so
+  a run never depends on the objective's name or on the folder its file lies in.
 
 Each (benchmark, method, seed) is an independent run of a loop over
 :class:`~ev_nav.bo.boke.api.BOKEOptimizer` on the fleet grids' executors
@@ -184,14 +187,67 @@ class RunResult:
 
 
 def _stable_seed(*parts: object) -> int:
+    # CRC-32 of fixed strings (stream and registered benchmark names): the same in every
+    # process and Python version, unlike hash()
     return zlib.crc32("|".join(str(p) for p in parts).encode())
+
+
+@dataclass(frozen=True)
+class RunStreams:
+    """The random streams of one (benchmark, method, seed) run.
+
+    Attributes
+    ----------
+    design : numpy.random.Generator
+        Draws the Latin-hypercube initial design (shared by all methods of a seed).
+    noise : numpy.random.Generator
+        Draws the synthetic observation noise of a noisy benchmark run.
+    method_seed : int
+        Seeds the method's torch generator (acquisition candidates, BOKE+ coin flips).
+    """
+
+    design: np.random.Generator
+    noise: np.random.Generator
+    method_seed: int
+
+
+def run_streams(bench: Benchmark, method: str, seed: int) -> RunStreams:
+    """Where the run of ``method`` on ``bench`` for ``seed`` draws its randomness.
+
+    A benchmark of the study mixes its registered name and the method into the seed, which
+    keeps the published results (docs/bo-boke.md) reproducible. A user objective
+    (``bench.user``) draws from ``seed`` alone, exactly as ``BOKEOptimizer(bounds, method,
+    seed=seed)`` does: the same objective gives the same run whatever it is called and wherever
+    its file lies.
+    """
+    if bench.user:
+        return RunStreams(
+            np.random.default_rng(seed),
+            np.random.default_rng([seed, _stable_seed("noise")]),
+            seed,
+        )
+    return RunStreams(
+        np.random.default_rng([seed, _stable_seed("design", bench.name)]),
+        np.random.default_rng([seed, _stable_seed("noise", bench.name)]),
+        _stable_seed("method", bench.name, method, seed),
+    )
 
 
 def initial_design(bench: Benchmark, seed: int, n0: int | None = None) -> np.ndarray:
     """The shared LHS initial design (unit cube) of ``bench`` for ``seed``."""
     n = bench.n_init if n0 is None else n0
-    rng = np.random.default_rng([seed, _stable_seed("design", bench.name)])
+    rng = run_streams(bench, "", seed).design
     return qmc.LatinHypercube(bench.dim, seed=rng).random(n)
+
+
+def objective_label(spec: str) -> str:
+    """The name results give a user objective: ``spec`` without the folders of its file.
+
+    ``path/to/my_problem.py:f`` becomes ``my_problem:f`` (``module:function`` stays as it is),
+    so results and run ids do not depend on where the file lies.
+    """
+    module, _, attr = spec.rpartition(":")
+    return f"{Path(module).stem}:{attr}" if module.endswith(".py") else spec
 
 
 def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
@@ -203,7 +259,15 @@ def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
         return np.array([user(row) for row in np.atleast_2d(x)])
 
     return Benchmark(
-        user.name, user.dim, tuple(user.lower), tuple(user.upper), fn, None, None, int(budget)
+        objective_label(user.name),
+        user.dim,
+        tuple(user.lower),
+        tuple(user.upper),
+        fn,
+        None,
+        None,
+        int(budget),
+        user=True,
     )
 
 
@@ -230,14 +294,14 @@ def _run_single(
     noise_override: float | None,
 ) -> RunResult:
     T = cfg.budget if cfg.budget is not None else bench.budget
+    streams = run_streams(bench, method_name, seed)
     U0 = initial_design(bench, seed)
     n0 = min(U0.shape[0], T)
     noise_std = bench.noise_std if cfg.noisy and noise_override is None else 0.0
-    noise_rng = np.random.default_rng([seed, _stable_seed("noise", bench.name)])
     opt = BOKEOptimizer(
         bench.dim,
         method_name,
-        seed=_stable_seed("method", bench.name, method_name, seed),
+        seed=streams.method_seed,
         method_config=cfg.method_config(),
         noise_std=noise_std if noise_override is None else noise_override,
         initial_design=U0[:n0],
@@ -247,7 +311,7 @@ def _run_single(
         f = bench.f_unit(U)
         if not np.all(np.isfinite(f)):
             raise InvalidObservation(f"{bench.name} returned a non-finite value at {U.tolist()}")
-        y = f + noise_std * noise_rng.standard_normal(f.shape) if noise_std > 0 else f.copy()
+        y = f + noise_std * streams.noise.standard_normal(f.shape) if noise_std > 0 else f.copy()
         return f, y
 
     f0, y0 = observe(opt.design)
@@ -304,11 +368,16 @@ def jobs(cfg: BOKERunConfig) -> list[Job]:
     """One run per (benchmark, seed, method): seed-major, so a partial experiment still holds
     complete seeds for every method."""
     return [
-        Job(_run_id(b, m, s), _run_task, (_narrowed(cfg, b, m, s), b, m, s))
+        Job(_run_id(_label(cfg, b), m, s), _run_task, (_narrowed(cfg, b, m, s), b, m, s))
         for b in cfg.problems
         for s in cfg.seeds
         for m in cfg.methods
     ]
+
+
+def _label(cfg: BOKERunConfig, problem: str) -> str:
+    """The name results give ``problem`` (a user objective's without its file's folders)."""
+    return problem if cfg.objective is None else objective_label(problem)
 
 
 def _narrowed(cfg: BOKERunConfig, benchmark: str, method: str, seed: int) -> BOKERunConfig:

@@ -8,6 +8,7 @@ shown next to the shortest and the fastest route, each with the model's predicte
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ev_nav.errors import InvalidObservation, StateError, StateIOError
+from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -41,7 +43,13 @@ class PlannedTrip:
     routes : dict of str to Route
         ``planned``, ``best guess`` (the greedy ``mean`` route, so a driver sees what exploring
         costs; absent when the policy is ``mean``), ``shortest`` and ``fastest``, each with km,
-        minutes and predicted Wh ± sd.
+        minutes and predicted Wh ± sd; all through the via points, avoiding the avoided kinds.
+    options : RouteOptions
+        The via points, avoided road kinds and time weight the routes were planned with.
+    via_segments : tuple of int
+        The segments the via points snapped to.
+    notices : tuple of str
+        One line per avoided kind no segment of the network has (nothing to avoid).
     """
 
     trip_id: int
@@ -50,6 +58,9 @@ class PlannedTrip:
     policy: str
     seed: int
     routes: dict[str, Route]
+    options: RouteOptions = RouteOptions()
+    via_segments: tuple[int, ...] = ()
+    notices: tuple[str, ...] = ()
 
     @property
     def exploring_cost(self) -> tuple[float, float] | None:
@@ -82,6 +93,9 @@ class PlannedTrip:
             },
             "exploring_extra_wh": None if extra is None else round(extra[0], 1),
             "exploring_extra_minutes": None if extra is None else round(extra[1] / 60, 2),
+            **self.options.to_dict(),
+            "via_segments": list(self.via_segments),
+            "notices": list(self.notices),
         }
 
 
@@ -110,8 +124,11 @@ def plan_trip(
     max_snap_m: float = 500.0,
     with_safe: bool = False,
     extra: dict[str, object] | None = None,
+    via: Sequence[tuple[float, float]] = (),
+    avoid: Sequence[str] = (),
+    time_weight: float = 0.0,
 ) -> PlannedTrip:
-    """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
+    """Snap ``origin``, ``via`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
     The trip id is reserved inside the store's write transaction and the Thompson seed derived
     from it (unless ``seed`` is given), so concurrent planners never share a seed. Only what
@@ -123,12 +140,21 @@ def plan_trip(
     :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
     with the trip (the server records the requesting vehicle's name there).
 
+    Route options (:class:`~ev_nav.trips.route_options.RouteOptions`), obeyed by the plan and
+    every alternative: ``via`` points the route passes in order (legs concatenated), ``avoid``
+    road kinds (``motorway``, ``toll``, ``unpaved``, ``ferry``), and ``time_weight`` λ [Wh per
+    minute]: the plan (and best guess, safe) minimise energy + λ · time.
+
     Raises
     ------
     OutsideNetworkError
         A point is further than ``max_snap_m`` from every road.
     InvalidObservation
-        Origin and destination snap to the same segment.
+        Origin and destination snap to the same segment (and there is no via point).
+    RouteOptionError
+        Invalid options, an avoided kind the network has no tags for, a point on an avoided road.
+    UnreachableError
+        The points cannot be connected without an avoided kind.
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
@@ -136,17 +162,21 @@ def plan_trip(
     from ev_nav.potential import potential_change
     from ev_nav.store import TripPlan
 
+    options = RouteOptions(tuple(via), tuple(avoid), time_weight)
     net, model, store = session.net, session.model, session.store
     start = net.nearest_segment(origin[1], origin[0], max_snap_m)
     end = net.nearest_segment(goal[1], goal[0], max_snap_m)
-    if start == end:
+    stops = tuple(net.nearest_segment(lon, lat, max_snap_m) for lat, lon in options.via)
+    if start == end and not stops:
         raise InvalidObservation(
             f"origin and destination snap to the same road segment ({start}); a trip needs two "
             "different places"
         )
     maps_dir(session.state_dir)  # checked before anything is recorded
     rule = make_index(policy)
-    router = Router(net)
+    router = ConstrainedRouter(net, Router(net), (start, *stops, end), options)
+    if not options.is_default:  # stored with the trip: what it was planned under
+        extra = {**(extra or {}), "route_options": options.to_dict(), "via_segments": stops}
     post = model.posterior()
     dphi = potential_change(net, session.vehicle)
     # the routes that do not depend on the trip id, described before the write transaction:
@@ -156,16 +186,12 @@ def plan_trip(
     fixed: dict[str, Route] = {}
     if policy != "mean":
         greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
-        fixed["best guess"] = describe_route(net, router.route(greedy, start, end), model, "mean")
+        fixed["best guess"] = describe_route(net, router.route_energy(greedy), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
-        fixed["safe"] = describe_route(net, router.route(careful, start, end), model, "safe")
-    fixed["shortest"] = describe_route(
-        net, router.route(net.length_m, start, end), model, "shortest"
-    )
-    fixed["fastest"] = describe_route(
-        net, router.route(net.travel_time_s, start, end), model, "fastest"
-    )
+        fixed["safe"] = describe_route(net, router.route_energy(careful), model, "safe")
+    fixed["shortest"] = describe_route(net, router.route(net.length_m), model, "shortest")
+    fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -173,7 +199,7 @@ def plan_trip(
         # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
         weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
-        path = router.route(weights, start, end)
+        path = router.route_energy(weights)
         same = next((r for r in fixed.values() if np.array_equal(r.segments, path)), None)
         routes.clear()
         # a planned route equal to an alternative has that alternative's prediction: reuse it
@@ -199,7 +225,9 @@ def plan_trip(
         )
 
     trip_id = store.plan_trip(plan)
-    return PlannedTrip(trip_id, start, end, policy, used_seed[-1], routes)
+    return PlannedTrip(
+        trip_id, start, end, policy, used_seed[-1], routes, options, stops, tuple(router.notices)
+    )
 
 
 def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) -> list[Path]:

@@ -143,19 +143,7 @@ def avoided_segments(
     mask = np.zeros(net.n_segments, dtype=bool)
     notices: list[str] = []
     for kind in parse_kinds(kinds):
-        if kind == "motorway":
-            classes = [i for i, c in enumerate(net.highway_classes) if c in _MOTORWAY_CLASSES]
-            of_kind = np.isin(net.highway, classes)
-        else:
-            flagged = net.flagged(kind)
-            if flagged is None:
-                raise RouteOptionError(
-                    f"network {net.name} records no {kind} tags ({ROAD_KINDS[kind]}): it is "
-                    "the synthetic town or was built before ev-nav kept them, so avoiding "
-                    f"{kind} cannot be honoured; rebuild it from OSM ('ev-nav network build') "
-                    f"or do not avoid {kind}"
-                )
-            of_kind = flagged
+        of_kind = _of_kind(net, kind)
         if not of_kind.any():
             why = (
                 " (ev-nav networks hold drivable roads only; ferry crossings are not loaded)"
@@ -168,6 +156,21 @@ def avoided_segments(
             )
         mask |= of_kind
     return mask, notices
+
+
+def _of_kind(net: RoadNetwork, kind: str) -> NDArray[np.bool_]:
+    if kind == "motorway":
+        classes = [i for i, c in enumerate(net.highway_classes) if c in _MOTORWAY_CLASSES]
+        return np.isin(net.highway, classes)
+    flagged = net.flagged(kind)
+    if flagged is None:
+        raise RouteOptionError(
+            f"network {net.name} records no {kind} tags ({ROAD_KINDS[kind]}): it is the "
+            "synthetic town or was built before ev-nav kept them, so avoiding "
+            f"{kind} cannot be honoured; rebuild it from OSM ('ev-nav network build') "
+            f"or do not avoid {kind}"
+        )
+    return flagged
 
 
 class ConstrainedRouter:
@@ -198,6 +201,7 @@ class ConstrainedRouter:
     def __init__(
         self, net: RoadNetwork, router: Router, stops: Sequence[int], options: RouteOptions
     ) -> None:
+        self._net = net
         self._router = router
         self.stops = [int(s) for s in stops]
         self.options = options
@@ -205,9 +209,10 @@ class ConstrainedRouter:
         names = ["the origin", *(f"via point {k}" for k in range(1, len(stops) - 1)), "the goal"]
         for name, seg in zip(names, self.stops, strict=True):
             if self._avoided[seg]:
+                kinds = [k for k in options.avoid if _of_kind(net, k)[seg]]
                 raise RouteOptionError(
-                    f"{name} snaps to segment {seg}, a road of a kind avoided "
-                    f"({', '.join(options.avoid)}); move the point beside another road"
+                    f"{name} snaps to segment {seg}, a {'/'.join(kinds)} road, which is "
+                    "avoided; move the point beside another road"
                 )
         # λ [Wh/min] · t [min] per segment. The energy weights it is added to are rectified
         # reduced costs (ev_nav.bandits.indices.rectified_weights): ≥ 0, and a route's energy is
@@ -237,10 +242,12 @@ class ConstrainedRouter:
         legs = [self._router.route(w, a, b) for a, b in pairwise(self.stops)]
         path = np.concatenate([legs[0], *(leg[1:] for leg in legs[1:])])
         if self._avoided[path].any():
-            via = " via the via points" if len(self.stops) > 2 else ""
+            # the kinds the least-avoiding route still needs: the ones worth naming
+            needed = ", ".join(k for k in self.options.avoid if _of_kind(self._net, k)[path].any())
+            via = " through the via points" if len(self.stops) > 2 else ""
             raise UnreachableError(
-                f"no route from the origin to the goal{via} avoids "
-                f"{', '.join(self.options.avoid)}; avoid fewer kinds or move the points"
+                f"no route from the origin to the goal{via} avoids {needed}; stop avoiding "
+                f"{needed} or move the points"
             )
         return path
 

@@ -64,6 +64,16 @@ def _time_weight_arg(text: str) -> float:
     return value
 
 
+def _avoid_arg(text: str) -> tuple[str, ...]:
+    from ev_nav.errors import RouteOptionError
+    from ev_nav.trips.route_options import parse_kinds
+
+    try:
+        return parse_kinds([text])
+    except RouteOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seed_arg(text: str) -> int:
     try:
         value = int(text)
@@ -117,6 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--avoid",
+        type=_avoid_arg,
         action="append",
         default=[],
         metavar="KIND",
@@ -240,7 +251,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             max_snap_m=args.max_snap,
             with_safe=soc is not None,
             via=args.via,
-            avoid=args.avoid,
+            avoid=[k for kinds in args.avoid for k in kinds],
             time_weight=args.time_weight,
         )
         for notice in trip.notices:

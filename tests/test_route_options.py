@@ -320,7 +320,7 @@ def test_loader_records_road_kinds_from_osm_tags(tmp_path):
 
 
 # ------------------------------------------------------------------------------ CLI
-def test_cli_route_options(tmp_path, capsys, net):
+def test_cli_route_options(tmp_path, capsys, net, tagged):
     state = tmp_path / "state"
     code, _, err = _run(
         capsys, "init", state, "--synthetic", "--segments", SEGMENTS, "--model", "bi"
@@ -372,3 +372,18 @@ def test_cli_route_options(tmp_path, capsys, net):
         assert "Traceback" not in err and fragment in err, (args, err)
     with Store.open(state) as st:
         assert st.n_trips() == before
+
+    # a network with road kinds: a kind no segment has is a notice, the route avoids the rest
+    _, toll, path = tagged
+    state = tmp_path / "tagged"
+    assert _run(capsys, "init", state, "--network", path, "--model", "bi")[0] == 0
+    code, out, err = _run(
+        capsys, "route", state, "--from", _latlon(net, s), "--to", _latlon(net, g),
+        "--avoid", "toll,unpaved", "--json", "--no-map",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["avoid"] == ["toll", "unpaved"] and len(doc["notices"]) == 1
+    assert "ev-nav: notice: no segment of" in err and "unpaved" in err
+    for name, r in doc["routes"].items():
+        assert not toll[r["segments"]].any(), name

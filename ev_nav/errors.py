@@ -68,6 +68,11 @@ class NegativeCycleError(EvNavError, ValueError):
     """Energies with a reachable negative cycle: the optimal route is undefined."""
 
 
+class RouteOptionError(EvNavError, ValueError):
+    """Route options (via points, road kinds to avoid, time weight) that are invalid, or that
+    the network cannot honour (a kind its data does not tag, a point on an avoided road)."""
+
+
 # --- state / CLI ---------------------------------------------------------------------------
 class UnsafeCheckpointError(ModelStateError):
     """A checkpoint is not in ev-nav's pickle-free format (e.g. an old pickled one, or a planted

@@ -184,6 +184,39 @@ class Router:
             )
         return best
 
+    def route_through(
+        self, weights: ArrayLike, stops: Sequence[Sequence[tuple[int, float]]]
+    ) -> PartialPath:
+        """The least-weight route through points in order (origin, via points, goal).
+
+        Each stop lists its candidate ``(segment, fraction)`` positions as for
+        :meth:`route_between`. The first leg may use any candidates; every later leg leaves a
+        via point the way the previous leg reached it (no U-turn at a via point). Legs are
+        joined into one route: the segment a via point lies on appears once, driven whole.
+        """
+        if len(stops) < 2:
+            raise InvalidObservation("a route needs an origin and a goal")
+        legs = [self.route_between(weights, stops[0], stops[1])]
+        for nxt in stops[2:]:
+            prev = legs[-1]
+            legs.append(
+                self.route_between(weights, [(int(prev.segments[-1]), prev.end_fraction)], nxt)
+            )
+        segs = [legs[0].segments]
+        for prev, leg in zip(legs[:-1], legs[1:], strict=True):
+            # the leg leaves the via point on the segment the previous one reached it on, unless
+            # the point was at that segment's very end (the leg then starts on the next one)
+            joined = leg.segments[0] == prev.segments[-1] and leg.start_fraction == (
+                prev.end_fraction
+            )
+            segs.append(leg.segments[1:] if joined else leg.segments)
+        return PartialPath(
+            np.concatenate(segs),
+            legs[0].start_fraction,
+            legs[-1].end_fraction,
+            float(sum(leg.cost for leg in legs)),
+        )
+
     def _between(
         self, w: NDArray[np.float64], s: int, fs: float, g: int, fg: float
     ) -> PartialPath | None:

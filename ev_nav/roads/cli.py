@@ -66,6 +66,8 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
             value = f"{value:,.3f}"
         elif isinstance(value, int):
             value = f"{value:,}"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v:,}" for k, v in value.items())
         print(f"{key:<{width}}  {value}")
 
 

@@ -29,7 +29,7 @@ from ev_nav.errors import (
     NotOSMError,
     OfflineError,
 )
-from ev_nav.roads.network import FORMAT_VERSION, RoadNetwork, build_network
+from ev_nav.roads.network import FORMAT_VERSION, ROAD_FLAGS, RoadNetwork, build_network
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
 from ev_nav.settings import osmnx_settings
 
@@ -59,6 +59,31 @@ EXCLUDED_SERVICE: frozenset[str] = frozenset(
     {"parking_aisle", "driveway", "private", "emergency_access", "drive-through", "parking"}
 )
 EXCLUDED_ACCESS: frozenset[str] = frozenset({"no", "private"})
+#: OSM way tags read for the road kinds of ``RoadNetwork.road_flags`` (osmnx drops them unless
+#: asked to keep them).
+KIND_TAGS: tuple[str, ...] = ("toll", "surface", "route")
+#: OSM ``surface`` values without a sealed top (what ``--avoid unpaved`` avoids).
+UNPAVED_SURFACES: frozenset[str] = frozenset(
+    {
+        "unpaved",
+        "compacted",
+        "fine_gravel",
+        "gravel",
+        "pebblestone",
+        "rock",
+        "ground",
+        "dirt",
+        "earth",
+        "grass",
+        "grass_paver",
+        "mud",
+        "sand",
+        "woodchips",
+        "snow",
+        "ice",
+        "salt",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -102,9 +127,13 @@ def file_digest(path: Path) -> str:
 
 
 def cache_key(osm: Path, dems: Sequence[Path], options: LoadOptions) -> str:
-    """Content hash of the inputs and options: the cache file name."""
+    """Content hash of the inputs and options: the cache file name.
+
+    The recorded road kinds are part of it, so a network cached before they were recorded is
+    rebuilt (with them) rather than reused; the old file itself still opens.
+    """
     h = hashlib.sha256()
-    h.update(f"format={FORMAT_VERSION}".encode())
+    h.update(f"format={FORMAT_VERSION};road_flags={','.join(ROAD_FLAGS)}".encode())
     h.update(file_digest(osm).encode())
     for dem in dems:
         h.update(file_digest(dem).encode())
@@ -123,7 +152,9 @@ def _read_osm_graph(path: Path):
     # the change is undone after the read so other osmnx users in the process are unaffected
     wanted = tags if "ele" in tags else [*tags, "ele"]
     try:
-        with osmnx_settings(useful_tags_node=wanted, log_console=False), warnings.catch_warnings():
+        with osmnx_settings(
+            useful_tags_node=wanted, useful_tags_way=_way_tags(), log_console=False
+        ), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             graph = ox.graph_from_xml(path, simplify=False, retain_all=True)
     except (ParseError, UnicodeDecodeError, EOFError, OSError) as exc:
@@ -155,6 +186,30 @@ def _filter_drivable(graph, options: LoadOptions):
     graph.remove_edges_from(drop)
     graph.remove_nodes_from([n for n, d in graph.degree() if d == 0])
     return graph
+
+
+def _way_tags() -> list[str]:
+    """osmnx's kept way tags plus :data:`KIND_TAGS`."""
+    import osmnx as ox
+
+    tags = list(ox.settings.useful_tags_way)
+    return tags + [t for t in KIND_TAGS if t not in tags]
+
+
+def road_flags_of(data: dict[str, Any]) -> int:
+    """The :data:`~ev_nav.roads.network.ROAD_FLAGS` bits of one (possibly merged) OSM edge.
+
+    A simplified edge carries a list where the ways it merges differ; a kind counts when any of
+    them has it (the edge is partly toll, partly unpaved, …).
+    """
+    kinds = {
+        "toll": any(str(v).lower() == "yes" for v in _as_list(data.get("toll"))),
+        "unpaved": any(
+            str(v).lower() in UNPAVED_SURFACES for v in _as_list(data.get("surface"))
+        ),
+        "ferry": any(str(v).lower() == "ferry" for v in _as_list(data.get("route"))),
+    }
+    return sum(1 << i for i, kind in enumerate(ROAD_FLAGS) if kinds[kind])
 
 
 def _dem_paths(dems: Sequence[Path]) -> list[str]:
@@ -297,6 +352,7 @@ def graph_to_network(
     classes = tuple(sorted(set(classes_raw)))
     class_idx = {c: i for i, c in enumerate(classes)}
     highway = np.array([class_idx[c] for c in classes_raw], dtype=np.int16)
+    road_flags = np.array([road_flags_of(d) for *_, d in edges], dtype=np.uint8)
     parsed = [parse_maxspeed(d.get("maxspeed")) for *_, d in edges]
     imputed = np.array([p is None for p in parsed], dtype=bool)
     speed_kmh = np.array(
@@ -347,6 +403,7 @@ def graph_to_network(
         geom_lonlat=np.concatenate(coords) if coords else np.empty((0, 2)),
         meta=meta,
         max_grade=options.max_grade,
+        road_flags=road_flags,
     )
 
 
@@ -435,19 +492,10 @@ def fetch_place(
     options: LoadOptions | None = None,
 ) -> RoadNetwork:
     """Download the drivable network of a place name or a ``LAT,LON`` point (needs internet)."""
-    import osmnx as ox
-
     check_online()
     try:
-        if _looks_like_point(place):
-            lat, lon = (float(x) for x in place.split(","))
-            graph = ox.graph_from_point(
-                (lat, lon), dist=dist_m, network_type="drive", simplify=False, retain_all=True
-            )
-        else:
-            graph = ox.graph_from_place(
-                place, network_type="drive", simplify=False, retain_all=True
-            )
+        with osmnx_settings(useful_tags_way=_way_tags()):
+            graph = _download(place, dist_m)
     except (ConnectionError, TimeoutError, OSError) as exc:
         raise OfflineError(f"download failed: {exc}") from None
     return graph_to_network(
@@ -460,6 +508,17 @@ def fetch_place(
             "source_hash": hashlib.sha256(place.encode()).hexdigest()[:24],
         },
     )
+
+
+def _download(place: str, dist_m: float):
+    import osmnx as ox
+
+    if _looks_like_point(place):
+        lat, lon = (float(x) for x in place.split(","))
+        return ox.graph_from_point(
+            (lat, lon), dist=dist_m, network_type="drive", simplify=False, retain_all=True
+        )
+    return ox.graph_from_place(place, network_type="drive", simplify=False, retain_all=True)
 
 
 def _looks_like_point(text: str) -> bool:

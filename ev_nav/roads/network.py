@@ -34,6 +34,11 @@ FORMAT_VERSION = 1
 
 FEATURE_NAMES: tuple[str, ...] = ("length", "speed_limit", "incline")
 
+#: Road kinds recorded per segment from OSM way tags: bit ``i`` of ``road_flags`` is kind ``i``
+#: (toll: ``toll=yes``; unpaved: an unsealed ``surface``; ferry: ``route=ferry``). Optional in
+#: the file: a network saved before they were recorded (or the synthetic town) has none.
+ROAD_FLAGS: tuple[str, ...] = ("toll", "unpaved", "ferry")
+
 EARTH_RADIUS_M = 6_371_009.0
 
 
@@ -110,6 +115,10 @@ class RoadNetwork:
         ``lg_indices[lg_indptr[e]:lg_indptr[e + 1]]``.
     meta : dict
         Provenance and build statistics (source hash, elevation source, warnings, …).
+    road_flags : ndarray of uint8, optional
+        Per-segment bit set of the :data:`ROAD_FLAGS` kinds its OSM way is tagged with.
+        ``None`` when the network records no such tags (the synthetic town, or a file written
+        before they were kept): nothing is known about tolls, surfaces or ferries then.
     """
 
     name: str
@@ -130,12 +139,24 @@ class RoadNetwork:
     lg_indptr: NDArray[np.int64]
     lg_indices: NDArray[np.int64]
     meta: dict[str, Any] = field(default_factory=dict)
+    road_flags: NDArray[np.uint8] | None = None
 
     def __post_init__(self) -> None:
-        for name in _ARRAY_FIELDS:
+        for name in (*_ARRAY_FIELDS, "road_flags"):
             arr = getattr(self, name)
             if isinstance(arr, np.ndarray):
                 arr.setflags(write=False)
+        if self.road_flags is not None and self.road_flags.shape != self.seg_u.shape:
+            raise InvalidNetworkData(
+                f"road_flags has shape {self.road_flags.shape}, expected {self.seg_u.shape}"
+            )
+
+    def flagged(self, kind: str) -> NDArray[np.bool_] | None:
+        """Segments tagged with road kind ``kind`` (one of :data:`ROAD_FLAGS`), or ``None``
+        when the network records no road-kind tags."""
+        if self.road_flags is None:
+            return None
+        return (self.road_flags & np.uint8(1 << ROAD_FLAGS.index(kind))) != 0
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -370,6 +391,10 @@ class RoadNetwork:
             "e_det_wh_max": float(e.max()),
             "e_det_negative_share": float((e < 0).mean()),
             "elevation_source": self.meta.get("elevation_source"),
+            # what --avoid can use: segments per tagged road kind (None: no tags recorded)
+            "road_kind_segments": None
+            if self.road_flags is None
+            else {k: int(self.flagged(k).sum()) for k in ROAD_FLAGS},
         }
 
     # ------------------------------------------------------------------ interchange views
@@ -443,6 +468,10 @@ class RoadNetwork:
             "meta": self.meta,
             "arrays_sha256": self.arrays_hash,
         }
+        if self.road_flags is not None:
+            # an optional array: files without it (older ones) open as "no tags recorded"
+            arrays["road_flags"] = self.road_flags
+            header["road_flags"] = list(ROAD_FLAGS)
         arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         target = Path(path)
         with atomic_path(target, suffix=".npz") as tmp:
@@ -460,6 +489,7 @@ class RoadNetwork:
             with np.load(p, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header_json"]).decode())
                 arrays = {name: data[name] for name in _ARRAY_FIELDS}
+                flags = data["road_flags"] if "road_flags" in data.files else None
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise NetworkCacheError(
                 f"{p} is not a readable ev-nav network file ({exc}); rebuild it with "
@@ -470,12 +500,21 @@ class RoadNetwork:
                 f"{p} was written by an incompatible ev-nav version "
                 f"(format {header.get('format_version')}, expected {FORMAT_VERSION}); rebuild it"
             )
-        net = cls(
-            name=header["name"],
-            highway_classes=tuple(header["highway_classes"]),
-            meta=header["meta"],
-            **arrays,
-        )
+        if flags is not None and header.get("road_flags") != list(ROAD_FLAGS):
+            raise NetworkCacheError(
+                f"{p} records road kinds {header.get('road_flags')}, this ev-nav knows "
+                f"{list(ROAD_FLAGS)}; rebuild it with 'ev-nav network build'"
+            )
+        try:
+            net = cls(
+                name=header["name"],
+                highway_classes=tuple(header["highway_classes"]),
+                meta=header["meta"],
+                road_flags=None if flags is None else flags.astype(np.uint8, copy=False),
+                **arrays,
+            )
+        except InvalidNetworkData as exc:
+            raise NetworkCacheError(f"{p} is damaged ({exc}); rebuild it") from None
         recorded = header.get("arrays_sha256")
         if recorded is not None and recorded != net.arrays_hash:
             raise NetworkCacheError(
@@ -495,12 +534,15 @@ class RoadNetwork:
 
         :attr:`content_hash` names the inputs a network was built from and travels in the file's
         header; this one is computed from what was actually loaded, so a file whose arrays were
-        altered behind an unchanged header is caught. Computed once per object.
+        altered behind an unchanged header is caught. Computed once per object. The optional
+        ``road_flags`` count only when present, so a network without them keeps the hash it had
+        before they existed (states bound to it still open).
         """
         cached = self.__dict__.get("_arrays_hash")
         if cached is None:
             h = hashlib.sha256()
-            for name in _ARRAY_FIELDS:
+            names = _ARRAY_FIELDS if self.road_flags is None else (*_ARRAY_FIELDS, "road_flags")
+            for name in names:
                 arr = np.ascontiguousarray(getattr(self, name))
                 h.update(f"{name}:{arr.dtype.str}:{arr.shape};".encode())
                 h.update(arr.tobytes())
@@ -595,6 +637,7 @@ def build_network(
     geom_lonlat: NDArray[np.float64] | None = None,
     meta: dict[str, Any] | None = None,
     max_grade: float = 0.3,
+    road_flags: NDArray[np.uint8] | None = None,
 ) -> RoadNetwork:
     """Validate segment arrays, restrict to the largest strongly connected line graph, and build.
 
@@ -615,6 +658,7 @@ def build_network(
         "speed_mps": speed_mps,
         "highway": highway,
         "speed_imputed": speed_imputed,
+        **({} if road_flags is None else {"road_flags": road_flags}),
     }
     for key, arr in per_seg.items():
         if np.asarray(arr).shape != (n_seg,):
@@ -708,6 +752,7 @@ def build_network(
         lg_indptr=indptr,
         lg_indices=indices,
         meta=info,
+        road_flags=None if road_flags is None else np.asarray(road_flags, dtype=np.uint8)[idx],
     )
 
 

@@ -41,12 +41,14 @@ from ev_nav.errors import (
     EvNavError,
     InvalidObservation,
     OutsideNetworkError,
+    RouteOptionError,
     StateIOError,
     UnknownSegmentError,
     UnknownTripError,
     UnreachableError,
 )
 from ev_nav.server.service import MAX_SEGMENTS_PER_OBSERVATION, FleetService, ServiceClosed
+from ev_nav.trips.route_options import MAX_VIA, ROAD_KINDS
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "static_dir"]
 
@@ -96,6 +98,25 @@ class RouteRequest(BaseModel):
     max_snap_m: float = Field(
         500.0, gt=0, le=100_000, allow_inf_nan=False, description="max distance to a road [m]"
     )
+    via: list[tuple[Lat, Lon]] = Field(
+        default_factory=list,
+        max_length=MAX_VIA,
+        description="[[lat, lon], …] points the route passes, in order [deg]",
+    )
+    avoid: list[Literal[tuple(ROAD_KINDS)]] = Field(  # type: ignore[valid-type]
+        default_factory=list,
+        max_length=len(ROAD_KINDS),
+        description="road kinds no route may use: "
+        + "; ".join(f"{k} ({v})" for k, v in ROAD_KINDS.items())
+        + ". toll, unpaved and ferry need a network built from OSM (which tags them)",
+    )
+    time_weight: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="price of time [Wh per minute]: the plan minimises predicted energy + "
+        "time_weight · minutes (0: energy only)",
+    )
 
 
 class SegmentEnergy(BaseModel):
@@ -135,7 +156,7 @@ def _status_of(exc: EvNavError) -> int:
     if isinstance(
         exc,
         InvalidObservation | OutsideNetworkError | UnreachableError | UnknownSegmentError
-        | ConfigError,
+        | ConfigError | RouteOptionError,
     ):
         return 422
     return 400
@@ -258,7 +279,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         description="Snaps origin and goal to roads and returns the planned route beside the "
         "best guess, shortest and fastest (and safe with a departure charge): km, minutes, "
         "predicted Wh ± sd (joint posterior), arrival charge, coordinates "
-        "[lon, lat, elevation m].",
+        "[lon, lat, elevation m]. Every route starts and ends at the exact points, passes the "
+        "via points and uses no avoided road kind; notices lists avoided kinds the network has "
+        "no segment of.",
     )
     def plan_route(req: RouteRequest) -> dict[str, object]:
         return service.plan(
@@ -270,6 +293,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             seed=req.seed,
             max_snap_m=req.max_snap_m,
             vehicle=req.vehicle,
+            via=req.via,
+            avoid=req.avoid,
+            time_weight=req.time_weight,
         )
 
     @app.post(

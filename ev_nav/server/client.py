@@ -152,13 +152,23 @@ class RoutingClient:
         policy: str = "ts",
         soc: str | None = None,
         vehicle: str | None = None,
+        via: Sequence[tuple[float, float]] = (),
+        avoid: Sequence[str] = (),
+        time_weight: float = 0.0,
     ) -> dict[str, object]:
-        """Plan and record a trip; ``origin``/``goal`` are (lat, lon) [deg]."""
+        """Plan and record a trip; ``origin``/``goal``/``via`` are (lat, lon) [deg], ``avoid``
+        road kinds, ``time_weight`` the price of time [Wh/min] (as ``plan_trip``)."""
         body: dict[str, object] = {"origin": list(origin), "goal": list(goal), "policy": policy}
         if soc is not None:
             body["soc"] = soc
         if vehicle is not None:
             body["vehicle"] = vehicle
+        if via:
+            body["via"] = [list(p) for p in via]
+        if avoid:
+            body["avoid"] = list(avoid)
+        if time_weight:
+            body["time_weight"] = float(time_weight)
         return self._dict(self.request("POST", "/api/routes", body))
 
     def record_total(self, trip: int, total_wh: float, *, force: bool = False) -> dict[str, object]:

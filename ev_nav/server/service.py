@@ -43,7 +43,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -352,11 +352,15 @@ class FleetService:
         seed: int | None = None,
         max_snap_m: float = 500.0,
         vehicle: str | None = None,
+        via: Sequence[tuple[float, float]] = (),
+        avoid: Sequence[str] = (),
+        time_weight: float = 0.0,
     ) -> dict[str, object]:
         """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
 
         ``origin``/``goal`` are (lat, lon) [deg]; ``soc``/``reserve`` are charges as the CLI takes
-        them (``80%``, ``24.5kWh``); ``vehicle`` names the vehicle asking (stored with the trip).
+        them (``80%``, ``24.5kWh``); ``vehicle`` names the vehicle asking (stored with the trip);
+        ``via``, ``avoid`` and ``time_weight`` [Wh/min] are the route options of ``plan_trip``.
         Returns the CLI's ``route --json`` document plus each route's coordinates and the model
         version it was planned on. A bad charge is refused before anything is recorded.
         """
@@ -383,6 +387,9 @@ class FleetService:
                 max_snap_m=max_snap_m,
                 with_safe=soc_wh is not None,
                 extra=extra,
+                via=via,
+                avoid=avoid,
+                time_weight=time_weight,
             )
             arrivals = {
                 name: arrival_forecast(

@@ -57,6 +57,23 @@ def _distance_arg(text: str) -> float:
     return value
 
 
+def _time_weight_arg(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a time weight must be >= 0 Wh/min, got {text!r}")
+    return value
+
+
+def _avoid_arg(text: str) -> tuple[str, ...]:
+    from ev_nav.errors import RouteOptionError
+    from ev_nav.trips.route_options import parse_kinds
+
+    try:
+        return parse_kinds([text])
+    except RouteOptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seed_arg(text: str) -> int:
     try:
         value = int(text)
@@ -99,6 +116,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--reserve", default="10%", help="charge to keep at arrival (default 10%%)"
+    )
+    p.add_argument(
+        "--via",
+        type=_parse_latlon,
+        action="append",
+        default=[],
+        metavar="LAT,LON",
+        help="a point the route passes (repeat for several, visited in the order given)",
+    )
+    p.add_argument(
+        "--avoid",
+        type=_avoid_arg,
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="road kinds to avoid: motorway, toll, unpaved, ferry (comma-separated or repeated; "
+        "toll, unpaved and ferry need a network built from OSM, which tags them)",
+    )
+    p.add_argument(
+        "--time-weight",
+        type=_time_weight_arg,
+        default=0.0,
+        metavar="WH_PER_MIN",
+        help="price of time: minimise predicted energy + this many Wh per minute of driving "
+        "(default 0: energy only)",
     )
     p.add_argument(
         "--seed", type=_seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
@@ -234,7 +276,12 @@ def _cmd_route(args: argparse.Namespace) -> int:
             max_snap_m=args.max_snap,
             with_safe=soc is not None,
             record=not args.dry_run,
+            via=args.via,
+            avoid=[k for kinds in args.avoid for k in kinds],
+            time_weight=args.time_weight,
         )
+        for notice in trip.notices:
+            print(f"ev-nav: notice: {notice}", file=sys.stderr)
         written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
         arrivals = {}
         if soc is not None:
@@ -254,8 +301,14 @@ def _cmd_route(args: argparse.Namespace) -> int:
             print(json.dumps(doc, indent=2))
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
-        print(f"{head} {trip.trip_id}: segment {trip.start_segment} -> {trip.goal_segment}, "
+        via = "".join(f" -> {v}" for v in trip.via_segments)
+        print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
+        opts = trip.options
+        if opts.avoid or opts.time_weight:
+            avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
+            priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
+            print("; ".join(x for x in (avoiding, priced) if x))
         print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in trip.routes.items():
             print(

@@ -8,6 +8,7 @@ shown next to the shortest and the fastest route, each with the model's predicte
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ import numpy as np
 
 from ev_nav.errors import StateError, StateIOError
 from ev_nav.roads.partial import route_coordinates
+from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -43,7 +45,13 @@ class PlannedTrip:
     routes : dict of str to Route
         ``planned``, ``best guess`` (the greedy ``mean`` route, so a driver sees what exploring
         costs; absent when the policy is ``mean``), ``shortest`` and ``fastest``, each with km,
-        minutes and predicted Wh ± sd.
+        minutes and predicted Wh ± sd; all through the via points, avoiding the avoided kinds.
+    options : RouteOptions
+        The via points, avoided road kinds and time weight the routes were planned with.
+    via_segments : tuple of int
+        The segments the via points snapped to.
+    notices : tuple of str
+        One line per avoided kind no segment of the network has (nothing to avoid).
     """
 
     trip_id: int
@@ -53,6 +61,9 @@ class PlannedTrip:
     seed: int
     routes: dict[str, Route]
     recorded: bool = True
+    options: RouteOptions = RouteOptions()
+    via_segments: tuple[int, ...] = ()
+    notices: tuple[str, ...] = ()
 
     @property
     def exploring_cost(self) -> tuple[float, float] | None:
@@ -93,6 +104,9 @@ class PlannedTrip:
             },
             "exploring_extra_wh": None if extra is None else round(extra[0], 1),
             "exploring_extra_minutes": None if extra is None else round(extra[1] / 60, 2),
+            **self.options.to_dict(),
+            "via_segments": list(self.via_segments),
+            "notices": list(self.notices),
         }
         if net is not None:
             routes = doc["routes"]
@@ -130,8 +144,11 @@ def plan_trip(
     with_safe: bool = False,
     extra: dict[str, object] | None = None,
     record: bool = True,
+    via: Sequence[tuple[float, float]] = (),
+    avoid: Sequence[str] = (),
+    time_weight: float = 0.0,
 ) -> PlannedTrip:
-    """Snap ``origin`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
+    """Snap ``origin``, ``via`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
     The trip id is reserved inside the store's write transaction and the Thompson seed derived
     from it (unless ``seed`` is given), so concurrent planners never share a seed. Only what
@@ -148,32 +165,47 @@ def plan_trip(
     :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
     with the trip (the server records the requesting vehicle's name there).
 
+    Route options (:class:`~ev_nav.trips.route_options.RouteOptions`), obeyed by the plan and
+    every alternative: ``via`` points the route passes in order (legs concatenated), ``avoid``
+    road kinds (``motorway``, ``toll``, ``unpaved``, ``ferry``), and ``time_weight`` λ [Wh per
+    minute]: the plan (and best guess, safe) minimise energy + λ · time.
+
     Raises
     ------
     OutsideNetworkError
         A point is further than ``max_snap_m`` from every road.
     InvalidObservation
-        Origin and destination snap to the same segment.
+        Origin and destination snap to the same segment (and there is no via point).
+    RouteOptionError
+        Invalid options, an avoided kind the network has no tags for, a point on an avoided road.
+    UnreachableError
+        The points cannot be connected without an avoided kind.
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
-    from ev_nav.bandits.routing import PartialPath, Router
+    from ev_nav.bandits.routing import Router
     from ev_nav.potential import potential_change
     from ev_nav.store import TripPlan
 
+    options = RouteOptions(tuple(via), tuple(avoid), time_weight)
     net, model, store = session.net, session.model, session.store
     # the exact points on the road: a route starts and ends there, driving only the part of
-    # its first and last segment between them, in either direction of a two-way street
-    start_at = net.snap(origin[1], origin[0], max_snap_m).candidates
-    end_at = net.snap(goal[1], goal[0], max_snap_m).candidates
+    # its first and last segment between them, in either direction of a two-way street (via
+    # points likewise)
+    stops = [
+        net.snap(lon, lat, max_snap_m).candidates for lat, lon in (origin, *options.via, goal)
+    ]
     maps_dir(session.state_dir)  # checked before anything is recorded
     rule = make_index(policy)
-    router = Router(net)
+    router = ConstrainedRouter(net, Router(net), stops, options)
+    if not options.is_default:  # stored with the trip: what it was planned under
+        extra = {
+            **(extra or {}),
+            "route_options": options.to_dict(),
+            "via_segments": list(router.via_segments),
+        }
     post = model.posterior()
     dphi = potential_change(net, session.vehicle)
-
-    def between(weights: np.ndarray) -> PartialPath:
-        return router.route_between(weights, start_at, end_at)
     # the routes that do not depend on the trip id, described before the write transaction:
     # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
     # shown beside an exploring plan so the driver sees what exploring costs; the safe route;
@@ -182,14 +214,14 @@ def plan_trip(
     if policy != "mean":
         # greedy on the posterior mean of each segment's loss (energy less its potential
         # change, clipped at zero for Dijkstra); the best guess row is then the least predicted
-        # energy of all routes shown (see plan() below)
+        # cost of all routes shown (see plan() below)
         greedy = np.maximum(post.mean - dphi, 0.0)
-        fixed["best guess"] = describe_route(net, between(greedy), model, "mean")
+        fixed["best guess"] = describe_route(net, router.route_energy(greedy), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
-        fixed["safe"] = describe_route(net, between(careful), model, "safe")
-    fixed["shortest"] = describe_route(net, between(net.length_m), model, "shortest")
-    fixed["fastest"] = describe_route(net, between(net.travel_time_s), model, "fastest")
+        fixed["safe"] = describe_route(net, router.route_energy(careful), model, "safe")
+    fixed["shortest"] = describe_route(net, router.route(net.length_m), model, "shortest")
+    fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 
@@ -197,7 +229,7 @@ def plan_trip(
         # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
         weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
-        path = between(weights)
+        path = router.route_energy(weights)
         same = next(
             (
                 r
@@ -216,8 +248,12 @@ def plan_trip(
         )
         routes.update(fixed)
         if "best guess" in routes:
-            least = min(routes.values(), key=lambda r: r.predicted_wh)
-            if least.predicted_wh < routes["best guess"].predicted_wh:
+            # least predicted energy, plus the price of time when the driver set one
+            def cost(r: Route) -> float:
+                return r.predicted_wh + options.time_weight * r.time_s / 60.0
+
+            least = min(routes.values(), key=cost)
+            if cost(least) < cost(routes["best guess"]):
                 routes["best guess"] = replace(least, policy="mean")
         used_seed.append(s)
         p = routes["planned"]
@@ -244,7 +280,8 @@ def plan_trip(
     p = routes["planned"]
     return PlannedTrip(
         trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes,
-        recorded=record,
+        recorded=record, options=options, via_segments=router.via_segments,
+        notices=tuple(router.notices),
     )
 
 

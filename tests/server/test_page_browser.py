@@ -184,3 +184,86 @@ def test_openapi_page_renders_offline(browser, server) -> None:
         page.screenshot(path=str(ARTIFACTS / "server_openapi.png"))
     finally:
         lp.close()
+
+
+def test_route_options_on_the_page(browser, server, served_town) -> None:
+    """Via points (typed, and by shift-click), avoided kinds and the price of time go into the
+    route request; the routes shown obey them; a bad option is refused on the page."""
+    net = served_town
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    a, b = int(order[12]), int(order[-12])
+    motorway = net.highway == net.highway_classes.index("motorway")
+    east = np.argsort(mid[:, 0])[::-1]
+    v = int(east[~motorway[east]][20])
+    lp = LoopbackPage(browser, server.url)
+    try:
+        page = lp.page
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        page.fill("#token", TOKEN)
+
+        # a typed via point and "avoid motorway"
+        lon, lat = net.segment_anchor(v)
+        page.fill("#via", f"{lat:.7f},{lon:.7f}")
+        page.check(".avoid-kind[value='motorway']")
+        with page.expect_response("**/api/routes") as planned:
+            page.mouse.click(*_screen_point(page, mid[a, 1], mid[a, 0]))
+            page.mouse.click(*_screen_point(page, mid[b, 1], mid[b, 0]))
+        resp = planned.value
+        assert resp.status == 200, resp.text()
+        sent = resp.request.post_data_json
+        assert sent["avoid"] == ["motorway"] and len(sent["via"]) == 1
+        assert "time_weight" not in sent
+        trip = resp.json()
+        assert trip["via_segments"] == [v]
+        for name, r in trip["routes"].items():
+            assert v in r["segments"] and not motorway[r["segments"]].any(), name
+        page.wait_for_selector("#routes tbody tr")
+        assert page.locator(".ev-marker-V").count() == 1
+        head = page.inner_text("#trip-head")
+        assert "via 1 point(s)" in head and "avoiding motorway" in head
+
+        # a via point by shift-click, and time priced so high that the plan is the fastest
+        page.fill("#via", "")
+        page.uncheck(".avoid-kind[value='motorway']")
+        page.fill("#time-weight", "1e7")
+        x, y = _screen_point(page, lat, lon)
+        page.mouse.click(*_screen_point(page, mid[a, 1], mid[a, 0]))  # a new start
+        page.keyboard.down("Shift")
+        page.mouse.click(x, y)
+        page.keyboard.up("Shift")
+        # the field holds the clicked point (the map's own pixel -> lat, lon; 6 decimals)
+        clicked = page.evaluate(
+            "([x, y]) => { const r = ui.map.getContainer().getBoundingClientRect(); "
+            "const ll = ui.map.containerPointToLatLng([x - r.left, y - r.top]); "
+            "return [ll.lat, ll.lng]; }",
+            [x, y],
+        )
+        typed = [float(t) for t in page.input_value("#via").split(",")]
+        assert np.allclose(typed, clicked, atol=1e-6), (typed, clicked)
+        assert page.locator(".ev-marker-V").count() == 1
+        with page.expect_response("**/api/routes") as planned:
+            page.mouse.click(*_screen_point(page, mid[b, 1], mid[b, 0]))
+        trip = planned.value.json()
+        assert planned.value.status == 200, trip
+        assert planned.value.request.post_data_json["time_weight"] == 1e7
+        routes = trip["routes"]
+        assert routes["planned"]["segments"] == routes["fastest"]["segments"]
+        assert trip["via_segments"][0] in routes["planned"]["segments"]
+        assert "time priced at" in page.inner_text("#trip-head")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "server_page_route_options.png"))
+
+        # a negative price of time is refused on the page: no request, a one-line message
+        page.fill("#time-weight", "-3")
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url) if "/api/routes" in r.url else None)
+        page.mouse.click(*_screen_point(page, mid[a, 1], mid[a, 0]))
+        page.mouse.click(*_screen_point(page, mid[b, 1], mid[b, 0]))
+        page.wait_for_function("document.getElementById('status').className === 'error'")
+        assert "price of time" in page.inner_text("#status") and requests == []
+        assert lp.errors == [], lp.errors
+        assert lp.blocked == [], f"the page asked for the internet: {lp.blocked}"
+    finally:
+        lp.close()

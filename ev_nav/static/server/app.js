@@ -18,7 +18,7 @@ const NO_DATA = "#b8b8b8";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  map: null, network: null, layers: null, scale: null, routes: [], markers: [],
+  map: null, network: null, layers: null, scale: null, routes: [], markers: [], viaMarkers: [],
   origin: null, goal: null, trip: null, health: null, busy: false,
 };
 
@@ -187,8 +187,58 @@ function resetTrip() {
   $("explain").textContent = "";
 }
 
+// ------------------------------------------------------------------ route options
+// The via field holds "lat,lon; lat,lon"; it is read (and checked) when a trip is planned.
+function parseVia(text) {
+  const points = [];
+  for (const part of text.split(";")) {
+    if (!part.trim()) continue;
+    const xy = part.split(",").map((v) => Number(v.trim()));
+    if (xy.length !== 2 || !xy.every(Number.isFinite) || Math.abs(xy[0]) > 90
+        || Math.abs(xy[1]) > 180) {
+      throw new Error("via: expected lat,lon; lat,lon … in degrees, got '" + part.trim() + "'");
+    }
+    points.push(xy);
+  }
+  return points;
+}
+
+function drawVia(points) {
+  ui.viaMarkers.forEach((m) => m.remove());
+  ui.viaMarkers = points.map((p) => L.marker(p, { icon: badge("V", "#7b3294") }).addTo(ui.map));
+}
+
+function addVia(latlng) {
+  const field = $("via");
+  const point = latlng.lat.toFixed(6) + "," + latlng.lng.toFixed(6);
+  field.value = field.value.trim() ? field.value.trim() + "; " + point : point;
+  try { drawVia(parseVia(field.value)); } catch (err) { status(err.message, "error"); }
+}
+
+// The options of the route request from the panel: via, avoid, time_weight (errors thrown).
+function routeOptions() {
+  const opts = {};
+  const via = parseVia($("via").value);
+  if (via.length) opts.via = via;
+  const avoid = [...document.querySelectorAll(".avoid-kind:checked")].map((el) => el.value);
+  if (avoid.length) opts.avoid = avoid;
+  const tw = $("time-weight").value.trim();
+  if (tw !== "") {
+    const value = Number(tw);
+    if (!Number.isFinite(value) || value < 0) {
+      throw new Error("price of time: expected a number of Wh per minute >= 0, got '" + tw + "'");
+    }
+    if (value > 0) opts.time_weight = value;
+  }
+  return opts;
+}
+
 function onMapClick(e) {
   if (ui.busy) return;
+  if (e.originalEvent && e.originalEvent.shiftKey) {
+    addVia(e.latlng);
+    return;
+  }
   if (!ui.origin || ui.goal) {
     resetTrip();
     ui.origin = e.latlng;
@@ -202,10 +252,20 @@ function onMapClick(e) {
 }
 
 async function plan() {
+  let options;
+  try {
+    options = routeOptions();
+  } catch (err) {
+    status(err.message, "error");
+    $("hint").textContent = "Fix the option, then click the map to choose a new start.";
+    return;
+  }
+  drawVia(options.via || []);
   const body = {
     origin: [ui.origin.lat, ui.origin.lng],
     goal: [ui.goal.lat, ui.goal.lng],
     policy: $("policy").value,
+    ...options,
   };
   const soc = $("soc").value.trim();
   const vehicle = $("vehicle").value.trim();
@@ -245,8 +305,15 @@ function showTrip(trip) {
   ui.markers.forEach((m) => m.setZIndexOffset(1000));
   if (bounds.isValid()) ui.map.fitBounds(bounds, { padding: [30, 30] });
 
+  const constraints = [];
+  if (trip.via && trip.via.length) constraints.push("via " + trip.via.length + " point(s)");
+  if (trip.avoid && trip.avoid.length) constraints.push("avoiding " + trip.avoid.join(", "));
+  if (trip.time_weight_wh_per_min) {
+    constraints.push("time priced at " + fmt(trip.time_weight_wh_per_min) + " Wh/min");
+  }
   $("trip-head").textContent = "trip " + trip.trip + " (policy " + trip.policy
-    + (trip.vehicle ? ", " + trip.vehicle : "") + ")";
+    + (trip.vehicle ? ", " + trip.vehicle : "") + ")"
+    + (constraints.length ? ": " + constraints.join("; ") : "");
   const tbody = $("routes").querySelector("tbody");
   tbody.innerHTML = "";
   const withArrival = trip.departure_soc_pct !== undefined;
@@ -276,6 +343,7 @@ function showTrip(trip) {
       + trip.exploring_extra_wh + " Wh against the best guess (predicted; exploring is how "
       + "the fleet learns)");
   }
+  (trip.notices || []).forEach((n) => notes.push(n));
   if (trip.warning) notes.push(trip.warning);
   $("explain").textContent = notes.join(" · ");
   $("explain").className = trip.warning ? "warning" : "muted";
@@ -333,7 +401,8 @@ function showHealth(h) {
 }
 
 async function start() {
-  ui.map = L.map("map", { zoomControl: true });
+  // no box zoom: shift-click adds a via point
+  ui.map = L.map("map", { zoomControl: true, boxZoom: false });
   ui.map.on("click", onMapClick);
   L.control.scale().addTo(ui.map);
   $("layer-select").addEventListener("change", colourLayer);

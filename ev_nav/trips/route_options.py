@@ -1,0 +1,273 @@
+"""A driver's route options: via points, road kinds to avoid, and a price on time.
+
+:class:`RouteOptions` validates them; :class:`ConstrainedRouter` routes any per-segment weights
+origin → via 1 → … → goal as concatenated legs that use no avoided segment. Planning
+(:func:`ev_nav.trips.planning.plan_trip`) routes every route it shows through one
+:class:`ConstrainedRouter`, so the plan and its alternatives obey the same constraints.
+
+Road kinds (:data:`ROAD_KINDS`): ``motorway`` comes from the highway class every network has;
+``toll``, ``unpaved`` and ``ferry`` from OSM way tags a network built from OSM records
+(:data:`ev_nav.roads.network.ROAD_FLAGS`). Avoiding a kind the network records no tags for is an
+error (the constraint could not be honoured); a tagged kind no segment has is a notice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import RouteOptionError, UnreachableError
+
+if TYPE_CHECKING:
+    from ev_nav.bandits.routing import PartialPath, Router
+    from ev_nav.roads.network import RoadNetwork
+
+__all__ = ["MAX_VIA", "ROAD_KINDS", "ConstrainedRouter", "RouteOptions", "avoided_segments"]
+
+#: Road kinds that can be avoided, with what marks them.
+ROAD_KINDS: dict[str, str] = {
+    "motorway": "highway=motorway or motorway_link",
+    "toll": "toll=yes",
+    "unpaved": "an unsealed surface (unpaved, gravel, dirt, …)",
+    "ferry": "route=ferry",
+}
+
+#: Most via points one trip may have (each is one more routing query).
+MAX_VIA = 25
+
+_MOTORWAY_CLASSES = ("motorway", "motorway_link")
+
+
+def parse_kinds(values: Iterable[str]) -> tuple[str, ...]:
+    """Road kind names, comma-separated or one per item, as a de-duplicated tuple in
+    :data:`ROAD_KINDS` order.
+
+    Raises
+    ------
+    RouteOptionError
+        For a name that is not a road kind (the message lists the valid ones).
+    """
+    if isinstance(values, str):  # one name (or a comma list), not its characters
+        values = [values]
+    names = {n.strip().lower() for v in values for n in str(v).split(",") if n.strip()}
+    unknown = sorted(names - ROAD_KINDS.keys())
+    if unknown:
+        raise RouteOptionError(
+            f"unknown road kind(s) to avoid: {', '.join(unknown)}; choose from "
+            f"{', '.join(ROAD_KINDS)}"
+        )
+    return tuple(k for k in ROAD_KINDS if k in names)
+
+
+@dataclass(frozen=True)
+class RouteOptions:
+    """Validated route options.
+
+    Attributes
+    ----------
+    via : tuple of (lat, lon)
+        Points [deg] the route passes, in order (at most :data:`MAX_VIA`).
+    avoid : tuple of str
+        Road kinds (:data:`ROAD_KINDS`) the route must not use; names may be given in any case
+        and order, comma-separated; stored de-duplicated in :data:`ROAD_KINDS` order.
+    time_weight : float
+        λ [Wh per minute] ≥ 0: the plan minimises predicted energy + λ · travel time (0: energy
+        only). It prices time in energy: λ = 10 takes a route 1 min faster if it costs less
+        than 10 Wh more.
+    """
+
+    via: tuple[tuple[float, float], ...] = ()
+    avoid: tuple[str, ...] = ()
+    time_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        via = tuple(self.via)
+        if len(via) > MAX_VIA:
+            raise RouteOptionError(f"{len(via)} via points; at most {MAX_VIA} are allowed")
+        points = []
+        for k, point in enumerate(via, 1):
+            try:
+                lat, lon = (float(x) for x in point)
+            except (TypeError, ValueError):
+                raise RouteOptionError(
+                    f"via point {k} must be (lat, lon) in degrees, got {point!r}"
+                ) from None
+            if not (math.isfinite(lat) and math.isfinite(lon)) or abs(lat) > 90 or abs(lon) > 180:
+                raise RouteOptionError(f"via point {k} has invalid coordinates ({lat}, {lon})")
+            points.append((lat, lon))
+        object.__setattr__(self, "via", tuple(points))
+        object.__setattr__(self, "avoid", parse_kinds(self.avoid))
+        try:
+            weight = float(self.time_weight)
+        except (TypeError, ValueError):
+            raise RouteOptionError(
+                f"time weight must be a number of Wh per minute, got {self.time_weight!r}"
+            ) from None
+        if not (math.isfinite(weight) and weight >= 0):
+            raise RouteOptionError(
+                f"time weight must be a finite number of Wh per minute >= 0, got {weight}"
+            )
+        object.__setattr__(self, "time_weight", weight)
+
+    @property
+    def is_default(self) -> bool:
+        """No via point, nothing avoided, no price on time."""
+        return not self.via and not self.avoid and self.time_weight == 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: ``via`` [[lat, lon], …], ``avoid``, ``time_weight_wh_per_min``."""
+        return {
+            "via": [list(p) for p in self.via],
+            "avoid": list(self.avoid),
+            "time_weight_wh_per_min": self.time_weight,
+        }
+
+
+def avoided_segments(
+    net: RoadNetwork, kinds: Sequence[str]
+) -> tuple[NDArray[np.bool_], list[str]]:
+    """Segments of any of ``kinds``, and a notice per kind that no segment has.
+
+    Raises
+    ------
+    RouteOptionError
+        A kind the network records no tags for (the synthetic town, or a network file written
+        before ev-nav recorded toll, surface and ferry tags).
+    """
+    mask = np.zeros(net.n_segments, dtype=bool)
+    notices: list[str] = []
+    for kind in parse_kinds(kinds):
+        of_kind = _of_kind(net, kind)
+        if not of_kind.any():
+            why = (
+                " (ev-nav networks hold drivable roads only; ferry crossings are not loaded)"
+                if kind == "ferry"
+                else ""
+            )
+            notices.append(
+                f"no segment of {net.name} is tagged {kind} ({ROAD_KINDS[kind]}); "
+                f"nothing to avoid{why}"
+            )
+        mask |= of_kind
+    return mask, notices
+
+
+def _of_kind(net: RoadNetwork, kind: str) -> NDArray[np.bool_]:
+    if kind == "motorway":
+        classes = [i for i, c in enumerate(net.highway_classes) if c in _MOTORWAY_CLASSES]
+        return np.isin(net.highway, classes)
+    flagged = net.flagged(kind)
+    if flagged is None:
+        raise RouteOptionError(
+            f"network {net.name} records no {kind} tags ({ROAD_KINDS[kind]}): it is the "
+            "synthetic town or was built before ev-nav kept them, so avoiding "
+            f"{kind} cannot be honoured; rebuild it from OSM ('ev-nav network build') "
+            f"or do not avoid {kind}"
+        )
+    return flagged
+
+
+class ConstrainedRouter:
+    """Routes per-segment weights through the stops of one trip, avoiding segments.
+
+    Parameters
+    ----------
+    net : RoadNetwork
+        The network.
+    router : Router
+        Its Dijkstra router (:class:`ev_nav.bandits.routing.Router`).
+    stops : sequence of candidate lists
+        The points the route visits in order (the origin, the via points, the goal), each as
+        the ``(segment, fraction)`` candidates of :meth:`RoadNetwork.snap`.
+    options : RouteOptions
+        What to avoid and the price of time.
+
+    Raises
+    ------
+    RouteOptionError
+        An avoided kind the network has no tags for; a stop on an avoided road.
+
+    Attributes
+    ----------
+    notices : list of str
+        One line per avoided kind no segment has (nothing to avoid).
+    """
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        router: Router,
+        stops: Sequence[Sequence[tuple[int, float]]],
+        options: RouteOptions,
+    ) -> None:
+        self._net = net
+        self._router = router
+        self.options = options
+        self._avoided, self.notices = avoided_segments(net, options.avoid)
+        names = ["the origin", *(f"via point {k}" for k in range(1, len(stops) - 1)), "the goal"]
+        self.stops: list[list[tuple[int, float]]] = []
+        for name, cands in zip(names, stops, strict=True):
+            kept = [(int(e), float(f)) for e, f in cands if not self._avoided[int(e)]]
+            if not kept:
+                seg = int(cands[0][0])
+                kinds = [k for k in options.avoid if _of_kind(net, k)[seg]]
+                raise RouteOptionError(
+                    f"{name} snaps to segment {seg}, a {'/'.join(kinds)} road, which is "
+                    "avoided; move the point beside another road"
+                )
+            self.stops.append(kept)
+        # λ [Wh/min] · t [min] per segment. The energy weights it is added to are rectified
+        # reduced costs (ev_nav.bandits.indices.rectified_weights): ≥ 0, and a route's energy is
+        # Φ(goal) − Φ(origin) plus their sum. The time term is ≥ 0 too, so the sum stays a valid
+        # Dijkstra weight, and as the Φ term is fixed by the endpoints (over legs it telescopes
+        # through the via points), minimising it minimises predicted energy + λ · time.
+        self._time_term = (
+            options.time_weight * net.travel_time_s / 60.0 if options.time_weight > 0 else None
+        )
+
+    @property
+    def via_segments(self) -> tuple[int, ...]:
+        """The segment each via point lies on (its preferred direction)."""
+        return tuple(c[0][0] for c in self.stops[1:-1])
+
+    def route(self, weights: ArrayLike) -> PartialPath:
+        """The least-``weights`` route through the stops using no avoided segment (its legs
+        joined, from the origin point to the goal point).
+
+        Raises
+        ------
+        UnreachableError
+            When the stops cannot be connected without an avoided kind (the message names them).
+        """
+        w = np.asarray(weights, dtype=np.float64)
+        if self._avoided.any():
+            # An avoided segment costs more than any route without one (the sum of all weights
+            # bounds every simple path), so Dijkstra uses one only where nothing else connects:
+            # the search is the same as with the segments removed, and such a route is refused.
+            penalty = 2.0 * (float(w.sum()) + w.shape[0]) + 1.0
+            w = np.where(self._avoided, w + penalty, w)
+        path = self._router.route_through(w, self.stops)
+        if self._avoided[path.segments].any():
+            # the kinds the least-avoiding route still needs: the ones worth naming
+            needed = ", ".join(
+                k for k in self.options.avoid if _of_kind(self._net, k)[path.segments].any()
+            )
+            via = " through the via points" if len(self.stops) > 2 else ""
+            raise UnreachableError(
+                f"no route from the origin to the goal{via} avoids {needed}; stop avoiding "
+                f"{needed} or move the points"
+            )
+        if self._avoided.any():  # its cost with the true weights, not the penalised ones
+            path = replace(path, cost=float(path.shares @ np.asarray(weights)[path.segments]))
+        return path
+
+    def route_energy(self, weights: ArrayLike) -> PartialPath:
+        """:meth:`route` on energy weights plus the time term λ · t (the plan's objective)."""
+        if self._time_term is None:
+            return self.route(weights)
+        return self.route(np.asarray(weights, dtype=np.float64) + self._time_term)

@@ -72,6 +72,35 @@ def _dist(net: RoadNetwork, weights: np.ndarray, removed: np.ndarray | None = No
     return lambda a: dijkstra(g, directed=True, indices=a)
 
 
+def _cands(net: RoadNetwork, e: int) -> list[tuple[int, float]]:
+    """Where the point beside segment ``e`` lies on the road: (segment, fraction) for each
+    direction of the street."""
+    return list(net.snap(*net.segment_anchor(e)).candidates)
+
+
+def _partial(net, w, c, d, removed=None) -> float:
+    """SciPy reference: least cost from point ``c`` to point ``d`` ((segment, fraction) each),
+    the partly driven end segments counted with their share."""
+    (s, fs), (g, fg) = c, d
+    if s == g and fg >= fs:
+        return w[s] * (fg - fs)
+    dist = _dist(net, w, removed)
+    if s == g:
+        succ = net.lg_indices[net.lg_indptr[s] : net.lg_indptr[s + 1]]
+        back = min(w[n] + dist(n)[s] for n in succ)
+        return w[s] * (1 - fs) + back - w[s] + w[s] * fg
+    return w[s] * (1 - fs) + dist(s)[g] - w[g] * (1 - fg)
+
+
+def _through(net, w, stops, removed=None) -> float:
+    """SciPy reference: least cost through the stops' candidate points in order."""
+    best = {c: 0.0 for c in stops[0]}
+    for stop in stops[1:]:
+        best = {d: min(v + _partial(net, w, c, d, removed) for c, v in best.items())
+                for d in stop}
+    return min(best.values())
+
+
 def _is_path(net: RoadNetwork, path) -> bool:
     """Every step of ``path`` is a line-graph connection."""
     return all(
@@ -102,12 +131,13 @@ def test_via_point_every_route_passes_it(session, net):
     v = int(np.argsort(net.segment_midpoints()[:, 0])[-40])  # far east, off the diagonal
     trip = plan_trip(session, _point(net, s), _point(net, g), policy="ts", via=[_point(net, v)])
     assert trip.via_segments == (v,)
+    cs, cv, cg = _cands(net, s), _cands(net, v), _cands(net, g)
     for name, r in trip.routes.items():
         seg = r.segments.tolist()
-        assert seg[0] == s and seg[-1] == g and v in seg and _is_path(net, seg), name
-    # the shortest route through v is as long as the two shortest legs (SciPy, per leg)
-    dist = _dist(net, np.asarray(net.length_m))
-    expected = net.length_m[s] + dist(s)[v] + dist(v)[g]
+        assert (seg[0], r.start_fraction) in cs and (seg[-1], r.end_fraction) in cg, name
+        assert {e for e, _ in cv} & set(seg) and _is_path(net, seg), name
+    # the shortest route through v is as long as the best two legs (SciPy, per leg)
+    expected = _through(net, np.asarray(net.length_m), [cs, cv, cg])
     assert trip.routes["shortest"].length_m == pytest.approx(expected, rel=1e-9)
     direct = plan_trip(session, _point(net, s), _point(net, g), policy="mean")
     assert trip.routes["shortest"].length_m > direct.routes["shortest"].length_m  # a real detour
@@ -126,7 +156,9 @@ def test_round_trip_through_a_via_point(session, net):
     s, g = _corners(net)
     trip = plan_trip(session, _point(net, s), _point(net, s), policy="mean", via=[_point(net, g)])
     seg = trip.routes["planned"].segments.tolist()
-    assert seg[0] == s == seg[-1] and g in seg and _is_path(net, seg)
+    ends = {e for e, _ in _cands(net, s)}
+    assert seg[0] in ends and seg[-1] in ends and _is_path(net, seg)
+    assert {e for e, _ in _cands(net, g)} & set(seg)
 
 
 def test_avoid_motorway(session, net):
@@ -140,7 +172,7 @@ def test_avoid_motorway(session, net):
         assert not mw[r.segments].any(), name
     # the fastest route without motorways, from SciPy with them removed from the graph
     t = np.asarray(net.travel_time_s)
-    best = t[s] + _dist(net, t, removed=mw)(s)[g]
+    best = _through(net, t, [_cands(net, s), _cands(net, g)], removed=mw)
     assert trip.routes["fastest"].time_s == pytest.approx(best, rel=1e-9)
     assert trip.routes["fastest"].time_s > plain.routes["fastest"].time_s
 
@@ -209,8 +241,9 @@ def test_avoid_tagged_kinds(tagged, net):
 
 def test_unreachable_without_avoided_kinds(tmp_path, net):
     s, g = _corners(net)
-    # every segment leading into the goal's segment is a toll road
-    into_g = np.repeat(np.arange(net.n_segments), np.diff(net.lg_indptr))[net.lg_indices == g]
+    # every segment leading into the goal's street (either direction) is a toll road
+    src = np.repeat(np.arange(net.n_segments), np.diff(net.lg_indptr))
+    into_g = src[np.isin(net.lg_indices, [e for e, _ in _cands(net, g)])]
     flags = np.zeros(net.n_segments, dtype=np.uint8)
     flags[into_g] = 1 << ROAD_FLAGS.index("toll")
     path = dataclasses.replace(net, road_flags=flags).save(tmp_path / "closed.npz")
@@ -336,8 +369,9 @@ def test_cli_route_options(tmp_path, capsys, net, tagged):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["via_segments"] == [v] and doc["avoid"] == ["motorway"]
+    via_dirs = {e for e, _ in _cands(net, v)}
     for name, r in doc["routes"].items():
-        assert v in r["segments"] and not mw[r["segments"]].any(), name
+        assert via_dirs & set(r["segments"]) and not mw[r["segments"]].any(), name
     code, out, err = _run(
         capsys, "route", state, "--from", _latlon(net, s), "--to", _latlon(net, g),
         "--time-weight", HUGE_TIME_WEIGHT, "--policy", "mean", "--no-map", "--json",

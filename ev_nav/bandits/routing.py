@@ -190,18 +190,43 @@ class Router:
         """The least-weight route through points in order (origin, via points, goal).
 
         Each stop lists its candidate ``(segment, fraction)`` positions as for
-        :meth:`route_between`. The first leg may use any candidates; every later leg leaves a
-        via point the way the previous leg reached it (no U-turn at a via point). Legs are
-        joined into one route: the segment a via point lies on appears once, driven whole.
+        :meth:`route_between` (either direction of a two-way street). A route passes a via
+        point in one direction and leaves it the way it came (no U-turn there); which direction
+        is chosen jointly for the whole route by dynamic programming over the stops' candidates
+        (at most 2 × 2 searches per leg). Legs are joined into one route: the segment a via
+        point lies on appears once, driven whole.
         """
         if len(stops) < 2:
             raise InvalidObservation("a route needs an origin and a goal")
-        legs = [self.route_between(weights, stops[0], stops[1])]
-        for nxt in stops[2:]:
-            prev = legs[-1]
-            legs.append(
-                self.route_between(weights, [(int(prev.segments[-1]), prev.end_fraction)], nxt)
-            )
+        w = self._check_weights(weights)
+        # best[c]: (cost, legs) of the cheapest route from the origin to candidate c of a stop
+        best: dict[tuple[int, float], tuple[float, list[PartialPath]]] = {
+            (int(e), float(f)): (0.0, []) for e, f in stops[0]
+        }
+        for k, stop in enumerate(stops[1:], start=1):
+            nxt: dict[tuple[int, float], tuple[float, list[PartialPath]]] = {}
+            unreachable = None
+            for d in stop:
+                d = (int(d[0]), float(d[1]))
+                for c, (cost, legs) in best.items():
+                    try:
+                        leg = self.route_between(w, [c], [d])
+                    except UnreachableError as exc:
+                        unreachable = exc
+                        continue
+                    except InvalidObservation:
+                        # the same place: an origin on the goal, or two equal stops in a row
+                        if k == len(stops) - 1 and not legs:
+                            raise
+                        continue
+                    if d not in nxt or cost + leg.cost < nxt[d][0] - 1e-12:
+                        nxt[d] = (cost + leg.cost, [*legs, leg])
+            if not nxt:
+                if unreachable is not None:
+                    raise unreachable
+                raise InvalidObservation("two consecutive stops of the route are the same place")
+            best = nxt
+        cost, legs = min(best.values(), key=lambda v: v[0])
         segs = [legs[0].segments]
         for prev, leg in zip(legs[:-1], legs[1:], strict=True):
             # the leg leaves the via point on the segment the previous one reached it on, unless
@@ -211,10 +236,7 @@ class Router:
             )
             segs.append(leg.segments[1:] if joined else leg.segments)
         return PartialPath(
-            np.concatenate(segs),
-            legs[0].start_fraction,
-            legs[-1].end_fraction,
-            float(sum(leg.cost for leg in legs)),
+            np.concatenate(segs), legs[0].start_fraction, legs[-1].end_fraction, float(cost)
         )
 
     def _between(

@@ -153,14 +153,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- commands
 @contextmanager
 def _session(
-    state: Path, network: Path | None, *, with_model: bool = True
+    state: Path, network: Path | None, *, with_model: bool = True, planning: bool = False
 ) -> Iterator[Session]:
     """An open session; a fallback notice (damaged/old checkpoint) is printed as one line."""
     from ev_nav.trips.session import StateNotice, open_session
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StateNotice)
-        session = open_session(state, network, with_model=with_model)
+        session = open_session(state, network, with_model=with_model, planning=planning)
     for w in caught:
         if issubclass(w.category, StateNotice):
             print(f"ev-nav: notice: {w.message}", file=sys.stderr)
@@ -196,7 +196,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
-    with _session(args.state, args.network) as session:
+    # planning reads the posterior only: restored without torch where possible (issue 29)
+    with _session(args.state, args.network, planning=True) as session:
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
         reserve = parse_charge(args.reserve, capacity)

@@ -63,8 +63,12 @@ def encode(obj: Any) -> bytes:
     return buf.getvalue()
 
 
-def decode(blob: bytes) -> Any:
+def decode(blob: bytes, *, tensors: bool = True) -> Any:
     """Read bytes written by :func:`encode`.
+
+    With ``tensors=False`` what was stored as a torch tensor comes back as the NumPy array it
+    was stored as (same values and dtype): a reader that needs no torch (planning) never
+    imports it.
 
     Raises
     ------
@@ -98,7 +102,7 @@ def decode(blob: bytes) -> Any:
         raise ModelStateError("checkpoint damaged: no header")
     try:
         header = json.loads(arrays.pop(_HEADER).tobytes().decode("utf-8"))
-        return _decode(header, arrays)
+        return _decode(header, arrays, tensors)
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelStateError(f"checkpoint damaged: bad header ({exc})") from None
 
@@ -148,11 +152,11 @@ def _is_tensor(obj: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------- decoding
-def _decode(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+def _decode(node: Any, arrays: Mapping[str, np.ndarray], tensors: bool) -> Any:
     if node is None or isinstance(node, bool | int | str):
         return node
     if isinstance(node, list):
-        return [_decode(v, arrays) for v in node]
+        return [_decode(v, arrays, tensors) for v in node]
     if not isinstance(node, dict) or len(node) != 1:
         raise ValueError(f"unexpected header node {node!r:.80}")
     (tag, value), = node.items()
@@ -163,11 +167,11 @@ def _decode(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     if tag == "__npscalar__":
         return arrays[value][()]
     if tag == "__tensor__":
-        return _tensor(arrays[value])
+        return _tensor(arrays[value]) if tensors else arrays[value].copy()
     if tag == "__tuple__":
-        return tuple(_decode(v, arrays) for v in value)
+        return tuple(_decode(v, arrays, tensors) for v in value)
     if tag == "__dict__":
-        return {k: _decode(v, arrays) for k, v in value}
+        return {k: _decode(v, arrays, tensors) for k, v in value}
     raise ValueError(f"unknown header tag {tag!r}")
 
 

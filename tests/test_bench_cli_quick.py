@@ -13,5 +13,6 @@ def test_bench_cli_quick():
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for key in ("version/numpy-import ratio:", "history/numpy-import ratio:",
-                "route/torch-import ratio:", "observe/torch-import ratio:"):
+                "route/numpy-scipy-import ratio:", "route/torch-import ratio:",
+                "observe/torch-import ratio:"):
         assert key in proc.stdout

@@ -44,3 +44,34 @@ def test_light_commands_import_no_heavy_module(tmp_path):
         heavy = {m for m in ("torch", "scipy", "gpytorch", "osmnx", "folium", "matplotlib")
                  if m in loaded}
         assert not heavy, f"{argv}: imported {heavy}"
+
+
+def test_route_plans_without_torch(tmp_path):
+    """Planning (issue 29): ``route`` on a GP state restores the posterior without the learner,
+    so it imports neither torch nor gpytorch, nor numba (a few queries run interpreted), nor the
+    mapping stack; and it still plans and records the trip."""
+    import json
+
+    import numpy as np
+
+    from ev_nav.cli import main
+    from ev_nav.roads.synthetic import synthetic_town
+    from tests.cli_helpers import latlon
+
+    state = tmp_path / "s"
+    assert main(["init", str(state), "--synthetic", "--segments", "300"]) == 0  # model gp
+    net = synthetic_town(300, seed=0)
+    mid = net.segment_midpoints()
+    s, g = int(np.argmin(mid.sum(axis=1))), int(np.argmax(mid.sum(axis=1)))
+    argv = ["route", str(state), "--from", latlon(net, s), "--to", latlon(net, g), "--no-map",
+            "--json", "--soc", "80%"]
+    loaded = _modules_after(argv)
+    heavy = {m for m in ("torch", "gpytorch", "numba", "osmnx", "geopandas", "pandas", "folium",
+                         "matplotlib") if m in loaded}
+    assert not heavy, f"route imported {heavy}"
+    assert "ev_nav.gp.incremental_state" in loaded and "ev_nav.gp.incremental" not in loaded
+    from ev_nav.trips.session import trip_history
+
+    (trip,) = trip_history(state)
+    assert trip["trip"] == 1 and trip["km"] > 0
+    assert json.loads((state / "maps" / "trip-1.geojson").read_text())["features"]

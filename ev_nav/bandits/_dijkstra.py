@@ -1,9 +1,17 @@
-"""Compiled point-to-point Dijkstra on a node-weighted CSR graph (numba).
+"""Point-to-point Dijkstra on a node-weighted CSR graph: one source, interpreted or compiled.
 
 SciPy's ``csgraph.dijkstra`` always settles every reachable node; a trip only needs the path to
-one goal. This kernel searches from both ends and stops as soon as no cheaper path can remain,
-and never touches the nodes it did not reach: scratch arrays are stamped per call instead of
-being reset, so a query costs what it explores, not O(n).
+one goal. :func:`shortest_path` searches from both ends and stops as soon as no cheaper path can
+remain, and never touches the nodes it did not reach: scratch arrays are stamped per call instead
+of being reset, so a query costs what it explores, not O(n).
+
+The function is plain Python that numba can compile unchanged (:func:`compiled`). Both forms do
+the same floating-point operations in the same order, so they return the same path, ties
+included; only their costs differ. Interpreted, a query on MoST Monaco costs milliseconds;
+compiled, tens of microseconds, after importing numba and loading (or, the first time, building)
+the cached machine code, which costs a process some 0.3 s. :class:`~ev_nav.bandits.routing.Router`
+interprets until that would have paid off (a one-shot ``ev-nav route`` never imports numba) and
+then switches to the compiled form.
 
 Costs: entering node ``v`` costs ``weights[v] + floor``; the start's own weight is not counted
 (the same convention as the SciPy formulation in :mod:`ev_nav.bandits.routing`, so distances are
@@ -12,78 +20,31 @@ the same sums in the same order).
 
 from __future__ import annotations
 
-import numba as nb
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
-from numpy.typing import NDArray
+
+__all__ = ["compiled", "shortest_path"]
 
 
-@nb.njit(cache=True, nogil=True)
-def weights_valid(weights: NDArray[np.float64]) -> bool:  # pragma: no cover - compiled
-    """Whether every weight is finite and ≥ 0 (NaN fails)."""
-    for x in weights:
-        if not (0.0 <= x < np.inf):
-            return False
-    return True
-
-
-@nb.njit(cache=True, nogil=True)
-def _push(keys, nodes, size, key, node):  # pragma: no cover - compiled
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if keys[parent] <= key:
-            break
-        keys[i] = keys[parent]
-        nodes[i] = nodes[parent]
-        i = parent
-    keys[i] = key
-    nodes[i] = node
-    return size + 1
-
-
-@nb.njit(cache=True, nogil=True)
-def _pop(keys, nodes, size):  # pragma: no cover - compiled
-    key = keys[0]
-    node = nodes[0]
-    size -= 1
-    if size > 0:
-        last_key = keys[size]
-        last_node = nodes[size]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= size:
-                break
-            if child + 1 < size and keys[child + 1] < keys[child]:
-                child += 1
-            if keys[child] >= last_key:
-                break
-            keys[i] = keys[child]
-            nodes[i] = nodes[child]
-            i = child
-        keys[i] = last_key
-        nodes[i] = last_node
-    return key, node, size
-
-
-@nb.njit(cache=True, nogil=True)
 def shortest_path(
-    indptr,
-    indices,
-    rindptr,
-    rindices,
-    weights,
-    floor,
-    start,
-    goal,
-    dist,
-    pred,
-    reached,
-    settled,
-    stamp,
-    heap_keys,
-    heap_nodes,
-):  # pragma: no cover - compiled
+    indptr: Any,
+    indices: Any,
+    rindptr: Any,
+    rindices: Any,
+    weights: Any,
+    floor: float,
+    start: int,
+    goal: int,
+    dist: Any,
+    pred: Any,
+    reached: Any,
+    settled: Any,
+    stamp: int,
+    heap_keys: Any,
+    heap_nodes: Any,
+) -> np.ndarray:
     """Nodes of a minimum-cost path ``start → goal`` (both included); empty if unreachable.
 
     Bidirectional: a forward search from ``start`` on ``(indptr, indices)`` and a backward
@@ -93,31 +54,59 @@ def shortest_path(
     the two queue minima add up to at least ``best`` (no cheaper path can remain), which on a
     road network settles about half the nodes a one-sided search settles.
 
-    Scratch arrays have shape ``(2, n)`` (row 0 forward, row 1 backward; ``pred`` of the
-    backward row is the next node towards the goal) and the heaps ``(2, edges + 1)`` (lazy
-    deletion: a node is pushed again when its distance improves). An entry is valid only where
-    ``reached``/``settled`` equals this call's ``stamp``, a number never used before with these
-    arrays, so nothing is reset between calls.
+    The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
+    (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
+    ``dist``, ``pred``, ``reached``, ``settled`` have ``2 n`` entries (forward side first, then
+    backward; ``pred`` of the backward side is the next node towards the goal) and the binary
+    heaps ``heap_keys``/``heap_nodes`` ``2 (edges + 1)`` (lazy deletion: a node is pushed again
+    when its distance improves). An entry is valid only where ``reached``/``settled`` equals
+    this call's ``stamp``, a number never used before with these arrays, so nothing is reset.
     """
-    size = np.zeros(2, dtype=np.int64)
+    n = len(dist) // 2
+    cap = len(heap_keys) // 2
+    size = [1, 1]  # each heap starts with its end node at key 0
     for side in range(2):
         node = start if side == 0 else goal
-        dist[side, node] = 0.0
-        pred[side, node] = -1
-        reached[side, node] = stamp
-        size[side] = _push(heap_keys[side], heap_nodes[side], 0, 0.0, node)
+        dist[side * n + node] = 0.0
+        pred[side * n + node] = -1
+        reached[side * n + node] = stamp
+        heap_keys[side * cap] = 0.0
+        heap_nodes[side * cap] = node
     best = np.inf
     meet_u = -1  # the path is start → … → meet_u → meet_v → … → goal
     meet_v = -1
     while size[0] > 0 and size[1] > 0:
-        if heap_keys[0, 0] + heap_keys[1, 0] >= best:
+        if heap_keys[0] + heap_keys[cap] >= best:
             break
-        side = 0 if heap_keys[0, 0] <= heap_keys[1, 0] else 1
-        other = 1 - side
-        key, node, size[side] = _pop(heap_keys[side], heap_nodes[side], size[side])
-        if settled[side, node] == stamp or key > dist[side, node]:
+        side = 0 if heap_keys[0] <= heap_keys[cap] else 1
+        mine = side * n
+        theirs = n - mine
+        h = side * cap
+        # pop the heap's minimum (sift the last entry down from the root)
+        key = heap_keys[h]
+        node = heap_nodes[h]
+        last = size[side] - 1
+        size[side] = last
+        if last > 0:
+            last_key = heap_keys[h + last]
+            last_node = heap_nodes[h + last]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= last:
+                    break
+                if child + 1 < last and heap_keys[h + child + 1] < heap_keys[h + child]:
+                    child += 1
+                if heap_keys[h + child] >= last_key:
+                    break
+                heap_keys[h + i] = heap_keys[h + child]
+                heap_nodes[h + i] = heap_nodes[h + child]
+                i = child
+            heap_keys[h + i] = last_key
+            heap_nodes[h + i] = last_node
+        if settled[mine + node] == stamp or key > dist[mine + node]:
             continue  # stale entry
-        settled[side, node] = stamp
+        settled[mine + node] = stamp
         if side == 0:
             lo, hi = indptr[node], indptr[node + 1]
         else:
@@ -127,37 +116,58 @@ def shortest_path(
             # entering a node costs its weight: the head of the original edge u → v
             step = weights[nxt] if side == 0 else weights[node]
             cand = key + (step + floor)
-            if reached[other, nxt] == stamp:
-                through = cand + dist[other, nxt]
+            if reached[theirs + nxt] == stamp:
+                through = cand + dist[theirs + nxt]
                 if through < best:
                     best = through
-                    meet_u, meet_v = (node, nxt) if side == 0 else (nxt, node)
-            if settled[side, nxt] == stamp:
+                    if side == 0:
+                        meet_u, meet_v = node, nxt
+                    else:
+                        meet_u, meet_v = nxt, node
+            if settled[mine + nxt] == stamp:
                 continue
-            if reached[side, nxt] != stamp or cand < dist[side, nxt]:
-                dist[side, nxt] = cand
-                pred[side, nxt] = node
-                reached[side, nxt] = stamp
-                size[side] = _push(heap_keys[side], heap_nodes[side], size[side], cand, nxt)
+            if reached[mine + nxt] != stamp or cand < dist[mine + nxt]:
+                dist[mine + nxt] = cand
+                pred[mine + nxt] = node
+                reached[mine + nxt] = stamp
+                # push (sift the new entry up from the end)
+                i = size[side]
+                while i > 0:
+                    parent = (i - 1) >> 1
+                    if heap_keys[h + parent] <= cand:
+                        break
+                    heap_keys[h + i] = heap_keys[h + parent]
+                    heap_nodes[h + i] = heap_nodes[h + parent]
+                    i = parent
+                heap_keys[h + i] = cand
+                heap_nodes[h + i] = nxt
+                size[side] += 1
     if meet_u < 0:
         return np.empty(0, dtype=np.int64)
     head = 1
     node = meet_u
     while node != start:
-        node = pred[0, node]
+        node = pred[node]
         head += 1
     tail = 1
     node = meet_v
     while node != goal:
-        node = pred[1, node]
+        node = pred[n + node]
         tail += 1
     path = np.empty(head + tail, dtype=np.int64)
     node = meet_u
     for k in range(head - 1, -1, -1):
         path[k] = node
-        node = pred[0, node]
+        node = pred[node]
     node = meet_v
     for k in range(head, head + tail):
         path[k] = node
-        node = pred[1, node]
+        node = pred[n + node]
     return path
+
+
+def compiled() -> Callable[..., np.ndarray]:
+    """:func:`shortest_path` compiled by numba (machine code cached next to this file)."""
+    import numba as nb
+
+    return nb.njit(cache=True, nogil=True)(shortest_path)

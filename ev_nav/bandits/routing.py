@@ -4,15 +4,17 @@ Weights live on line-graph *nodes* (segments): the cost of a path of segments is
 weights of all its segments, the start segment included. As a graph problem, connection
 ``e1 → e2`` carries weight ``w[e2]`` and the start's own weight is added at the end. The CSR
 structure is built once per network; per trip only the weight vector changes. The agent's
-point-to-point query runs a compiled Dijkstra that stops at the goal (:mod:`._dijkstra`); the
+point-to-point query runs a bidirectional Dijkstra that stops at the goal (:mod:`._dijkstra`),
+interpreted until a process has routed long enough for numba's compiled form to pay off; the
 oracle's single-source queries use the compiled routines of ``scipy.sparse.csgraph``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
 
+from ev_nav.bandits import _dijkstra
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -49,11 +52,38 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
     return np.asarray(path[::-1], dtype=np.int64)
 
 
-def _compiled() -> ModuleType:
-    # numba is imported on first use: the CLI and the oracle-only paths do not pay for it
-    from ev_nav.bandits import _dijkstra
+#: Interpreted routing [s] after which a process switches to the compiled kernel: about what
+#: importing numba and loading the kernel's cached machine code costs. A one-shot command
+#: (``ev-nav route``: a few queries, milliseconds each) never pays it; a server or a simulation
+#: pays it once, early. Both forms return the same paths (:mod:`._dijkstra`).
+COMPILE_AFTER_S = 0.25
+#: Networks above this size use the compiled kernel from the first query: one interpreted query
+#: there costs about as much as loading it.
+INTERPRET_MAX_SEGMENTS = 100_000
 
-    return _dijkstra
+
+class _Kernel:
+    """The process's compiled kernel once loaded, and the time spent interpreting until then."""
+
+    compiled: Callable[..., NDArray[np.int64]] | None = None
+    interpreted_s = 0.0
+    lock = threading.Lock()
+
+
+def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
+    """Load (or, the first time, build) the compiled Dijkstra now; every Router uses it from
+    then on. For callers that route a lot and want no interpreted start (benchmarks)."""
+    with _Kernel.lock:
+        if _Kernel.compiled is None:
+            kernel = _dijkstra.compiled()
+            # one query on a two-node graph, with the argument types Router.route passes, loads
+            # the machine code now rather than inside a trip
+            ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int64)
+            kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
+                   np.empty(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
+                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64))
+            _Kernel.compiled = kernel
+    return _Kernel.compiled
 
 
 class Router:
@@ -61,7 +91,9 @@ class Router:
 
     Each query is a bidirectional search that stops as soon as no cheaper path can remain and
     costs only what it explores (scratch arrays are kept between queries, so a Router is not
-    shared between threads).
+    shared between threads). It runs interpreted (on Python lists, which index faster than
+    arrays there) until the process has spent :data:`COMPILE_AFTER_S` doing so, then compiled
+    (:func:`compiled_kernel`); the path is the same either way.
 
     Parameters
     ----------
@@ -70,7 +102,6 @@ class Router:
     """
 
     def __init__(self, net: RoadNetwork) -> None:
-        _compiled()  # load (or compile) the kernels now, not inside the first trip
         self.n_segments = n = net.n_segments
         self._indptr = np.ascontiguousarray(net.lg_indptr, dtype=np.int64)
         self._indices = np.ascontiguousarray(net.lg_indices, dtype=np.int64)
@@ -80,13 +111,39 @@ class Router:
         self._rindices = src[order]
         self._rindptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self._indices, minlength=n), out=self._rindptr[1:])
-        self._dist = np.empty((2, n), dtype=np.float64)
-        self._pred = np.empty((2, n), dtype=np.int64)
-        self._reached = np.zeros((2, n), dtype=np.int64)
-        self._settled = np.zeros((2, n), dtype=np.int64)
         self._stamp = 0
-        self._heap_keys = np.empty((2, self._indices.size + 1), dtype=np.float64)
-        self._heap_nodes = np.empty((2, self._indices.size + 1), dtype=np.int64)
+        # scratch of each form, made on its first query: (dist, pred, reached, settled,
+        # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
+        self._arrays: tuple[NDArray, ...] | None = None
+        self._lists: tuple[list, ...] | None = None  # the graph, then the scratch
+
+    def _scratch_arrays(self) -> tuple[NDArray, ...]:
+        if self._arrays is None:
+            n, heap = self.n_segments, 2 * (self._indices.size + 1)
+            self._arrays = (
+                np.empty(2 * n, dtype=np.float64),
+                np.empty(2 * n, dtype=np.int64),
+                np.zeros(2 * n, dtype=np.int64),
+                np.zeros(2 * n, dtype=np.int64),
+                np.empty(heap, dtype=np.float64),
+                np.empty(heap, dtype=np.int64),
+            )
+        return self._arrays
+
+    def _scratch_lists(self) -> tuple[list, ...]:
+        if self._lists is None:
+            n, heap = self.n_segments, 2 * (self._indices.size + 1)
+            graph = (self._indptr, self._indices, self._rindptr, self._rindices)
+            self._lists = (
+                *(a.tolist() for a in graph),
+                [0.0] * (2 * n),
+                [0] * (2 * n),
+                [0] * (2 * n),
+                [0] * (2 * n),
+                [0.0] * heap,
+                [0] * heap,
+            )
+        return self._lists
 
     def check_segment(self, e: int, what: str = "segment") -> int:
         """Validate a segment id and return it as ``int``."""
@@ -102,7 +159,7 @@ class Router:
             raise InvalidObservation(
                 f"expected {self.n_segments} segment weights, got shape {w.shape}"
             )
-        if not _compiled().weights_valid(w):
+        if not (np.all(w >= 0.0) and np.all(w < np.inf)):  # NaN fails both
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
         return w
 
@@ -114,23 +171,25 @@ class Router:
         if start == goal:
             return np.array([start], dtype=np.int64)
         self._stamp += 1
-        path = _compiled().shortest_path(
-            self._indptr,
-            self._indices,
-            self._rindptr,
-            self._rindices,
-            w,
-            _WEIGHT_FLOOR,
-            start,
-            goal,
-            self._dist,
-            self._pred,
-            self._reached,
-            self._settled,
-            self._stamp,
-            self._heap_keys,
-            self._heap_nodes,
-        )
+        kernel = _Kernel.compiled
+        if kernel is None and self.n_segments > INTERPRET_MAX_SEGMENTS:
+            kernel = compiled_kernel()
+        if kernel is not None:
+            self._lists = None  # the interpreted form's scratch is not needed any more
+            graph = (self._indptr, self._indices, self._rindptr, self._rindices)
+            dist, pred, reached, settled, keys, nodes = self._scratch_arrays()
+            path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
+                          self._stamp, keys, nodes)
+        else:
+            t0 = time.perf_counter()
+            *graph, dist, pred, reached, settled, keys, nodes = self._scratch_lists()
+            path = _dijkstra.shortest_path(
+                *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
+                self._stamp, keys, nodes,
+            )
+            _Kernel.interpreted_s += time.perf_counter() - t0
+            if _Kernel.interpreted_s > COMPILE_AFTER_S:
+                compiled_kernel()
         if path.size == 0:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
         return path

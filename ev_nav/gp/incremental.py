@@ -40,7 +40,11 @@ Checkpoints
 :meth:`IncrementalGP.state_dict` holds the hyperparameters, the sufficient statistics at the last
 refresh and the observations since (plain arrays; no pickle, no covariance matrix). Loading
 refreshes from those statistics and replays the observations since, the same computations in the
-same order, so a restored model's posterior is bit-identical to the one that was saved.
+same order, so a restored model's posterior is bit-identical to the one that was saved. Saving
+also caches that posterior (``cache/posterior-<key>.npy``, keyed by the checkpoint's content), and
+loading reads it instead of recomputing; so does planning, without this module and torch:
+:class:`~ev_nav.gp.incremental_state.ExactPosterior` (the torch-free half of the learner lives
+in :mod:`ev_nav.gp.incremental_state`).
 """
 
 from __future__ import annotations
@@ -56,95 +60,46 @@ import numpy as np
 import scipy.linalg as sla
 import torch
 from numpy.typing import ArrayLike, NDArray
-from scipy.linalg.blas import dsyrk
 from torch import Tensor
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
-from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
-from ev_nav.gp.numerics import cholesky_jitter_np, matern52
+from ev_nav.gp.incremental_state import (
+    CACHE_KEEP,
+    CHECKPOINT_KIND,
+    MAX_EXACT_SEGMENTS,
+    STATE_VERSION,
+    IncrementalConfig,
+    cholesky,
+    condition_segments,
+    condition_total,
+    marginal_std,
+    posterior_key,
+    posterior_path,
+    predict_sum,
+    read_matrix,
+    read_posterior,
+    route_covariance,
+    segment_residuals,
+    stored_log_entry,
+    syrk_down,
+    write_matrix,
+)
+from ev_nav.gp.kernels import DTYPE, GraphMaternKernel, SegmentKernel
+from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import (
     SegmentPosterior,
-    combine_weights,
     stored_total,
     validate_observations,
     validate_total,
 )
-from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
-_STATE_VERSION = 1
-#: Largest network the exact learner accepts: it holds the full N × N posterior covariance
-#: (1.2 GB at this size, ~3× that transiently during a refresh). Larger networks use the
-#: inducing-point approximation of :mod:`ev_nav.gp.svgp` (see docs/gp.md).
-MAX_EXACT_SEGMENTS = 12_000
-#: Prior-kernel files kept in a cache folder (the newest; older hyperparameters are not reused).
-CACHE_KEEP = 2
-_JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
+__all__ = ["CACHE_KEEP", "MAX_EXACT_SEGMENTS", "IncrementalConfig", "IncrementalGP"]
+
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
-
-
-@dataclass(frozen=True)
-class IncrementalConfig:
-    """Settings of the exact, incremental learner.
-
-    Attributes
-    ----------
-    graph_nu, graph_kappa : float
-        Graph Matérn ν (fixed) and initial κ.
-    lengthscale : float
-        Initial lengthscale of both feature kernels (all dimensions).
-    kernel_mode : str
-        Graph kernel computation (see :mod:`ev_nav.gp.kernels`); ``"auto"``: sparse for integer ν.
-    outputscale, noise_var : float, optional
-        Initial σ0² and ς² [Wh²]; default :meth:`PriorSettings.from_network`.
-    learn_hyperparameters : bool
-        Fit the hyperparameters on the schedule (otherwise they stay at their initial values;
-        the schedule's refreshes still happen, and keep the replay log of checkpoints short).
-    learn_graph_kappa : bool
-        Include κ in the fit. Off by default: every new κ costs a sparse factorisation and
-        fresh kernel columns for the fit's segments and for all N (measured on Monaco at
-        D = 600: a fit takes 5.9 s with κ against 0.5 s without), and on the paper routes it
-        did not lower regret (docs/gp.md).
-    first_fit : int
-        Update (trip) at which the first refresh (and fit) happens.
-    fit_growth : float
-        Next refresh once the number of updates is ``fit_growth`` times that at the last one.
-    fit_max_gap : int
-        ... or at the latest this many updates after it.
-    fit_max_rows : int
-        Observation rows (observed segments and trip totals) that the marginal likelihood uses;
-        beyond it a random subset (the likelihood of a subset of the data is still exact).
-    fit_iterations : int
-        L-BFGS iterations per fit (warm-started from the current values).
-    prior_log_sd : float
-        Standard deviation of the log-normal hyperparameter priors (natural-log units).
-    """
-
-    graph_nu: float = 2.0
-    graph_kappa: float = 1.0
-    lengthscale: float = 1.0
-    kernel_mode: str = "auto"
-    outputscale: float | None = None
-    noise_var: float | None = None
-    learn_hyperparameters: bool = True
-    learn_graph_kappa: bool = False
-    first_fit: int = 10
-    fit_growth: float = 1.5
-    fit_max_gap: int = 100
-    fit_max_rows: int = 600
-    fit_iterations: int = 20
-    prior_log_sd: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.kernel_mode not in KERNEL_MODES:
-            raise ConfigError(f"kernel_mode must be one of {', '.join(KERNEL_MODES)}")
-        if self.first_fit < 1 or self.fit_max_gap < 1 or not self.fit_growth > 1.0:
-            raise ConfigError("first_fit and fit_max_gap must be >= 1 and fit_growth > 1")
-        if self.fit_max_rows < 2 or self.fit_iterations < 1 or not self.prior_log_sd > 0:
-            raise ConfigError("fit_max_rows >= 2, fit_iterations >= 1 and prior_log_sd > 0")
 
 
 @dataclass(frozen=True)
@@ -163,18 +118,6 @@ class _Rows:
     def noise_factor(self) -> NDArray[np.float64]:
         """Noise variance of each row in units of ς²."""
         return np.where(self.count > 0, 1.0 / np.abs(self.count), np.abs(self.count))
-
-
-def _cholesky(a: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Lower Cholesky factor of an SPD matrix; a tiny relative jitter only if LAPACK refuses."""
-    chol, _ = cholesky_jitter_np(
-        a,
-        ladder=_JITTERS,
-        error=ModelStateError,
-        message="posterior covariance is not positive definite even with jitter; the "
-        "hyperparameters are degenerate (refit or reset them)",
-    )
-    return chol
 
 
 class IncrementalGP:
@@ -200,7 +143,7 @@ class IncrementalGP:
     """
 
     #: The ``kind`` its checkpoints carry.
-    checkpoint_kind = "incremental"
+    checkpoint_kind = CHECKPOINT_KIND
 
     def __init__(
         self,
@@ -286,8 +229,9 @@ class IncrementalGP:
         """Exact posterior mean and std of every segment's expected energy [Wh] (cached)."""
         if self._post is None:
             cov = self._covariance()
-            std = np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
-            self._post = SegmentPosterior(mean=self._mean.copy(), std=std, noise_std=self.noise_std)
+            self._post = SegmentPosterior(
+                mean=self._mean.copy(), std=marginal_std(cov), noise_std=self.noise_std
+            )
         return self._post
 
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
@@ -319,15 +263,14 @@ class IncrementalGP:
         Exact, including the correlations along the route (its segments share graph and
         feature kernels), so a route's variance is not the sum of its segments' variances.
         """
-        ids = np.asarray(segment_ids, dtype=np.int64)
-        return _sym_rows(self._covariance(), ids)[:, ids]
+        return route_covariance(self._covariance(), segment_ids)
 
     def predict_sum(
         self, segment_ids: ArrayLike, weights: ArrayLike | None = None
     ) -> tuple[float, float]:
         """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
-        u, w = combine_weights(segment_ids, weights)
-        return float(w @ self._mean[u]), float(w @ self.route_covariance(u) @ w)
+        cov = self._covariance()  # first: building it (the first refresh) also sets the mean
+        return predict_sum(cov, self._mean, segment_ids, weights)
 
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""
@@ -370,45 +313,23 @@ class IncrementalGP:
     def _apply_segments(
         self, ids: NDArray[np.int64], y: NDArray[np.float64], posterior: bool = True
     ) -> None:
-        r = y - self.prior_mean[ids]
-        u, inv, cnt = np.unique(ids, return_inverse=True, return_counts=True)
+        r, u, cnt, s1 = segment_residuals(ids, y, self.prior_mean)
         if posterior:
-            self._condition_segments(u, cnt, np.bincount(inv, weights=r, minlength=u.size))
+            cov = self._covariance()  # first: building it also sets the mean
+            condition_segments(cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1)
         self._join_support(u)
         np.add.at(self.n_obs, ids, 1)
         np.add.at(self.sum_r, ids, r)
         np.add.at(self.sum_r2, ids, r * r)
 
-    def _condition_segments(
-        self, u: NDArray[np.int64], cnt: NDArray[np.int64], s1: NDArray[np.float64]
-    ) -> None:
-        cov = self._covariance()
-        a = _sym_rows(cov, u)  # Σ[T, :]  (k, N)
-        m = a[:, u] + np.diag(self.noise_var / cnt)
-        chol = _cholesky(0.5 * (m + m.T))
-        w = sla.solve_triangular(chol, a, lower=True, check_finite=False)  # L⁻¹ Σ[T, :]
-        innov = self.prior_mean[u] + s1 / cnt - self._mean[u]
-        z = sla.solve_triangular(chol, innov, lower=True, check_finite=False)
-        self._mean += w.T @ z
-        _syrk_down(cov, w)
-
     def _apply_total(
         self, u: NDArray[np.int64], h: NDArray[np.float64], total: float, posterior: bool = True
     ) -> None:
         if posterior:
-            self._condition_total(u, h, total)
+            cov = self._covariance()  # first: building it also sets the mean
+            condition_total(cov, self._mean, self.noise_var, u, h, total)
         self._join_support(u)
         self.totals.append((u.copy(), h.copy(), float(total)))
-
-    def _condition_total(self, u: NDArray[np.int64], h: NDArray[np.float64], total: float) -> None:
-        cov = self._covariance()
-        sh = h @ _sym_rows(cov, u)  # Σ h
-        # noise ς² per whole segment driven: a partly driven segment adds its share
-        s = float(sh[u] @ h) + float(h.sum()) * self.noise_var
-        w = sh / math.sqrt(s)
-        innov = total - float(h @ self._mean[u])
-        self._mean += w * (innov / math.sqrt(s))
-        _syrk_down(cov, w[None, :])
 
     # ------------------------------------------------------------------ refresh
     def _rows(self) -> _Rows:
@@ -440,11 +361,11 @@ class IncrementalGP:
             c = _row_combination(cov, rows.pos, rows.wts)  # (N, n_rows)
             g = _row_combination(np.ascontiguousarray(c.T), rows.pos, rows.wts)
             g = 0.5 * (g + g.T) + np.diag(rows.noise_factor() * self.noise_var)
-            chol = _cholesky(g)
+            chol = cholesky(g)
             xt = sla.solve_triangular(chol, c.T, lower=True, check_finite=False)
             beta = sla.solve_triangular(chol, rows.resid, lower=True, check_finite=False)
             mean += xt.T @ beta
-            cov = _syrk_down(cov, xt)
+            cov = syrk_down(cov, xt)
         self._cov = cov
         self._mean = mean
         self._post = None
@@ -460,35 +381,20 @@ class IncrementalGP:
             digest.update(self._log_hyper().numpy().tobytes())
             digest.update(repr((self.config.graph_nu, self.kernel.graph.mode)).encode())
             path = self.cache_dir / f"prior-{digest.hexdigest()[:24]}.npy"
-            cached = _read_matrix(path, self.n)
+            cached = read_matrix(path, self.n)
             if cached is not None:
                 return cached
         cov = self.kernel.full()
         if path is not None:
-            _write_matrix(path, cov)
+            write_matrix(path, cov)
         return cov
 
     def _digest_after(self, log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]]) -> str:
-        """Content key of the posterior reached from the current base by ``log``."""
-        digest = hashlib.sha256(self.net.content_hash.encode())
-        digest.update(self._log_hyper().numpy().tobytes())
-        for key in ("n_obs", "sum_r", "sum_r2", "support"):
-            digest.update(np.ascontiguousarray(self._base[key]).tobytes())
-        for u, h, total in self.totals[: self._base["n_totals"]]:
-            digest.update(u.tobytes() + h.tobytes() + np.float64(total).tobytes())
-        for kind, ids, y in log:
-            digest.update(kind.encode() + ids.tobytes() + y.tobytes())
-        return digest.hexdigest()[:24]
-
-    def _read_posterior(
-        self, key: str
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
-        if self.cache_dir is None:
-            return None
-        both = _read_matrix(self.cache_dir / f"posterior-{key}.npy", self.n, extra_columns=1)
-        if both is None:
-            return None
-        return both[:, : self.n], np.ascontiguousarray(both[:, self.n])
+        """Content key of the posterior reached from the current base by ``log``
+        (:func:`~ev_nav.gp.incremental_state.posterior_key`: what a checkpoint holds)."""
+        hyper = {k: v.numpy() if isinstance(v, Tensor) else v for k, v in self._raw_hyper().items()}
+        totals = self.totals[: self._base["n_totals"]]
+        return posterior_key(self.net.content_hash, hyper, self._base, totals, log)
 
     def cache_posterior(self) -> None:
         """Store the current posterior (Σ and μ) in ``cache_dir``, keyed by the model's state, so
@@ -502,9 +408,21 @@ class IncrementalGP:
         both = np.empty((self.n, self.n + 1), dtype=np.float64, order="F")
         both[:, : self.n] = self._covariance()
         both[:, self.n] = self._mean
-        _write_matrix(self.cache_dir / f"posterior-{self._digest_after(self._log)}.npy", both)
+        write_matrix(posterior_path(self.cache_dir, self._digest_after(self._log)), both)
 
     # ------------------------------------------------------------------ hyperparameters
+    def _raw_hyper(self) -> dict[str, Tensor | float]:
+        """The raw (unconstrained) kernel hyperparameters and ς², as a checkpoint holds them."""
+        k = self.kernel
+        return {
+            "raw_kappa": k.graph.raw_kappa.detach().clone(),
+            "raw_ls_1": k.k_f.base_kernel.raw_lengthscale.detach().clone(),
+            "raw_ls_2": k.k_f2.base_kernel.raw_lengthscale.detach().clone(),
+            "raw_s_1": k.k_f.raw_outputscale.detach().clone(),
+            "raw_s_2": k.k_f2.raw_outputscale.detach().clone(),
+            "noise_var": self.noise_var,
+        }
+
     def _log_hyper(self) -> Tensor:
         """Log hyperparameters ``[κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]`` (s₁ normalised as in K_G)."""
         k = self.kernel
@@ -635,23 +553,15 @@ class IncrementalGP:
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
         """Hyperparameters, statistics at the last refresh and the observations since (arrays)."""
-        k = self.kernel
         return {
-            "kind": "incremental",
-            "version": _STATE_VERSION,
+            "kind": CHECKPOINT_KIND,
+            "version": STATE_VERSION,
             "config": asdict(self.config),
             "seed": self.seed,
             "n_segments": self.n,
             "network_hash": self.net.content_hash,
             "prior_mean": self.prior_mean.copy(),
-            "hyper": {
-                "raw_kappa": k.graph.raw_kappa.detach().clone(),
-                "raw_ls_1": k.k_f.base_kernel.raw_lengthscale.detach().clone(),
-                "raw_ls_2": k.k_f2.base_kernel.raw_lengthscale.detach().clone(),
-                "raw_s_1": k.k_f.raw_outputscale.detach().clone(),
-                "raw_s_2": k.k_f2.raw_outputscale.detach().clone(),
-                "noise_var": self.noise_var,
-            },
+            "hyper": self._raw_hyper(),
             "base": {key: (v.copy() if isinstance(v, np.ndarray) else v)
                      for key, v in self._base.items()},
             "totals": [
@@ -669,8 +579,8 @@ class IncrementalGP:
         """Restore a :meth:`state_dict` (same network and config): refresh, then replay."""
         check_model_header(
             state,
-            kind="incremental",
-            version=_STATE_VERSION,
+            kind=CHECKPOINT_KIND,
+            version=STATE_VERSION,
             what="an incremental-GP",
             n_segments=self.n,
             network_hash=self.net.content_hash,
@@ -692,7 +602,7 @@ class IncrementalGP:
                 raise ModelStateError("checkpoint statistics have the wrong length")
             support = np.asarray(base["support"], dtype=np.int64)
             totals = [stored_total(t) for t in state["totals"]]
-            log = [_stored_log_entry(str(kind), i, y) for kind, i, y in state["log"]]
+            log = [stored_log_entry(str(kind), i, y) for kind, i, y in state["log"]]
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
         self.prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
@@ -706,7 +616,7 @@ class IncrementalGP:
         self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
         self._base = self._snapshot()
         self._log = []
-        cached = self._read_posterior(self._digest_after(log))
+        cached = read_posterior(self.cache_dir, self._digest_after(log), self.n)
         if cached is None:
             self._refresh()
         for kind, ids, y in log:
@@ -727,47 +637,6 @@ class IncrementalGP:
         return self
 
 
-def _stored_log_entry(
-    kind: str, ids: ArrayLike, y: ArrayLike
-) -> tuple[str, NDArray[np.int64], NDArray[np.float64]]:
-    """A replay-log entry; an old trip total (``y = [total]`` over repeated ids) becomes the
-    weighted form ``y = [total, weights...]`` over distinct ids."""
-    ids_a = np.asarray(ids, dtype=np.int64)
-    y_a = np.asarray(y, dtype=np.float64)
-    if kind == "tot" and y_a.size == 1:
-        u, h = combine_weights(ids_a, None)
-        return kind, u, np.concatenate([y_a, h])
-    return kind, ids_a, y_a
-
-
-def _read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:
-    """A cached (n, n + extra) float64 matrix as a column-major array, or None if unusable."""
-    try:
-        with open(path, "rb") as fh:
-            arr = np.load(fh, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return None
-    if arr.shape != (n, n + extra_columns) or arr.dtype != np.float64:
-        return None
-    if not np.all(np.isfinite(np.diagonal(arr))):
-        return None
-    return np.asfortranarray(arr)
-
-
-def _write_matrix(path: Path, arr: NDArray[np.float64]) -> None:
-    """Store a derived matrix atomically; a failure (full disk, read-only) only costs speed."""
-    try:
-        with atomic_path(path, suffix=".npy") as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-        kind = path.name.split("-")[0]
-        old = sorted(path.parent.glob(f"{kind}-*.npy"), key=lambda p: p.stat().st_mtime)
-        for stale in old[:-CACHE_KEEP]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
 def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:
     """``K Hᵀ``: column j is ``Σ_i w_ji K[:, pos_ji]`` (NumPy or torch, differentiable in K)."""
     torch_in = isinstance(k, Tensor)
@@ -781,19 +650,3 @@ def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray
         else:
             cols.append(k[:, p] @ w)
     return torch.stack(cols, dim=1) if torch_in else np.stack(cols, axis=1)
-
-
-def _sym_rows(cov: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Rows ``Σ[ids, :]`` of a symmetric matrix of which only the lower triangle is valid."""
-    j = np.arange(cov.shape[0])
-    return np.where(j[None, :] <= ids[:, None], cov[ids, :], cov[:, ids].T)
-
-
-def _syrk_down(cov: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``Σ ← Σ − WᵀW`` on the lower triangle, in place (BLAS SYRK: half a GEMM's flops)."""
-    if not cov.flags.f_contiguous:
-        raise ModelStateError("internal: the covariance must be column-major for SYRK")
-    out = dsyrk(-1.0, np.asfortranarray(w), beta=1.0, c=cov, trans=1, lower=1, overwrite_c=1)
-    if not np.shares_memory(out, cov):
-        raise ModelStateError("internal: SYRK did not update the covariance in place")
-    return cov

@@ -12,27 +12,29 @@ Kernel-parameter convention (every class and function of ``ev_nav.gp``):
 
 Cholesky factorisations come in two back ends on purpose: torch (differentiable, used by the
 models) and SciPy's LAPACK for NumPy arrays — the ground-truth draws of the experiments were
-made with the latter, and the two libraries' factors differ in the last bits.
+made with the latter, and the two libraries' factors differ in the last bits. torch is imported
+by the functions that use it, so the NumPy half serves torch-free readers (route planning).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import scipy.linalg as sla
-import torch
 from numpy.typing import NDArray
-from torch import Tensor
 
 from ev_nav.errors import EvNavError, InvalidObservation
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: Relative diagonal jitters tried in turn when a factorisation fails (``0`` first: none).
 JITTER_LADDER: tuple[float, ...] = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
 _NOT_PD = "the covariance matrix is not positive definite even with jitter"
 
-ArrayT = TypeVar("ArrayT", Tensor, NDArray[np.float64])
+ArrayT = TypeVar("ArrayT", "Tensor", NDArray[np.float64])
 
 
 # ------------------------------------------------------------------------------ Cholesky
@@ -66,6 +68,8 @@ def cholesky_jitter(
     (Tensor, float)
         The factor ``L`` and the absolute jitter added (units of ``A``).
     """
+    import torch
+
     if symmetrize:
         A = 0.5 * (A + A.T)
     if scale is None:
@@ -109,6 +113,8 @@ def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
 
     ``r`` is the Euclidean distance after dividing every input by its lengthscale.
     """
+    import torch
+
     r = torch.cdist(x1 / lengthscale, x2 / lengthscale)
     if not (torch.is_grad_enabled() and (r.requires_grad or lengthscale.requires_grad)):
         # no autograd: the same formula in place, three passes fewer over an (n, M) array
@@ -127,8 +133,11 @@ def student_t_frequencies(z: ArrayT, chi2: ArrayT, dof: float, lengthscale: obje
     scaled by ``1/ℓ``: ``z ~ N(0, I)`` (one column per frequency) and ``χ² ~ χ²(2ν)`` (one per
     frequency) are drawn by the caller, with its own generator (NumPy or torch).
     """
-    sqrt = np.sqrt if isinstance(z, np.ndarray) else torch.sqrt
-    return z * sqrt(dof / chi2) / lengthscale  # type: ignore[operator, return-value]
+    if isinstance(z, np.ndarray):
+        return z * np.sqrt(dof / chi2) / lengthscale  # type: ignore[operator]
+    import torch
+
+    return z * torch.sqrt(dof / chi2) / lengthscale  # type: ignore[operator, return-value]
 
 
 def fourier_features(proj: ArrayT, outputscale: float, phases: ArrayT | None = None) -> ArrayT:
@@ -143,6 +152,8 @@ def fourier_features(proj: ArrayT, outputscale: float, phases: ArrayT | None = N
         if phases is not None:
             return np.sqrt(2.0 * outputscale / n_freq) * np.cos(proj + phases)
         return math.sqrt(outputscale / n_freq) * np.concatenate([np.cos(proj), np.sin(proj)], -1)
+    import torch
+
     if phases is not None:
         return math.sqrt(2.0 * outputscale / n_freq) * torch.cos(proj + phases)
     return math.sqrt(outputscale / n_freq) * torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1)

@@ -218,7 +218,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- commands
 @contextmanager
 def _session(
-    state: Path, network: Path | None, *, with_model: bool = True, save_repairs: bool = True
+    state: Path,
+    network: Path | None,
+    *,
+    with_model: bool = True,
+    save_repairs: bool = True,
+    planning: bool = False,
 ) -> Iterator[Session]:
     """An open session; a fallback notice (damaged/old checkpoint) is printed as one line."""
     from ev_nav.trips.session import StateNotice, open_session
@@ -226,7 +231,7 @@ def _session(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StateNotice)
         session = open_session(
-            state, network, with_model=with_model, save_repairs=save_repairs
+            state, network, with_model=with_model, save_repairs=save_repairs, planning=planning
         )
     for w in caught:
         if issubclass(w.category, StateNotice):
@@ -263,7 +268,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
-    with _session(args.state, args.network, save_repairs=not args.dry_run) as session:
+    # planning reads the posterior only: restored without torch where possible (issue 29)
+    with _session(
+        args.state, args.network, save_repairs=not args.dry_run, planning=True
+    ) as session:
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
         reserve = parse_charge(args.reserve, capacity)

@@ -4,6 +4,14 @@ A state directory holds the SQLite store (trips, observations, model checkpoints
 :mod:`ev_nav.store`) and a ``maps/`` folder. The model is rebuilt from the newest usable
 checkpoint plus every observation batch committed after it, so an interrupted ``observe`` never
 loses data: the next session replays what the checkpoint missed.
+
+Planning only reads the model's posterior. A session opened with ``planning=True`` restores the
+exact GP's posterior as plain arrays (:func:`restore_posterior`: checkpoint plus the posterior
+cached next to it, and the same rank-k updates for any batch committed since), without the
+learner and without torch; hyperparameter fits happen where observations are recorded. When that
+is not possible (no cached posterior, a damaged newest checkpoint, or a pending batch at which
+the learner refits) the session restores the learner as usual, so planning is always on the
+model every observation so far has produced.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from ev_nav.energy import Vehicle
 from ev_nav.errors import ModelStateError, StateError, UnsafeCheckpointError
 
 if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
+    from ev_nav.gp.incremental_state import ExactPosterior
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.store import ObservationBatch, Store
@@ -31,6 +40,7 @@ __all__ = [
     "load_network_ref",
     "open_session",
     "restore_model",
+    "restore_posterior",
     "save_checkpoint",
     "trip_history",
 ]
@@ -118,7 +128,8 @@ class Session:
     store: Store
     net: RoadNetwork
     vehicle: Vehicle
-    model: SegmentModel | None
+    #: the learner; or, in a session opened for planning, possibly its read-only posterior
+    model: SegmentModel | ExactPosterior | None
     applied_upto: int = 0  # the model has absorbed every observation batch with id <= this
     #: checkpoints passed over while loading (damaged, old pickle format): one line each
     skipped: list[str] = field(default_factory=list)
@@ -138,8 +149,11 @@ class Session:
         """The state directory."""
         return self.store.path.parent
 
-    def load_model(self) -> None:
+    def load_model(self, *, planning: bool = False) -> None:
         """Rebuild the model: newest usable checkpoint, then every batch committed after it.
+
+        With ``planning`` the model is the read-only posterior of :func:`restore_posterior`
+        where that is possible (enough to plan; it cannot learn or be saved).
 
         A checkpoint is used only if its hash verifies and it is in the pickle-free format
         (:mod:`ev_nav.checkpoints`; an old pickled one is never unpickled). Otherwise the next
@@ -150,6 +164,12 @@ class Session:
         one snapshot is an honest claim that every earlier batch is included too — even while
         another process is observing into the same state.
         """
+        if planning:
+            restored = restore_posterior(self.store, self.net)
+            if restored is not None:
+                self.model, self.applied_upto = restored
+                self.skipped = []
+                return
         model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
         batches = self.store.observations(after_batch=after)
         apply_batches(model, batches)
@@ -207,6 +227,46 @@ def restore_model(
     return model, 0, skipped
 
 
+def restore_posterior(store: Store, net: RoadNetwork) -> tuple[ExactPosterior, int] | None:
+    """The exact GP's posterior without its learner (no torch), as ``(posterior, last_batch_id)``,
+    or None when only the learner can restore it (:meth:`Session.load_model` then does).
+
+    Possible when the state's model is the exact GP, its newest checkpoint verifies, and the
+    posterior that :func:`save_checkpoint` cached for it is in ``STATE/cache/``. Observation
+    batches committed after the checkpoint (recorded by another process, e.g. the server, or by
+    an ``observe`` killed before its model update) are applied by the learner's own rank-k
+    updates, so the result is bit-identical to the restored learner's, unless one of them is an
+    update at which the learner refreshes and refits its hyperparameters: then None.
+    """
+    from ev_nav.checkpoints import decode
+    from ev_nav.gp.incremental_state import MAX_EXACT_SEGMENTS, ExactPosterior
+
+    if store.model_kind != "gp" or net.n_segments > MAX_EXACT_SEGMENTS:
+        return None  # BI, or the inducing-point learner of a large network: the model itself
+    newest = next(iter(store.checkpoints()), None)
+    if newest is None or not newest.verified:
+        return None  # the learner's path passes over it and says so
+    try:
+        state = decode(newest.blob, tensors=False)
+    except (UnsafeCheckpointError, ModelStateError):
+        return None
+    if not isinstance(state, dict):
+        return None
+    post = ExactPosterior.from_checkpoint(
+        state,
+        network_hash=net.content_hash,
+        n_segments=net.n_segments,
+        cache_dir=state_cache_dir(store),
+    )
+    if post is None:
+        return None
+    batches = store.observations(after_batch=newest.last_batch_id)
+    if len(batches) > post.updates_before_refresh:
+        return None
+    apply_batches(post, batches)
+    return post, max([newest.last_batch_id, *(b.id for b in batches)])
+
+
 def save_checkpoint(session: Session) -> None:
     """Store the session's model as the state's current checkpoint (pickle-free)."""
     from ev_nav.checkpoints import encode
@@ -227,8 +287,12 @@ def open_session(
     *,
     with_model: bool = True,
     save_repairs: bool = True,
+    planning: bool = False,
 ) -> Session:
     """Open a state, check its network, and rebuild the model (checkpoint + replay).
+
+    ``planning``: the session only plans, so its model may be the read-only posterior of
+    :func:`restore_posterior` (no torch, no hyperparameter fit); see :meth:`Session.load_model`.
 
     When a checkpoint had to be passed over, a :class:`StateNotice` warning says so (the CLI
     prints it as one line) and a good checkpoint is saved right away (unless ``save_repairs``
@@ -249,7 +313,7 @@ def open_session(
         store.check_network(net.content_hash, net.arrays_hash)
         session = Session(store, net, Vehicle(**store.vehicle().spec), None)
         if with_model:
-            session.load_model()
+            session.load_model(planning=planning)
             note = session.notice()
             if note:
                 warnings.warn(note, StateNotice, stacklevel=2)

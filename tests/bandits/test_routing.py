@@ -170,3 +170,36 @@ def test_router_pickles_and_keeps_answering():
     clone = pickle.loads(pickle.dumps(router))
     assert clone.route(w, 0, 120).tolist() == first.tolist()
     assert router.route(w, 0, 120).tolist() == first.tolist()  # scratch reuse is harmless
+
+
+def test_interpreted_and_compiled_kernels_return_the_same_paths():
+    """The Dijkstra source runs interpreted (a process's first queries) or numba-compiled (after
+    that): the same floating-point operations in the same order, so the same path, ties
+    included. Monaco with random weights, lengths and times (equal-length alternatives exist
+    there), plus a synthetic town with a third of the weights zero."""
+    from ev_nav.bandits import _dijkstra
+    from ev_nav.bandits.routing import compiled_kernel
+    from ev_nav.gp.testing import MONACO_OSM, load_real
+
+    kernel = compiled_kernel()
+    for net in (load_real(MONACO_OSM), synthetic_town(800, seed=4)):
+        n = net.n_segments
+        router = Router(net)
+        graph = (router._indptr, router._indices, router._rindptr, router._rindices)
+        heap = 2 * (router._indices.size + 1)
+        rng = np.random.default_rng(7)
+        for q in range(60):
+            w = [rng.exponential(5.0, n) * (rng.random(n) > 0.3), net.length_m,
+                 net.travel_time_s][q % 3]
+            s, t = (int(x) for x in rng.choice(n, 2, replace=False))
+            paths = []
+            for run, as_lists in ((kernel, False), (_dijkstra.shortest_path, True),
+                                  (_dijkstra.shortest_path, False)):
+                scratch = [np.empty(2 * n), np.empty(2 * n, dtype=np.int64),
+                           np.zeros(2 * n, dtype=np.int64), np.zeros(2 * n, dtype=np.int64),
+                           np.empty(heap), np.empty(heap, dtype=np.int64)]
+                args = [*graph, np.asarray(w, dtype=np.float64)]
+                if as_lists:
+                    args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
+                paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:]).tolist())
+            assert paths[0] == paths[1] == paths[2], (q, s, t)

@@ -1,0 +1,465 @@
+"""The exact learner's posterior as plain arrays: the part of :mod:`ev_nav.gp.incremental` that
+needs no torch.
+
+:class:`~ev_nav.gp.incremental.IncrementalGP` keeps the posterior mean ``μ`` and the full
+covariance ``Σ`` of all N segments as NumPy arrays; torch (gpytorch kernels, autograd) is needed
+only to build the prior kernel and to fit hyperparameters, which happen when observations are
+recorded. Planning a trip only *reads* the posterior, so this module holds what both sides share —
+the rank-k conditioning steps, the marginal and joint read-outs, the posterior cache files and
+their key — and :class:`ExactPosterior`, the read side a route command restores from a state's
+checkpoint and its cached posterior without importing torch (``ev-nav route`` start-up: see
+``scripts/bench_cli.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import ArrayLike, NDArray
+from scipy.linalg.blas import dsyrk
+
+from ev_nav.checkpoints import check_model_header
+from ev_nav.errors import ConfigError, ModelStateError
+from ev_nav.gp.numerics import cholesky_jitter_np
+from ev_nav.gp.posterior import (
+    SegmentPosterior,
+    combine_weights,
+    stored_total,
+    validate_observations,
+    validate_total,
+)
+from ev_nav.provenance import atomic_path
+
+__all__ = [
+    "CACHE_KEEP",
+    "CHECKPOINT_KIND",
+    "MAX_EXACT_SEGMENTS",
+    "STATE_VERSION",
+    "ExactPosterior",
+    "IncrementalConfig",
+    "posterior_key",
+]
+
+#: The ``kind`` and format version of the exact learner's checkpoints.
+CHECKPOINT_KIND = "incremental"
+STATE_VERSION = 1
+#: Largest network the exact learner accepts: it holds the full N × N posterior covariance
+#: (1.2 GB at this size, ~3× that transiently during a refresh). Larger networks use the
+#: inducing-point approximation of :mod:`ev_nav.gp.svgp` (see docs/gp.md).
+MAX_EXACT_SEGMENTS = 12_000
+#: Cache files of each kind (prior kernel, posterior) kept in a cache folder (the newest).
+CACHE_KEEP = 2
+_JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
+#: The raw (unconstrained) kernel hyperparameters a checkpoint stores, in key order.
+HYPER_FIELDS = ("raw_kappa", "raw_ls_1", "raw_ls_2", "raw_s_1", "raw_s_2")
+
+
+@dataclass(frozen=True)
+class IncrementalConfig:
+    """Settings of the exact, incremental learner.
+
+    Attributes
+    ----------
+    graph_nu, graph_kappa : float
+        Graph Matérn ν (fixed) and initial κ.
+    lengthscale : float
+        Initial lengthscale of both feature kernels (all dimensions).
+    kernel_mode : str
+        Graph kernel computation (see :mod:`ev_nav.gp.kernels`); ``"auto"``: sparse for integer ν.
+    outputscale, noise_var : float, optional
+        Initial σ0² and ς² [Wh²]; default :meth:`PriorSettings.from_network`.
+    learn_hyperparameters : bool
+        Fit the hyperparameters on the schedule (otherwise they stay at their initial values;
+        the schedule's refreshes still happen, and keep the replay log of checkpoints short).
+    learn_graph_kappa : bool
+        Include κ in the fit. Off by default: every new κ costs a sparse factorisation and
+        fresh kernel columns for the fit's segments and for all N (measured on Monaco at
+        D = 600: a fit takes 5.9 s with κ against 0.5 s without), and on the paper routes it
+        did not lower regret (docs/gp.md).
+    first_fit : int
+        Update (trip) at which the first refresh (and fit) happens.
+    fit_growth : float
+        Next refresh once the number of updates is ``fit_growth`` times that at the last one.
+    fit_max_gap : int
+        ... or at the latest this many updates after it.
+    fit_max_rows : int
+        Observation rows (observed segments and trip totals) that the marginal likelihood uses;
+        beyond it a random subset (the likelihood of a subset of the data is still exact).
+    fit_iterations : int
+        L-BFGS iterations per fit (warm-started from the current values).
+    prior_log_sd : float
+        Standard deviation of the log-normal hyperparameter priors (natural-log units).
+    """
+
+    graph_nu: float = 2.0
+    graph_kappa: float = 1.0
+    lengthscale: float = 1.0
+    kernel_mode: str = "auto"
+    outputscale: float | None = None
+    noise_var: float | None = None
+    learn_hyperparameters: bool = True
+    learn_graph_kappa: bool = False
+    first_fit: int = 10
+    fit_growth: float = 1.5
+    fit_max_gap: int = 100
+    fit_max_rows: int = 600
+    fit_iterations: int = 20
+    prior_log_sd: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kernel_mode != "auto":  # the default is always valid; the list lives with the
+            from ev_nav.gp.kernels import KERNEL_MODES  # kernels (torch), so only others look
+
+            if self.kernel_mode not in KERNEL_MODES:
+                raise ConfigError(f"kernel_mode must be one of {', '.join(KERNEL_MODES)}")
+        if self.first_fit < 1 or self.fit_max_gap < 1 or not self.fit_growth > 1.0:
+            raise ConfigError("first_fit and fit_max_gap must be >= 1 and fit_growth > 1")
+        if self.fit_max_rows < 2 or self.fit_iterations < 1 or not self.prior_log_sd > 0:
+            raise ConfigError("fit_max_rows >= 2, fit_iterations >= 1 and prior_log_sd > 0")
+
+
+# ----------------------------------------------------------------------------- linear algebra
+def cholesky(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Lower Cholesky factor of an SPD matrix; a tiny relative jitter only if LAPACK refuses."""
+    chol, _ = cholesky_jitter_np(
+        a,
+        ladder=_JITTERS,
+        error=ModelStateError,
+        message="posterior covariance is not positive definite even with jitter; the "
+        "hyperparameters are degenerate (refit or reset them)",
+    )
+    return chol
+
+
+def sym_rows(cov: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Rows ``Σ[ids, :]`` of a symmetric matrix of which only the lower triangle is valid."""
+    j = np.arange(cov.shape[0])
+    return np.where(j[None, :] <= ids[:, None], cov[ids, :], cov[:, ids].T)
+
+
+def syrk_down(cov: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``Σ ← Σ − WᵀW`` on the lower triangle, in place (BLAS SYRK: half a GEMM's flops)."""
+    if not cov.flags.f_contiguous:
+        raise ModelStateError("internal: the covariance must be column-major for SYRK")
+    out = dsyrk(-1.0, np.asfortranarray(w), beta=1.0, c=cov, trans=1, lower=1, overwrite_c=1)
+    if not np.shares_memory(out, cov):
+        raise ModelStateError("internal: SYRK did not update the covariance in place")
+    return cov
+
+
+def marginal_std(cov: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Posterior standard deviation of every segment [Wh] from ``Σ``'s diagonal."""
+    return np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
+
+
+def route_covariance(cov: NDArray[np.float64], ids: ArrayLike) -> NDArray[np.float64]:
+    """Joint covariance ``Σ[ids, ids]`` [Wh²] (lower-triangle storage read symmetrically)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return sym_rows(cov, ids)[:, ids]
+
+
+def predict_sum(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    segment_ids: ArrayLike,
+    weights: ArrayLike | None = None,
+) -> tuple[float, float]:
+    """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1; a
+    partly driven end segment of a trip counts with its share)."""
+    u, w = combine_weights(segment_ids, weights)
+    return float(w @ mean[u]), float(w @ route_covariance(cov, u) @ w)
+
+
+# ----------------------------------------------------------------------------- rank-k updates
+def segment_residuals(
+    ids: NDArray[np.int64], y: NDArray[np.float64], prior_mean: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Residuals ``r = y − E_det`` of one batch, its distinct segments ``u``, their counts and
+    residual sums (the sufficient statistics the conditioning step uses)."""
+    r = y - prior_mean[ids]
+    u, inv, cnt = np.unique(ids, return_inverse=True, return_counts=True)
+    return r, u, cnt, np.bincount(inv, weights=r, minlength=u.size)
+
+
+def condition_segments(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    prior_mean: NDArray[np.float64],
+    noise_var: float,
+    u: NDArray[np.int64],
+    cnt: NDArray[np.int64],
+    s1: NDArray[np.float64],
+) -> None:
+    """Condition ``(μ, Σ)`` in place on the mean residuals ``s1 / cnt`` of segments ``u``.
+
+    With ``M = Σ[T, T] + diag(ς²/c) = L Lᵀ`` and ``W = L⁻¹ Σ[T, :]``: ``Σ ← Σ − WᵀW``,
+    ``μ ← μ + Wᵀ L⁻¹(ȳ − μ_T)`` (exact Bayesian update, N²k flops).
+    """
+    a = sym_rows(cov, u)  # Σ[T, :]  (k, N)
+    m = a[:, u] + np.diag(noise_var / cnt)
+    chol = cholesky(0.5 * (m + m.T))
+    w = sla.solve_triangular(chol, a, lower=True, check_finite=False)  # L⁻¹ Σ[T, :]
+    innov = prior_mean[u] + s1 / cnt - mean[u]
+    z = sla.solve_triangular(chol, innov, lower=True, check_finite=False)
+    mean += w.T @ z
+    syrk_down(cov, w)
+
+
+def condition_total(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    noise_var: float,
+    u: NDArray[np.int64],
+    h: NDArray[np.float64],
+    total: float,
+) -> None:
+    """Condition ``(μ, Σ)`` in place on a trip total ``Σ h_e f(e)`` over distinct segments
+    ``u`` (noise ``ς² Σ h``: ς² per whole segment driven; rank 1)."""
+    sh = h @ sym_rows(cov, u)  # Σ h
+    s = float(sh[u] @ h) + float(h.sum()) * noise_var
+    w = sh / math.sqrt(s)
+    innov = total - float(h @ mean[u])
+    mean += w * (innov / math.sqrt(s))
+    syrk_down(cov, w[None, :])
+
+
+# ----------------------------------------------------------------------------- cache files
+LogEntry = tuple[str, NDArray[np.int64], NDArray[np.float64]]
+
+
+def posterior_key(
+    network_hash: str,
+    hyper: Mapping[str, Any],
+    base: Mapping[str, Any],
+    totals: Sequence[tuple[Any, ...]],
+    log: Sequence[LogEntry],
+) -> str:
+    """Content key of a posterior: the network, the raw hyperparameters and noise variance, the
+    sufficient statistics and totals of the last refresh, and the observations since.
+
+    Everything comes from a checkpoint's plain arrays (no kernel evaluation), so a reader
+    without torch computes the same key as the learner that wrote the file.
+    """
+    digest = hashlib.sha256(network_hash.encode())
+    for name in HYPER_FIELDS:
+        digest.update(np.asarray(hyper[name], dtype=np.float64).tobytes())
+    digest.update(np.float64(hyper["noise_var"]).tobytes())
+    for key, dtype in (("n_obs", np.int64), ("sum_r", np.float64), ("sum_r2", np.float64),
+                       ("support", np.int64)):
+        digest.update(np.ascontiguousarray(base[key], dtype=dtype).tobytes())
+    for entry in totals:  # (ids, weights, total), or (ids, total) as older checkpoints hold
+        u, h, total = stored_total(entry)
+        digest.update(u.tobytes() + h.tobytes() + np.float64(total).tobytes())
+    for kind, ids, y in (stored_log_entry(*e) for e in log):
+        digest.update(kind.encode() + np.asarray(ids, dtype=np.int64).tobytes()
+                      + np.asarray(y, dtype=np.float64).tobytes())
+    return digest.hexdigest()[:24]
+
+
+def stored_log_entry(kind: str, ids: ArrayLike, y: ArrayLike) -> LogEntry:
+    """A replay-log entry as the learner applies it: a trip total is ``("tot", distinct ids,
+    [total, weights...])``; older checkpoints hold ``[total]`` over repeated ids."""
+    ids_a = np.asarray(ids, dtype=np.int64)
+    y_a = np.asarray(y, dtype=np.float64)
+    if kind == "tot" and y_a.size == 1:
+        u, h = combine_weights(ids_a, None)
+        return kind, u, np.concatenate([y_a, h])
+    return kind, ids_a, y_a
+
+
+def posterior_path(cache_dir: Path, key: str) -> Path:
+    """The cached posterior ``[Σ | μ]`` (an ``(N, N + 1)`` column-major ``.npy``) of ``key``."""
+    return Path(cache_dir) / f"posterior-{key}.npy"
+
+
+def read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:
+    """A cached (n, n + extra) float64 matrix as a column-major array, or None if unusable."""
+    try:
+        with open(path, "rb") as fh:
+            arr = np.load(fh, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if arr.shape != (n, n + extra_columns) or arr.dtype != np.float64:
+        return None
+    if not np.all(np.isfinite(np.diagonal(arr))):
+        return None
+    return np.asfortranarray(arr)
+
+
+def read_posterior(
+    cache_dir: Path | None, key: str, n: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """The cached ``(Σ, μ)`` of ``key``, or None (no cache folder, missing, foreign or damaged)."""
+    if cache_dir is None:
+        return None
+    both = read_matrix(posterior_path(cache_dir, key), n, extra_columns=1)
+    if both is None:
+        return None
+    return both[:, :n], np.ascontiguousarray(both[:, n])
+
+
+def write_matrix(path: Path, arr: NDArray[np.float64]) -> None:
+    """Store a derived matrix atomically; a failure (full disk, read-only) only costs speed."""
+    try:
+        with atomic_path(path, suffix=".npy") as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
+        kind = path.name.split("-")[0]
+        old = sorted(path.parent.glob(f"{kind}-*.npy"), key=lambda p: p.stat().st_mtime)
+        for stale in old[:-CACHE_KEEP]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+# ----------------------------------------------------------------------------- the read side
+class ExactPosterior:
+    """The exact learner's posterior restored as arrays, for planning (no torch).
+
+    Offers what planning reads from a :class:`~ev_nav.gp.posterior.SegmentModel` —
+    :meth:`posterior`, :meth:`route_covariance`, :meth:`predict_sum`, :attr:`noise_std` — with
+    the very arrays :class:`~ev_nav.gp.incremental.IncrementalGP` would hold after restoring the
+    same checkpoint, so routes and predictions are bit-identical. It can also absorb observations
+    recorded after the checkpoint by the same rank-k updates, as long as none of them is the
+    update at which the learner refreshes (and fits its hyperparameters: torch); see
+    :attr:`updates_before_refresh`. It cannot save a checkpoint.
+
+    Use :meth:`from_checkpoint`.
+    """
+
+    def __init__(
+        self,
+        mean: NDArray[np.float64],
+        cov: NDArray[np.float64],
+        noise_var: float,
+        prior_mean: NDArray[np.float64],
+        n_updates: int,
+        next_refresh: int,
+    ) -> None:
+        self.n = int(mean.shape[0])
+        self._mean = mean
+        self._cov = cov
+        self.noise_var = float(noise_var)
+        self.prior_mean = prior_mean
+        self.n_updates = int(n_updates)
+        self.next_refresh = int(next_refresh)
+        self._post: SegmentPosterior | None = None
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        state: Mapping[str, Any],
+        *,
+        network_hash: str,
+        n_segments: int,
+        cache_dir: Path | None,
+    ) -> ExactPosterior | None:
+        """The posterior of a decoded exact-learner checkpoint, from its cached ``(Σ, μ)``.
+
+        Returns None when it cannot be restored without the learner: no cached posterior for
+        this checkpoint (the learner recomputes it), or a checkpoint the learner would not load
+        either (another kind, version, network or configuration).
+
+        Parameters
+        ----------
+        state
+            :func:`ev_nav.checkpoints.decode` output, tensors as NumPy arrays.
+        network_hash, n_segments
+            The state's network.
+        cache_dir
+            The state's ``cache/`` folder.
+        """
+        try:
+            check_model_header(
+                state,
+                kind=CHECKPOINT_KIND,
+                version=STATE_VERSION,
+                what="an incremental-GP",
+                n_segments=n_segments,
+                network_hash=network_hash,
+                config=IncrementalConfig(),  # what the learner of a state is built with
+            )
+            log = [stored_log_entry(str(k), i, y) for k, i, y in state["log"]]
+            key = posterior_key(network_hash, state["hyper"], state["base"], state["totals"],
+                                log)
+            prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
+            noise_var = float(state["hyper"]["noise_var"])
+            counters = int(state["n_updates"]), int(state["next_refresh"])
+        except (ModelStateError, KeyError, TypeError, ValueError):
+            return None
+        cached = read_posterior(cache_dir, key, n_segments)
+        if cached is None or prior_mean.shape != (n_segments,):
+            return None
+        cov, mean = cached
+        return cls(mean, cov, noise_var, prior_mean, *counters)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def noise_std(self) -> float:
+        """Observation-noise standard deviation ς [Wh]."""
+        return math.sqrt(self.noise_var)
+
+    def posterior(self) -> SegmentPosterior:
+        """Posterior mean and std of every segment's expected energy [Wh] (cached)."""
+        if self._post is None:
+            self._post = SegmentPosterior(
+                mean=self._mean.copy(), std=marginal_std(self._cov), noise_std=self.noise_std
+            )
+        return self._post
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
+        return route_covariance(self._cov, segment_ids)
+
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
+        return predict_sum(self._cov, self._mean, segment_ids, weights)
+
+    # ------------------------------------------------------------------ pending observations
+    @property
+    def updates_before_refresh(self) -> int:
+        """How many more updates this posterior can absorb: the learner's next one after these
+        refreshes (refits its hyperparameters), which only the learner can do."""
+        return max(self.next_refresh - self.n_updates - 1, 0)
+
+    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+        """Absorb per-segment observations [Wh], exactly as the learner's update does.
+
+        Raises
+        ------
+        ModelStateError
+            If this update is one at which the learner refreshes (use the learner).
+        """
+        ids, y = validate_observations(segment_ids, energies, self.n)
+        if ids.size == 0:
+            return
+        self._count_update()
+        _, u, cnt, s1 = segment_residuals(ids, y, self.prior_mean)
+        condition_segments(self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1)
+
+    def update_total(
+        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+    ) -> None:
+        """Absorb a trip total [Wh] (``weights``: the share of each segment driven), exactly as
+        the learner's update does (see :meth:`update`)."""
+        u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
+        self._count_update()
+        condition_total(self._cov, self._mean, self.noise_var, u, h, total)
+
+    def _count_update(self) -> None:
+        if self.updates_before_refresh < 1:
+            raise ModelStateError(
+                "this update refreshes the learner (a hyperparameter fit); restore the full "
+                "model to apply it"
+            )
+        self.n_updates += 1
+        self._post = None

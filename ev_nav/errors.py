@@ -83,6 +83,10 @@ class StateIOError(StateError):
     state's data is not known to be damaged and must not be deleted."""
 
 
+class StateInUseError(StateError):
+    """A state is already served by another ``ev-nav serve`` (one server per state)."""
+
+
 class StateDamagedError(StateError):
     """A state's database file is damaged or not an ev-nav state at all."""
 

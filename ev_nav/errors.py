@@ -91,6 +91,11 @@ class StateDamagedError(StateError):
     """A state's database file is damaged or not an ev-nav state at all."""
 
 
+class StateNotice(UserWarning):
+    """A state was usable only after falling back (a damaged or old-format checkpoint, a cache
+    file that failed verification); the CLI and the server print it as one line."""
+
+
 class UnknownTripError(EvNavError, KeyError):
     """A trip id that the state does not know."""
 

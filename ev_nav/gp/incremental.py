@@ -49,8 +49,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.linalg as sla
@@ -72,8 +71,10 @@ from ev_nav.gp.posterior import (
     validate_observations,
     validate_total,
 )
-from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
+
+if TYPE_CHECKING:
+    from ev_nav.store.caches import StateCache
 
 _STATE_VERSION = 1
 #: Largest network the exact learner accepts: it holds the full N × N posterior covariance
@@ -191,12 +192,14 @@ class IncrementalGP:
     seed : int
         Seed of the generator that picks the marginal likelihood's rows when there are more
         than ``fit_max_rows``.
-    cache_dir : path, optional
-        Folder for the prior kernel matrix of the current hyperparameters (``prior-<hash>.npy``,
-        keyed by the network's content hash and the exact hyperparameter values): a process that
-        restores the model (every ``route``/``observe`` command) reads it instead of solving
-        and evaluating the kernel again. Derived data only: a missing, foreign or damaged file is
-        recomputed, and at most :data:`CACHE_KEEP` files are kept.
+    cache : StateCache, optional
+        A state's cache folder for the prior kernel matrix of the current hyperparameters
+        (``prior-<hash>.npy``, keyed by the network's content hash and the exact hyperparameter
+        values) and the posterior of a checkpoint (:meth:`cache_posterior`): a process that
+        restores the model (every ``route``/``observe`` command) reads them instead of solving
+        and evaluating the kernel again. A file is used only if its bytes match the checksum
+        the state's store recorded when it was written; a missing, foreign, tampered or
+        damaged one is recomputed, and at most :data:`CACHE_KEEP` files of a kind are kept.
     """
 
     #: The ``kind`` its checkpoints carry.
@@ -208,7 +211,7 @@ class IncrementalGP:
         vehicle: Vehicle | None = None,
         config: IncrementalConfig | None = None,
         seed: int = 0,
-        cache_dir: str | Path | None = None,
+        cache: StateCache | None = None,
     ) -> None:
         self.config = cfg = config or IncrementalConfig()
         if net.n_segments > MAX_EXACT_SEGMENTS:
@@ -220,7 +223,7 @@ class IncrementalGP:
         self.net = net
         self.n = net.n_segments
         self.seed = int(seed)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache = cache
         prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
         noise = prior.noise_var if cfg.noise_var is None else cfg.noise_var
@@ -454,18 +457,18 @@ class IncrementalGP:
 
     def _prior_covariance(self) -> NDArray[np.float64]:
         """K over all segments, column-major (SYRK updates it in place), from the cache if any."""
-        path = None
-        if self.cache_dir is not None:
+        name = None
+        if self.cache is not None:
             digest = hashlib.sha256(self.net.content_hash.encode())
             digest.update(self._log_hyper().numpy().tobytes())
             digest.update(repr((self.config.graph_nu, self.kernel.graph.mode)).encode())
-            path = self.cache_dir / f"prior-{digest.hexdigest()[:24]}.npy"
-            cached = _read_matrix(path, self.n)
+            name = f"prior-{digest.hexdigest()[:24]}.npy"
+            cached = _read_matrix(self.cache, name, self.n)
             if cached is not None:
                 return cached
         cov = self.kernel.full()
-        if path is not None:
-            _write_matrix(path, cov)
+        if name is not None:
+            _write_matrix(self.cache, name, cov)
         return cov
 
     def _digest_after(self, log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]]) -> str:
@@ -483,26 +486,26 @@ class IncrementalGP:
     def _read_posterior(
         self, key: str
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
-        if self.cache_dir is None:
+        if self.cache is None:
             return None
-        both = _read_matrix(self.cache_dir / f"posterior-{key}.npy", self.n, extra_columns=1)
+        both = _read_matrix(self.cache, f"posterior-{key}.npy", self.n, extra_columns=1)
         if both is None:
             return None
         return both[:, : self.n], np.ascontiguousarray(both[:, self.n])
 
     def cache_posterior(self) -> None:
-        """Store the current posterior (Σ and μ) in ``cache_dir``, keyed by the model's state, so
+        """Store the current posterior (Σ and μ) in ``cache``, keyed by the model's state, so
         that the next :meth:`load_state_dict` of this state skips the refresh and the replay.
 
         Derived data: the restored posterior is the very same array, bit for bit; without the
-        file, loading recomputes it. Does nothing without a ``cache_dir``.
+        file, loading recomputes it. Does nothing without a ``cache``.
         """
-        if self.cache_dir is None:
+        if self.cache is None:
             return
         both = np.empty((self.n, self.n + 1), dtype=np.float64, order="F")
         both[:, : self.n] = self._covariance()
         both[:, self.n] = self._mean
-        _write_matrix(self.cache_dir / f"posterior-{self._digest_after(self._log)}.npy", both)
+        _write_matrix(self.cache, f"posterior-{self._digest_after(self._log)}.npy", both)
 
     # ------------------------------------------------------------------ hyperparameters
     def _log_hyper(self) -> Tensor:
@@ -739,32 +742,21 @@ def _stored_log_entry(
     return kind, ids_a, y_a
 
 
-def _read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:
-    """A cached (n, n + extra) float64 matrix as a column-major array, or None if unusable."""
-    try:
-        with open(path, "rb") as fh:
-            arr = np.load(fh, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
-        return None
-    if arr.shape != (n, n + extra_columns) or arr.dtype != np.float64:
-        return None
-    if not np.all(np.isfinite(np.diagonal(arr))):
+def _read_matrix(
+    cache: StateCache, name: str, n: int, extra_columns: int = 0
+) -> NDArray[np.float64] | None:
+    """A cached (n, n + extra) float64 matrix as a column-major array, or None if missing or
+    refused (its bytes do not match the checksum the state recorded: see ``StateCache``)."""
+    arr = cache.read_array(name, (n, n + extra_columns), np.float64)
+    if arr is None or not np.all(np.isfinite(np.diagonal(arr))):
         return None
     return np.asfortranarray(arr)
 
 
-def _write_matrix(path: Path, arr: NDArray[np.float64]) -> None:
-    """Store a derived matrix atomically; a failure (full disk, read-only) only costs speed."""
-    try:
-        with atomic_path(path, suffix=".npy") as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-        kind = path.name.split("-")[0]
-        old = sorted(path.parent.glob(f"{kind}-*.npy"), key=lambda p: p.stat().st_mtime)
-        for stale in old[:-CACHE_KEEP]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        pass
+def _write_matrix(cache: StateCache, name: str, arr: NDArray[np.float64]) -> None:
+    """Store a derived matrix atomically with its checksum; a failure (full disk, read-only)
+    only costs speed."""
+    cache.write_array(name, arr, keep=CACHE_KEEP)
 
 
 def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ev_nav.errors import StateError, StateIOError
+from ev_nav.store.caches import CachesMixin
 from ev_nav.store.checkpoints import CheckpointsMixin
 from ev_nav.store.connection import StoreConnection, _db_error, _utcnow
 from ev_nav.store.observations import ObservationsMixin
@@ -34,7 +35,13 @@ MODEL_KINDS: tuple[str, ...] = ("gp", "bi")
 
 
 class Store(
-    TripsMixin, ObservationsMixin, CheckpointsMixin, VehiclesMixin, SchemaMixin, StoreConnection
+    TripsMixin,
+    ObservationsMixin,
+    CheckpointsMixin,
+    CachesMixin,
+    VehiclesMixin,
+    SchemaMixin,
+    StoreConnection,
 ):
     """The SQLite-backed state of one driver/network (see :mod:`ev_nav.store` for guarantees).
 

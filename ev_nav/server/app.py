@@ -155,7 +155,7 @@ def _one_line(text: str) -> str:
 
 
 #: The library's messages name the command line's options (it serves ``ev-nav observe``); an
-#: API client sets request fields instead. Longer names first (``--total-wh`` before ``--t``).
+#: API client sets request fields instead. (No option here is a prefix of another.)
 API_TERMS: tuple[tuple[str, str], ...] = (
     ("--total-wh", '"total_wh"'),
     ("--partial", '"partial": true'),

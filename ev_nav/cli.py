@@ -64,6 +64,34 @@ def _load_command_module(name: str):
         raise
 
 
+# ------------------------------------------------------------------ shared argument types
+# (used by several command modules; a bad value is a one-line usage error, never a traceback)
+def seed_arg(text: str) -> int:
+    """A seed of a random generator: a whole number in 0..2^63-1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"a seed must be in 0..2^63-1, got {text}")
+    return value
+
+
+def town_size_arg(text: str) -> int:
+    """The size of the embedded synthetic town [segments], within the range it can be built in."""
+    from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not MIN_TOWN_SEGMENTS <= value <= MAX_TOWN_SEGMENTS:
+        raise argparse.ArgumentTypeError(
+            f"a synthetic town has {MIN_TOWN_SEGMENTS}..{MAX_TOWN_SEGMENTS:,} segments, got {text}"
+        )
+    return value
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (like every other ev-nav error)."""
 

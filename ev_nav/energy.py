@@ -12,6 +12,7 @@ and the battery supplies ``W / η⁺`` when ``W > 0`` (traction) or receives ``|
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,14 @@ class Vehicle:
     battery_wh: float = 35_000.0
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "name":
+                if not isinstance(value, str):
+                    raise ConfigError(f"vehicle name must be text, got {value!r}")
+            elif isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+                # a TOML string or boolean is a typo, not a number to convert
+                raise ConfigError(f"vehicle parameter {f.name} must be a number, got {value!r}")
         positive = ("mass_kg", "frontal_area_m2", "gravity", "air_density", "battery_wh")
         for field in positive:
             value = getattr(self, field)

@@ -88,8 +88,17 @@ class StateIOError(StateError):
     state's data is not known to be damaged and must not be deleted."""
 
 
+class StateInUseError(StateError):
+    """A state is already served by another ``ev-nav serve`` (one server per state)."""
+
+
 class StateDamagedError(StateError):
     """A state's database file is damaged or not an ev-nav state at all."""
+
+
+class StateNotice(UserWarning):
+    """A state was usable only after falling back (a damaged or old-format checkpoint, a cache
+    file that failed verification); the CLI and the server print it as one line."""
 
 
 class UnknownTripError(EvNavError, KeyError):

@@ -114,3 +114,59 @@ def test_total_random_values_and_ids(capsys, state, total, trip):
 def _trips(state) -> int:
     with Store.open(state) as s:
         return s.n_trips()
+
+
+# ---------------------------------------------------------------------- inputs found by hand
+# (issue 32: each of these gave a traceback, hung, or was silently accepted)
+def _bad_inputs(state, tmp):
+    vehicle = tmp / "string-mass.toml"
+    vehicle.write_text('preset = "sumo-default"\nmass_kg = "heavy"\n', encoding="utf-8")
+    flags = tmp / "bool-battery.toml"
+    flags.write_text("battery_wh = true\n", encoding="utf-8")
+    new = tmp / "new-state"
+    town = ["init", new, "--synthetic", "--model", "bi"]
+    return [
+        (["map", state, "--layer", "visits", "--out", tmp], "is a directory"),
+        (["map", state, "--layer", "visits", "--out", "/proc/nowhere/map.html"], "cannot write"),
+        (["init", "/proc/ev-nav-state", "--synthetic", "--segments", "300", "--model", "bi"],
+         "cannot create the state directory"),
+        ([*town, "--seed-town", "-1"], "seed"),
+        ([*town, "--segments", "10000000000"], "100..2,000,000"),
+        ([*town, "--segments", "-5"], "100..2,000,000"),
+        ([*town, "--segments", "0"], "100..2,000,000"),
+        ([*town, "--segments", "1"], "100..2,000,000"),
+        ([*town, "--segments", "many"], "whole number"),
+        (["network", "info", "--synthetic", "--segments", "-1"], "100..2,000,000"),
+        (["network", "info", "--synthetic", "--seed", "-3"], "seed"),
+        (["serve", state, "--checkpoint-every", "nan"], "finite"),
+        (["serve", state, "--checkpoint-every", "-1"], "positive"),
+        ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),
+        ([*town, "--segments", "300", "--vehicle-file", flags], "battery_wh must be a number"),
+    ]
+
+
+def test_listed_bad_inputs_give_one_line(capsys, state, tmp_path):
+    """Every input of the list fails with one line, leaves the state as it was, and creates no
+    new state."""
+    for argv, needle in _bad_inputs(state, tmp_path):
+        assert not _check(capsys, state, argv), argv
+        # _check consumed stderr; run again to read the message (the state is still unchanged)
+        try:
+            main([str(a) for a in argv])
+        except SystemExit:
+            pass
+        err = capsys.readouterr().err
+        assert needle in err, (argv, err)
+        assert not Store.db_path(tmp_path / "new-state").exists(), argv
+
+
+def test_synthetic_town_refuses_what_cannot_be_built():
+    """The library refuses too, before allocating anything: a town beyond the size limit or a
+    negative seed is a named one-line error."""
+    from ev_nav.errors import ConfigError
+    from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, synthetic_town
+
+    with pytest.raises(ConfigError, match="at most"):
+        synthetic_town(MAX_TOWN_SEGMENTS + 1)
+    with pytest.raises(ConfigError, match="seed"):
+        synthetic_town(300, seed=-1)

@@ -388,7 +388,7 @@ def test_migration_from_v1_preserves_data(tmp_path: Path) -> None:
     state = tmp_path / "old"
     _make_v1_state(state)
     with Store.open(state) as s:
-        assert s.schema_version == SCHEMA_VERSION == 3
+        assert s.schema_version == SCHEMA_VERSION == 4
         (batch,) = s.observations()  # an old total batch covers the planned route
         assert batch.segment_ids.tolist() == [1, 2, 3]
         v = s.vehicle()
@@ -405,6 +405,38 @@ def test_migration_from_v1_preserves_data(tmp_path: Path) -> None:
         # the migrated state is fully usable
         t2 = s.add_trip(**_trip_kwargs([2, 3]))
         s.add_observations(t2, [2, 3], [1.0, 2.0])
+
+
+def test_migration_to_v4_records_cache_checksums(tmp_path: Path) -> None:
+    """Schema 4 adds the checksums of the cache files. A schema-3 state's existing cache files
+    have none: they are refused once (with a notice) and rebuilt; what is written from then on
+    is recorded and read back."""
+    from ev_nav.errors import StateNotice
+    from ev_nav.store import StateCache
+
+    state = tmp_path / "old"
+    _make_v1_state(state)
+    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
+    for k in (1, 2):
+        store_mod.MIGRATIONS[k](conn)
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    cache = StateCache(state)
+    cache.folder.mkdir()
+    old = np.arange(12.0).reshape(3, 4)
+    np.save(cache.folder / "prior-old.npy", old)  # written by an ev-nav before schema 4
+    with Store.open(state) as s:
+        assert s.schema_version == 4
+        assert s.cache_checksums() == {}
+        assert s.integrity_check() == ["ok"]
+    with pytest.warns(StateNotice, match="no checksum recorded"):
+        assert cache.read_array("prior-old.npy", (3, 4)) is None
+    assert not (cache.folder / "prior-old.npy").exists()
+    cache.write_array("prior-new.npy", old)
+    np.testing.assert_array_equal(cache.read_array("prior-new.npy", (3, 4)), old)
+    with Store.open(state) as s:
+        (name,) = s.cache_checksums()
+        assert name == "prior-new.npy"
 
 
 def test_trips_between_points_and_totals_of_a_driven_route(store: Store) -> None:

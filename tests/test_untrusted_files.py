@@ -472,3 +472,94 @@ def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, n
         fresh = IncrementalGP(net, vehicle=session.vehicle)
         apply_batches(fresh, batches)
         assert np.array_equal(session.model.posterior().mean, fresh.posterior().mean)
+
+
+# ----------------------------------------------------------------------------- cache files
+def _gp_prediction(state) -> tuple[np.ndarray, np.ndarray]:
+    from ev_nav.trips.session import open_session
+
+    with open_session(state) as session:
+        post = session.model.posterior()
+        return post.mean.copy(), post.std.copy()
+
+
+def _cache_files(state, kind):
+    return sorted((state / "cache").glob(f"{kind}-*.npy"))
+
+
+def test_planted_or_damaged_caches_are_refused_and_rebuilt(tmp_path, capsys, net):
+    """Issue 32: a shaped array planted in place of the cached posterior moved a prediction,
+    4 KiB of garbage gave an sd of 8e149 Wh, and doctor said healthy. Now each cache file is
+    used only if it matches the checksum the store recorded: a planted, tampered or damaged
+    one is refused with a one-line notice, deleted, rebuilt, and doctor reports it."""
+    state = _state(tmp_path, capsys, model="gp", trips=2, net=net)
+    mean, sd = _gp_prediction(state)
+    with Store.open(state) as s:
+        recorded = s.cache_checksums()
+    posterior = _cache_files(state, "posterior")[-1]
+    prior = _cache_files(state, "prior")[-1]
+    assert {posterior.name, prior.name} <= set(recorded)  # every file written is recorded
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out and "verified" in out
+
+    # 1. a well-formed array of the right shape, planted over the posterior (an attack)
+    good = np.load(posterior)
+    planted = good.copy()
+    planted[:, -1] += 64.0  # every mean 64 Wh higher
+    np.save(posterior, planted)
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and f"cache file {posterior.name} does not match the checksum" in out
+    code, _, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
+    assert code == 0, err
+    notes = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(notes) == 1 and notes[0].startswith("ev-nav: notice: cache file"), err
+    assert "does not match the checksum" in notes[0] and "recomputed" in notes[0]
+    m2, sd2 = _gp_prediction(state)  # the prediction is the replayed one, to the bit
+    np.testing.assert_array_equal(m2, mean)
+    np.testing.assert_array_equal(sd2, sd)
+
+    # 2. garbage in place of the prior kernel (damage); and a file nobody recorded
+    for path in _cache_files(state, "posterior"):
+        path.unlink()  # (so that loading needs the prior)
+    prior.write_bytes(os.urandom(4096))
+    stranger = state / "cache" / "prior-000000000000000000000000.npy"
+    np.save(stranger, np.eye(3))
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and f"cache file {prior.name} does not match" in out
+    assert f"cache file {stranger.name} was not written by this state" in out
+    code, _, err = _run(capsys, "map", state, "--layer", "sd", "--out", tmp_path / "s.html")
+    assert code == 0 and "notice: cache file" in err and prior.name in err, err
+    m3, sd3 = _gp_prediction(state)
+    np.testing.assert_allclose(m3, mean, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(sd3, sd, rtol=0, atol=1e-9)
+    assert np.all(sd3 < 1e4)
+    # the rebuilt prior is recorded and verifies; doctor --repair removes the stranger
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert code == 0 and "deleted 1 cache files" in out, out
+    assert not stranger.exists()
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out, out
+
+
+def test_cache_verification_reads_what_was_written(tmp_path):
+    """The verified reader returns the written array bit for bit, column-major or not; a
+    changed byte, a shorter or a longer file is refused."""
+    from ev_nav.errors import StateNotice
+    from ev_nav.store import StateCache
+
+    Store.create(tmp_path, "h", "test", "bi", {}).close()
+    cache = StateCache(tmp_path)
+    rng = np.random.default_rng(0)
+    for order in ("F", "C"):
+        arr = np.asarray(rng.normal(size=(300, 301)), order=order)
+        cache.write_array(f"x{order}-1.npy", arr)
+        back = cache.read_array(f"x{order}-1.npy", arr.shape)
+        assert back is not None and np.array_equal(back, arr)
+        assert back.flags.f_contiguous == (order == "F")
+    path = cache.folder / "xF-1.npy"
+    good = path.read_bytes()
+    for bad in (good[:-1], good + b"\0", good[:-8] + np.float64(1.0).tobytes()):
+        path.write_bytes(bad)
+        with pytest.warns(StateNotice):
+            assert cache.read_array("xF-1.npy", (300, 301)) is None
+        assert not path.exists()  # deleted: the rebuild replaces it

@@ -53,8 +53,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.linalg as sla
@@ -77,7 +76,7 @@ from ev_nav.gp.incremental_state import (
     condition_total,
     marginal_std,
     posterior_key,
-    posterior_path,
+    posterior_name,
     predict_sum,
     read_matrix,
     read_posterior,
@@ -96,6 +95,9 @@ from ev_nav.gp.posterior import (
     validate_total,
 )
 from ev_nav.roads.network import RoadNetwork
+
+if TYPE_CHECKING:
+    from ev_nav.store.caches import StateCache
 
 __all__ = ["CACHE_KEEP", "MAX_EXACT_SEGMENTS", "IncrementalConfig", "IncrementalGP"]
 
@@ -134,12 +136,14 @@ class IncrementalGP:
     seed : int
         Seed of the generator that picks the marginal likelihood's rows when there are more
         than ``fit_max_rows``.
-    cache_dir : path, optional
-        Folder for the prior kernel matrix of the current hyperparameters (``prior-<hash>.npy``,
-        keyed by the network's content hash and the exact hyperparameter values): a process that
-        restores the model (every ``route``/``observe`` command) reads it instead of solving
-        and evaluating the kernel again. Derived data only: a missing, foreign or damaged file is
-        recomputed, and at most :data:`CACHE_KEEP` files are kept.
+    cache : StateCache, optional
+        A state's cache folder for the prior kernel matrix of the current hyperparameters
+        (``prior-<hash>.npy``, keyed by the network's content hash and the exact hyperparameter
+        values) and the posterior of a checkpoint (:meth:`cache_posterior`): a process that
+        restores the model (every ``route``/``observe`` command) reads them instead of solving
+        and evaluating the kernel again. A file is used only if its bytes match the checksum
+        the state's store recorded when it was written; a missing, foreign, tampered or
+        damaged one is recomputed, and at most :data:`CACHE_KEEP` files of a kind are kept.
     """
 
     #: The ``kind`` its checkpoints carry.
@@ -151,7 +155,7 @@ class IncrementalGP:
         vehicle: Vehicle | None = None,
         config: IncrementalConfig | None = None,
         seed: int = 0,
-        cache_dir: str | Path | None = None,
+        cache: StateCache | None = None,
     ) -> None:
         self.config = cfg = config or IncrementalConfig()
         if net.n_segments > MAX_EXACT_SEGMENTS:
@@ -163,7 +167,7 @@ class IncrementalGP:
         self.net = net
         self.n = net.n_segments
         self.seed = int(seed)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache = cache
         prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
         noise = prior.noise_var if cfg.noise_var is None else cfg.noise_var
@@ -375,18 +379,18 @@ class IncrementalGP:
 
     def _prior_covariance(self) -> NDArray[np.float64]:
         """K over all segments, column-major (SYRK updates it in place), from the cache if any."""
-        path = None
-        if self.cache_dir is not None:
+        name = None
+        if self.cache is not None:
             digest = hashlib.sha256(self.net.content_hash.encode())
             digest.update(self._log_hyper().numpy().tobytes())
             digest.update(repr((self.config.graph_nu, self.kernel.graph.mode)).encode())
-            path = self.cache_dir / f"prior-{digest.hexdigest()[:24]}.npy"
-            cached = read_matrix(path, self.n)
+            name = f"prior-{digest.hexdigest()[:24]}.npy"
+            cached = read_matrix(self.cache, name, self.n)
             if cached is not None:
                 return cached
         cov = self.kernel.full()
-        if path is not None:
-            write_matrix(path, cov)
+        if name is not None:
+            write_matrix(self.cache, name, cov)
         return cov
 
     def _digest_after(self, log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]]) -> str:
@@ -397,18 +401,18 @@ class IncrementalGP:
         return posterior_key(self.net.content_hash, hyper, self._base, totals, log)
 
     def cache_posterior(self) -> None:
-        """Store the current posterior (Σ and μ) in ``cache_dir``, keyed by the model's state, so
+        """Store the current posterior (Σ and μ) in ``cache``, keyed by the model's state, so
         that the next :meth:`load_state_dict` of this state skips the refresh and the replay.
 
         Derived data: the restored posterior is the very same array, bit for bit; without the
-        file, loading recomputes it. Does nothing without a ``cache_dir``.
+        file, loading recomputes it. Does nothing without a ``cache``.
         """
-        if self.cache_dir is None:
+        if self.cache is None:
             return
         both = np.empty((self.n, self.n + 1), dtype=np.float64, order="F")
         both[:, : self.n] = self._covariance()
         both[:, self.n] = self._mean
-        write_matrix(posterior_path(self.cache_dir, self._digest_after(self._log)), both)
+        write_matrix(self.cache, posterior_name(self._digest_after(self._log)), both)
 
     # ------------------------------------------------------------------ hyperparameters
     def _raw_hyper(self) -> dict[str, Tensor | float]:
@@ -616,7 +620,7 @@ class IncrementalGP:
         self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
         self._base = self._snapshot()
         self._log = []
-        cached = read_posterior(self.cache_dir, self._digest_after(log), self.n)
+        cached = read_posterior(self.cache, self._digest_after(log), self.n)
         if cached is None:
             self._refresh()
         for kind, ids, y in log:

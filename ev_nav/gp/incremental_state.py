@@ -17,8 +17,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -35,7 +34,9 @@ from ev_nav.gp.posterior import (
     validate_observations,
     validate_total,
 )
-from ev_nav.provenance import atomic_path
+
+if TYPE_CHECKING:
+    from ev_nav.store.caches import StateCache
 
 __all__ = [
     "CACHE_KEEP",
@@ -274,49 +275,40 @@ def stored_log_entry(kind: str, ids: ArrayLike, y: ArrayLike) -> LogEntry:
     return kind, ids_a, y_a
 
 
-def posterior_path(cache_dir: Path, key: str) -> Path:
-    """The cached posterior ``[Σ | μ]`` (an ``(N, N + 1)`` column-major ``.npy``) of ``key``."""
-    return Path(cache_dir) / f"posterior-{key}.npy"
+def posterior_name(key: str) -> str:
+    """Cache-file name of the posterior ``[Σ | μ]`` (an ``(N, N + 1)`` column-major ``.npy``)
+    of ``key``."""
+    return f"posterior-{key}.npy"
 
 
-def read_matrix(path: Path, n: int, extra_columns: int = 0) -> NDArray[np.float64] | None:
-    """A cached (n, n + extra) float64 matrix as a column-major array, or None if unusable."""
-    try:
-        with open(path, "rb") as fh:
-            arr = np.load(fh, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
+def read_matrix(
+    cache: StateCache | None, name: str, n: int, extra_columns: int = 0
+) -> NDArray[np.float64] | None:
+    """A cached (n, n + extra) float64 matrix as a column-major array, or None if missing or
+    refused: its bytes must match the checksum the state recorded when it was written
+    (:class:`~ev_nav.store.caches.StateCache`), and its diagonal must be finite."""
+    if cache is None:
         return None
-    if arr.shape != (n, n + extra_columns) or arr.dtype != np.float64:
-        return None
-    if not np.all(np.isfinite(np.diagonal(arr))):
+    arr = cache.read_array(name, (n, n + extra_columns), np.float64)
+    if arr is None or not np.all(np.isfinite(np.diagonal(arr))):
         return None
     return np.asfortranarray(arr)
 
 
 def read_posterior(
-    cache_dir: Path | None, key: str, n: int
+    cache: StateCache | None, key: str, n: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
-    """The cached ``(Σ, μ)`` of ``key``, or None (no cache folder, missing, foreign or damaged)."""
-    if cache_dir is None:
-        return None
-    both = read_matrix(posterior_path(cache_dir, key), n, extra_columns=1)
+    """The cached ``(Σ, μ)`` of ``key``, or None (no cache, missing, refused)."""
+    both = read_matrix(cache, posterior_name(key), n, extra_columns=1)
     if both is None:
         return None
     return both[:, :n], np.ascontiguousarray(both[:, n])
 
 
-def write_matrix(path: Path, arr: NDArray[np.float64]) -> None:
-    """Store a derived matrix atomically; a failure (full disk, read-only) only costs speed."""
-    try:
-        with atomic_path(path, suffix=".npy") as tmp:
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-        kind = path.name.split("-")[0]
-        old = sorted(path.parent.glob(f"{kind}-*.npy"), key=lambda p: p.stat().st_mtime)
-        for stale in old[:-CACHE_KEEP]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        pass
+def write_matrix(cache: StateCache, name: str, arr: NDArray[np.float64]) -> None:
+    """Store a derived matrix atomically with its checksum (the newest :data:`CACHE_KEEP` of
+    its kind are kept); a failure (full disk, read-only) only costs speed."""
+    cache.write_array(name, arr, keep=CACHE_KEEP)
 
 
 # ----------------------------------------------------------------------------- the read side
@@ -359,7 +351,7 @@ class ExactPosterior:
         *,
         network_hash: str,
         n_segments: int,
-        cache_dir: Path | None,
+        cache: StateCache | None,
     ) -> ExactPosterior | None:
         """The posterior of a decoded exact-learner checkpoint, from its cached ``(Σ, μ)``.
 
@@ -373,8 +365,8 @@ class ExactPosterior:
             :func:`ev_nav.checkpoints.decode` output, tensors as NumPy arrays.
         network_hash, n_segments
             The state's network.
-        cache_dir
-            The state's ``cache/`` folder.
+        cache
+            The state's verified cache folder.
         """
         try:
             check_model_header(
@@ -394,7 +386,7 @@ class ExactPosterior:
             counters = int(state["n_updates"]), int(state["next_refresh"])
         except (ModelStateError, KeyError, TypeError, ValueError):
             return None
-        cached = read_posterior(cache_dir, key, n_segments)
+        cached = read_posterior(cache, key, n_segments)
         if cached is None or prior_mean.shape != (n_segments,):
             return None
         cov, mean = cached

@@ -8,6 +8,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.roads.network import RoadNetwork
 
 
@@ -34,8 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = info.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", type=Path, help="network file written by 'network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
-    info.add_argument("--segments", type=int, default=2000, help="synthetic town size")
-    info.add_argument("--seed", type=int, default=0, help="synthetic town seed")
+    info.add_argument(
+        "--segments", type=town_size_arg, default=2000, help="synthetic town size [segments]"
+    )
+    info.add_argument("--seed", type=seed_arg, default=0, help="synthetic town seed")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(func=_cmd_info)
 

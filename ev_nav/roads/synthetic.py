@@ -18,7 +18,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ev_nav.errors import ConfigError
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork, build_network
+
+#: Sizes of town :func:`synthetic_town` builds [segments]: a smaller request gets the smallest
+#: town; a larger one is refused (its arrays would not fit in memory: 2M segments take ~1 GB).
+MIN_TOWN_SEGMENTS = 100
+MAX_TOWN_SEGMENTS = 2_000_000
 
 CLASSES: tuple[str, ...] = ("motorway", "primary", "secondary", "residential")
 CLASS_SPEED_KMH = np.array([100.0, 70.0, 50.0, 30.0])
@@ -71,13 +77,20 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
     Parameters
     ----------
     n_segments : int
-        Approximate number of directed segments (≥ 100).
+        Approximate number of directed segments (fewer than :data:`MIN_TOWN_SEGMENTS` give
+        the smallest town; more than :data:`MAX_TOWN_SEGMENTS` raise :class:`ConfigError`).
     seed : int
-        Random seed; the same seed always gives the same town.
+        Random seed in 0..2^63-1; the same seed always gives the same town.
     **kwargs
         Further :class:`TownSpec` fields (``block_m``, ``relief_m``, …).
     """
-    spec = TownSpec(n_segments=max(int(n_segments), 100), seed=int(seed), **kwargs)
+    if int(n_segments) > MAX_TOWN_SEGMENTS:
+        raise ConfigError(
+            f"a synthetic town has at most {MAX_TOWN_SEGMENTS:,} segments, got {int(n_segments):,}"
+        )
+    if not 0 <= int(seed) < 2**63:
+        raise ConfigError(f"a synthetic town's seed is in 0..2^63-1, got {int(seed)}")
+    spec = TownSpec(n_segments=max(int(n_segments), MIN_TOWN_SEGMENTS), seed=int(seed), **kwargs)
     rng = np.random.default_rng(spec.seed)
     # ~4 directed segments per node in a two-way grid, minus one-ways and closures (~12 %).
     side = max(int(round(np.sqrt(spec.n_segments / (4 * 0.80)))), 6)

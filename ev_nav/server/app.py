@@ -10,7 +10,9 @@ Errors are HTTP 4xx with a JSON body ``{"error": "<one line>", "type": "<Excepti
 422 for readings, coordinates or parameters that cannot be right, 400 for a body that is not
 JSON, 404 for an unknown trip, 401/403 for a missing/wrong token, 413 for an oversized body, 503
 while the service is shutting down. Each error leaves the state as it was (the library checks
-before it writes).
+before it writes). The token and the body's size are checked before the body is read
+(:class:`RequestGuard`); numbers are strict (a string or boolean is a 422, never converted);
+messages name the request's fields, not the command line's options (:func:`api_terms`).
 
 Offline: the page, Leaflet and the OpenAPI page's Swagger UI are all served from the package
 (``ev_nav/static``); no response links anything on the internet.
@@ -18,6 +20,7 @@ Offline: the page, Leaflet and the OpenAPI page's Swagger UI are all served from
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -32,8 +35,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ev_nav import __version__
 from ev_nav.errors import (
@@ -57,10 +62,14 @@ log = logging.getLogger("ev_nav.server")
 #: Largest request body accepted [bytes] (a per-segment observation of a long route is ~10 kB).
 MAX_BODY_BYTES = 4_000_000
 
-Lat = Annotated[float, Field(ge=-90.0, le=90.0, allow_inf_nan=False, description="latitude [deg]")]
-Lon = Annotated[
-    float, Field(ge=-180.0, le=180.0, allow_inf_nan=False, description="longitude [deg]")
-]
+# Numbers are strict: a JSON string ("500") or boolean (true) where a number belongs is a 422,
+# never converted (a client that sends them has a bug the answer must show). An integer is a
+# number where a float is asked for.
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Integer = Annotated[int, Strict()]
+Flag = Annotated[bool, Strict()]
+Lat = Annotated[Number, Field(ge=-90.0, le=90.0, description="latitude [deg]")]
+Lon = Annotated[Number, Field(ge=-180.0, le=180.0, description="longitude [deg]")]
 
 
 def static_dir() -> Path:
@@ -94,10 +103,10 @@ class RouteRequest(BaseModel):
         "charge of every route",
     )
     reserve: str = Field("10%", max_length=32, description="charge to keep at arrival")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="Thompson draw seed (default: trip)")
-    max_snap_m: float = Field(
-        500.0, gt=0, le=100_000, allow_inf_nan=False, description="max distance to a road [m]"
+    seed: Integer | None = Field(
+        None, ge=0, lt=2**63, description="Thompson draw seed (default: trip)"
     )
+    max_snap_m: Number = Field(500.0, gt=0, le=100_000, description="max distance to a road [m]")
     via: list[tuple[Lat, Lon]] = Field(
         default_factory=list,
         max_length=MAX_VIA,
@@ -110,7 +119,7 @@ class RouteRequest(BaseModel):
         + "; ".join(f"{k} ({v})" for k, v in ROAD_KINDS.items())
         + ". toll, unpaved and ferry need a network built from OSM (which tags them)",
     )
-    time_weight: float = Field(
+    time_weight: Number = Field(
         0.0,
         ge=0,
         allow_inf_nan=False,
@@ -122,8 +131,8 @@ class RouteRequest(BaseModel):
 class SegmentEnergy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    segment: int = Field(ge=0, lt=2**63)
-    energy_wh: float = Field(allow_inf_nan=False, description="energy used on it [Wh]")
+    segment: Integer = Field(ge=0, lt=2**63, description="segment id (GeoJSON 'segment')")
+    energy_wh: Number = Field(description="energy used on it [Wh]")
 
 
 class ObservationRequest(BaseModel):
@@ -131,12 +140,12 @@ class ObservationRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    total_wh: float | None = Field(None, allow_inf_nan=False, description="trip total [Wh]")
+    total_wh: Number | None = Field(None, description="trip total [Wh]")
     segments: list[SegmentEnergy] | None = Field(
         None, max_length=MAX_SEGMENTS_PER_OBSERVATION, description="per-segment energies"
     )
-    force: bool = Field(False, description="record a reading the plausibility checks refuse")
-    partial: bool = Field(False, description="accept segments covering only part of the route")
+    force: Flag = Field(False, description="record a reading the plausibility checks refuse")
+    partial: Flag = Field(False, description="accept segments covering only part of the route")
 
     @model_validator(mode="after")
     def _one_kind(self) -> ObservationRequest:
@@ -164,6 +173,22 @@ def _status_of(exc: EvNavError) -> int:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+#: The library's messages name the command line's options (it serves ``ev-nav observe``); an
+#: API client sets request fields instead. (No option here is a prefix of another.)
+API_TERMS: tuple[tuple[str, str], ...] = (
+    ("--total-wh", '"total_wh"'),
+    ("--partial", '"partial": true'),
+    ("--force", '"force": true'),
+)
+
+
+def api_terms(message: str) -> str:
+    """``message`` with the CLI's option names replaced by the API's request fields."""
+    for cli, api in API_TERMS:
+        message = message.replace(cli, api)
+    return message
 
 
 def error_response(status: int, message: str, kind: str) -> JSONResponse:
@@ -213,7 +238,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
     # -------------------------------------------------------------- errors as one-line JSON
     @app.exception_handler(EvNavError)
     async def _ev_nav_error(_request: Request, exc: EvNavError) -> JSONResponse:
-        return error_response(_status_of(exc), str(exc), type(exc).__name__)
+        return error_response(_status_of(exc), api_terms(str(exc)), type(exc).__name__)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -229,30 +254,28 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         log.exception("unexpected error")
         return error_response(500, f"internal error ({type(exc).__name__}: {exc})", "InternalError")
 
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Callable) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return error_response(
-                413, f"request body larger than {MAX_BODY_BYTES:,} bytes", "InvalidRequest"
-            )
-        return await call_next(request)
-
     # -------------------------------------------------------------- the token
-    def require_token(
-        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-    ) -> None:
+    def token_problem(authorization: str | None) -> _TokenError | None:
+        """Why a request that changes the state may not (None: it may)."""
         if token is None:
-            return
+            return None
         if not authorization:
-            raise _TokenError(401, "this server requires a token: send 'Authorization: Bearer "
-                              "TOKEN' (the token given to 'ev-nav serve')")
+            return _TokenError(401, "this server requires a token: send 'Authorization: Bearer "
+                               "TOKEN' (the token its operator gave the server)")
         scheme, _, given = authorization.partition(" ")
         # constant-time comparison: the answer time says nothing about the token
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             given.strip().encode(), token.encode()
         ):
-            raise _TokenError(403, "wrong token")
+            return _TokenError(403, "wrong token")
+        return None
+
+    def require_token(
+        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> None:
+        problem = token_problem(authorization)
+        if problem is not None:
+            raise problem
 
     @app.exception_handler(_TokenError)
     async def _token_error(_request: Request, exc: _TokenError) -> JSONResponse:
@@ -363,7 +386,125 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             swagger_ui_parameters={"validatorUrl": None},
         )
 
+    # outermost: the token and the size are checked before a byte of the body is read
+    app.add_middleware(RequestGuard, token_problem=token_problem, max_body=MAX_BODY_BYTES)
     return app
+
+
+#: Methods that only read: no token, and no body worth reading.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class RequestGuard:
+    """ASGI middleware that checks a request before its body is read.
+
+    A request that changes the state (any method but GET/HEAD/OPTIONS) needs the token first:
+    without it the answer is 401/403 and the body is never read. Then the body is read here, at
+    most ``max_body`` bytes: a ``Content-Length`` above it is refused at once, and a chunked
+    body (no length announced) is refused with 413 as soon as it passes the limit, so a client
+    cannot make the server hold more than ``max_body`` bytes of one request. The body read is
+    handed to the app unchanged.
+
+    After a refusal the connection is closed, and the rest of the body is never read. Closing a
+    socket that still has unread data makes the kernel reset the connection, which can destroy
+    the answer on its way to a client still sending (most clients send the whole body before
+    they read); so the answer is sent first and the connection lingers, discarding at most
+    :data:`LINGER_BYTES` more or for :data:`LINGER_S` (nothing is kept), before it is closed.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token_problem: Callable[[str | None], _TokenError | None],
+        max_body: int,
+    ) -> None:
+        self.app = app
+        self.token_problem = token_problem
+        self.max_body = int(max_body)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in READ_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        problem = self.token_problem(headers.get("authorization"))
+        if problem is not None:
+            await self._refuse(scope, receive, send, problem.status, problem.message, "TokenError")
+            return
+        length = headers.get("content-length")
+        too_large = f"request body larger than {self.max_body:,} bytes"
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await self._refuse(scope, receive, send, 413, too_large, "InvalidRequest")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await self._refuse(scope, receive, send, 413, too_large, "InvalidRequest")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect, when it comes
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, message: str, kind: str
+    ) -> None:
+        response = error_response(status, message, kind)
+        if status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        # the unread rest of the body must not be taken for the next request
+        response.headers["Connection"] = "close"
+        await send({"type": "http.response.start", "status": response.status_code,
+                    "headers": response.raw_headers})
+        # the whole answer, but not yet complete: the server closes the connection then
+        await send({"type": "http.response.body", "body": response.body, "more_body": True})
+        if Headers(scope=scope).get("expect", "").lower() != "100-continue":
+            # (a client that waits for "100 Continue" has sent no body: nothing to linger for)
+            await _linger(receive)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+#: After refusing a request, how much more of its body is read and discarded at most [bytes],
+#: and for how long at most [s], so that the answer reaches the client before the connection
+#: is closed (see :class:`RequestGuard`).
+LINGER_BYTES = 8 << 20
+LINGER_S = 2.0
+
+
+async def _linger(receive: Receive) -> None:
+    """Read and discard the request body until it ends, or :data:`LINGER_BYTES` or
+    :data:`LINGER_S` are reached, whichever comes first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LINGER_S
+    drained = 0
+    while drained < LINGER_BYTES:
+        left = deadline - loop.time()
+        if left <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), left)
+        except TimeoutError:
+            return
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        drained += len(message.get("body", b""))
 
 
 class _TokenError(Exception):

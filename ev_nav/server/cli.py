@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import math
 import os
 import socket
 import sys
-import warnings
 from pathlib import Path
 
 #: Environment variable holding the shared token when ``--token`` is not given.
@@ -25,6 +25,18 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0..65535 (0: any free one), got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive, finite number of seconds, got {text}"
+        )
     return value
 
 
@@ -43,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument(
-        "--checkpoint-every", type=float, default=30.0, metavar="S",
+        "--checkpoint-every", type=_seconds, default=30.0, metavar="S",
         help="least seconds between model checkpoints (observations are durable anyway)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request")
@@ -77,11 +89,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ev_nav.errors import ConfigError, StateIOError
+    from ev_nav.errors import StateIOError
 
     token = resolve_token(args.token)
-    if args.checkpoint_every <= 0:
-        raise ConfigError("--checkpoint-every must be > 0 seconds")
     # Bind before the (slow) state is opened: a taken port is reported at once, and with
     # --port 0 the real port is known for the start-up line.
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
@@ -107,16 +117,20 @@ def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> 
     from ev_nav.server.app import create_app
     from ev_nav.server.service import FleetService
 
-    service = FleetService(args.state, args.network, checkpoint_every_s=args.checkpoint_every)
-    for note in service.notices:
-        print(f"ev-nav: notice: {note}", file=sys.stderr)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    service = FleetService(
+        args.state, args.network, checkpoint_every_s=args.checkpoint_every,
+        address=f"http://{shown}:{port}/",
+    )
+    for note in service.notices:
+        print(f"ev-nav: notice: {note}", file=sys.stderr)
     if not _is_loopback(args.host) and token is None:
-        warnings.warn(
-            f"serving on {args.host} without a token: anyone who can reach it can record trips "
-            f"(set --token or ${TOKEN_ENV})",
-            stacklevel=1,
+        print(
+            f"ev-nav: notice: serving on {args.host} without a token: anyone who can reach it "
+            f"can plan and record trips (set ${TOKEN_ENV} or --token)",
+            file=sys.stderr,
+            flush=True,
         )
     app = create_app(service, token=token)
     config = uvicorn.Config(

@@ -32,6 +32,10 @@ How many vehicles are served at once
   tells which version is being served.
 * **Forgetting goes through the writer** (it rebuilds the model without the trip and must not
   race a checkpoint); the request waits for it.
+* **One service per state.** The service holds an exclusive lock on ``STATE/serve.lock`` for
+  its life (:class:`ServeLock`): a second one, in this process or another, is refused with one
+  line naming the first. The operating system drops the lock when its holder exits, however
+  it exits (``kill -9`` included), so a stale lock file never blocks a restart.
 """
 
 from __future__ import annotations
@@ -62,7 +66,10 @@ if TYPE_CHECKING:
     from ev_nav.store import Store
     from ev_nav.trips.session import Session
 
-__all__ = ["FleetService", "ServiceClosed", "Snapshot"]
+__all__ = ["LOCK_NAME", "FleetService", "ServeLock", "ServiceClosed", "Snapshot"]
+
+#: The lock file a serving process holds in its state directory.
+LOCK_NAME = "serve.lock"
 
 #: Largest number of segment energies one observation may carry (a route of a large city has a
 #: few hundred; far more is not one trip's data).
@@ -79,6 +86,66 @@ LAYER_TITLES: dict[str, str] = {
 
 class ServiceClosed(StateError):
     """The service is shutting down (or its model writer stopped); retry against a live one."""
+
+
+class ServeLock:
+    """The exclusive claim of one service on a state: ``flock`` on ``STATE/serve.lock``.
+
+    ``flock`` belongs to the open file, not to a process id written in it: the kernel releases
+    it when the holder closes the file or dies in any way, so there is no stale lock to break
+    and no pid to trust. The file's text (who holds it) is only for the refusal message.
+
+    Parameters
+    ----------
+    state : path
+        The state directory (must exist).
+    holder : str
+        Who is asking (shown to a second server), e.g. ``"pid 12 on http://127.0.0.1:8000/"``.
+
+    Raises
+    ------
+    StateInUseError
+        When another service holds the lock.
+    StateIOError
+        When the lock file cannot be created (read-only state directory, permissions).
+    """
+
+    def __init__(self, state: str | Path, holder: str) -> None:
+        import fcntl
+        import os
+
+        from ev_nav.errors import StateInUseError, StateIOError
+
+        self.path = Path(state) / LOCK_NAME
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StateIOError(
+                f"cannot create the server lock {self.path} ({exc.strerror}); a server needs "
+                "write access to its state"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                who = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise StateInUseError(
+                f"{Path(state)} is already served by another ev-nav server ({who}); one server "
+                "per state: use that one, or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode("utf-8"), 0)
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Give the state up (idempotent); closing the file drops the lock."""
+        import os
+
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -270,9 +337,13 @@ class FleetService:
         ``clone(model, net, vehicle, kind) -> (model, how)`` making snapshots (default: a deep
         copy, else a new model loaded with the live one's ``state_dict``; see
         :func:`_clone_model`).
+    address : str, optional
+        Where the service answers (e.g. its URL), shown to a second service refused the state.
 
     Raises
     ------
+    StateInUseError
+        When another service holds the state (:class:`ServeLock`).
     StateError, NetworkCacheError, ...
         Whatever opening the state raises (``open_session``), in the caller's thread.
     """
@@ -288,6 +359,7 @@ class FleetService:
         clone: Callable[
             [SegmentModel, RoadNetwork, Vehicle, str], tuple[SegmentModel, str]
         ] | None = None,
+        address: str | None = None,
     ) -> None:
         self.state = Path(state)
         self._network_arg = network
@@ -310,12 +382,21 @@ class FleetService:
         self._layers_lock = threading.Lock()
         self._layers_cache: tuple[tuple[int, int], bytes] | None = None
         self._geometry: list[str] | None = None
+        import os
+
+        from ev_nav.store import Store
+
+        if not Store.db_path(self.state).is_file():
+            Store.open(self.state).close()  # raises the store's one-line error for a non-state
+        where = f" on {address}" if address else ""
+        self._lock = ServeLock(self.state, f"pid {os.getpid()}{where}")
         self._thread = threading.Thread(target=self._writer_main, name="ev-nav-model-writer")
         self._thread.daemon = True
         self._thread.start()
         self._ready.wait()
         if self._startup_error is not None:
             self._thread.join()
+            self._lock.release()
             raise self._startup_error
 
     # ================================================================== reading side
@@ -721,7 +802,11 @@ class FleetService:
             self._closed = True
             self._jobs.put(_Job("stop"))
         self._thread.join(timeout=timeout_s)
-        return not self._thread.is_alive()
+        if self._thread.is_alive():
+            # still learning: the state stays claimed until it ends (or the process exits)
+            return False
+        self._lock.release()
+        return True
 
     def __enter__(self) -> FleetService:
         return self

@@ -32,10 +32,11 @@ Typical use::
 
 The package is split by concept behind the one facade :class:`Store` (see
 :mod:`ev_nav.store.facade`): ``connection`` (file, transactions, errors), ``schema``
-(migrations), ``vehicles``, ``trips``, ``observations``, ``checkpoints``; ``doctor`` checks and
-repairs a state (``ev-nav doctor``).
+(migrations), ``vehicles``, ``trips``, ``observations``, ``checkpoints``, ``caches`` (the verified
+derived files of ``STATE/cache/``); ``doctor`` checks and repairs a state (``ev-nav doctor``).
 """
 
+from ev_nav.store.caches import CACHE_FOLDER, StateCache
 from ev_nav.store.checkpoints import KEEP_CHECKPOINTS, Checkpoint, CheckpointRecord
 from ev_nav.store.connection import BUSY_TIMEOUT_MS, DB_NAME, SQLITE_MAGIC, io_problem
 from ev_nav.store.facade import MODEL_KINDS, Store
@@ -46,6 +47,7 @@ from ev_nav.store.vehicles import RegisteredVehicle
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CACHE_FOLDER",
     "Checkpoint",
     "CheckpointRecord",
     "DB_NAME",
@@ -56,6 +58,7 @@ __all__ = [
     "RegisteredVehicle",
     "SCHEMA_VERSION",
     "SQLITE_MAGIC",
+    "StateCache",
     "Store",
     "TRIP_STATUSES",
     "Trip",

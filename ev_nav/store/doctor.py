@@ -7,7 +7,9 @@ What is checked, in order:
 3. the network: the state's reference loads, its build hash matches, and the hash of its arrays
    matches the one recorded at ``init`` (a file altered behind an unchanged header is caught);
 4. the model checkpoints: each verifies against its hash, is in the pickle-free format (an old
-   pickled one is reported, never loaded) and loads into a model for this network.
+   pickled one is reported, never loaded) and loads into a model for this network;
+5. the cache files (``STATE/cache/``: prior kernel, posterior): each must hash to the checksum
+   the store recorded when it was written (a planted, tampered or damaged file is reported).
 
 ``--repair`` then fixes what it can, and never deletes an observation:
 
@@ -17,7 +19,9 @@ What is checked, in order:
   report says how many rows of each table were recovered;
 * unusable checkpoints are deleted (they are caches: the observations are the data) and a fresh
   one is written by rebuilding the model from the prior and every observation;
-* a state made before arrays hashes were recorded gets its network's arrays hash.
+* a state made before arrays hashes were recorded gets its network's arrays hash;
+* cache files that fail verification are deleted (derived data: the next command that needs
+  one recomputes it).
 """
 
 from __future__ import annotations
@@ -29,8 +33,12 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
+
+if TYPE_CHECKING:
+    from ev_nav.store.facade import Store
 
 __all__ = ["DoctorReport", "check_state", "register", "salvage_database"]
 
@@ -196,7 +204,50 @@ def _check_contents(
                 )
             else:
                 all_fixed = False
+        all_fixed &= _check_caches(report, store, repair=repair)
     return all_fixed
+
+
+def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
+    """Every file of the state's cache folder against its recorded checksum; returns whether
+    every problem was repaired."""
+    from ev_nav.store.caches import StateCache, file_checksum
+
+    cache = StateCache(store.path.parent)
+    recorded = store.cache_checksums()
+    # (dot files are unfinished writes of a killed process: never read, replaced next time)
+    files = sorted(
+        p for p in cache.folder.glob("*") if p.is_file() and not p.name.startswith(".")
+    ) if cache.folder.is_dir() else []
+    bad = []
+    for path in files:
+        expected = recorded.get(path.name)
+        if expected is None:
+            why = "was not written by this state (no checksum recorded)"
+        else:
+            try:
+                why = None if file_checksum(path) == expected else (
+                    "does not match the checksum recorded when it was written (tampered or "
+                    "damaged)"
+                )
+            except OSError as exc:
+                why = f"is unreadable ({exc.strerror})"
+        if why is not None:
+            bad.append(path)
+            report.problems.append(f"cache file {path.name} {why}")
+    report.info.append(f"{len(files)} cache files, {len(files) - len(bad)} verified")
+    gone = [name for name in recorded if not (cache.folder / name).is_file()]
+    if repair and (bad or gone):
+        for path in bad:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        store.forget_cache_files([p.name for p in bad] + gone)
+        if bad:
+            report.repairs.append(
+                f"deleted {len(bad)} cache files that failed verification (derived data: "
+                "recomputed when next needed)"
+            )
+    return not bad or repair
 
 
 # ----------------------------------------------------------------------------- salvage

@@ -22,7 +22,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ev_nav.errors import StateError
+from ev_nav.errors import StateError, StateIOError
+from ev_nav.store.caches import CachesMixin
 from ev_nav.store.checkpoints import CheckpointsMixin
 from ev_nav.store.connection import StoreConnection, _db_error, _utcnow
 from ev_nav.store.observations import ObservationsMixin
@@ -34,7 +35,13 @@ MODEL_KINDS: tuple[str, ...] = ("gp", "bi")
 
 
 class Store(
-    TripsMixin, ObservationsMixin, CheckpointsMixin, VehiclesMixin, SchemaMixin, StoreConnection
+    TripsMixin,
+    ObservationsMixin,
+    CheckpointsMixin,
+    CachesMixin,
+    VehiclesMixin,
+    SchemaMixin,
+    StoreConnection,
 ):
     """The SQLite-backed state of one driver/network (see :mod:`ev_nav.store` for guarantees).
 
@@ -92,7 +99,13 @@ class Store(
         directory = Path(state_dir)
         if directory.exists() and not directory.is_dir():
             raise StateError(f"{directory} exists and is not a directory; choose another path")
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a missing parent on a read-only or virtual file system, ...
+            raise StateIOError(
+                f"cannot create the state directory {directory} ({exc.strerror}); choose a path "
+                "in a writable directory"
+            ) from None
         path = cls.db_path(directory)
         if path.exists():
             raise StateError(

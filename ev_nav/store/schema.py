@@ -128,11 +128,29 @@ def _migrate_v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE observation_batches ADD COLUMN end_fraction REAL")
 
 
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    """Schema 4: the checksum of every file in the state's ``cache/`` folder.
+
+    A cache file (prior kernel, posterior) is read only if its bytes hash to the SHA-256
+    recorded here when it was written (:mod:`ev_nav.store.caches`). Files of an older state have
+    no record: they are refused once, with a notice, and rebuilt.
+    """
+    conn.execute(
+        """CREATE TABLE cache_files (
+            name    TEXT PRIMARY KEY,
+            sha256  TEXT NOT NULL CHECK (length(sha256) = 64),
+            size    INTEGER NOT NULL CHECK (size >= 0),
+            created TEXT NOT NULL
+        )"""
+    )
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v1,
     _migrate_v2,
     _migrate_v3,
+    _migrate_v4,
 )
 
 #: The schema version this code writes.

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
-from ev_nav.errors import InvalidObservation
+from ev_nav.errors import InvalidObservation, StateIOError
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 
@@ -74,16 +75,6 @@ def _avoid_arg(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _seed_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 <= value < 2**63:
-        raise argparse.ArgumentTypeError(f"a seed must be in 0..2^63-1, got {text}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``init``, ``route``, ``observe``, ``map`` and ``history``."""
     p = subparsers.add_parser("init", help="create a state directory for per-trip learning")
@@ -91,8 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
-    p.add_argument("--segments", type=int, default=2000, help="synthetic town size")
-    p.add_argument("--seed-town", type=int, default=0, help="synthetic town seed")
+    p.add_argument(
+        "--segments", type=town_size_arg, default=2000, help="synthetic town size [segments]"
+    )
+    p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed")
     veh = p.add_mutually_exclusive_group()
     veh.add_argument("--vehicle", default="sumo-default", help="vehicle preset name")
     veh.add_argument("--vehicle-file", type=Path, help="vehicle TOML (preset + overrides)")
@@ -143,7 +136,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default 0: energy only)",
     )
     p.add_argument(
-        "--seed", type=_seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
+        "--seed", type=seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
     )
     p.add_argument(
         "--max-snap", type=_distance_arg, default=500.0, help="max distance to a road [m]"
@@ -462,32 +455,37 @@ def _cmd_map(args: argparse.Namespace) -> int:
             "energy-per-km": "predicted energy [Wh/km]",
         }
         out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+        if out.is_dir():
+            raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
         title = f"ev-nav: {titles[args.layer]}"
-        if args.layer == "visits":
-            # the exploration map: log scale from 1 to the true maximum, never-driven grey
-            counts = session.store.visit_counts(net.n_segments).astype(float)
-            visits_map(
-                net, counts, legend_title=titles["visits"], title=title, path=out,
-                standalone=args.standalone,
-            )
-        else:
-            post = session.model.posterior()
-            values = {
-                "mean": post.mean,
-                "sd": post.std,
-                "energy-per-km": post.mean / (net.length_m / 1000.0),
-            }[args.layer]
-            network_map(
-                net,
-                values,
-                layer_name=args.layer,
-                legend_title=titles[args.layer],
-                mean_wh=post.mean,
-                sd_wh=post.std,
-                title=title,
-                path=out,
-                standalone=args.standalone,
-            )
+        try:
+            if args.layer == "visits":
+                # the exploration map: log scale from 1 to the true maximum, never-driven grey
+                counts = session.store.visit_counts(net.n_segments).astype(float)
+                visits_map(
+                    net, counts, legend_title=titles["visits"], title=title, path=out,
+                    standalone=args.standalone,
+                )
+            else:
+                post = session.model.posterior()
+                values = {
+                    "mean": post.mean,
+                    "sd": post.std,
+                    "energy-per-km": post.mean / (net.length_m / 1000.0),
+                }[args.layer]
+                network_map(
+                    net,
+                    values,
+                    layer_name=args.layer,
+                    legend_title=titles[args.layer],
+                    mean_wh=post.mean,
+                    sd_wh=post.std,
+                    title=title,
+                    path=out,
+                    standalone=args.standalone,
+                )
+        except OSError as exc:  # a read-only folder, a path through a file, ...
+            raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
         print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.errors import InvalidObservation
+from ev_nav.errors import InvalidObservation, UnknownSegmentError
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import validate_segment_ids
 from ev_nav.roads.partial import driven_shares
@@ -185,12 +185,20 @@ def record_segments(
         raise InvalidObservation(
             f"{source}: energies must be finite; segment {int(seg[bad[0]])} has {wh[bad[0]]}"
         )
+    n = session.net.n_segments
+    unknown = np.unique(seg[(seg < 0) | (seg >= n)])
+    if unknown.size:
+        raise UnknownSegmentError(
+            f"{source}: {_named(unknown)} not in the network (its segments are 0..{n - 1})"
+        )
     missing = np.setdiff1d(trip.route, seg) if route is None else np.empty(0)
     if missing.size and not partial:
+        off = np.setdiff1d(seg, trip.route)
+        off_route = f"; {_named(off)} not on its route" if off.size else ""
         raise InvalidObservation(
             f"{source} covers {trip.route.size - missing.size} of the {trip.route.size} "
-            f"segments of trip {trip.id}; give every segment, or the trip total with "
-            "--total-wh, or --partial to record only these"
+            f"segments of trip {trip.id}{off_route}; give every segment, or the trip total "
+            "with --total-wh, or --partial to record only these"
         )
     post = model.posterior()
     idx = np.where((seg >= 0) & (seg < post.mean.size), seg, 0)
@@ -207,6 +215,16 @@ def record_segments(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _named(ids: np.ndarray, most: int = 5) -> str:
+    """``segment 7 is`` / ``segments 7, 9 and 12 are`` (the first ``most`` ids, then a count)."""
+    shown = [str(int(e)) for e in ids[:most]]
+    if ids.size == 1:
+        return f"segment {shown[0]} is"
+    more = f" and {ids.size - most} more" if ids.size > most else ""
+    listed = ", ".join(shown) + more if more else ", ".join(shown[:-1]) + f" and {shown[-1]}"
+    return f"segments {listed} are"
 
 
 def record_total(

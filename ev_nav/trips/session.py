@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ev_nav.energy import Vehicle
-from ev_nav.errors import ModelStateError, StateError, UnsafeCheckpointError
+from ev_nav.errors import ModelStateError, StateError, StateNotice, UnsafeCheckpointError
 
 if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
     from ev_nav.gp.incremental_state import ExactPosterior
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.store import ObservationBatch, Store
+    from ev_nav.store.caches import StateCache
 
 __all__ = [
     "SYNTHETIC_PREFIX",
@@ -47,10 +48,6 @@ __all__ = [
 
 #: Prefix of a state's network reference for the embedded synthetic town (``synthetic:N:SEED``).
 SYNTHETIC_PREFIX = "synthetic:"
-
-
-class StateNotice(UserWarning):
-    """A state was usable only after falling back (a damaged or old-format checkpoint)."""
 
 
 def synthetic_ref(n_segments: int, seed: int = 0) -> str:
@@ -75,13 +72,14 @@ def build_model(
     net: RoadNetwork,
     vehicle: Vehicle,
     seed: int = 0,
-    cache_dir: Path | None = None,
+    cache: StateCache | None = None,
 ) -> SegmentModel:
     """A fresh model of ``kind`` (``gp`` or ``bi``) with the spec's prior for this network.
 
     The GP is the exact, incremental learner (:class:`~ev_nav.gp.incremental.IncrementalGP`):
     one driver's data is small, and an exact posterior is what a careful user wants.
-    ``cache_dir`` (a state's ``cache/`` folder) keeps its prior kernel matrix between commands.
+    ``cache`` (a state's verified ``cache/`` folder) keeps its prior kernel matrix and
+    posterior between commands.
     """
     if kind == "bi":
         from ev_nav.gp.independent import BIModel
@@ -95,12 +93,15 @@ def build_model(
         from ev_nav.gp.svgp import SVGPConfig, SVGPModel
 
         return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
-    return IncrementalGP(net, vehicle=vehicle, seed=seed, cache_dir=cache_dir)
+    return IncrementalGP(net, vehicle=vehicle, seed=seed, cache=cache)
 
 
-def state_cache_dir(store: Store) -> Path:
-    """Where a state keeps derived data (recomputable; never holds an observation)."""
-    return store.path.parent / "cache"
+def state_cache(store: Store) -> StateCache:
+    """Where a state keeps derived data (recomputable; never holds an observation), each file
+    verified against the checksum the store recorded (:mod:`ev_nav.store.caches`)."""
+    from ev_nav.store.caches import StateCache
+
+    return StateCache(store.path.parent)
 
 
 #: Checkpoint kinds written by learners that states no longer use; the model is rebuilt with the
@@ -207,7 +208,7 @@ def restore_model(
         if not ck.verified:
             skipped.append(f"checkpoint {ck.id} damaged (hash mismatch)")
             continue
-        model = build_model(store.model_kind, net, vehicle, cache_dir=state_cache_dir(store))
+        model = build_model(store.model_kind, net, vehicle, cache=state_cache(store))
         try:
             state = decode(ck.blob)
             kind = state.get("kind") if isinstance(state, dict) else None
@@ -223,7 +224,7 @@ def restore_model(
             skipped.append(f"checkpoint {ck.id} unusable ({str(exc)[:80]})")
             continue
         return model, ck.last_batch_id, skipped
-    model = build_model(store.model_kind, net, vehicle, cache_dir=state_cache_dir(store))
+    model = build_model(store.model_kind, net, vehicle, cache=state_cache(store))
     return model, 0, skipped
 
 
@@ -256,7 +257,7 @@ def restore_posterior(store: Store, net: RoadNetwork) -> tuple[ExactPosterior, i
         state,
         network_hash=net.content_hash,
         n_segments=net.n_segments,
-        cache_dir=state_cache_dir(store),
+        cache=state_cache(store),
     )
     if post is None:
         return None
@@ -372,7 +373,7 @@ def create_state(
     )
     try:
         session = Session(
-            store, net, veh, build_model(model, net, veh, cache_dir=state_cache_dir(store))
+            store, net, veh, build_model(model, net, veh, cache=state_cache(store))
         )
         save_checkpoint(session)  # applied_upto = 0: the prior
     except BaseException:

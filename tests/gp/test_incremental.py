@@ -197,25 +197,32 @@ def test_fit_recovers_the_noise_and_scale_of_the_data(town):
 
 def test_cached_posterior_restores_the_same_bits(small, tmp_path):
     """A state's cache/ keeps the posterior of a checkpoint: loading it skips refresh and replay
-    and gives the very same arrays; a damaged file is ignored (recomputed), never trusted."""
+    and gives the very same arrays; a damaged file is refused with a notice (recomputed), never
+    trusted."""
+    from ev_nav.errors import StateNotice
+    from ev_nav.store import StateCache, Store
+
+    Store.create(tmp_path, small.content_hash, "test", "gp", {}).close()
+    cache = StateCache(tmp_path)
     cfg = IncrementalConfig(first_fit=3, fit_iterations=5)
-    model = IncrementalGP(small, config=cfg, seed=1, cache_dir=tmp_path)
+    model = IncrementalGP(small, config=cfg, seed=1, cache=cache)
     rng = np.random.default_rng(3)
     for _ in range(5):
         path = random_route(small, 10, rng)
         model.update(path, small.e_det()[path] + rng.normal(0, 3, path.size))
     model.cache_posterior()
-    files = sorted(p.name for p in tmp_path.glob("posterior-*.npy"))
+    files = sorted(p.name for p in cache.folder.glob("posterior-*.npy"))
     assert len(files) == 1
     state = decode(encode(model.state_dict()))
-    warm = IncrementalGP(small, config=cfg, seed=1, cache_dir=tmp_path).load_state_dict(state)
+    warm = IncrementalGP(small, config=cfg, seed=1, cache=cache).load_state_dict(state)
     cold = IncrementalGP(small, config=cfg, seed=1).load_state_dict(state)
     for other in (warm, cold):
         assert np.array_equal(other.posterior().mean, model.posterior().mean)
         assert np.array_equal(other.posterior().std, model.posterior().std)
     assert warm.n_obs.tolist() == model.n_obs.tolist() and warm.n_support == model.n_support
-    (tmp_path / files[0]).write_bytes(b"\x93NUMPY garbage")
-    again = IncrementalGP(small, config=cfg, seed=1, cache_dir=tmp_path).load_state_dict(state)
+    (cache.folder / files[0]).write_bytes(b"\x93NUMPY garbage")
+    with pytest.warns(StateNotice, match="unreadable"):
+        again = IncrementalGP(small, config=cfg, seed=1, cache=cache).load_state_dict(state)
     assert np.array_equal(again.posterior().std, model.posterior().std)
 
 

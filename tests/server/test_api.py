@@ -91,6 +91,8 @@ def _assert_error(r: httpx.Response, status: int, *needles: str) -> str:
     assert set(body) == {"error", "type"}
     msg = body["error"]
     assert "\n" not in msg and "Traceback" not in msg and msg
+    # the API speaks in request fields, never in the command line's options
+    assert not re.search(r"(^|[\s(])--[a-z]", msg), msg
     for n in needles:
         assert n in msg, msg
     return msg
@@ -300,7 +302,8 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("beyond any vehicle", dict(method="POST", url=obs, headers=AUTH,
          json={"total_wh": 1e12}), 422, ("more than any vehicle",)),
         ("kWh for Wh", dict(method="POST", url=obs, headers=AUTH,
-         json={"total_wh": round(predicted / 1000, 3)}), 422, ("looks like kWh",)),
+         json={"total_wh": round(predicted / 1000, 3)}), 422, ("looks like kWh",
+                                                               '"force": true')),
         ("far outside the prediction", dict(method="POST", url=obs, headers=AUTH,
          json={"total_wh": predicted * 40 + 5000}), 422, ("standard deviations",)),
         ("zero total", dict(method="POST", url=obs, headers=AUTH, json={"total_wh": 0}),
@@ -314,7 +317,27 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("segment not on the route", dict(method="POST", url=obs, headers=AUTH,
          json={"segments": [{"segment": 0, "energy_wh": 1.0}, {"segment": 1,
                                                                 "energy_wh": 1.0}]}),
-         422, ()),
+         422, ('"partial": true', '"total_wh"')),
+        ("unknown segment id", dict(method="POST", url=obs, headers=AUTH,
+         json={"segments": [{"segment": 10**9, "energy_wh": 1.0}]}),
+         422, ("segment 1000000000 is not in the network",)),
+        # numbers are strict: a string or a boolean is a client's bug, never converted
+        ("total as a string", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": str(round(predicted))}), 422, ("total_wh", "number")),
+        ("total as a boolean", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": True}), 422, ("total_wh", "number")),
+        ("force as a string", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": predicted * 40 + 5000, "force": "yes"}), 422, ("force",)),
+        ("segment id as a boolean", dict(method="POST", url=obs, headers=AUTH,
+         json={"segments": [{"segment": True, "energy_wh": 1.0}]}), 422, ("segment",)),
+        ("energy as a string", dict(method="POST", url=obs, headers=AUTH,
+         json={"segments": [{"segment": 1, "energy_wh": "1.0"}]}), 422, ("energy_wh",)),
+        ("latitude as a string", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": [str(origin[0]), origin[1]], "goal": goal}), 422, ("origin.0",)),
+        ("seed as a fraction", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "seed": 3.5}), 422, ("seed",)),
+        ("snap distance as a boolean", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "max_snap_m": True}), 422, ("max_snap_m",)),
         ("observation without token", dict(method="POST", url=obs,
          json={"total_wh": predicted}), 401, ("token",)),
         ("forget without token", dict(method="DELETE", url=obs), 401, ("token",)),
@@ -434,3 +457,135 @@ def test_token_from_the_environment() -> None:
     assert resolve_token(None, {}) is None and resolve_token("", {"EV_NAV_TOKEN": ""}) is None
     with pytest.raises(ConfigError):
         resolve_token("two words", {})
+
+
+# ---------------------------------------------------------------------- limits before the body
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _post_chunked(url: str, mb: int, headers: dict[str, str]) -> tuple[int, str, int]:
+    """POST ``mb`` MiB as a chunked body (no Content-Length) streamed from a generator; the
+    answer's status and body, and how many MiB were sent before the server answered."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    sent = 0
+
+    def body() -> Iterator[bytes]:
+        nonlocal sent
+        block = b" " * (1 << 20)  # JSON whitespace: a valid start of a body
+        for _ in range(mb):
+            sent += 1
+            yield block
+
+    try:
+        conn.request("POST", parts.path, body=body(), encode_chunked=True,
+                     headers={"Content-Type": "application/json", **headers})
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed the connection: the rest was never read
+    try:
+        r = conn.getresponse()
+        return r.status, r.read().decode(), sent
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("headers", "status"), [({}, 401), (AUTH, 413)])
+def test_chunked_body_over_the_limit_is_refused_unread(server, headers, status) -> None:
+    """A 400 MiB chunked body (no length announced): without a token 401 before any of it is
+    read, with one 413 once it passes the limit; either way the server's memory grows by less
+    than 50 MB and the client could not send most of it."""
+    from ev_nav.server.app import MAX_BODY_BYTES
+
+    pid = server.proc.pid
+    before = _rss_mb(pid)
+    code, text, sent_mib = _post_chunked(f"{server.url}/api/trips/1/observations", 400, headers)
+    grown = _rss_mb(pid) - before
+    assert code == status, text
+    assert ("token" if status == 401 else f"{MAX_BODY_BYTES:,} bytes") in text
+    assert grown < 50, f"server memory grew by {grown:.0f} MB"
+    assert sent_mib < 200, f"the server read {sent_mib} MiB before answering"
+    with httpx.Client(base_url=server.url) as http:  # and it still serves
+        assert http.get("/api/health").status_code == 200
+
+
+# ---------------------------------------------------------------------- one server per state
+def test_a_second_server_on_the_state_is_refused(server, served_state) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "ev_nav.cli", "serve", str(served_state), "--port", "0"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and len(lines) == 1, res.stderr
+    assert "already served by another ev-nav server" in lines[0]
+    assert f"pid {server.proc.pid} on {server.url}/" in lines[0]  # names the first one
+    with httpx.Client(base_url=server.url) as http:  # which goes on serving
+        assert http.get("/api/health").json()["status"] == "ok"
+
+
+def test_the_lock_of_a_killed_server_is_not_stale(tmp_path) -> None:
+    """The claim is the kernel's flock, not a pid in the file: a holder killed with SIGKILL
+    leaves the file behind, and the next server takes the state at once."""
+    import signal
+
+    from ev_nav.errors import StateInUseError
+    from ev_nav.server.service import LOCK_NAME, ServeLock
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from ev_nav.server.service import ServeLock\n"
+         f"lock = ServeLock({str(tmp_path)!r}, 'pid of the holder')\n"
+         "print('held', flush=True)\n"
+         "time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StateInUseError, match="pid of the holder"):
+            ServeLock(tmp_path, "second")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(60)
+    assert (tmp_path / LOCK_NAME).exists()  # the file stays; the lock went with the process
+    lock = ServeLock(tmp_path, "after the kill")
+    try:
+        assert (tmp_path / LOCK_NAME).read_text() == "after the kill"
+    finally:
+        lock.release()
+
+
+def test_open_host_without_token_is_a_one_line_notice(tmp_path) -> None:
+    import signal
+
+    from ev_nav.trips.session import create_state
+
+    state = tmp_path / "state"
+    create_state(state, synthetic=300, model="bi").close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ev_nav.cli", "serve", str(state), "--host", "0.0.0.0",
+         "--port", "0"], stderr=subprocess.PIPE, text=True,
+    )
+    log = []
+    try:
+        for line in proc.stderr:
+            log.append(line.rstrip("\n"))
+            if "serving" in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        log += [ln.rstrip("\n") for ln in proc.stderr]
+        proc.wait(120)
+    notices = [ln for ln in log if "without a token" in ln]
+    assert notices == [
+        "ev-nav: notice: serving on 0.0.0.0 without a token: anyone who can reach it can plan "
+        "and record trips (set $EV_NAV_TOKEN or --token)"
+    ], log
+    assert not any("Warning" in ln for ln in log), log

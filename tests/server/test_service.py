@@ -122,3 +122,22 @@ def test_snapshot_of_a_model_that_cannot_be_copied(state) -> None:
     assert how == "state_dict" and not hasattr(copy, "lock")
     np.testing.assert_array_equal(copy.posterior().mean, model.posterior().mean)
     np.testing.assert_array_equal(copy.posterior().std, model.posterior().std)
+
+
+def test_one_service_per_state(tmp_path) -> None:
+    """A second service on the state is refused with one line naming the first, even in the
+    same process; once the first has closed, the state can be served again."""
+    from ev_nav.errors import StateInUseError
+    from ev_nav.trips.session import create_state
+
+    path = tmp_path / "bi-state"
+    create_state(path, synthetic=300, model="bi").close()
+    first = FleetService(path, poll_s=0.05, address="http://first/")
+    try:
+        with pytest.raises(StateInUseError, match=r"already served .*pid \d+ on http://first/"):
+            FleetService(path, poll_s=0.05)
+        assert first.health()["status"] == "ok"  # the refusal did not disturb it
+    finally:
+        assert first.close()
+    with FleetService(path, poll_s=0.05) as again:
+        assert again.health()["status"] == "ok"

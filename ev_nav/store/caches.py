@@ -1,0 +1,286 @@
+"""A state's derived files (``STATE/cache/``), each verified against the checksum its store
+recorded when the file was written (schema 4).
+
+The prior kernel matrix and the posterior of the current checkpoint are derived data that a
+command reads instead of recomputing them (seconds on a city network); read, they *are* the
+model's predictions. So none is trusted for being there: the state's store records the SHA-256
+of every cache file it writes (table ``cache_files``), and a file is used only when its bytes
+hash to the recorded value. A file with no record (planted, or left by an older ev-nav) or
+another hash (tampered, damaged) is refused with a one-line :class:`~ev_nav.errors.StateNotice`,
+deleted, and recomputed by the caller. ``ev-nav doctor`` checks every cache file the same way.
+
+Why the store and not a file beside the cache: a checksum beside the file can be replaced with
+it; the store is the state's own record, written in the same transaction as the file's rename
+(so the record and the file change together, and two writers of one file take turns).
+
+Why SHA-256 over the whole file, verified while it is read: a sampled or size-only check would
+let a changed value through; SHA-256 is hardware-accelerated on current x86 and ARM processors,
+and the plain hash of the file's bytes can be checked with any tool (``sha256sum``). It costs
+one pass over bytes that are being read anyway: each chunk is hashed by a helper thread while
+the next one is read (both release the GIL), so reading and hashing overlap.
+``scripts/bench_cache_verify.py`` measures the cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ev_nav.errors import StateError, StateNotice
+from ev_nav.store.connection import StoreConnection, _utcnow
+
+__all__ = ["CACHE_FOLDER", "CHECKSUM", "CachesMixin", "StateCache", "file_checksum"]
+
+#: The folder of a state that holds its derived files.
+CACHE_FOLDER = "cache"
+#: Hash recorded for every cache file (hashlib name).
+CHECKSUM = "sha256"
+#: Bytes read (and hashed) at a time: large enough for full-speed I/O, small enough to stay in
+#: the CPU cache between the read and the hash.
+_CHUNK = 4 << 20
+
+
+class CachesMixin(StoreConnection):
+    """The checksums of a state's cache files (table ``cache_files``)."""
+
+    def cache_checksums(self) -> dict[str, tuple[str, int]]:
+        """Every recorded cache file: name -> (SHA-256 hex digest, size [bytes])."""
+        rows = self._conn.execute("SELECT name, sha256, size FROM cache_files")
+        return {str(n): (str(h), int(s)) for n, h, s in rows}
+
+    def cache_checksum(self, name: str) -> tuple[str, int] | None:
+        """The recorded (SHA-256 hex digest, size [bytes]) of cache file ``name``, if any."""
+        row = self._conn.execute(
+            "SELECT sha256, size FROM cache_files WHERE name = ?", (name,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def record_cache_file(
+        self,
+        name: str,
+        digest: str,
+        size: int,
+        *,
+        install: Callable[[], None] | None = None,
+        gone: Iterable[str] = (),
+    ) -> None:
+        """Record cache file ``name``'s checksum; ``install()`` (the file's rename into place)
+        runs inside the same transaction, so the record commits only if it succeeded. Records
+        of the files named in ``gone`` (deleted) are dropped."""
+        with self._write("cache") as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO cache_files(name, sha256, size, created) "
+                "VALUES (?, ?, ?, ?)",
+                (name, digest, int(size), _utcnow()),
+            )
+            conn.executemany("DELETE FROM cache_files WHERE name = ?", [(g,) for g in gone])
+            if install is not None:
+                install()
+
+    def forget_cache_files(self, names: Iterable[str]) -> None:
+        """Drop the records of the named cache files."""
+        with self._write("cache") as conn:
+            conn.executemany("DELETE FROM cache_files WHERE name = ?", [(n,) for n in names])
+
+
+def file_checksum(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """SHA-256 hex digest and size [bytes] of a file's bytes."""
+    digest = hashlib.new(CHECKSUM)
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+class _Hasher:
+    """SHA-256 of a sequence of chunks, each hashed by a helper thread while the caller reads or
+    writes the next one (use as a context manager). The chunks must not change until
+    :meth:`hexdigest` has returned."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.new(CHECKSUM)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ev-nav-hash")
+        self._pending: Future[None] | None = None
+        self.size = 0
+
+    def update(self, chunk: bytes | memoryview) -> None:
+        if self._pending is not None:
+            self._pending.result()  # in order: one chunk at a time
+        self._pending = self._pool.submit(self._digest.update, chunk)
+        self.size += len(chunk)
+
+    def hexdigest(self) -> str:
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        return self._digest.hexdigest()
+
+    def __enter__(self) -> _Hasher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class _HashingWriter:
+    """A binary file that hashes what is written to it (NumPy writes arrays to it in chunks)."""
+
+    def __init__(self, fh: Any, hasher: _Hasher) -> None:
+        self.fh = fh
+        self.hasher = hasher
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.hasher.update(data)
+        return self.fh.write(data)
+
+
+class StateCache:
+    """The cache folder of a state, with every file verified against the state's store.
+
+    Holds only paths (each operation opens the store briefly), so it can be shared by threads
+    and deep-copied with the model that uses it.
+
+    Parameters
+    ----------
+    state : path
+        The state directory; its files are in ``state/cache/``.
+    """
+
+    def __init__(self, state: str | os.PathLike[str]) -> None:
+        self.state = Path(state)
+        self.folder = self.state / CACHE_FOLDER
+
+    def __repr__(self) -> str:
+        return f"StateCache({str(self.state)!r})"
+
+    def _store(self) -> Any:
+        from ev_nav.store.facade import Store
+
+        return Store.open(self.state)
+
+    # ------------------------------------------------------------------ reading
+    def read_array(
+        self, name: str, shape: tuple[int, ...], dtype: np.dtype | type = np.float64
+    ) -> NDArray[Any] | None:
+        """The array in cache file ``name`` if its bytes match the recorded checksum and it has
+        this shape and dtype; else ``None`` (missing: silently; refused: with a
+        :class:`StateNotice`, and the file is deleted so that the caller's rebuild replaces
+        it). Column-major files come back column-major."""
+        path = self.folder / name
+        if not path.is_file():
+            return None
+        try:
+            with self._store() as store:
+                recorded = store.cache_checksum(name)
+        except StateError:
+            return None  # no store to verify against: not used (it is only a cache)
+        if recorded is None:
+            self._refuse(name, "was not written by this state (no checksum recorded)")
+            return None
+        try:
+            arr, digest, size = _read_npy_hashed(path, shape, np.dtype(dtype))
+        except (OSError, ValueError) as exc:
+            self._refuse(name, f"is unreadable ({exc})")
+            return None
+        if (digest, size) != recorded:
+            self._refuse(name, "does not match the checksum recorded when it was written")
+            return None
+        return arr
+
+    def _refuse(self, name: str, why: str) -> None:
+        warnings.warn(
+            f"cache file {self.folder / name} {why}: ignored, deleted and recomputed",
+            StateNotice,
+            stacklevel=3,
+        )
+        with contextlib.suppress(OSError):
+            (self.folder / name).unlink()
+
+    # ------------------------------------------------------------------ writing
+    def write_array(self, name: str, arr: NDArray[Any], *, keep: int | None = None) -> None:
+        """Write ``arr`` to cache file ``name`` atomically and record its checksum.
+
+        With ``keep``, only the ``keep`` newest files of the same kind (the name's part before
+        the first ``-``) are kept. A failure (full disk, read-only state) is silent: a cache
+        only saves time.
+        """
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as fh, _Hasher() as hasher:
+                np.lib.format.write_array(_HashingWriter(fh, hasher), arr, allow_pickle=False)
+                digest, size = hasher.hexdigest(), hasher.size
+                fh.flush()
+                os.fsync(fh.fileno())
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            target = self.folder / name
+            gone = self._prune(name, keep) if keep is not None else []
+            with self._store() as store:
+                store.record_cache_file(
+                    name, digest, size, install=lambda: os.replace(tmp, target), gone=gone
+                )
+        except (OSError, StateError):
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _prune(self, name: str, keep: int) -> list[str]:
+        """Delete all but the ``keep - 1`` newest other files of ``name``'s kind; their names."""
+        kind = name.split("-")[0]
+        others = [p for p in self.folder.glob(f"{kind}-*") if p.name != name]
+        others.sort(key=lambda p: p.stat().st_mtime)
+        gone = []
+        for stale in others[: max(len(others) - (keep - 1), 0)]:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+                gone.append(stale.name)
+        return gone
+
+
+def _read_npy_hashed(
+    path: Path, shape: tuple[int, ...], dtype: np.dtype
+) -> tuple[NDArray[Any], str, int]:
+    """Read a ``.npy`` file of this shape and dtype into a new array, hashing every byte of the
+    file on the way (one pass); returns (array, SHA-256 hex digest, size [bytes])."""
+    with open(path, "rb") as fh, _Hasher() as digest:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            got_shape, fortran, got_dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            got_shape, fortran, got_dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+        if tuple(got_shape) != tuple(shape) or got_dtype != dtype:
+            raise ValueError(f"holds a {got_dtype} array of shape {got_shape}")
+        offset = fh.tell()
+        fh.seek(0)
+        digest.update(fh.read(offset))
+        arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        view = memoryview(arr.reshape(-1, order="F" if fortran else "C")).cast("B")
+        pos = 0
+        while pos < len(view):
+            n = fh.readinto(view[pos : pos + _CHUNK])  # (the helper hashes the previous chunk)
+            if not n:
+                raise ValueError("truncated")
+            digest.update(view[pos : pos + n])
+            pos += n
+        size = offset + pos + len(fh.read(1))  # a trailing byte changes the size: refused
+        return arr, digest.hexdigest(), size

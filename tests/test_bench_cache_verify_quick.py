@@ -1,0 +1,16 @@
+"""scripts/bench_cache_verify.py --quick runs and prints the ratios of verified to unverified
+cache reads and writes (no timing is asserted: the figures are quoted from a full run)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_cache_verify.py"
+
+
+def test_bench_cache_verify_quick():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for key in ("verified/unverified read ratio:", "verified/unverified write ratio:"):
+        assert key in proc.stdout

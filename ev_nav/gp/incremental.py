@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -71,7 +71,9 @@ from ev_nav.gp.incremental_state import (
     MAX_EXACT_SEGMENTS,
     STATE_VERSION,
     IncrementalConfig,
+    batch_rows,
     cholesky,
+    condition_rows,
     condition_segments,
     condition_total,
     marginal_std,
@@ -261,6 +263,39 @@ class IncrementalGP:
         self._apply_total(u, h, total)
         self._after_update()
 
+    def absorb(
+        self,
+        segments: Sequence[tuple[ArrayLike, ArrayLike]],
+        totals: Sequence[tuple[ArrayLike, float, ArrayLike | None]],
+    ) -> None:
+        """Learn from many observation batches at once: per-segment batches
+        ``(ids, energies)`` and trip totals ``(ids, total, weights)``.
+
+        The posterior is the same as after :meth:`update` / :meth:`update_total` on each batch
+        in turn (exact Bayes), computed as one rank-k update
+        (:func:`~ev_nav.gp.incremental_state.condition_rows`): what a server's writer or a
+        command that catches up with a backlog needs. The schedule counts one update per batch,
+        so hyperparameters are refitted (at most once, at the end) after as many absorbed
+        batches as if they had come one by one. Each batch enters the replay log as it would.
+        """
+        seg = [validate_observations(i, y, self.n) for i, y in segments]
+        seg = [(i, y) for i, y in seg if i.size]
+        tot = [validate_total(i, t, self.n, w) for i, t, w in totals]
+        if not seg and not tot:
+            return
+        # first: building Σ (the first refresh) also sets the mean, from the statistics as
+        # they are before these batches
+        cov = self._covariance()
+        for ids, y in seg:
+            self._log.append(("seg", ids.copy(), y.copy()))
+            self._apply_segments(ids, y, posterior=False)
+        for ids, h, total in tot:
+            self._log.append(("tot", ids.copy(), np.concatenate([[total], h])))
+            self._apply_total(ids, h, total, posterior=False)
+        u, cnt, s1 = batch_rows(seg, self.prior_mean)
+        condition_rows(cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot)
+        self._after_update(len(seg) + len(tot))
+
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``.
 
@@ -296,8 +331,8 @@ class IncrementalGP:
         assert self._cov is not None
         return self._cov
 
-    def _after_update(self) -> None:
-        self.n_updates += 1
+    def _after_update(self, n: int = 1) -> None:
+        self.n_updates += n
         self._post = None
         if self.n_updates >= self.next_refresh:
             if self.config.learn_hyperparameters:

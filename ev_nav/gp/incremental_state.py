@@ -231,6 +231,68 @@ def condition_total(
     syrk_down(cov, w[None, :])
 
 
+def condition_rows(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    prior_mean: NDArray[np.float64],
+    noise_var: float,
+    u: NDArray[np.int64],
+    cnt: NDArray[np.int64],
+    s1: NDArray[np.float64],
+    totals: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+) -> None:
+    """Condition ``(μ, Σ)`` in place on many observations at once: the mean residuals
+    ``s1 / cnt`` of segments ``u`` (noise ``ς²/c``) and trip totals ``(ids, h, total)``
+    (noise ``ς² Σ h``), as one rank-k update.
+
+    Exact Bayes, the same posterior as conditioning on each observation in turn, for the cost
+    of one factorisation of the k × k innovation covariance and one SYRK (``N² k`` flops) —
+    what absorbing a backlog of trips costs instead of one update per trip.
+    """
+    # the one-kind cases take the single-update steps, so that absorbing one batch gives the
+    # very bits of update()/update_total() (a checkpoint's replay log is applied that way)
+    if not totals:
+        if u.size:
+            condition_segments(cov, mean, prior_mean, noise_var, u, cnt, s1)
+        return
+    if not u.size and len(totals) == 1:
+        condition_total(cov, mean, noise_var, *totals[0])
+        return
+    rows, target, noise = [], [], []
+    if u.size:
+        rows.append(sym_rows(cov, u))  # Σ[T, :]
+        target.append(prior_mean[u] + s1 / cnt - mean[u])
+        noise.append(noise_var / cnt)
+    for ids, h, total in totals:
+        rows.append((h @ sym_rows(cov, ids))[None, :])  # hᵀ Σ[ids, :]
+        target.append(np.array([total - float(h @ mean[ids])]))
+        noise.append(np.array([float(h.sum()) * noise_var]))
+    if not rows:
+        return
+    a = np.vstack(rows)  # H Σ  (k, N)
+    cols = [a[:, u]] if u.size else []
+    cols += [(a[:, ids] @ h)[:, None] for ids, h, _ in totals]
+    m = np.hstack(cols) + np.diag(np.concatenate(noise))  # H Σ Hᵀ + R
+    chol = cholesky(0.5 * (m + m.T))
+    w = sla.solve_triangular(chol, a, lower=True, check_finite=False)
+    z = sla.solve_triangular(chol, np.concatenate(target), lower=True, check_finite=False)
+    mean += w.T @ z
+    syrk_down(cov, w)
+
+
+def batch_rows(
+    segments: Sequence[tuple[NDArray[np.int64], NDArray[np.float64]]],
+    prior_mean: NDArray[np.float64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+    """Distinct segments, counts and residual sums of several per-segment batches together."""
+    if not segments:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
+    ids = np.concatenate([i for i, _ in segments])
+    y = np.concatenate([v for _, v in segments])
+    _, u, cnt, s1 = segment_residuals(ids, y, prior_mean)
+    return u, cnt, s1
+
+
 # ----------------------------------------------------------------------------- cache files
 LogEntry = tuple[str, NDArray[np.int64], NDArray[np.float64]]
 
@@ -447,11 +509,28 @@ class ExactPosterior:
         self._count_update()
         condition_total(self._cov, self._mean, self.noise_var, u, h, total)
 
-    def _count_update(self) -> None:
-        if self.updates_before_refresh < 1:
+    def absorb(
+        self,
+        segments: Sequence[tuple[ArrayLike, ArrayLike]],
+        totals: Sequence[tuple[ArrayLike, float, ArrayLike | None]],
+    ) -> None:
+        """Absorb many observation batches at once (per-segment ``(ids, energies)`` and trip
+        totals ``(ids, total, weights)``), exactly as the learner's :meth:`absorb` does: one
+        rank-k update, counted as one update per batch."""
+        seg = [validate_observations(i, y, self.n) for i, y in segments]
+        seg = [(i, y) for i, y in seg if i.size]
+        tot = [validate_total(i, t, self.n, w) for i, t, w in totals]
+        if not seg and not tot:
+            return
+        self._count_update(len(seg) + len(tot))
+        u, cnt, s1 = batch_rows(seg, self.prior_mean)
+        condition_rows(self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot)
+
+    def _count_update(self, n: int = 1) -> None:
+        if self.updates_before_refresh < n:
             raise ModelStateError(
                 "this update refreshes the learner (a hyperparameter fit); restore the full "
                 "model to apply it"
             )
-        self.n_updates += 1
+        self.n_updates += n
         self._post = None

@@ -109,8 +109,23 @@ def state_cache(store: Store) -> StateCache:
 SUPERSEDED_KINDS = {"svgp": "the previous GP learner (Algorithm 3)"}
 
 
-def apply_batches(model: SegmentModel, batches: list[ObservationBatch]) -> None:
-    """Feed stored observation batches to a model, in order."""
+def apply_batches(model: SegmentModel | ExactPosterior, batches: list[ObservationBatch]) -> None:
+    """Feed stored observation batches to a model.
+
+    The exact GP (and its read-only posterior) takes them all as one rank-k update
+    (``absorb``: exact, and far cheaper than one update per batch for a backlog); other models
+    take them one by one, in commit order.
+    """
+    if not batches:
+        return
+    absorb = getattr(model, "absorb", None)
+    if absorb is not None:
+        absorb(
+            [(b.segment_ids, b.energy_wh) for b in batches if b.kind == "segment"],
+            [(b.segment_ids, float(b.energy_wh[0]), b.weights) for b in batches
+             if b.kind != "segment"],
+        )
+        return
     for b in batches:
         if b.kind == "segment":
             model.update(b.segment_ids, b.energy_wh)

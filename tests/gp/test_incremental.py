@@ -284,3 +284,43 @@ def test_unweighted_totals_of_old_checkpoints_still_open(small):
     again = IncrementalGP(small, config=cfg, seed=0).load_state_dict(decode(encode(old)))
     np.testing.assert_allclose(again.posterior().mean, model.posterior().mean, rtol=1e-12)
     np.testing.assert_allclose(again.posterior().std, model.posterior().std, rtol=1e-12)
+
+
+def test_absorbing_a_backlog_at_once_is_the_same_posterior(small):
+    """Many batches absorbed as one rank-k update (a server's backlog) give the posterior of
+    the dense regression on all of them, as one-by-one updates do; the schedule counts each
+    batch, and the replay log keeps each one."""
+    n = small.n_segments
+    rng = np.random.default_rng(11)
+    seg, tot, rows, ys, units = [], [], [], [], []
+    model = IncrementalGP(small, config=FIXED, seed=0)
+    for k in range(12):
+        path = random_route(small, 9, rng)
+        if k % 3 == 0:
+            w = np.ones(path.size)
+            w[0] = 0.4
+            total = float(w @ model.prior_mean[path] + rng.normal(0.0, 15.0))
+            tot.append((path, total, w))
+            rows.append(np.bincount(path, weights=w, minlength=n))
+            ys.append(total)
+            units.append(w.sum())
+        else:
+            y = model.prior_mean[path] + rng.normal(0.0, 6.0, path.size)
+            seg.append((path, y))
+            for e, v in zip(path, y, strict=True):
+                rows.append(np.eye(1, n, e)[0])
+                ys.append(v)
+                units.append(1.0)
+    model.absorb(seg, tot)
+    mean, var, _ = _dense_posterior(model, rows, ys, units)
+    post = model.posterior()
+    np.testing.assert_allclose(post.mean, mean, rtol=1e-9, atol=1e-9 * np.abs(mean).max())
+    np.testing.assert_allclose(post.std**2, var, rtol=1e-8)
+    assert model.n_updates == 12 and len(model.state_dict()["log"]) == 12
+    one_by_one = IncrementalGP(small, config=FIXED, seed=0)
+    for ids, y in seg:
+        one_by_one.update(ids, y)
+    for ids, total, w in tot:
+        one_by_one.update_total(ids, total, w)
+    np.testing.assert_allclose(one_by_one.posterior().mean, post.mean, rtol=1e-9,
+                               atol=1e-9 * np.abs(mean).max())

@@ -40,6 +40,12 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Routes A and B per network of the paper reproductions.
 ROUTES_FILE = REPO_ROOT / "data" / "routes.toml"
+#: Most observation batches a command replays before it answers (beyond the newest checkpoint):
+#: a state whose model lags further behind (a server killed with a backlog) is planned on as far
+#: as this gets it, and the command says how many batches its model is behind. The backlog is
+#: learned where learning happens: by ``ev-nav observe`` or the server's writer.
+CLI_MAX_REPLAY = 20_000
+
 #: Where the reproduction scripts write their figures and tables by default.
 RESULTS_DIR = REPO_ROOT / "docs" / "results"
 

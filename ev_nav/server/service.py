@@ -75,6 +75,11 @@ LOCK_NAME = "serve.lock"
 #: few hundred; far more is not one trip's data).
 MAX_SEGMENTS_PER_OBSERVATION = 100_000
 
+#: Most observation batches the writer absorbs in one update before publishing a snapshot: a
+#: backlog of thousands after a restart is absorbed in a few such steps, each visible to route
+#: requests as soon as it is done.
+ABSORB_CHUNK = 2_000
+
 #: The learned layers served as GeoJSON: property name -> title (with units).
 LAYER_TITLES: dict[str, str] = {
     "wh_per_km": "predicted energy [Wh/km]",
@@ -574,6 +579,7 @@ class FleetService:
         snap = self.snapshot
         with Store.open(self.state) as store:
             trips, newest = store.n_trips(), store.last_batch_id()
+            behind = store.n_batches_after(snap.applied_upto)
         lon0, lat0, lon1, lat1 = self.net.bounds()
         if not self._thread.is_alive():
             status = "writer stopped"
@@ -593,6 +599,10 @@ class FleetService:
             "model_version": snap.version,
             "model_applied_upto": snap.applied_upto,
             "pending": newest > snap.applied_upto,
+            # routes plan on a model that has not yet learned this many committed batches
+            # (after a restart: the backlog the writer is absorbing)
+            "behind_batches": behind,
+            "stale": behind > 0,
             "snapshot_age_s": round(max(time.time() - snap.published, 0.0), 3),
             "snapshot_method": self.snapshot_method,
             "snapshot_seconds": self.snapshot_seconds,
@@ -658,7 +668,10 @@ class FleetService:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", StateNotice)
-                session = open_session(self.state, self._network_arg)
+                # no replay before serving: routes plan on the newest checkpoint at once (marked
+                # stale in health) while the loop below absorbs the backlog, so a restart after a
+                # crash with thousands of unlearned batches answers in seconds, not minutes
+                session = open_session(self.state, self._network_arg, max_replay=0)
             self.notices = [str(w.message) for w in caught if issubclass(w.category, StateNotice)]
             self.net: RoadNetwork = session.net
             self.vehicle: Vehicle = session.vehicle
@@ -672,6 +685,7 @@ class FleetService:
         self._ready.set()
         last_checkpoint = time.monotonic()
         unsaved = False
+        backlog = session.behind > 0  # checkpoint as soon as the start-up backlog is learned
         try:
             while True:
                 jobs = self._next_jobs()
@@ -692,6 +706,8 @@ class FleetService:
                         # health reports the service as degraded meanwhile
                         self.writer_error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 due = time.monotonic() - last_checkpoint >= self.checkpoint_every_s
+                if backlog and unsaved and not stop:
+                    due, backlog = True, False
                 if unsaved and (stop or due):
                     self._checkpoint(session)
                     last_checkpoint, unsaved = time.monotonic(), False
@@ -735,17 +751,16 @@ class FleetService:
             return True
         if not batches:
             return False
-        # one batch at a time, in commit order; a snapshot at the end, and meanwhile at most
-        # every publish_every_s, so a backlog (or an update that includes a long
-        # hyperparameter fit) does not leave route requests on an old model
-        last = time.monotonic()
-        for k, batch in enumerate(batches):
-            apply_batches(session.model, [batch])
-            session.applied_upto = batch.id
-            self._absorbed_rows += batch.energy_wh.size
-            if k == len(batches) - 1 or time.monotonic() - last >= self.publish_every_s:
-                self._publish(session)
-                last = time.monotonic()
+        # everything committed since the last pass as one update (the exact GP absorbs a
+        # backlog as one rank-k update: exact, and its cost grows with the distinct segments,
+        # not the batches), in chunks of ABSORB_CHUNK batches, in commit order, each followed by
+        # a snapshot, so route requests see a long backlog's progress
+        for lo in range(0, len(batches), ABSORB_CHUNK):
+            chunk = batches[lo : lo + ABSORB_CHUNK]
+            apply_batches(session.model, chunk)
+            session.applied_upto = chunk[-1].id
+            self._absorbed_rows += sum(b.energy_wh.size for b in chunk)
+            self._publish(session)
         return True
 
     def _run_forget(self, session: Session, job: _Job) -> None:

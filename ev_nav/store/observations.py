@@ -308,6 +308,14 @@ class ObservationsMixin(StoreConnection):
         """Number of observation rows (segment energies plus trip totals)."""
         return int(self._conn.execute("SELECT COUNT(*) FROM observations").fetchone()[0])
 
+    def n_batches_after(self, batch_id: int) -> int:
+        """How many observation batches were committed after batch ``batch_id``."""
+        return int(
+            self._conn.execute(
+                "SELECT COUNT(*) FROM observation_batches WHERE id > ?", (int(batch_id),)
+            ).fetchone()[0]
+        )
+
     def last_batch_id(self) -> int:
         """Id of the newest observation batch (0 if none)."""
         row = self._conn.execute("SELECT MAX(id) FROM observation_batches").fetchone()

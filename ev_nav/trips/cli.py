@@ -218,13 +218,23 @@ def _session(
     save_repairs: bool = True,
     planning: bool = False,
 ) -> Iterator[Session]:
-    """An open session; a fallback notice (damaged/old checkpoint) is printed as one line."""
+    """An open session; a fallback notice (damaged/old checkpoint) is printed as one line, and
+    so is a model left behind by the replay limit (:data:`ev_nav.settings.CLI_MAX_REPLAY`)."""
+    from ev_nav.settings import CLI_MAX_REPLAY
     from ev_nav.trips.session import StateNotice, open_session
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", StateNotice)
         session = open_session(
-            state, network, with_model=with_model, save_repairs=save_repairs, planning=planning
+            state, network, with_model=with_model, save_repairs=save_repairs, planning=planning,
+            max_replay=CLI_MAX_REPLAY,
+        )
+    if session.behind:
+        print(
+            f"ev-nav: notice: the model is {session.behind:,} observation batches behind the "
+            f"state (a command replays at most {CLI_MAX_REPLAY:,}); 'ev-nav observe' or a "
+            "running server learns them",
+            file=sys.stderr,
         )
     for w in caught:
         if issubclass(w.category, StateNotice):

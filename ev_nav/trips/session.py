@@ -147,6 +147,9 @@ class Session:
     #: the learner; or, in a session opened for planning, possibly its read-only posterior
     model: SegmentModel | ExactPosterior | None
     applied_upto: int = 0  # the model has absorbed every observation batch with id <= this
+    #: observation batches committed after ``applied_upto`` that the model has not absorbed
+    #: (a replay limit was reached: see :meth:`load_model`)
+    behind: int = 0
     #: checkpoints passed over while loading (damaged, old pickle format): one line each
     skipped: list[str] = field(default_factory=list)
 
@@ -165,8 +168,11 @@ class Session:
         """The state directory."""
         return self.store.path.parent
 
-    def load_model(self, *, planning: bool = False) -> None:
-        """Rebuild the model: newest usable checkpoint, then every batch committed after it.
+    def load_model(self, *, planning: bool = False, max_replay: int | None = None) -> None:
+        """Rebuild the model: newest usable checkpoint, then the batches committed after it.
+
+        ``max_replay`` bounds how many of those batches are applied (the oldest first; ``None``:
+        all): :attr:`behind` then says how many were left, and :meth:`catch_up` applies them.
 
         With ``planning`` the model is the read-only posterior of :func:`restore_posterior`
         where that is possible (enough to plan; it cannot learn or be saved).
@@ -184,19 +190,22 @@ class Session:
             restored = restore_posterior(self.store, self.net)
             if restored is not None:
                 self.model, self.applied_upto = restored
-                self.skipped = []
+                self.skipped, self.behind = [], 0
                 return
         model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
         batches = self.store.observations(after_batch=after)
-        apply_batches(model, batches)
+        keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
+        apply_batches(model, keep)
         self.model = model
-        self.applied_upto = max([after, *(b.id for b in batches)])
+        self.applied_upto = max([after, *(b.id for b in keep)])
+        self.behind = len(batches) - len(keep)
 
     def catch_up(self) -> None:
         """Apply the observation batches committed since the model was loaded."""
         batches = self.store.observations(after_batch=self.applied_upto)
         apply_batches(self.model, batches)
         self.applied_upto = max([self.applied_upto, *(b.id for b in batches)])
+        self.behind = 0
 
     def notice(self) -> str | None:
         """One line saying how the model was rebuilt when a checkpoint had to be passed over."""
@@ -304,6 +313,7 @@ def open_session(
     with_model: bool = True,
     save_repairs: bool = True,
     planning: bool = False,
+    max_replay: int | None = None,
 ) -> Session:
     """Open a state, check its network, and rebuild the model (checkpoint + replay).
 
@@ -329,7 +339,7 @@ def open_session(
         store.check_network(net.content_hash, net.arrays_hash)
         session = Session(store, net, Vehicle(**store.vehicle().spec), None)
         if with_model:
-            session.load_model(planning=planning)
+            session.load_model(planning=planning, max_replay=max_replay)
             note = session.notice()
             if note:
                 warnings.warn(note, StateNotice, stacklevel=2)

@@ -108,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     # 1. a server that learned a little and saved a checkpoint, then SIGKILL
     server = ServerProcess(state, token=token, args=["--checkpoint-every", "1"])
     with RoutingClient(server.url, token) as client:
-        health = client.health()
-        lon0, lat0, lon1, lat1 = health["bounds"]  # type: ignore[misc]
         rng = np.random.default_rng(args.seed)
+        with ev_nav.open_state(state) as session:
+            mid = session.net.segment_midpoints()  # (lon, lat): points on the roads
         for _ in range(3):
-            trip = client.plan((rng.uniform(lat0, lat1), rng.uniform(lon0, lon1)),
-                               (rng.uniform(lat0, lat1), rng.uniform(lon0, lon1)))
+            a, b = rng.choice(mid.shape[0], 2, replace=False)
+            trip = client.plan((mid[a, 1], mid[a, 0]), (mid[b, 1], mid[b, 0]))
             r = trip["routes"]["planned"]
             client.record_total(int(trip["trip"]), float(r["predicted_wh"]), force=True)
         deadline = time.monotonic() + 120
@@ -191,12 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     # 4. a command on a state with the same backlog (the server's checkpoint is newer now, so
     # record the backlog again for the command to replay)
     newest = _backlog(state, args.batches, args.seed + 1)
-    lat, lon = (lat0 + lat1) / 2, (lon0 + lon1) / 2
+    a, b = rng.choice(mid.shape[0], 2, replace=False)
     t0 = time.monotonic()
-    start = f"{lat0 + 0.3 * (lat1 - lat0)},{lon0 + 0.3 * (lon1 - lon0)}"
     out = subprocess.run(
-        [sys.executable, "-m", "ev_nav.cli", "route", str(state), "--from", start,
-         "--to", f"{lat},{lon}", "--dry-run", "--no-map"],
+        [sys.executable, "-m", "ev_nav.cli", "route", str(state), "--from",
+         f"{mid[a, 1]},{mid[a, 0]}", "--to", f"{mid[b, 1]},{mid[b, 0]}", "--dry-run", "--no-map"],
         capture_output=True, text=True, timeout=args.timeout,
     )
     took = time.monotonic() - t0

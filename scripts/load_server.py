@@ -25,6 +25,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +66,32 @@ def _pairs(net, n: int, rng: np.random.Generator, min_m: float) -> list[tuple[in
     return out
 
 
+#: How often the monitor polls what the served model has absorbed [s].
+WATCH_S = 0.1
+#: The model-lag goal [s]: absorbed/posted counts what is visible this long after the end.
+LAG_GOAL_S = 2.0
+
+
+def _model_lag(trips, seen: list[tuple[float, int]]) -> tuple[list[float], int]:
+    """Per acknowledged batch, the seconds until the served model included it (from the polled
+    ``model_applied_upto``); and how many were included by the last poll."""
+    times = np.array([t for t, _ in seen])
+    upto = np.maximum.accumulate(np.array([u for _, u in seen]))
+    lags, absorbed = [], 0
+    for trip in trips:
+        if trip.batch is None or trip.acked_at is None:
+            continue
+        after = (upto >= trip.batch) & (times >= trip.acked_at - WATCH_S)
+        if after.any():
+            lags.append(float(times[np.argmax(after)] - trip.acked_at))
+            absorbed += 1
+    return lags, absorbed
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vehicles", type=int, default=8, help="concurrent vehicles")
@@ -79,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--catch-up-timeout", type=float, default=300.0,
                         help="longest wait for the model to absorb the last observation [s]")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--synthetic", action="store_true",
+                        help="the default synthetic state (ev-nav init --synthetic) instead of "
+                        "Monaco")
+    parser.add_argument("--release", type=Path,
+                        help="serve with the ev_nav package of another checkout (e.g. a worktree "
+                        "of the last release), to print its figures beside this one's")
     parser.add_argument("--quick", action="store_true",
                         help="2 vehicles for 6 s on a 400-segment synthetic town (a smoke test)")
     args = parser.parse_args(argv)
@@ -101,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.vehicles, args.duration = min(args.vehicles, 2), min(args.duration, 6.0)
         session = create_state(state, synthetic=400, model=args.model)
+    elif args.synthetic:
+        session = create_state(state, synthetic=2000, model=args.model)
     else:
         network = args.network or _monaco(args.workdir)
         session = create_state(state, network=network, model=args.model)
@@ -116,16 +151,40 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load_server: {args.vehicles} vehicles for {args.duration:.0f} s against "
           f"'ev-nav serve' on {net.name} ({net.n_segments:,} segments), model {args.model}, "
           f"policy {args.policy}, posting {args.observe}", flush=True)
-    with ServerProcess(state, token=token) as server:
+    env = None
+    if args.release is not None:
+        env = {**os.environ, "PYTHONPATH": str(args.release.resolve())}
+        print(f"serving with the ev_nav package of {args.release}", flush=True)
+    with ServerProcess(state, token=token, env=env) as server:
         url = server.url
         with RoutingClient(url, token) as probe:
             v0 = int(probe.health()["model_version"])  # type: ignore[arg-type]
+        # what route requests see: the served model's newest absorbed batch, polled
+        seen: list[tuple[float, int]] = []
+        watching = threading.Event()
+
+        def watch() -> None:
+            with RoutingClient(url, token) as mon:
+                while not watching.is_set():
+                    try:
+                        upto = int(mon.health()["model_applied_upto"])  # type: ignore[arg-type]
+                    except ServerError:
+                        upto = seen[-1][1] if seen else 0
+                    seen.append((time.monotonic(), upto))
+                    time.sleep(WATCH_S)
+
+        watcher = threading.Thread(target=watch, name="model-watch", daemon=True)
+        watcher.start()
         deadline = time.monotonic() + args.duration
         report = drive_fleet(lambda: RoutingClient(url, token), net, world, pairs,
                              policy=args.policy, observe=args.observe, seed=args.seed,
                              deadline=deadline)
         acked = report.acknowledged
         t_end = time.monotonic()
+        time.sleep(LAG_GOAL_S)  # what the model shows the lag goal after the vehicles stopped
+        watching.set()
+        watcher.join()
+        lags, absorbed = _model_lag(report.trips, seen)
         catch_up, behind = None, 0
         with RoutingClient(url, token) as probe:
             if acked:
@@ -166,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         lag = (f"{behind} acknowledged batches were still to be learned {args.catch_up_timeout:.0f}"
                " s after the vehicles stopped (in the store: replayed at the next start)")
     print(f"model: {versions} snapshots published during the run; {lag}")
+    print(f"model lag (acknowledged -> visible to route requests): p50 "
+          f"{_pct(lags, 50):.2f} s, p95 {_pct(lags, 95):.2f} s (goal p95 <= {LAG_GOAL_S:g} s)")
+    print(f"absorbed/posted: {absorbed / max(len(acked), 1):.3f} ({absorbed} of {len(acked)} "
+          f"acknowledged batches visible {LAG_GOAL_S:g} s after the vehicles stopped; "
+          "goal >= 0.999)")
     print(f"server exit code {code}; state {state}")
     for err in report.errors[:5]:
         print(f"error: {err}")

@@ -248,6 +248,8 @@ class TripRecord:
     optimal_wh: float
     model_version: int
     refused: str | None = None
+    #: ``time.monotonic()`` when the observation was acknowledged (None: refused)
+    acked_at: float | None = None
 
 
 @dataclass
@@ -361,13 +363,14 @@ def drive_fleet(
                 path, int(doc["start_segment"]), int(doc["goal_segment"])  # type: ignore[arg-type]
             )
         trip = int(doc["trip"])  # type: ignore[arg-type]
-        batch, refused = None, None
+        batch, refused, acked_at = None, None, None
         try:
             if observe == "segments":
                 ack = client.record_segments(trip, path.tolist(), energies.tolist())
             else:
                 ack = client.record_total(trip, float(energies.sum()))
             batch = int(ack["batch"])  # type: ignore[arg-type]
+            acked_at = time.monotonic()
         except ServerError as exc:
             if exc.status != 422:
                 raise
@@ -383,6 +386,7 @@ def drive_fleet(
             optimal_wh=best,
             model_version=int(doc["model_version"]),  # type: ignore[arg-type]
             refused=refused,
+            acked_at=acked_at,
         )
 
     t0 = time.monotonic()

@@ -192,6 +192,13 @@ class IncrementalGP:
         self.n_updates = 0
         self.next_refresh = cfg.first_fit
         self.fits: list[dict[str, Any]] = []
+        #: Runtime setting, not saved: when true, an update that reaches the schedule's next
+        #: refresh does not fit and refresh itself but sets :attr:`refit_due`, and whoever owns
+        #: the model calls :meth:`refit` (the server refits a copy in a background thread, so
+        #: absorbing observations never waits for a fit).
+        self.defer_refits = False
+        #: A deferred refit is due (see :attr:`defer_refits`).
+        self.refit_due = False
         self._reset_data()
         self._base = self._snapshot()
         self._log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]] = []
@@ -335,13 +342,26 @@ class IncrementalGP:
         self.n_updates += n
         self._post = None
         if self.n_updates >= self.next_refresh:
-            if self.config.learn_hyperparameters:
-                self._fit()
-            self._refresh()
-            cfg = self.config
-            self.next_refresh = self.n_updates + max(
-                1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
-            )
+            if self.defer_refits:
+                self.refit_due = True
+            else:
+                self.refit()
+
+    def refit(self) -> None:
+        """Fit the hyperparameters (if learned) and refresh the posterior at them, and schedule
+        the next refit (``fit_growth`` times the updates so far, at most ``fit_max_gap`` later).
+
+        Called by the schedule after an update (or by the model's owner when
+        :attr:`defer_refits` is set).
+        """
+        if self.config.learn_hyperparameters:
+            self._fit()
+        self._refresh()
+        cfg = self.config
+        self.next_refresh = self.n_updates + max(
+            1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
+        )
+        self.refit_due = False
 
     def _join_support(self, ids: NDArray[np.int64]) -> None:
         new = np.unique(ids[~self._in_support[ids]])

@@ -111,6 +111,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sock.close()
 
 
+def _one_thread_pools() -> None:
+    """Run torch and the BLAS/OpenMP pools on one thread in the server process.
+
+    A server's parallelism is its threads (request handlers, the model writer, a background
+    refit); a multi-threaded BLAS call from one of them would take every core from the others
+    (the request handlers' route latency), and the matrices are small enough that one thread
+    does them in milliseconds.
+    """
+    import scipy.linalg  # noqa: F401  (load SciPy's own OpenBLAS before limiting it)
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    threadpool_limits(1)
+
+
 def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> int:
     import uvicorn
 
@@ -119,6 +135,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> 
 
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    _one_thread_pools()
     service = FleetService(
         args.state, args.network, checkpoint_every_s=args.checkpoint_every,
         address=f"http://{shown}:{port}/",

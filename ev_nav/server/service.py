@@ -80,6 +80,15 @@ MAX_SEGMENTS_PER_OBSERVATION = 100_000
 #: requests as soon as it is done.
 ABSORB_CHUNK = 2_000
 
+#: The server's refit schedule, counted in absorbed observation rows: the first refit of the
+#: hyperparameters once this many rows are absorbed, then whenever the absorbed rows have grown
+#: by :data:`REFIT_GROWTH` since the last one. A fit and refresh cost seconds (5.6 s on Monaco
+#: on a busy machine), so a server refits rarely, in a background thread, on a copy of the model
+#: (the live model absorbs observations meanwhile and is swapped for the refitted copy, caught
+#: up, when the fit is done).
+REFIT_FIRST_ROWS = 200
+REFIT_GROWTH = 2.0
+
 #: The learned layers served as GeoJSON: property name -> title (with units).
 LAYER_TITLES: dict[str, str] = {
     "wh_per_km": "predicted energy [Wh/km]",
@@ -384,6 +393,17 @@ class FleetService:
         #: how the last snapshot was made ("deep copy" or "state_dict") and how long it took [s]
         self.snapshot_method = ""
         self.snapshot_seconds = 0.0
+        #: absorbed observation rows when the model was last refitted (the refit schedule)
+        self._refit_rows = 0
+        #: a refit in a background thread: (model generation, refitted copy, batch it covers)
+        self._refitted: tuple[int, SegmentModel, int] | None = None
+        self._refitting = False
+        #: bumped whenever the live model is replaced by a rebuilt one (a forgotten trip): a
+        #: refit of an older generation is discarded
+        self._generation = 0
+        #: refits adopted so far, and the last one's duration [s] (health)
+        self.refits = 0
+        self.refit_seconds = 0.0
         self._layers_lock = threading.Lock()
         self._layers_cache: tuple[tuple[int, int], bytes] | None = None
         self._geometry: list[str] | None = None
@@ -607,6 +627,8 @@ class FleetService:
             "snapshot_method": self.snapshot_method,
             "snapshot_seconds": self.snapshot_seconds,
             "writer_error": self.writer_error,
+            "refits": self.refits,
+            "refit_seconds": self.refit_seconds,
             "notices": list(self.notices),
         }
 
@@ -677,6 +699,8 @@ class FleetService:
             self.vehicle: Vehicle = session.vehicle
             self.model_kind: str = session.store.model_kind
             self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
+            self._refit_rows = self._absorbed_rows  # the checkpoint's model is as fitted
+            self._defer_refits(session)
             self._publish(session)
         except BaseException as exc:  # handed to the constructor's thread
             self._startup_error = exc
@@ -698,7 +722,9 @@ class FleetService:
                     # at a stop the backlog is left to the next start's replay: observations
                     # are durable in the store, and a shutdown must not wait for learning
                     try:
+                        unsaved |= self._adopt_refit(session)
                         unsaved |= self._absorb_new(session)
+                        self._start_refit(session)
                         self.writer_error = None
                     except Exception as exc:  # noqa: BLE001 - the writer must outlive a bad batch
                         # keep serving the last good snapshot; the batches stay in the store
@@ -746,6 +772,8 @@ class FleetService:
         rows_now = store.n_observations()
         if rows_now < self._absorbed_rows + sum(b.energy_wh.size for b in batches):
             session.load_model()
+            self._generation += 1
+            self._defer_refits(session)
             self._absorbed_rows = self._rows_upto(store, session.applied_upto)
             self._publish(session)
             return True
@@ -763,12 +791,69 @@ class FleetService:
             self._publish(session)
         return True
 
+    @staticmethod
+    def _defer_refits(session: Session) -> None:
+        """Let the service, not each update, decide when the learner refits (see
+        :data:`REFIT_GROWTH`); models without scheduled refits are left as they are."""
+        if hasattr(session.model, "defer_refits"):
+            session.model.defer_refits = True  # type: ignore[union-attr]
+
+    def _start_refit(self, session: Session) -> None:
+        """Start a background refit of a copy of the model when the schedule says so."""
+        model = session.model
+        if self._refitting or not hasattr(model, "refit"):
+            return
+        if self._absorbed_rows < max(REFIT_FIRST_ROWS, REFIT_GROWTH * self._refit_rows):
+            return
+        copy_, _ = self._clone(model, self.net, self.vehicle, self.model_kind)
+        generation, upto, rows = self._generation, session.applied_upto, self._absorbed_rows
+        self._refitting = True
+
+        def run() -> None:
+            _lower_priority()
+            t0 = time.perf_counter()
+            try:
+                copy_.refit()  # type: ignore[attr-defined]
+                self.refit_seconds = round(time.perf_counter() - t0, 3)
+                self._refitted = (generation, copy_, upto)
+                self._refit_rows = rows
+            except Exception as exc:  # noqa: BLE001 - the live model stays; health says why
+                self.writer_error = f"refit failed: {type(exc).__name__}: {str(exc)[:160]}"
+                self._refit_rows = rows  # not retried until the data has grown again
+            finally:
+                self._refitting = False
+                self._jobs.put(_Job("wake"))
+
+        threading.Thread(target=run, name="ev-nav-model-refit", daemon=True).start()
+
+    def _adopt_refit(self, session: Session) -> bool:
+        """Swap in a finished background refit, caught up with what the live model absorbed
+        meanwhile. Returns whether the model changed."""
+        done, self._refitted = self._refitted, None
+        if done is None:
+            return False
+        generation, model, upto = done
+        if generation != self._generation:
+            return False  # the live model was rebuilt meanwhile (a forgotten trip)
+        from ev_nav.trips.session import apply_batches
+
+        since = [b for b in session.store.observations(after_batch=upto)
+                 if b.id <= session.applied_upto]
+        apply_batches(model, since)
+        session.model = model
+        self._defer_refits(session)
+        self.refits += 1
+        self._publish(session)
+        return True
+
     def _run_forget(self, session: Session, job: _Job) -> None:
         from ev_nav.trips.observations import forget_trip
 
         assert job.done is not None
         try:
             n = forget_trip(session, job.trip_id)  # rebuilds the model and saves a checkpoint
+            self._generation += 1
+            self._defer_refits(session)
             self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
             snap = self._publish(session)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting request

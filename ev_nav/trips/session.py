@@ -187,10 +187,10 @@ class Session:
         another process is observing into the same state.
         """
         if planning:
-            restored = restore_posterior(self.store, self.net)
+            restored = restore_posterior(self.store, self.net, max_replay)
             if restored is not None:
-                self.model, self.applied_upto = restored
-                self.skipped, self.behind = [], 0
+                self.model, self.applied_upto, self.behind = restored
+                self.skipped = []
                 return
         model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
         batches = self.store.observations(after_batch=after)
@@ -252,9 +252,12 @@ def restore_model(
     return model, 0, skipped
 
 
-def restore_posterior(store: Store, net: RoadNetwork) -> tuple[ExactPosterior, int] | None:
-    """The exact GP's posterior without its learner (no torch), as ``(posterior, last_batch_id)``,
-    or None when only the learner can restore it (:meth:`Session.load_model` then does).
+def restore_posterior(
+    store: Store, net: RoadNetwork, max_replay: int | None = None
+) -> tuple[ExactPosterior, int, int] | None:
+    """The exact GP's posterior without its learner (no torch), as ``(posterior, last_batch_id,
+    batches_behind)``, or None when only the learner can restore it (:meth:`Session.load_model`
+    then does). At most ``max_replay`` pending batches are applied (``None``: all).
 
     Possible when the state's model is the exact GP, its newest checkpoint verifies, and the
     posterior that :func:`save_checkpoint` cached for it is in ``STATE/cache/``. Observation
@@ -286,10 +289,11 @@ def restore_posterior(store: Store, net: RoadNetwork) -> tuple[ExactPosterior, i
     if post is None:
         return None
     batches = store.observations(after_batch=newest.last_batch_id)
-    if len(batches) > post.updates_before_refresh:
+    keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
+    if len(keep) > post.updates_before_refresh:
         return None
-    apply_batches(post, batches)
-    return post, max([newest.last_batch_id, *(b.id for b in batches)])
+    apply_batches(post, keep)
+    return post, max([newest.last_batch_id, *(b.id for b in keep)]), len(batches) - len(keep)
 
 
 def save_checkpoint(session: Session) -> None:

@@ -70,6 +70,7 @@ from ev_nav.gp.incremental_state import (
     CHECKPOINT_KIND,
     MAX_EXACT_SEGMENTS,
     STATE_VERSION,
+    ExactPosterior,
     IncrementalConfig,
     batch_rows,
     cholesky,
@@ -199,6 +200,8 @@ class IncrementalGP:
         self.defer_refits = False
         #: A deferred refit is due (see :attr:`defer_refits`).
         self.refit_due = False
+        #: Σ and μ are shared with a :meth:`frozen_posterior` view: copy before changing them
+        self._shared = False
         self._reset_data()
         self._base = self._snapshot()
         self._log: list[tuple[str, NDArray[np.int64], NDArray[np.float64]]] = []
@@ -292,7 +295,9 @@ class IncrementalGP:
             return
         # first: building Σ (the first refresh) also sets the mean, from the statistics as
         # they are before these batches
-        cov = self._covariance()
+        self._covariance()
+        self._own_arrays()
+        cov = self._cov
         for ids, y in seg:
             self._log.append(("seg", ids.copy(), y.copy()))
             self._apply_segments(ids, y, posterior=False)
@@ -347,6 +352,24 @@ class IncrementalGP:
             else:
                 self.refit()
 
+    def frozen_posterior(self) -> ExactPosterior:
+        """A read-only view of the current posterior (mean, covariance, noise) that later
+        updates of this model do not change: it shares the arrays, and the model copies them
+        (copy on write, one N × N memory copy) before its next update instead of the view
+        copying the whole model. What a server publishes to its route requests."""
+        cov = self._covariance()
+        self._shared = True
+        return ExactPosterior(
+            self._mean, cov, self.noise_var, self.prior_mean, self.n_updates, self.next_refresh
+        )
+
+    def _own_arrays(self) -> None:
+        """Copy Σ and μ before changing them in place if a frozen view shares them."""
+        if self._shared:
+            self._cov = np.array(self._cov, order="F", copy=True)
+            self._mean = self._mean.copy()
+            self._shared = False
+
     def refit(self) -> None:
         """Fit the hyperparameters (if learned) and refresh the posterior at them, and schedule
         the next refit (``fit_growth`` times the updates so far, at most ``fit_max_gap`` later).
@@ -375,6 +398,8 @@ class IncrementalGP:
         r, u, cnt, s1 = segment_residuals(ids, y, self.prior_mean)
         if posterior:
             cov = self._covariance()  # first: building it also sets the mean
+            self._own_arrays()
+            cov = self._cov
             condition_segments(cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1)
         self._join_support(u)
         np.add.at(self.n_obs, ids, 1)
@@ -385,8 +410,9 @@ class IncrementalGP:
         self, u: NDArray[np.int64], h: NDArray[np.float64], total: float, posterior: bool = True
     ) -> None:
         if posterior:
-            cov = self._covariance()  # first: building it also sets the mean
-            condition_total(cov, self._mean, self.noise_var, u, h, total)
+            self._covariance()  # first: building it also sets the mean
+            self._own_arrays()
+            condition_total(self._cov, self._mean, self.noise_var, u, h, total)
         self._join_support(u)
         self.totals.append((u.copy(), h.copy(), float(total)))
 
@@ -427,6 +453,7 @@ class IncrementalGP:
             cov = syrk_down(cov, xt)
         self._cov = cov
         self._mean = mean
+        self._shared = False  # new arrays: a frozen view keeps the old ones
         self._post = None
         if reset_log:
             self._base = self._snapshot()
@@ -480,6 +507,14 @@ class IncrementalGP:
             "raw_s_1": k.k_f.raw_outputscale.detach().clone(),
             "raw_s_2": k.k_f2.raw_outputscale.detach().clone(),
             "noise_var": self.noise_var,
+        }
+
+    def raw_hyperparameters(self) -> dict[str, float | list[Any]]:
+        """The raw hyperparameters and ς² as plain numbers, as a checkpoint's ``hyper`` holds
+        them (a server reports them, so a client can rebuild the served posterior exactly)."""
+        return {
+            k: (v.tolist() if isinstance(v, Tensor) else float(v))
+            for k, v in self._raw_hyper().items()
         }
 
     def _log_hyper(self) -> Tensor:

@@ -385,8 +385,12 @@ class ExactPosterior:
     update at which the learner refreshes (and fits its hyperparameters: torch); see
     :attr:`updates_before_refresh`. It cannot save a checkpoint.
 
-    Use :meth:`from_checkpoint`.
+    Use :meth:`from_checkpoint`, or :meth:`IncrementalGP.frozen_posterior
+    <ev_nav.gp.incremental.IncrementalGP.frozen_posterior>` for a read-only view of a live
+    learner (a server's snapshot).
     """
+
+    checkpoint_kind = CHECKPOINT_KIND
 
     def __init__(
         self,

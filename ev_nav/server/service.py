@@ -180,6 +180,9 @@ class Snapshot:
         Every observation batch with an id up to this one is included.
     published : float
         Wall-clock time of publication [s since the epoch].
+    hyperparameters : dict
+        The learner's raw hyperparameters when it has them (``raw_hyperparameters``), else
+        empty: with them and the stored observations a client rebuilds the served posterior.
     """
 
     version: int
@@ -188,6 +191,7 @@ class Snapshot:
     noise_std: float
     applied_upto: int
     published: float
+    hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
@@ -398,6 +402,8 @@ class FleetService:
         #: a refit in a background thread: (model generation, refitted copy, batch it covers)
         self._refitted: tuple[int, SegmentModel, int] | None = None
         self._refitting = False
+        self._can_refit = False
+        self._absorbed_rows = 0
         #: bumped whenever the live model is replaced by a rebuilt one (a forgotten trip): a
         #: refit of an older generation is discarded
         self._generation = 0
@@ -628,6 +634,8 @@ class FleetService:
             "snapshot_seconds": self.snapshot_seconds,
             "writer_error": self.writer_error,
             "refits": self.refits,
+            "refitting": self.refitting,
+            "hyperparameters": snap.hyperparameters,
             "refit_seconds": self.refit_seconds,
             "notices": list(self.notices),
         }
@@ -700,6 +708,7 @@ class FleetService:
             self.model_kind: str = session.store.model_kind
             self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
             self._refit_rows = self._absorbed_rows  # the checkpoint's model is as fitted
+            self._can_refit = hasattr(session.model, "refit")
             self._defer_refits(session)
             self._publish(session)
         except BaseException as exc:  # handed to the constructor's thread
@@ -801,9 +810,7 @@ class FleetService:
     def _start_refit(self, session: Session) -> None:
         """Start a background refit of a copy of the model when the schedule says so."""
         model = session.model
-        if self._refitting or not hasattr(model, "refit"):
-            return
-        if self._absorbed_rows < max(REFIT_FIRST_ROWS, REFIT_GROWTH * self._refit_rows):
+        if self._refitting or not self._refit_wanted(model):
             return
         copy_, _ = self._clone(model, self.net, self.vehicle, self.model_kind)
         generation, upto, rows = self._generation, session.applied_upto, self._absorbed_rows
@@ -825,6 +832,23 @@ class FleetService:
                 self._jobs.put(_Job("wake"))
 
         threading.Thread(target=run, name="ev-nav-model-refit", daemon=True).start()
+
+    def _refit_wanted(self, model: object) -> bool:
+        """Whether the schedule calls for a refit now (and the model can be refitted)."""
+        return hasattr(model, "refit") and self._rows_call_for_refit()
+
+    def _rows_call_for_refit(self) -> bool:
+        return self._absorbed_rows >= max(REFIT_FIRST_ROWS, REFIT_GROWTH * self._refit_rows)
+
+    @property
+    def refitting(self) -> bool:
+        """A refit is due, running, or done and not yet swapped in: the served model's
+        hyperparameters are about to change (tests wait for this to settle)."""
+        return (
+            self._refitting
+            or self._refitted is not None
+            or (self._thread.is_alive() and self._can_refit and self._rows_call_for_refit())
+        )
 
     def _adopt_refit(self, session: Session) -> bool:
         """Swap in a finished background refit, caught up with what the live model absorbed
@@ -865,7 +889,14 @@ class FleetService:
 
     def _publish(self, session: Session) -> Snapshot:
         t0 = time.perf_counter()
-        model, how = self._clone(session.model, self.net, self.vehicle, self.model_kind)
+        frozen = getattr(session.model, "frozen_posterior", None)
+        if frozen is not None and self._clone is _clone_model:
+            # the exact GP hands out a read-only view of its arrays and copies them before its
+            # next update (one N × N memory copy) instead of the whole model being deep-copied
+            # for every snapshot: publishing often is what keeps the model lag short
+            model, how = frozen(), "shared arrays"
+        else:
+            model, how = self._clone(session.model, self.net, self.vehicle, self.model_kind)
         post = model.posterior()  # computed here, once, not by the first route request
         self.snapshot_method = how
         self.snapshot_seconds = round(time.perf_counter() - t0, 3)
@@ -877,6 +908,11 @@ class FleetService:
             noise_std=float(model.noise_std),
             applied_upto=session.applied_upto,
             published=time.time(),
+            hyperparameters=(
+                session.model.raw_hyperparameters()  # type: ignore[union-attr]
+                if hasattr(session.model, "raw_hyperparameters")
+                else {}
+            ),
         )
         self._snapshot = snap  # one reference assignment: readers see the old or the new one
         return snap

@@ -88,6 +88,15 @@ def _model_lag(trips, seen: list[tuple[float, int]]) -> tuple[list[float], int]:
     return lags, absorbed
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time [s] a process has used so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
@@ -181,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                              deadline=deadline)
         acked = report.acknowledged
         t_end = time.monotonic()
+        server_cpu = _cpu_seconds(server.proc.pid)
+        client_cpu = time.process_time()
         time.sleep(LAG_GOAL_S)  # what the model shows the lag goal after the vehicles stopped
         watching.set()
         watcher.join()
@@ -225,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         lag = (f"{behind} acknowledged batches were still to be learned {args.catch_up_timeout:.0f}"
                " s after the vehicles stopped (in the store: replayed at the next start)")
     print(f"model: {versions} snapshots published during the run; {lag}")
+    if server_cpu is not None:
+        print(f"CPU during the run: server {server_cpu:.0f} s, load script (vehicles, world) "
+              f"{client_cpu:.0f} s, of {2 * elapsed:.0f} core-seconds on 2 cores; server "
+              f"{1000 * server_cpu / max(n_requests, 1):.1f} ms CPU per request")
     print(f"model lag (acknowledged -> visible to route requests): p50 "
           f"{_pct(lags, 50):.2f} s, p95 {_pct(lags, 95):.2f} s (goal p95 <= {LAG_GOAL_S:g} s)")
     print(f"absorbed/posted: {absorbed / max(len(acked), 1):.3f} ({absorbed} of {len(acked)} "

@@ -75,6 +75,11 @@ LOCK_NAME = "serve.lock"
 #: few hundred; far more is not one trip's data).
 MAX_SEGMENTS_PER_OBSERVATION = 100_000
 
+#: After a wake, the writer waits this long [s] for more observations before it absorbs them
+#: together: at a fleet's rate of posts one update and one snapshot cover several (the model
+#: lag grows by at most this).
+GATHER_S = 0.4
+
 #: Most observation batches the writer absorbs in one update before publishing a snapshot: a
 #: backlog of thousands after a restart is absorbed in a few such steps, each visible to route
 #: requests as soon as it is done.
@@ -757,6 +762,11 @@ class FleetService:
             jobs = [self._jobs.get(timeout=self.poll_s)]
         except queue.Empty:
             return []
+        # gather what arrives shortly after a wake into the same pass: one update and one
+        # snapshot for many observations (each snapshot costs a copy of Σ), at a lag of at most
+        # this interval
+        if jobs[0].kind == "wake":
+            time.sleep(GATHER_S)
         while True:
             try:
                 jobs.append(self._jobs.get_nowait())

@@ -160,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load_server: {args.vehicles} vehicles for {args.duration:.0f} s against "
           f"'ev-nav serve' on {net.name} ({net.n_segments:,} segments), model {args.model}, "
           f"policy {args.policy}, posting {args.observe}", flush=True)
-    env = None
+    env, cwd = None, None
     if args.release is not None:
-        env = {**os.environ, "PYTHONPATH": str(args.release.resolve())}
+        # 'python -m' puts the working directory first on the path: run the server there
+        cwd = args.release.resolve()
+        env = {**os.environ, "PYTHONPATH": str(cwd)}
         print(f"serving with the ev_nav package of {args.release}", flush=True)
-    with ServerProcess(state, token=token, env=env) as server:
+    with ServerProcess(state.resolve(), token=token, env=env, cwd=cwd) as server:
         url = server.url
         with RoutingClient(url, token) as probe:
             v0 = int(probe.health()["model_version"])  # type: ignore[arg-type]

@@ -540,6 +540,7 @@ class ServerProcess:
         args: Sequence[str] = (),
         startup_timeout_s: float = 300.0,
         env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         import subprocess
         import sys
@@ -550,7 +551,7 @@ class ServerProcess:
             cmd += ["--token", token]
         self.log: list[str] = []
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
         )
         self.url = ""
         started = threading.Event()

@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.vehicles < 1 or args.duration <= 0:
         parser.error("--vehicles must be >= 1 and --duration > 0")
 
+    from ev_nav.energy import get_vehicle
+    from ev_nav.roads.network import RoadNetwork
+    from ev_nav.roads.synthetic import synthetic_town
     from ev_nav.server.client import (
         RoutingClient,
         ServerError,
@@ -142,14 +145,26 @@ def main(argv: list[str] | None = None) -> int:
     state = args.workdir / f"state-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     if args.quick:
         args.vehicles, args.duration = min(args.vehicles, 2), min(args.duration, 6.0)
-        session = create_state(state, synthetic=400, model=args.model)
+        source: dict[str, object] = {"synthetic": 400}
     elif args.synthetic:
-        session = create_state(state, synthetic=2000, model=args.model)
+        source = {"synthetic": 2000}
     else:
-        network = args.network or _monaco(args.workdir)
-        session = create_state(state, network=network, model=args.model)
-    net, vehicle = session.net, session.vehicle
-    session.close()
+        source = {"network": args.network or _monaco(args.workdir)}
+    if args.release is None:
+        session = create_state(state, model=args.model, **source)  # type: ignore[arg-type]
+        net, vehicle = session.net, session.vehicle
+        session.close()
+    else:
+        # the other checkout makes the state, in its own format (this one would migrate it)
+        how = (["--synthetic", "--segments", str(source["synthetic"])] if "synthetic" in source
+               else ["--network", str(source["network"])])
+        subprocess.run([sys.executable, "-m", "ev_nav.cli", "init", str(state.resolve()), *how,
+                        "--model", args.model], cwd=args.release.resolve(), check=True,
+                       env={**os.environ, "PYTHONPATH": str(args.release.resolve())},
+                       stdout=subprocess.DEVNULL)
+        net = (synthetic_town(int(source["synthetic"]), seed=0) if "synthetic" in source
+               else RoadNetwork.load(source["network"]))  # type: ignore[arg-type]
+        vehicle = get_vehicle()
     world = Environment.create(net, seed=args.seed, vehicle=vehicle)
     rng = np.random.default_rng(args.seed)
     # more trips than any vehicle can drive in the time: the deadline ends the run

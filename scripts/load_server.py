@@ -37,18 +37,21 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = data_dir()
 
 
-def _monaco(workdir: Path) -> Path:
+def _monaco(workdir: Path, release: Path | None = None) -> Path:
     """The Monaco network file (built once from the MoST OSM extract with 'ev-nav network
-    build', as the README does)."""
-    out = workdir / "most_monaco.npz"
+    build', as the README does; by the ``release`` checkout, in its format, when given)."""
+    out = workdir / ("most_monaco.npz" if release is None else "most_monaco-release.npz")
     if not out.is_file():
         osm = SHARED_DATA / "most_monaco.osm.gz"
         if not osm.is_file():
             sys.exit(f"load_server: {osm} is missing (set EV_NAV_DATA)")
+        where = {} if release is None else {
+            "cwd": release.resolve(), "env": {**os.environ, "PYTHONPATH": str(release.resolve())}
+        }
         subprocess.run(
             [sys.executable, "-m", "ev_nav.cli", "network", "build", "--osm", str(osm),
-             "--out", str(out)],
-            check=True, stdout=subprocess.DEVNULL,
+             "--out", str(out.resolve())],
+            check=True, stdout=subprocess.DEVNULL, **where,
         )
     return out
 
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.synthetic:
         source = {"synthetic": 2000}
     else:
-        source = {"network": args.network or _monaco(args.workdir)}
+        source = {"network": args.network or _monaco(args.workdir, args.release)}
     if args.release is None:
         session = create_state(state, model=args.model, **source)  # type: ignore[arg-type]
         net, vehicle = session.net, session.vehicle

@@ -35,7 +35,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
-from ev_nav.bandits._dijkstra import _pop, _push
 from ev_nav.bandits.routing import Router
 from ev_nav.errors import ConfigError, TrackOffNetworkError
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork
@@ -268,6 +267,48 @@ def _candidates(
 
 
 # ====================================================================== route distances
+# A binary min-heap on two parallel arrays (keys, nodes), for the compiled route-distance
+# searches below (lazy deletion: a node may be pushed again with a smaller key).
+@nb.njit(cache=True, nogil=True)
+def _push(keys, nodes, size, key, node):  # pragma: no cover - compiled
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if keys[parent] <= key:
+            break
+        keys[i] = keys[parent]
+        nodes[i] = nodes[parent]
+        i = parent
+    keys[i] = key
+    nodes[i] = node
+    return size + 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _pop(keys, nodes, size):  # pragma: no cover - compiled
+    key = keys[0]
+    node = nodes[0]
+    size -= 1
+    if size > 0:
+        last_key = keys[size]
+        last_node = nodes[size]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= size:
+                break
+            if child + 1 < size and keys[child + 1] < keys[child]:
+                child += 1
+            if keys[child] >= last_key:
+                break
+            keys[i] = keys[child]
+            nodes[i] = nodes[child]
+            i = child
+        keys[i] = last_key
+        nodes[i] = last_node
+    return key, node, size
+
+
 @nb.njit(cache=True, nogil=True)
 def _step_distances(
     indptr, indices, length, cand_seg, ptr, limits, dist, reached, settled, target, heap_keys,

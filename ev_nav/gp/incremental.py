@@ -100,7 +100,7 @@ from ev_nav.gp.posterior import (
 from ev_nav.roads.network import RoadNetwork
 
 if TYPE_CHECKING:
-    from ev_nav.store.caches import StateCache
+    from ev_nav.store.state_cache import StateCache
 
 __all__ = ["CACHE_KEEP", "MAX_EXACT_SEGMENTS", "IncrementalConfig", "IncrementalGP"]
 

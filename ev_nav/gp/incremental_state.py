@@ -36,7 +36,7 @@ from ev_nav.gp.posterior import (
 )
 
 if TYPE_CHECKING:
-    from ev_nav.store.caches import StateCache
+    from ev_nav.store.state_cache import StateCache
 
 __all__ = [
     "CACHE_KEEP",
@@ -348,7 +348,7 @@ def read_matrix(
 ) -> NDArray[np.float64] | None:
     """A cached (n, n + extra) float64 matrix as a column-major array, or None if missing or
     refused: its bytes must match the checksum the state recorded when it was written
-    (:class:`~ev_nav.store.caches.StateCache`), and its diagonal must be finite."""
+    (:class:`~ev_nav.store.state_cache.StateCache`), and its diagonal must be finite."""
     if cache is None:
         return None
     arr = cache.read_array(name, (n, n + extra_columns), np.float64)

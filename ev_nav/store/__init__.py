@@ -36,12 +36,13 @@ The package is split by concept behind the one facade :class:`Store` (see
 derived files of ``STATE/cache/``); ``doctor`` checks and repairs a state (``ev-nav doctor``).
 """
 
-from ev_nav.store.caches import CACHE_FOLDER, StateCache
+from ev_nav.store.caches import CACHE_FOLDER
 from ev_nav.store.checkpoints import KEEP_CHECKPOINTS, Checkpoint, CheckpointRecord
 from ev_nav.store.connection import BUSY_TIMEOUT_MS, DB_NAME, SQLITE_MAGIC, io_problem
 from ev_nav.store.facade import MODEL_KINDS, Store
 from ev_nav.store.observations import ObservationBatch
 from ev_nav.store.schema import MIGRATIONS, SCHEMA_VERSION
+from ev_nav.store.state_cache import StateCache
 from ev_nav.store.trips import TRIP_STATUSES, Trip, TripPlan
 from ev_nav.store.vehicles import RegisteredVehicle
 

@@ -211,7 +211,8 @@ def _check_contents(
 def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
     """Every file of the state's cache folder against its recorded checksum; returns whether
     every problem was repaired."""
-    from ev_nav.store.caches import StateCache, file_checksum
+    from ev_nav.store.caches import file_checksum
+    from ev_nav.store.state_cache import StateCache
 
     cache = StateCache(store.path.parent)
     recorded = store.cache_checksums()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'h
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.store import ObservationBatch, Store
-    from ev_nav.store.caches import StateCache
+    from ev_nav.store.state_cache import StateCache
 
 __all__ = [
     "SYNTHETIC_PREFIX",
@@ -99,7 +99,7 @@ def build_model(
 def state_cache(store: Store) -> StateCache:
     """Where a state keeps derived data (recomputable; never holds an observation), each file
     verified against the checksum the store recorded (:mod:`ev_nav.store.caches`)."""
-    from ev_nav.store.caches import StateCache
+    from ev_nav.store.state_cache import StateCache
 
     return StateCache(store.path.parent)
 

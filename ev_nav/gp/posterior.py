@@ -3,8 +3,12 @@
 A model exposes its belief about the expected energy of every segment as a
 :class:`SegmentPosterior` (vectorised mean and std, plus the observation-noise std ς) and learns
 from per-segment observations (:meth:`SegmentModel.update`) or from the total energy of a trip
-(:meth:`SegmentModel.update_total`). Input validation is shared here so every model rejects bad
-input with the same named errors and leaves its state unchanged.
+(:meth:`SegmentModel.update_total`). A trip total is a weighted sum: a trip between two points
+drives only part of its first and last segment, and each segment counts with the share driven
+(:func:`combine_weights`; :meth:`SegmentModel.predict_sum` predicts such sums from the joint
+posterior). The exact learner also absorbs many batches as one update (``absorb``, used by
+``ev_nav.trips.session.apply_batches`` where a model has it). Input validation is shared here
+so every model rejects bad input with the same named errors and leaves its state unchanged.
 """
 
 from __future__ import annotations

@@ -28,21 +28,11 @@ TRACK_S = 600.0
 TARGET_RATIO = 1000.0
 
 
-def _lcs(a, b) -> int:
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
-
-
 def bench(label: str, net, drives: int) -> float:
     """Match ``drives`` 10-minute tracks on ``net``; print one row; return the real-time ratio."""
     from ev_nav.bandits.routing import Router
     from ev_nav.roads.matching import MatchConfig, _geometry, match_track
-    from ev_nav.sim.gps import simulate_track
+    from ev_nav.sim.gps import common_segments, simulate_track
 
     t0 = time.perf_counter()
     _geometry(net)
@@ -64,9 +54,9 @@ def bench(label: str, net, drives: int) -> float:
         m = match_track(net, track.lon[keep], track.lat[keep], MatchConfig(gps_sigma_m=10.0))
         times.append(time.perf_counter() - t0)
         points.append(int(keep.sum()))
-        right += _lcs(m.segments, driven)
+        right += common_segments(m.segments, driven)
         total += max(m.segments.size, driven.size)
-        right_in += _lcs(m.segments, driven[1:-1])
+        right_in += common_segments(m.segments, driven[1:-1])
         total_in += max(m.segments.size, driven.size) - 2
     med = statistics.median(times)
     ratio = TRACK_S / med

@@ -10,6 +10,7 @@ cumulative energy counter, spread along each segment in proportion to distance.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.errors import ConfigError
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork
 
-__all__ = ["SimulatedTrack", "simulate_track"]
+__all__ = ["SimulatedTrack", "common_segments", "simulate_track"]
 
 
 @dataclass(frozen=True)
@@ -136,3 +137,16 @@ def simulate_track(
         segment=seg[k],
         energy_wh=energy,
     )
+
+
+def common_segments(matched: Sequence[int], driven: Sequence[int]) -> int:
+    """How many segments a matched route gets right: the length of the longest common
+    subsequence of the matched and the driven segment sequences (order kept, repeats counted).
+    The scoring of the matcher's tests and benchmark."""
+    prev = [0] * (len(driven) + 1)
+    for x in matched:
+        cur = [0]
+        for j, y in enumerate(driven):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]

@@ -14,7 +14,7 @@ from ev_nav.bandits.routing import Router
 from ev_nav.errors import ConfigError, TrackOffNetworkError
 from ev_nav.roads.matching import MatchConfig, match_track
 from ev_nav.roads.network import EARTH_RADIUS_M
-from ev_nav.sim.gps import simulate_track
+from ev_nav.sim.gps import common_segments, simulate_track
 
 NOISE_M = 10.0
 
@@ -27,17 +27,6 @@ def random_route(net, rng, min_m=2000.0, max_m=5000.0):
         path = router.route(net.length_m, a, b)
         if min_m <= net.length_m[path].sum() <= max_m:
             return path
-
-
-def lcs(a, b) -> int:
-    """Length of the longest common subsequence of two segment sequences."""
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return prev[-1]
 
 
 def accuracy(net, seeds):
@@ -55,9 +44,9 @@ def accuracy(net, seeds):
         track = simulate_track(net, route, rng, noise_m=NOISE_M)
         m = match_track(net, track.lon, track.lat, MatchConfig(gps_sigma_m=NOISE_M))
         _check_consistent(net, m, track.lon.size)
-        right += lcs(m.segments, route)
+        right += common_segments(m.segments, route)
         total += max(m.segments.size, route.size)
-        right_inner += lcs(m.segments, route[1:-1])
+        right_inner += common_segments(m.segments, route[1:-1])
         total_inner += max(m.segments.size, route.size) - 2
     return right / total, right_inner / total_inner
 
@@ -114,7 +103,7 @@ def test_outliers_are_skipped(town):
     m = match_track(town, lon, lat)
     assert m.n_off_network >= 1
     assert (m.point_segment[bad] == -1).all()
-    assert lcs(m.segments, route) >= 0.9 * route.size
+    assert common_segments(m.segments, route) >= 0.9 * route.size
 
 
 def test_track_off_the_network_is_refused(town):
@@ -131,3 +120,10 @@ def test_bad_config_is_refused():
         MatchConfig(gps_sigma_m=0)
     with pytest.raises(ConfigError):
         MatchConfig(max_candidates=0)
+
+
+def test_common_segments_scores_order_and_repeats():
+    assert common_segments([1, 2, 3, 4], [1, 2, 3, 4]) == 4
+    assert common_segments([1, 3, 2, 4], [1, 2, 3, 4]) == 3  # order kept
+    assert common_segments([5, 5, 6], [5, 6]) == 2  # a repeat counts once where driven once
+    assert common_segments([], [1, 2]) == 0

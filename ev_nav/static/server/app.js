@@ -303,7 +303,7 @@ function showTrip(trip) {
     bounds.extend(line.getBounds());
   }
   ui.markers.forEach((m) => m.setZIndexOffset(1000));
-  if (bounds.isValid()) ui.map.fitBounds(bounds, { padding: [30, 30] });
+  if (bounds.isValid()) ui.map.fitBounds(bounds, { padding: [30, 30], animate: false });  // no animation: a click right after lands where it was aimed
 
   const constraints = [];
   if (trip.via && trip.via.length) constraints.push("via " + trip.via.length + " point(s)");

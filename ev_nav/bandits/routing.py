@@ -232,15 +232,11 @@ class Router:
                 except UnreachableError as exc:
                     unreachable = exc
                     continue
-                if cand is not None and (best is None or cand.cost < best.cost - 1e-12):
+                if best is None or cand.cost < best.cost - 1e-12:
                     best = cand
         if best is None:
-            if unreachable is not None:
-                raise unreachable
-            raise InvalidObservation(
-                "origin and destination are the same place on the road; a trip needs two "
-                "different places"
-            )
+            assert unreachable is not None  # every pair was searched: none is connected
+            raise unreachable
         return best
 
     def route_through(
@@ -300,11 +296,9 @@ class Router:
 
     def _between(
         self, w: NDArray[np.float64], s: int, fs: float, g: int, fg: float
-    ) -> PartialPath | None:
-        """One candidate pair of :meth:`route_between` (``None``: nothing to drive)."""
+    ) -> PartialPath:
+        """One candidate pair of :meth:`route_between` (the two points are not the same)."""
         if s == g and fg >= fs:
-            if fg - fs < _MIN_SHARE:
-                return None
             path = np.array([s], dtype=np.int64)
         elif s == g:
             # the goal lies behind the start on the same segment: leave it and come back

@@ -1,9 +1,11 @@
 """Exploration schedules β_t and per-segment index rules (spec §6, Algorithm 2).
 
 Energy is *minimised*, so the optimistic index is a lower confidence bound
-``μ̃ = μ − √β_t σ`` (UCB, BUCB), a posterior sample (TS), or the mean (greedy). Every index is then
-rectified to ``U = E[max(0, z)]``, ``z ~ N(μ̃, ς²)``, which is non-negative so that Dijkstra
-applies.
+``μ̃ = μ − √β_t σ`` (UCB, BUCB), a posterior sample (TS), or the mean (greedy): each rule gives a
+standard score ``z`` per segment (``μ̃ = μ + z σ``). :func:`rectified_weights` turns it into
+non-negative Dijkstra weights: in the product, the rule's value of each segment's loss under the
+posterior truncated to physically possible (non-negative) losses; in the paper's reproductions,
+Algorithm 2's ``E[max(0, μ̃ + ε)]``, ``ε ~ N(0, ς²)``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import erfinv, ndtr, ndtri
+from scipy.special import erfinv, log_ndtr, ndtr, ndtri, ndtri_exp
 
 from ev_nav.errors import ConfigError
 
 SQRT_2PI = math.sqrt(2.0 * math.pi)
+LOG_SQRT_2PI = math.log(SQRT_2PI)
 
 
 # ------------------------------------------------------------------------------- β schedules
@@ -126,49 +129,69 @@ class Posterior(Protocol):
 
 
 class IndexRule(Protocol):
-    """Maps a posterior to per-segment optimistic energies μ̃ (before rectification)."""
+    """Where in each segment's posterior a rule looks: a standard score ``z`` per segment (the
+    optimistic energy is ``μ̃ = μ + z σ``), or ``None`` for the posterior mean."""
 
     name: str
+
+    def score(
+        self, posterior: Posterior, t: int, rng: np.random.Generator
+    ) -> NDArray[np.float64] | float | None: ...
 
     def __call__(
         self, posterior: Posterior, t: int, rng: np.random.Generator
     ) -> NDArray[np.float64]: ...
 
 
+class _ScoredRule:
+    """``μ̃ = μ + z σ`` from the rule's :meth:`score` (the paper's optimistic energy)."""
+
+    def score(
+        self, posterior: Posterior, t: int, rng: np.random.Generator
+    ) -> NDArray[np.float64] | float | None:
+        raise NotImplementedError
+
+    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
+        z = self.score(posterior, t, rng)
+        if z is None:
+            return np.array(posterior.mean, dtype=np.float64, copy=True)
+        return posterior.mean + z * posterior.std
+
+
 @dataclass(frozen=True)
-class LowerConfidenceIndex:
-    """UCB / BUCB for minimisation: ``μ̃ = μ − √β_t σ``."""
+class LowerConfidenceIndex(_ScoredRule):
+    """UCB / BUCB for minimisation: ``μ̃ = μ − √β_t σ`` (``z = −√β_t``)."""
 
     schedule: BetaSchedule = field(default_factory=BetaSchedule)
     name: str = "ucb"
 
-    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
+    def score(self, posterior: Posterior, t: int, rng: np.random.Generator) -> float:
         beta = float(self.schedule(t, posterior.mean.shape[0]))
-        return posterior.mean - math.sqrt(max(beta, 0.0)) * posterior.std
+        return -math.sqrt(max(beta, 0.0))
 
 
 @dataclass(frozen=True)
-class ThompsonIndex:
+class ThompsonIndex(_ScoredRule):
     """Thompson sampling with independent per-segment draws ``μ̃ ~ N(μ, σ²)`` (spec §6)."""
 
     name: str = "ts"
 
-    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
-        return posterior.mean + posterior.std * rng.standard_normal(posterior.mean.shape[0])
+    def score(self, posterior: Posterior, t: int, rng: np.random.Generator):
+        return rng.standard_normal(posterior.mean.shape[0])
 
 
 @dataclass(frozen=True)
-class MeanIndex:
+class MeanIndex(_ScoredRule):
     """Greedy: the posterior mean (no exploration). For drivers who want the best guess."""
 
     name: str = "mean"
 
-    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
-        return np.array(posterior.mean, dtype=np.float64, copy=True)
+    def score(self, posterior: Posterior, t: int, rng: np.random.Generator) -> None:
+        return None
 
 
 @dataclass(frozen=True)
-class SafeIndex:
+class SafeIndex(_ScoredRule):
     """Risk-averse (for a driver short of charge): the upper ``quantile`` of each segment's
     energy, ``μ + z σ``. Summed along a route this bounds the route's upper quantile from above
     (exactly so for fully correlated segments), so the route minimising it is the one least
@@ -177,8 +200,8 @@ class SafeIndex:
     name: str = "safe"
     quantile: float = 0.95
 
-    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
-        return posterior.mean + float(ndtri(self.quantile)) * posterior.std
+    def score(self, posterior: Posterior, t: int, rng: np.random.Generator) -> float:
+        return float(ndtri(self.quantile))
 
 
 def make_index(
@@ -207,6 +230,37 @@ def make_index(
     )
 
 
+def truncated_mean(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
+    """Mean of ``N(m, s²)`` conditioned on being ``≥ 0``: ``m + s φ(m/s) / Φ(m/s)`` [Wh].
+
+    Computed through ``log Φ`` so that it stays accurate far in the tails; ``max(m, 0)`` where
+    ``s = 0`` (a loss known exactly).
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    s = np.asarray(std, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = m / s
+        out = m + s * np.exp(-0.5 * a * a - LOG_SQRT_2PI - log_ndtr(a))
+    return np.where(s > 0, np.maximum(out, 0.0), np.maximum(m, 0.0))
+
+
+def truncated_quantile(
+    mean: ArrayLike, std: ArrayLike, score: ArrayLike
+) -> NDArray[np.float64]:
+    """The quantile at level ``Φ(z)`` of ``N(m, s²)`` conditioned on being ``≥ 0`` [Wh].
+
+    ``Q = m − s Φ⁻¹(Φ(−z) Φ(m/s))`` (``log Φ`` and :func:`scipy.special.ndtri_exp` keep it
+    accurate in the tails). It is ``m + z s`` when the constraint is far (``m ≫ s``), always
+    positive when ``s > 0``, and ``max(m, 0)`` where ``s = 0``.
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    s = np.asarray(std, dtype=np.float64)
+    z = np.asarray(score, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = m - s * ndtri_exp(log_ndtr(-z) + log_ndtr(m / s))
+    return np.where(s > 0, np.maximum(out, 0.0), np.maximum(m, 0.0))
+
+
 def rectified_weights(
     rule: IndexRule,
     posterior: Posterior,
@@ -214,16 +268,27 @@ def rectified_weights(
     rng: np.random.Generator,
     potential_change: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Per-segment Dijkstra weights: rectified optimistic energies [Wh].
+    """Per-segment Dijkstra weights [Wh] of ``rule`` for trip ``t``.
 
-    Without ``potential_change`` this is the paper's Algorithm 2, ``E[max(0, μ̃ + ε)]`` per
-    segment, which values a regenerating (negative-energy) segment like a free one. With the
-    segments' ``ΔΦ`` (:func:`ev_nav.potential.potential_change`) the rectification happens in
-    reduced-cost space, ``E[max(0, μ̃ − ΔΦ + ε)]``: the weights are then the optimistic *losses*,
-    non-negative (Dijkstra-safe), and a route's energy is ``Φ(goal) − Φ(start)`` plus their sum,
-    so downhill regeneration counts in full down to what physics guarantees.
+    With the segments' ``ΔΦ`` (:func:`ev_nav.potential.potential_change`; the product) the
+    weight is the rule's value of the segment's **loss** ``ℓ = f − ΔΦ``, which physics makes
+    ``≥ 0``: the GP posterior ``N(μ − ΔΦ, σ²)`` of the loss conditioned on ``ℓ ≥ 0`` (a
+    truncated normal) is summarised by its mean (``mean``), a draw from it (``ts``, by the
+    rule's standard score through the inverse CDF), or its lower quantile at level
+    ``Φ(−√β_t)`` (``ucb``, ``bucb``; the upper one for ``safe``). A route's energy is
+    ``Φ(goal) − Φ(start)`` plus its weights' sum, so the weights are non-negative (Dijkstra-safe)
+    and nothing else is added to them: with the truth as the mean and ``σ = 0`` every rule's
+    weight is the true loss and the planned route is the energy-optimal one. See
+    ``docs/objective.md``.
+
+    Without ``potential_change`` (the paper's reproductions) this is Algorithm 2:
+    ``E[max(0, μ̃ + ε)]`` with ``ε ~ N(0, ς²)``, which values a regenerating segment like a free
+    one and adds about ``0.4 ς`` to every segment whose energy is near zero.
     """
-    mu_tilde = rule(posterior, t, rng)
-    if potential_change is not None:
-        mu_tilde = mu_tilde - potential_change
-    return rectify(mu_tilde, posterior.noise_std)
+    if potential_change is None:
+        return rectify(rule(posterior, t, rng), posterior.noise_std)
+    loss_mean = posterior.mean - potential_change
+    z = rule.score(posterior, t, rng)
+    if z is None:
+        return truncated_mean(loss_mean, posterior.std)
+    return truncated_quantile(loss_mean, posterior.std, z)

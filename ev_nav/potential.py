@@ -44,7 +44,7 @@ from ev_nav.energy import J_PER_WH, Vehicle
 from ev_nav.errors import NegativeCycleError
 from ev_nav.roads.network import RoadNetwork
 
-__all__ = ["node_potential", "potential_change", "reduced_costs"]
+__all__ = ["loss_scale", "node_potential", "potential_change", "reduced_costs"]
 
 #: Reduced costs down to this (round-off of the energy model's trigonometry) count as zero [Wh].
 TOLERANCE_WH = 1e-9
@@ -97,3 +97,25 @@ def reduced_costs(
 ) -> NDArray[np.float64]:
     """``c = energies − ΔΦ`` per segment [Wh]; ``≥ 0`` for ``E_det`` and the physical truth."""
     return np.asarray(energies, dtype=np.float64) - potential_change(net, vehicle)
+
+
+#: Smallest per-segment scale [Wh] (:func:`loss_scale`): keeps the scale positive on the rare
+#: segment whose deterministic loss rounds to zero. A few metres of driving cost more.
+LOSS_SCALE_FLOOR_WH = 0.05
+
+
+def loss_scale(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
+    """Each segment's deterministic loss ``c_det = E_det − ΔΦ`` [Wh], floored at
+    :data:`LOSS_SCALE_FLOOR_WH`: the scale of how much its true energy and one drive's energy
+    can differ from the physics model.
+
+    What varies between roads and between drives (traffic, driving style, wind, tyres, the
+    auxiliaries' share) acts on the losses — rolling and air resistance and the drivetrain —
+    not on the potential energy, which the elevation fixes. So a segment's deviation and noise
+    grow with its loss: with its length, its speed (air drag) and its climb (drivetrain losses),
+    and a 5 m link varies less in Wh than a 2 km road. The physical world
+    (:class:`ev_nav.sim.environment.TruthSpec`) and the learners' ``segment_scale="loss"``
+    both use this scale; see ``docs/objective.md``.
+    """
+    c = net.e_det(vehicle) - potential_change(net, vehicle)
+    return np.maximum(c, LOSS_SCALE_FLOOR_WH)

@@ -80,6 +80,12 @@ class PriorSettings:
             outputscale=0.25**2 * var_det, noise_var=0.1**2 * var_det, lengthscale=lengthscale
         )
 
+    @classmethod
+    def relative(cls, lengthscale: float = 1.0) -> PriorSettings:
+        """The paper's ratios as *relative* scales (unitless), for learners whose variances
+        scale with each segment's loss (``segment_scale="loss"``): σ0² = 0.25², ς² = 0.1²."""
+        return cls(outputscale=0.25**2, noise_var=0.1**2, lengthscale=lengthscale)
+
     @property
     def product_scale(self) -> float:
         """Outputscale s₁ of the ``k_G·k_f`` term [Wh²]."""

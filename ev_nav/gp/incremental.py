@@ -87,12 +87,14 @@ from ev_nav.gp.incremental_state import (
     segment_residuals,
     stored_log_entry,
     syrk_down,
+    total_noise,
     write_matrix,
 )
 from ev_nav.gp.kernels import DTYPE, GraphMaternKernel, SegmentKernel
 from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import (
     SegmentPosterior,
+    combine_weights,
     stored_total,
     validate_observations,
     validate_total,
@@ -109,20 +111,18 @@ _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 
 @dataclass(frozen=True)
 class _Rows:
-    """Observation rows: support positions and weights (``H``), residual, count per row.
-
-    ``count`` is ``n_e`` for a segment's row (noise ``ς²/n_e``) and ``-K`` for a trip total
-    over K traversals (noise ``K ς²``).
-    """
+    """Observation rows: support positions and weights (``H``), residual, and the noise variance
+    of each row in units of ς² (``s_e/n_e`` for the mean of a segment's ``n_e`` observations,
+    ``Σ h_e s_e`` for a trip total; ``s_e`` the segment's noise scale, 1 when uniform)."""
 
     pos: list[NDArray[np.int64]]
     wts: list[NDArray[np.float64]]
     resid: NDArray[np.float64]
-    count: NDArray[np.float64]
+    noise: NDArray[np.float64]
 
     def noise_factor(self) -> NDArray[np.float64]:
         """Noise variance of each row in units of ς²."""
-        return np.where(self.count > 0, 1.0 / np.abs(self.count), np.abs(self.count))
+        return self.noise
 
 
 class IncrementalGP:
@@ -171,7 +171,17 @@ class IncrementalGP:
         self.n = net.n_segments
         self.seed = int(seed)
         self.cache = cache
-        prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
+        if cfg.segment_scale == "loss":
+            from ev_nav.potential import loss_scale
+
+            prior = PriorSettings.relative(cfg.lengthscale)
+            #: a_e [Wh]: the prior covariance is a_e a_e' k(e, e') and the noise variance ς² a_e²
+            self.scale: NDArray[np.float64] | None = loss_scale(net, vehicle)
+        else:
+            prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
+            self.scale = None
+        #: each segment's noise variance in units of ς² (None: 1 everywhere)
+        self.noise_scale = None if self.scale is None else self.scale**2
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
         noise = prior.noise_var if cfg.noise_var is None else cfg.noise_var
         graph = GraphMaternKernel(
@@ -305,7 +315,9 @@ class IncrementalGP:
             self._log.append(("tot", ids.copy(), np.concatenate([[total], h])))
             self._apply_total(ids, h, total, posterior=False)
         u, cnt, s1 = batch_rows(seg, self.prior_mean)
-        condition_rows(cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot)
+        condition_rows(
+            cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot, self.noise_scale
+        )
         self._after_update(len(seg) + len(tot))
 
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
@@ -322,6 +334,12 @@ class IncrementalGP:
         """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
         cov = self._covariance()  # first: building it (the first refresh) also sets the mean
         return predict_sum(cov, self._mean, segment_ids, weights)
+
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``
+        (``s_e = a_e²`` with ``segment_scale="loss"``, else 1)."""
+        u, h = combine_weights(segment_ids, weights)
+        return total_noise(h, u, self.noise_scale) * self.noise_var
 
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""
@@ -360,7 +378,8 @@ class IncrementalGP:
         cov = self._covariance()
         self._shared = True
         return ExactPosterior(
-            self._mean, cov, self.noise_var, self.prior_mean, self.n_updates, self.next_refresh
+            self._mean, cov, self.noise_var, self.prior_mean, self.n_updates, self.next_refresh,
+            self.noise_scale,
         )
 
     def _own_arrays(self) -> None:
@@ -400,7 +419,9 @@ class IncrementalGP:
             cov = self._covariance()  # first: building it also sets the mean
             self._own_arrays()
             cov = self._cov
-            condition_segments(cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1)
+            condition_segments(
+                cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, self.noise_scale
+            )
         self._join_support(u)
         np.add.at(self.n_obs, ids, 1)
         np.add.at(self.sum_r, ids, r)
@@ -412,7 +433,7 @@ class IncrementalGP:
         if posterior:
             self._covariance()  # first: building it also sets the mean
             self._own_arrays()
-            condition_total(self._cov, self._mean, self.noise_var, u, h, total)
+            condition_total(self._cov, self._mean, self.noise_var, u, h, total, self.noise_scale)
         self._join_support(u)
         self.totals.append((u.copy(), h.copy(), float(total)))
 
@@ -423,14 +444,15 @@ class IncrementalGP:
         pos = [np.array([e]) for e in segs]
         wts = [np.ones(1) for _ in segs]
         resid = list(self.sum_r[segs] / self.n_obs[segs])
-        count = list(self.n_obs[segs].astype(np.float64))
+        seg_scale = 1.0 if self.noise_scale is None else self.noise_scale[segs]
+        noise = list(seg_scale / self.n_obs[segs].astype(np.float64))
         for u, h, total in self.totals:
             pos.append(u)
             wts.append(h)
             resid.append(total - float(h @ self.prior_mean[u]))
-            count.append(-float(h.sum()))  # a total: noise K ς² over its K traversals
+            noise.append(total_noise(h, u, self.noise_scale))
         return _Rows(pos, wts, np.asarray(resid, dtype=np.float64),
-                     np.asarray(count, dtype=np.float64))
+                     np.asarray(noise, dtype=np.float64))
 
     def _refresh(self, reset_log: bool = True) -> None:
         """Recompute Σ and μ from the sufficient statistics at the current hyperparameters.
@@ -466,11 +488,16 @@ class IncrementalGP:
             digest = hashlib.sha256(self.net.content_hash.encode())
             digest.update(self._log_hyper().numpy().tobytes())
             digest.update(repr((self.config.graph_nu, self.kernel.graph.mode)).encode())
+            if self.scale is not None:
+                digest.update(self.scale.tobytes())
             name = f"prior-{digest.hexdigest()[:24]}.npy"
             cached = read_matrix(self.cache, name, self.n)
             if cached is not None:
                 return cached
         cov = self.kernel.full()
+        if self.scale is not None:  # a_e a_e' k(e, e'), in place (column-major N × N)
+            cov *= self.scale[:, None]
+            cov *= self.scale[None, :]
         if name is not None:
             write_matrix(self.cache, name, cov)
         return cov
@@ -555,7 +582,7 @@ class IncrementalGP:
             return rows
         keep = np.sort(self.rng.choice(len(rows.pos), size=cap, replace=False))
         return _Rows([rows.pos[i] for i in keep], [rows.wts[i] for i in keep],
-                     rows.resid[keep], rows.count[keep])
+                     rows.resid[keep], rows.noise[keep])
 
     def _fit(self) -> None:
         """Type-II MAP of the hyperparameters on the sufficient statistics (L-BFGS, autograd).
@@ -577,11 +604,15 @@ class IncrementalGP:
         local[segs] = np.arange(segs.size)
         lpos = [local[p] for p in rows.pos]
         x = self.kernel.features[torch.as_tensor(segs)]
+        amp = None if self.scale is None else torch.as_tensor(self.scale[segs])
         r = torch.as_tensor(rows.resid)
         noise_factor = torch.as_tensor(rows.noise_factor())
         observed = self.n_obs > 0
         n_all = self.n_obs[observed].astype(np.float64)
-        ssw = float(np.sum(self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all))
+        scatter = self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all
+        if self.noise_scale is not None:  # each segment's scatter in units of its noise scale
+            scatter = scatter / self.noise_scale[observed]
+        ssw = float(np.sum(scatter))
         dof = float(np.sum(n_all - 1.0))
         i_s1 = 1 + 2 * dim
         theta0 = self._log_hyper()
@@ -608,6 +639,8 @@ class IncrementalGP:
             raw = fixed_raw if fixed_raw is not None else graph.raw_block(segs, segs, kappa=t[0])
             k = t[i_s1] * raw * matern52(x, x, t[1 : 1 + dim])
             k = k + t[i_s1 + 1] * matern52(x, x, t[1 + dim : i_s1])
+            if amp is not None:
+                k = amp[:, None] * k * amp[None, :]
             noise = t[i_s1 + 2]
             g = _row_combination(_row_combination(k, lpos, rows.wts).T.contiguous(), lpos,
                                  rows.wts)

@@ -62,6 +62,10 @@ _JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
 HYPER_FIELDS = ("raw_kappa", "raw_ls_1", "raw_ls_2", "raw_s_1", "raw_s_2")
 
 
+#: How a learner's prior variance and noise vary over segments (``IncrementalConfig``).
+SEGMENT_SCALES = ("uniform", "loss")
+
+
 @dataclass(frozen=True)
 class IncrementalConfig:
     """Settings of the exact, incremental learner.
@@ -97,6 +101,13 @@ class IncrementalConfig:
         L-BFGS iterations per fit (warm-started from the current values).
     prior_log_sd : float
         Standard deviation of the log-normal hyperparameter priors (natural-log units).
+    segment_scale : str
+        ``"uniform"`` (the paper's model: one prior variance σ0² and one noise variance ς² [Wh²]
+        for every segment) or ``"loss"``: each segment's prior deviation and noise scale with its
+        deterministic loss ``a_e`` (:func:`ev_nav.potential.loss_scale`), covariance
+        ``a_e a_e' k(e, e')`` and noise variance ``ς² a_e²``, so σ0² and ς² are relative
+        (unitless; defaults 0.25² and 0.1²). The physical world's model; see
+        ``docs/objective.md``.
     """
 
     graph_nu: float = 2.0
@@ -113,8 +124,14 @@ class IncrementalConfig:
     fit_max_rows: int = 600
     fit_iterations: int = 20
     prior_log_sd: float = 1.0
+    segment_scale: str = "uniform"
 
     def __post_init__(self) -> None:
+        if self.segment_scale not in SEGMENT_SCALES:
+            raise ConfigError(
+                f"segment_scale must be one of {', '.join(SEGMENT_SCALES)}, got "
+                f"{self.segment_scale!r}"
+            )
         if self.kernel_mode != "auto":  # the default is always valid; the list lives with the
             from ev_nav.gp.kernels import KERNEL_MODES  # kernels (torch), so only others look
 
@@ -189,6 +206,18 @@ def segment_residuals(
     return r, u, cnt, np.bincount(inv, weights=r, minlength=u.size)
 
 
+def _scale(noise_scale: NDArray[np.float64] | None, u: NDArray[np.int64]) -> NDArray | float:
+    return 1.0 if noise_scale is None else noise_scale[u]
+
+
+def total_noise(
+    h: NDArray[np.float64], u: NDArray[np.int64], noise_scale: NDArray[np.float64] | None
+) -> float:
+    """Noise variance of a trip total ``Σ h_e y_e`` in units of ς²: ``Σ h_e s_e`` (a partly
+    driven segment adds its share of the segment's noise variance ``ς² s_e``)."""
+    return float(h.sum()) if noise_scale is None else float(h @ noise_scale[u])
+
+
 def condition_segments(
     cov: NDArray[np.float64],
     mean: NDArray[np.float64],
@@ -197,14 +226,16 @@ def condition_segments(
     u: NDArray[np.int64],
     cnt: NDArray[np.int64],
     s1: NDArray[np.float64],
+    noise_scale: NDArray[np.float64] | None = None,
 ) -> None:
     """Condition ``(μ, Σ)`` in place on the mean residuals ``s1 / cnt`` of segments ``u``.
 
-    With ``M = Σ[T, T] + diag(ς²/c) = L Lᵀ`` and ``W = L⁻¹ Σ[T, :]``: ``Σ ← Σ − WᵀW``,
-    ``μ ← μ + Wᵀ L⁻¹(ȳ − μ_T)`` (exact Bayesian update, N²k flops).
+    With ``M = Σ[T, T] + diag(ς² s_T/c) = L Lᵀ`` and ``W = L⁻¹ Σ[T, :]``: ``Σ ← Σ − WᵀW``,
+    ``μ ← μ + Wᵀ L⁻¹(ȳ − μ_T)`` (exact Bayesian update, N²k flops). ``noise_scale`` is each
+    segment's noise variance in units of ς² (default 1: the paper's uniform noise).
     """
     a = sym_rows(cov, u)  # Σ[T, :]  (k, N)
-    m = a[:, u] + np.diag(noise_var / cnt)
+    m = a[:, u] + np.diag(noise_var * _scale(noise_scale, u) / cnt)
     chol = cholesky(0.5 * (m + m.T))
     w = sla.solve_triangular(chol, a, lower=True, check_finite=False)  # L⁻¹ Σ[T, :]
     innov = prior_mean[u] + s1 / cnt - mean[u]
@@ -220,11 +251,13 @@ def condition_total(
     u: NDArray[np.int64],
     h: NDArray[np.float64],
     total: float,
+    noise_scale: NDArray[np.float64] | None = None,
 ) -> None:
     """Condition ``(μ, Σ)`` in place on a trip total ``Σ h_e f(e)`` over distinct segments
-    ``u`` (noise ``ς² Σ h``: ς² per whole segment driven; rank 1)."""
+    ``u`` (noise ``ς² Σ h_e s_e``: each segment's noise variance ``ς² s_e`` per whole segment
+    driven; rank 1)."""
     sh = h @ sym_rows(cov, u)  # Σ h
-    s = float(sh[u] @ h) + float(h.sum()) * noise_var
+    s = float(sh[u] @ h) + total_noise(h, u, noise_scale) * noise_var
     w = sh / math.sqrt(s)
     innov = total - float(h @ mean[u])
     mean += w * (innov / math.sqrt(s))
@@ -240,6 +273,7 @@ def condition_rows(
     cnt: NDArray[np.int64],
     s1: NDArray[np.float64],
     totals: Sequence[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+    noise_scale: NDArray[np.float64] | None = None,
 ) -> None:
     """Condition ``(μ, Σ)`` in place on many observations at once: the mean residuals
     ``s1 / cnt`` of segments ``u`` (noise ``ς²/c``) and trip totals ``(ids, h, total)``
@@ -253,20 +287,20 @@ def condition_rows(
     # very bits of update()/update_total() (a checkpoint's replay log is applied that way)
     if not totals:
         if u.size:
-            condition_segments(cov, mean, prior_mean, noise_var, u, cnt, s1)
+            condition_segments(cov, mean, prior_mean, noise_var, u, cnt, s1, noise_scale)
         return
     if not u.size and len(totals) == 1:
-        condition_total(cov, mean, noise_var, *totals[0])
+        condition_total(cov, mean, noise_var, *totals[0], noise_scale)
         return
     rows, target, noise = [], [], []
     if u.size:
         rows.append(sym_rows(cov, u))  # Σ[T, :]
         target.append(prior_mean[u] + s1 / cnt - mean[u])
-        noise.append(noise_var / cnt)
+        noise.append(noise_var * _scale(noise_scale, u) / cnt)
     for ids, h, total in totals:
         rows.append((h @ sym_rows(cov, ids))[None, :])  # hᵀ Σ[ids, :]
         target.append(np.array([total - float(h @ mean[ids])]))
-        noise.append(np.array([float(h.sum()) * noise_var]))
+        noise.append(np.array([total_noise(h, ids, noise_scale) * noise_var]))
     if not rows:
         return
     a = np.vstack(rows)  # H Σ  (k, N)
@@ -400,8 +434,10 @@ class ExactPosterior:
         prior_mean: NDArray[np.float64],
         n_updates: int,
         next_refresh: int,
+        noise_scale: NDArray[np.float64] | None = None,
     ) -> None:
         self.n = int(mean.shape[0])
+        self.noise_scale = noise_scale
         self._mean = mean
         self._cov = cov
         self.noise_var = float(noise_var)
@@ -482,6 +518,11 @@ class ExactPosterior:
         """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
         return predict_sum(self._cov, self._mean, segment_ids, weights)
 
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``."""
+        u, h = combine_weights(segment_ids, weights)
+        return total_noise(h, u, self.noise_scale) * self.noise_var
+
     # ------------------------------------------------------------------ pending observations
     @property
     def updates_before_refresh(self) -> int:
@@ -502,7 +543,9 @@ class ExactPosterior:
             return
         self._count_update()
         _, u, cnt, s1 = segment_residuals(ids, y, self.prior_mean)
-        condition_segments(self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1)
+        condition_segments(
+            self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, self.noise_scale
+        )
 
     def update_total(
         self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
@@ -511,7 +554,7 @@ class ExactPosterior:
         the learner's update does (see :meth:`update`)."""
         u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
         self._count_update()
-        condition_total(self._cov, self._mean, self.noise_var, u, h, total)
+        condition_total(self._cov, self._mean, self.noise_var, u, h, total, self.noise_scale)
 
     def absorb(
         self,
@@ -528,7 +571,10 @@ class ExactPosterior:
             return
         self._count_update(len(seg) + len(tot))
         u, cnt, s1 = batch_rows(seg, self.prior_mean)
-        condition_rows(self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot)
+        condition_rows(
+            self._cov, self._mean, self.prior_mean, self.noise_var, u, cnt, s1, tot,
+            self.noise_scale,
+        )
 
     def _count_update(self, n: int = 1) -> None:
         if self.updates_before_refresh < n:

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
-from ev_nav.errors import ModelStateError
+from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.posterior import (
     SegmentPosterior,
     combine_weights,
@@ -41,6 +41,11 @@ class BIModel:
         (0.25² times the variance of E_det over the network).
     noise_var : float, optional
         Observation-noise variance ς² [Wh²]; default 0.1² times the variance of E_det.
+    segment_scale : str
+        ``"uniform"`` (the paper's) or ``"loss"``: segment ``e`` has prior variance ``σ0² a_e²``
+        and noise variance ``ς² a_e²`` with its deterministic loss ``a_e`` [Wh]
+        (:func:`ev_nav.potential.loss_scale`); σ0² and ς² are then relative (defaults 0.25² and
+        0.1²), as in the exact learner's ``segment_scale``.
     """
 
     #: The ``kind`` its checkpoints carry.
@@ -52,10 +57,25 @@ class BIModel:
         vehicle: Vehicle | None = None,
         prior_var: float | None = None,
         noise_var: float | None = None,
+        segment_scale: str = "uniform",
     ) -> None:
         from ev_nav.gp.groundtruth import PriorSettings  # local: groundtruth imports kernels
+        from ev_nav.gp.incremental_state import SEGMENT_SCALES
 
-        defaults = PriorSettings.from_network(net, vehicle)
+        if segment_scale not in SEGMENT_SCALES:
+            raise ConfigError(
+                f"segment_scale must be one of {', '.join(SEGMENT_SCALES)}, got {segment_scale!r}"
+            )
+        self.segment_scale = segment_scale
+        if segment_scale == "loss":
+            from ev_nav.potential import loss_scale
+
+            defaults = PriorSettings.relative()
+            #: each segment's variances in units of σ0² and ς² (a_e², or 1 when uniform)
+            self.scale2 = loss_scale(net, vehicle) ** 2
+        else:
+            defaults = PriorSettings.from_network(net, vehicle)
+            self.scale2 = np.ones(net.n_segments)
         self.n_segments = net.n_segments
         self.network_hash = net.content_hash
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
@@ -63,8 +83,8 @@ class BIModel:
         self._noise_var = float(defaults.noise_var if noise_var is None else noise_var)
         if not (self.prior_var > 0 and self._noise_var > 0):
             raise ModelStateError("prior_var and noise_var must be positive")
-        self.precision = np.full(self.n_segments, 1.0 / self.prior_var)
-        self.eta = self.prior_mean / self.prior_var  # precision-weighted mean
+        self.precision = 1.0 / (self.prior_var * self.scale2)
+        self.eta = self.prior_mean / (self.prior_var * self.scale2)  # precision-weighted mean
         self.n_obs = np.zeros(self.n_segments, dtype=np.int64)
         self._cache: SegmentPosterior | None = None
 
@@ -85,8 +105,9 @@ class BIModel:
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Conjugate update with one noisy observation per listed segment [Wh]."""
         ids, y = validate_observations(segment_ids, energies, self.n_segments)
-        np.add.at(self.precision, ids, 1.0 / self._noise_var)
-        np.add.at(self.eta, ids, y / self._noise_var)
+        noise = self._noise_var * self.scale2[ids]
+        np.add.at(self.precision, ids, 1.0 / noise)
+        np.add.at(self.eta, ids, y / noise)
         np.add.at(self.n_obs, ids, 1)
         self._cache = None
 
@@ -104,7 +125,7 @@ class BIModel:
         uniq, h, total = validate_total(segment_ids, total_energy, self.n_segments, weights)
         post = self.posterior()
         mu, var = post.mean[uniq], post.std[uniq] ** 2
-        s_var = float((h**2 * var).sum()) + float(h.sum()) * self._noise_var
+        s_var = float((h**2 * var).sum()) + self.noise_variance(uniq, h)
         resid = total - float((h * mu).sum())
         gain = h * var / s_var
         new_mu = mu + gain * resid
@@ -121,6 +142,12 @@ class BIModel:
         post = self.posterior()
         return float(h @ post.mean[u]), float((h**2 * post.std[u] ** 2).sum())
 
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``:
+        ``ς² Σ weights·a²`` (``a = 1`` when uniform)."""
+        u, h = combine_weights(segment_ids, weights)
+        return float(h @ self.scale2[u]) * self._noise_var
+
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent)."""
         ids = np.asarray(segment_ids, dtype=np.int64)
@@ -135,6 +162,7 @@ class BIModel:
             "network_hash": self.network_hash,
             "prior_var": self.prior_var,
             "noise_var": self._noise_var,
+            "segment_scale": self.segment_scale,
             "prior_mean": self.prior_mean.copy(),
             "precision": self.precision.copy(),
             "eta": self.eta.copy(),
@@ -151,6 +179,12 @@ class BIModel:
             n_segments=self.n_segments,
             network_hash=self.network_hash,
         )
+        scale = str(state.get("segment_scale", "uniform"))  # absent: saved before scales
+        if scale != self.segment_scale:
+            raise ModelStateError(
+                f"the checkpoint's segment_scale is {scale!r}, this model's "
+                f"{self.segment_scale!r}"
+            )
         arrays = {k: np.asarray(state[k]) for k in ("prior_mean", "precision", "eta", "n_obs")}
         if any(a.shape != (self.n_segments,) for a in arrays.values()):
             raise ModelStateError("checkpoint arrays have the wrong length for this network")

@@ -91,6 +91,13 @@ class SegmentModel(Protocol):
         posterior (correlations included; the noise not)."""
         ...
 
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Variance [Wh²] of the observation noise of ``Σ_i weights_i·y(segment_ids_i)``: what
+        a trip's measured energy adds to :meth:`predict_sum`'s variance. ``ς² Σ weights`` for
+        the paper's uniform noise; ``ς² Σ weights_i s_i`` where each segment has its own noise
+        scale ``s`` (``segment_scale="loss"``)."""
+        ...
+
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
         ...

@@ -331,6 +331,11 @@ class SVGPModel:
         u, w = combine_weights(segment_ids, weights)
         return float(w @ self.posterior().mean[u]), float(w @ self.route_covariance(u) @ w)
 
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ weights``."""
+        _, w = combine_weights(segment_ids, weights)
+        return float(w.sum()) * self.noise_std**2
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Algorithm 3 for one trip: record observations, refresh Z, take G steps [Wh]."""
         ids, y = validate_observations(segment_ids, energies, self.n)

@@ -219,6 +219,10 @@ class _SnapshotView:
     def posterior(self) -> SegmentPosterior:
         return self._snap.posterior
 
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        with self._snap.lock:
+            return self._snap.model.noise_variance(segment_ids, weights)
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
 

@@ -1,6 +1,6 @@
 """Simulated driving: a ground-truth energy per segment, noisy semi-bandit feedback, regret.
 
-Two ground truths:
+Ground truths:
 
 * ``kind="physical"`` (the default): ``f = ΔΦ + c_true`` with the node potential ``Φ`` of
   :mod:`ev_nav.potential` and losses ``c_true = c_det · exp(s·z − s²/2)``, where ``z`` is the
@@ -10,6 +10,11 @@ Two ground truths:
   ``c_det``, so no closed loop gains energy: the exact optimum always exists and is Dijkstra on
   the reduced costs. Chosen over truncating ``c_det + noise`` at 0, which would put a mass of
   loss-free segments wherever the noise exceeds the losses (short and downhill segments).
+  One drive's noise on segment ``e`` has sd ``ρ·a_e`` with ``a_e`` its deterministic loss
+  (:func:`ev_nav.potential.loss_scale`) and ``ρ`` = ``noise_spread`` (0.2): deviations and noise
+  both act on the losses, so both scale with the segment (``docs/objective.md``).
+* ``kind="file"``: per-segment expected energies and noise sds from a CSV file (``path``;
+  :func:`save_truth` writes one), for measured or externally modelled energies.
 * ``kind="gp"`` (the paper, spec §4): one draw ``f ~ GP(E_det, k)``; a draw with a negative-energy
   cycle has no optimal route and is rejected and redrawn (counted, bounded by ``max_redraws``).
   Used by the paper reproductions. For very large networks, ``kind="det-noise"`` uses E_det plus
@@ -19,6 +24,7 @@ Two ground truths:
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,6 +57,11 @@ class TruthSpec:
         How many draws with a negative cycle are tolerated before giving up (``exact`` only).
     loss_spread : float
         Relative spread ``s`` of the losses in the physical truth (ignored by the others).
+    noise_spread : float
+        Relative noise ``ρ`` of one drive in the physical truth: segment ``e``'s observation
+        noise has sd ``ρ·a_e`` [Wh], ``a_e`` its deterministic loss (ignored by the others).
+    path : str, optional
+        The CSV file of ``kind="file"`` (columns ``segment``, ``expected_wh``, ``noise_sd_wh``).
     optimum : str
         How each trip's optimal route p* is defined. ``"exact"`` (spec §1): the energy-optimal
         path under the true energies by Johnson/Bellman–Ford; draws with a negative-energy cycle
@@ -65,6 +76,8 @@ class TruthSpec:
     max_redraws: int = 50
     optimum: str = "exact"
     loss_spread: float = 0.25
+    noise_spread: float = 0.2
+    path: str | None = None
 
 
 @dataclass
@@ -76,8 +89,9 @@ class Environment:
     net : RoadNetwork
     true_energy : ndarray
         Expected energy per segment [Wh] (unknown to the agent).
-    noise_std : float
-        Observation noise ς [Wh].
+    noise_std : float or ndarray
+        Observation noise sd [Wh]: one ς for every segment (the paper's worlds), or one per
+        segment (the physical world, a truth file).
     oracle : Oracle
         Exact optimal routes under ``true_energy``.
     redraws : int
@@ -86,7 +100,7 @@ class Environment:
 
     net: RoadNetwork
     true_energy: NDArray[np.float64]
-    noise_std: float
+    noise_std: float | NDArray[np.float64]
     oracle: Any
     redraws: int = 0
     info: dict[str, Any] = field(default_factory=dict)
@@ -112,22 +126,34 @@ class Environment:
         truth = truth or TruthSpec()
         if truth.optimum not in ("exact", "rectified"):
             raise ConfigError(f"unknown optimum {truth.optimum!r}; use exact or rectified")
+        if truth.kind == "file":
+            return cls.from_file(net, truth)
         settings = PriorSettings.from_network(net, vehicle, lengthscale=truth.lengthscale)
         noise_std = float(np.sqrt(settings.noise_var))
         if truth.kind == "physical":
-            from ev_nav.potential import node_potential
+            from ev_nav.potential import loss_scale, node_potential
 
-            if not truth.loss_spread >= 0:
-                raise ConfigError(f"loss_spread must be >= 0, got {truth.loss_spread}")
+            if not (truth.loss_spread >= 0 and truth.noise_spread > 0):
+                raise ConfigError(
+                    f"loss_spread must be >= 0 and noise_spread > 0, got {truth.loss_spread} "
+                    f"and {truth.noise_spread}"
+                )
             phi = node_potential(net, vehicle)
             base = replace(truth, kind="gp")
             f_gp = _draw(net, vehicle, settings, base, int(seed) * 1_000_003, cache_dir)
             f = physical_truth(net, vehicle, phi, f_gp, settings.outputscale, truth.loss_spread)
+            sd = truth.noise_spread * loss_scale(net, vehicle)
             if truth.optimum == "rectified":
-                oracle: Any = RectifiedOracle(net, f, noise_std)
+                oracle: Any = RectifiedOracle(net, f, sd)
             else:  # exists for every draw: Dijkstra on the reduced costs, no Bellman–Ford
                 oracle = Oracle(net, f, node_potential=phi)
-            return cls(net=net, true_energy=f, noise_std=noise_std, oracle=oracle, redraws=0)
+            s = truth.loss_spread
+            info = {  # the scales a learner with segment_scale="loss" should find
+                "relative_outputscale": math.expm1(s * s),
+                "relative_noise_sd": truth.noise_spread,
+            }
+            return cls(net=net, true_energy=f, noise_std=sd, oracle=oracle, redraws=0,
+                       info=info)
         for k in range(truth.max_redraws + 1):
             f = _draw(net, vehicle, settings, truth, int(seed) * 1_000_003 + k, cache_dir)
             if truth.optimum == "rectified":
@@ -150,16 +176,110 @@ class Environment:
             "[truth] for this network"
         )
 
+    @classmethod
+    def from_file(cls, net: RoadNetwork, truth: TruthSpec) -> Environment:
+        """The world of a truth file (``kind="file"``), checked against ``net``.
+
+        Raises
+        ------
+        ConfigError
+            No ``path``; a missing or unreadable file; not exactly one row per segment of this
+            network; a non-finite energy or a negative noise sd.
+        NegativeCycleError
+            If the energies let a closed loop gain energy (no optimal route would exist).
+        """
+        if not truth.path:
+            raise ConfigError("a file truth needs 'path' (a CSV written by save_truth)")
+        f, sd = load_truth(truth.path, net)
+        if truth.optimum == "rectified":
+            oracle: Any = RectifiedOracle(net, f, sd)
+        else:
+            oracle = Oracle(net, f)
+        return cls(net=net, true_energy=f, noise_std=sd, oracle=oracle, redraws=0,
+                   info={"path": str(truth.path)})
+
+    def noise_sd(self, path: ArrayLike) -> NDArray[np.float64]:
+        """Each listed segment's observation-noise sd [Wh]."""
+        p = np.asarray(path, dtype=np.int64)
+        sd = np.asarray(self.noise_std, dtype=np.float64)
+        return np.broadcast_to(sd, (self.net.n_segments,))[p]
+
     def drive(self, path: ArrayLike, rng: np.random.Generator) -> NDArray[np.float64]:
         """Noisy per-segment energies [Wh] observed when driving ``path`` (semi-bandit)."""
         p = np.asarray(path, dtype=np.int64)
-        return self.true_energy[p] + self.noise_std * rng.standard_normal(p.shape[0])
+        if np.ndim(self.noise_std) == 0:  # one ς: the paper's worlds, bit for bit as before
+            return self.true_energy[p] + self.noise_std * rng.standard_normal(p.shape[0])
+        return self.true_energy[p] + self.noise_sd(p) * rng.standard_normal(p.shape[0])
 
     def regret(self, path: ArrayLike, start: int, goal: int) -> tuple[float, float, float]:
         """``(regret, energy, optimal energy)`` [Wh] of a path against the trip's own optimum."""
         energy = self.oracle.path_energy(path)
         _, best = self.oracle.optimal(start, goal)
         return energy - best, energy, best
+
+
+#: Columns of a truth file (:func:`save_truth`, ``[truth] kind = "file"``).
+TRUTH_COLUMNS = ("segment", "expected_wh", "noise_sd_wh")
+
+
+def save_truth(path: str | Path, env: Environment) -> None:
+    """Write a world's expected energies and noise sds as a truth file (CSV, atomically).
+
+    One row per segment: ``segment`` (id in ``0 .. n − 1``), ``expected_wh``, ``noise_sd_wh``.
+    A header comment names the network (its content hash), which :func:`load_truth` checks.
+    """
+    n = env.net.n_segments
+    sd = env.noise_sd(np.arange(n))
+    with atomic_path(Path(path)) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"# ev-nav truth file; network {env.net.content_hash}\n")
+            fh.write(",".join(TRUTH_COLUMNS) + "\n")
+            for e in range(n):
+                fh.write(f"{e},{env.true_energy[e]!r},{sd[e]!r}\n")
+
+
+def load_truth(
+    path: str | Path, net: RoadNetwork
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Read a truth file: ``(expected energy, noise sd)`` per segment [Wh] (see
+    :meth:`Environment.from_file` for the checks)."""
+    import pandas as pd
+
+    p = Path(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            first = fh.readline()
+        table = pd.read_csv(p, comment="#")
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"cannot read truth file {p}: {exc}") from None
+    marker = "network "
+    if marker in first and net.content_hash not in first:
+        raise ConfigError(
+            f"truth file {p} was written for another network ({first.strip()[2:]}), not "
+            f"{net.name} ({net.content_hash})"
+        )
+    missing = [c for c in TRUTH_COLUMNS if c not in table.columns]
+    if missing:
+        raise ConfigError(f"truth file {p} lacks column(s) {missing}; need {TRUTH_COLUMNS}")
+    try:
+        seg = table["segment"].to_numpy(dtype=np.int64)
+        f_col = table["expected_wh"].to_numpy(dtype=np.float64)
+        sd_col = table["noise_sd_wh"].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"truth file {p}: non-numeric value ({exc})") from None
+    n = net.n_segments
+    if seg.size != n or np.any(np.sort(seg) != np.arange(n)):
+        raise ConfigError(
+            f"truth file {p} has {seg.size} rows; it needs exactly one per segment "
+            f"0..{n - 1} of {net.name}"
+        )
+    if not (np.all(np.isfinite(f_col)) and np.all(np.isfinite(sd_col)) and sd_col.min() >= 0):
+        raise ConfigError(f"truth file {p}: energies must be finite and noise sds >= 0")
+    f = np.empty(n)
+    sd = np.empty(n)
+    f[seg] = f_col
+    sd[seg] = sd_col
+    return f, sd
 
 
 _TRUTHS: dict[tuple, NDArray[np.float64]] = {}
@@ -216,7 +336,7 @@ def _draw(
         f = det_plus_correlated_noise(net, vehicle, np.sqrt(settings.outputscale), draw_seed)
     else:
         raise ConfigError(
-            f"unknown ground-truth kind {truth.kind!r}; use physical, gp or det-noise"
+            f"unknown ground-truth kind {truth.kind!r}; use physical, gp, det-noise or file"
         )
     if path is not None:
         with atomic_path(path, suffix=".npy") as tmp:
@@ -234,7 +354,9 @@ class RectifiedOracle:
     Same interface as :class:`~ev_nav.bandits.routing.Oracle`; path energies are true energies.
     """
 
-    def __init__(self, net: RoadNetwork, energies: ArrayLike, noise_std: float) -> None:
+    def __init__(
+        self, net: RoadNetwork, energies: ArrayLike, noise_std: float | ArrayLike
+    ) -> None:
         from ev_nav.bandits.indices import rectify
         from ev_nav.bandits.routing import Router
 

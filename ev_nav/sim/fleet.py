@@ -126,7 +126,9 @@ class AgentSpec:
     product default: exact posterior, rank-k updates, hyperparameters on a schedule) or
     ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`; the paper mode,
     labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
-    ``kernel_mode`` configure the SVGP only.
+    ``kernel_mode`` configure the SVGP only. ``segment_scale`` (GP with the exact learner, BI):
+    ``"uniform"`` (the paper's one prior and noise variance) or ``"loss"`` (both scale with
+    each segment's deterministic loss, the physical world's model; ``docs/objective.md``).
     """
 
     model: str = "gp"
@@ -143,6 +145,7 @@ class AgentSpec:
     name: str | None = None
     rectification: str = "reduced"
     learner: str = "exact"
+    segment_scale: str = "uniform"
 
     @property
     def label(self) -> str:
@@ -199,6 +202,11 @@ class RunSpec:
             del fields["agent"]["learner"]
         if fields["truth"]["kind"] != "physical":
             del fields["truth"]["loss_spread"]
+            del fields["truth"]["noise_spread"]
+        if fields["truth"]["path"] is None:
+            del fields["truth"]["path"]
+        if fields["agent"]["segment_scale"] == "uniform":
+            del fields["agent"]["segment_scale"]
         digest = hashlib.sha256(
             json.dumps(fields, sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
@@ -264,7 +272,7 @@ def make_model(
 
         if gp_overrides:
             raise ConfigError(f"BI models take no GP settings: {sorted(gp_overrides)}")
-        return BIModel(net)
+        return BIModel(net, segment_scale=spec.segment_scale)
     if spec.model != "gp":
         raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
     if spec.learner == "exact":
@@ -274,6 +282,7 @@ def make_model(
             "lengthscale": spec.lengthscale,
             "learn_hyperparameters": spec.learn_hyperparameters,
             "kernel_mode": spec.kernel_mode,
+            "segment_scale": spec.segment_scale,
         }
         try:
             config = IncrementalConfig(**{**fields, **gp_overrides})
@@ -282,6 +291,9 @@ def make_model(
         return IncrementalGP(net, config=config, seed=seed)
     if spec.learner == "svgp":
         from ev_nav.gp.svgp import SVGPModel
+
+        if spec.segment_scale != "uniform":
+            raise ConfigError("the SVGP learner (the paper mode) has uniform scales only")
 
         # fleet runs last hundreds of trips: a one-off eigendecomposition for the prior
         # variances (Luxembourg: 30–45 s) pays for itself after ~50 trips
@@ -623,7 +635,11 @@ def write_run(
             seeds={"run": spec.seed},
             run_id=spec.run_id,
             ground_truth_redraws=env.redraws,
-            noise_std_wh=env.noise_std,
+            noise_std_wh=(
+                env.noise_std if np.ndim(env.noise_std) == 0
+                else {"median": float(np.median(env.noise_std)),
+                      "max": float(np.max(env.noise_std))}
+            ),
             network_hash=env.net.content_hash,
         ),
     )

@@ -72,7 +72,7 @@ def route_energy(
     seg = np.asarray(segments, dtype=np.int64)
     h = np.ones(seg.size) if shares is None else np.asarray(shares, dtype=np.float64)
     post = model.posterior()
-    noise = float(model.noise_std) ** 2 * float(h.sum())
+    noise = float(model.noise_variance(seg, h))
     cov = model.route_covariance(seg)
     joint = float(h @ cov @ h)
     indep = float((h * h) @ np.diagonal(cov))

@@ -24,6 +24,7 @@ from ev_nav.trips.battery import route_energy
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
+    from ev_nav.gp.posterior import SegmentModel
     from ev_nav.trips.session import Session
 
 __all__ = [
@@ -205,7 +206,7 @@ def record_segments(
     check_plausible(
         wh,
         post.mean[idx],
-        np.sqrt(post.std[idx] ** 2 + float(model.noise_std) ** 2),
+        np.sqrt(post.std[idx] ** 2 + _segment_noise(model, idx)),
         [f"segment {int(e)}" for e in seg],
         force=force,
     )
@@ -215,6 +216,14 @@ def record_segments(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
+    """Each listed segment's observation-noise variance [Wh²] (one model call per distinct
+    segment of one observation: a command's work, not a routing hot path)."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    var = np.array([model.noise_variance(uniq[i : i + 1]) for i in range(uniq.size)])
+    return var[inv.reshape(-1)]
 
 
 def _named(ids: np.ndarray, most: int = 5) -> str:
@@ -250,10 +259,8 @@ def record_total(
     trip = store.get_trip(trip_id)
     if route is None:
         mean = trip.predicted_wh
-        # the route's joint sd plus ς² per whole segment driven
-        sd = np.sqrt(
-            trip.predicted_sd_wh**2 + float(trip.shares.sum()) * float(model.noise_std) ** 2
-        )
+        # the route's joint sd plus its observation noise
+        sd = np.sqrt(trip.predicted_sd_wh**2 + model.noise_variance(trip.route, trip.shares))
     else:
         route = validate_segment_ids(route, session.net.n_segments)
         if route.size == 0:

@@ -40,7 +40,7 @@ def test_environment_truth_and_feedback():
     obs = env.drive(path, np.random.default_rng(0))
     assert obs.shape == path.shape
     resid = obs - env.true_energy[path]
-    assert np.abs(resid).max() < 6 * env.noise_std
+    assert np.all(np.abs(resid) < 6 * env.noise_sd(path))
     again = Environment.create(net, seed=0)
     np.testing.assert_array_equal(again.true_energy, env.true_energy)
 

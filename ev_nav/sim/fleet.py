@@ -674,7 +674,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         model = "gp"
         policy = "ts"
         [truth]
-        lengthscale = 1.0
+        lengthscale = 1.0    # or kind = "file", path = "truth.csv" (see save_truth)
 
     Returns the specs and the ``[output]`` table (``dir``, ``checkpoint_every``).
     """
@@ -712,7 +712,10 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
                 table[key] = _tuple_endpoint(table[key])
         trip_specs.append(build(TripSpec, table, "route"))
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
-    truth = build(TruthSpec, dict(cfg.get("truth", {})), "truth")
+    truth_table = dict(cfg.get("truth", {}))
+    if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
+        truth_table["path"] = str((base / truth_table["path"]).resolve())
+    truth = build(TruthSpec, truth_table, "truth")
     seeds = cfg.get("seeds", [0])
     horizon = int(cfg.get("horizon", 100))
     if horizon < 1:

@@ -13,6 +13,22 @@ from ev_nav.provenance import atomic_write_text
 NOT_OPTIMAL = "⚠ negative: reference not optimal"
 
 
+def frame_markdown(frame, digits: int = 1, index: bool = False) -> str:
+    """Any table (a pandas DataFrame) as Markdown, numbers rounded to ``digits`` places."""
+    table = frame.reset_index() if index else frame
+    cols = [str(c) for c in table.columns]
+
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return "" if v != v else f"{v:,.{digits}f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in table.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
 def summary_markdown(summary) -> str:
     """Final cumulative regret per (network, route, agent) as a Markdown table (mean ± SE).
 

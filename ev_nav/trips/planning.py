@@ -212,10 +212,10 @@ def plan_trip(
     # the shortest and the fastest
     fixed: dict[str, Route] = {}
     if policy != "mean":
-        # greedy on the posterior mean of each segment's loss (energy less its potential
-        # change, clipped at zero for Dijkstra); the best guess row is then the least predicted
-        # cost of all routes shown (see plan() below)
-        greedy = np.maximum(post.mean - dphi, 0.0)
+        # greedy: each segment's expected loss (energy less its potential change) under the
+        # posterior of physically possible losses (the "mean" rule); the best guess row is
+        # then the least predicted cost of all routes shown (see plan() below)
+        greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
         fixed["best guess"] = describe_route(net, router.route_energy(greedy), model, "mean")
     if with_safe and policy != "safe":
         careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)

@@ -1,0 +1,159 @@
+"""The quality-in-hills experiment (issue 27): learners in the physical world on hilly networks.
+
+Two networks with real relief — SRTM Monaco (``gh_monaco`` with the ``N43E007`` elevation tile)
+and the embedded synthetic town — and on each two routes picked where the energy-optimal route
+under the physics model differs most from the shortest (:func:`ev_nav.sim.routes.pick_routes`).
+The physical ground truth (positive losses on the node potential, exact optimum, noise scaled by
+each segment's loss), GP and BI agents with ``segment_scale="loss"`` (the world's model) for TS,
+Bayes-UCB and UCB, and the greedy posterior-mean planner as a labelled reference.
+:func:`criteria` evaluates the issue's targets from the trip table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ev_nav import settings
+from ev_nav.sim.environment import TruthSpec
+from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network
+from ev_nav.sim.report import frame_markdown
+
+__all__ = ["HILLS_AGENTS", "HillsCriteria", "criteria", "hills_routes", "hills_specs"]
+
+#: GP and BI for each rule, and the greedy planner (no exploration) as the reference column.
+HILLS_AGENTS: tuple[AgentSpec, ...] = (
+    *(AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in ("ts", "bucb", "ucb")),
+    AgentSpec(model="gp", policy="mean", name="GP-greedy"),
+)
+
+
+def hill_networks(networks: Sequence[str] = ("srtm-monaco", "town")) -> list[NetworkSpec]:
+    """The hilly networks by name: ``srtm-monaco`` and ``town`` (synthetic, 2,000 segments)."""
+    data = settings.data_dir()
+    known = {
+        "srtm-monaco": NetworkSpec(
+            kind="osm", path=str(data / "gh_monaco.osm.gz"),
+            dems=(str(data / "N43E007.hgt.zip"),), name="srtm-monaco",
+        ),
+        "town": NetworkSpec(kind="synthetic", n_segments=2000, seed=0, name="town"),
+    }
+    return [known[n] for n in networks]
+
+
+def hills_routes(
+    networks: Sequence[str] = ("srtm-monaco", "town"), per_network: int = 2
+) -> list[tuple[NetworkSpec, TripSpec]]:
+    """``per_network`` routes (A, B, …) on each network where energy-optimal ≠ shortest."""
+    from ev_nav.sim.routes import pick_routes
+
+    out = []
+    for spec in hill_networks(networks):
+        net = load_network(spec)
+        for r in pick_routes(net, per_network, seed=0, min_separation_m=500.0):
+            out.append(
+                (spec, TripSpec(kind="fixed", start=r.start_segment, goal=r.goal_segment,
+                                name=r.name))
+            )
+    return out
+
+
+def hills_specs(
+    horizon: int = 500,
+    seeds: Sequence[int] = range(10),
+    networks: Sequence[str] = ("srtm-monaco", "town"),
+) -> list[RunSpec]:
+    """Every route × agent × seed of the experiment."""
+    truth = TruthSpec(kind="physical", optimum="exact")
+    return [
+        RunSpec(
+            network=net,
+            agent=replace(agent, rectification="reduced", learner="exact", segment_scale="loss"),
+            trips=trips,
+            truth=truth,
+            horizon=horizon,
+            seed=seed,
+        )
+        for net, trips in hills_routes(networks)
+        for agent in HILLS_AGENTS
+        for seed in seeds
+    ]
+
+
+@dataclass(frozen=True)
+class HillsCriteria:
+    """The targets evaluated on a trip table (see :func:`criteria`)."""
+
+    final: pd.DataFrame  # network, route, agent: mean final cumulative regret [Wh], SE, seeds
+    gp_below_bi: pd.DataFrame  # network, route, rule: GP and BI final regret, held
+    ts_ratio: float  # Σ GP-TS / Σ BI-TS final regret over the routes
+    decay: pd.DataFrame  # network, route, agent: per-trip regret first / last window, ratio
+
+    def holds(self) -> dict[str, bool]:
+        """Each target: GP below BI everywhere, the TS ratio ≤ 0.6, last ≤ 0.2 × first."""
+        learners = self.decay[self.decay["agent"] != "GP-greedy"]
+        return {
+            "GP below BI for every rule on every route": bool(self.gp_below_bi["held"].all()),
+            "sum GP-TS / sum BI-TS <= 0.6": self.ts_ratio <= 0.6,
+            "last-window regret <= 0.2 x first-window, every learner and route": bool(
+                (learners["ratio"] <= 0.2).all()
+            ),
+        }
+
+    def markdown(self) -> str:
+        """The tables as Markdown."""
+        table = self.final.pivot_table(
+            index=["network", "route"], columns="agent", values="cum_regret_mean"
+        )
+        lines = ["Final cumulative regret [Wh], mean over seeds:", "",
+                 frame_markdown(table, 1, index=True), "",
+                 "GP below BI (final cumulative regret [Wh]):", "",
+                 frame_markdown(self.gp_below_bi, 1), "",
+                 f"Σ GP-TS / Σ BI-TS over the routes: {self.ts_ratio:.3f}", "",
+                 "Mean per-trip regret [Wh], first and last window:", "",
+                 frame_markdown(self.decay, 3), ""]
+        lines += [f"* {k}: {'held' if v else 'NOT held'}" for k, v in self.holds().items()]
+        return "\n".join(lines) + "\n"
+
+
+def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
+    """Evaluate the targets on a trip table (``results.csv`` of the grid: one row per trip).
+
+    ``window`` trips at the start and at the end are compared (100 of T = 500 in the issue).
+    """
+    df = results.sort_values(["run_id", "t"])
+    per_run = df.groupby(["network", "route", "agent", "seed"], as_index=False).agg(
+        total=("regret_wh", "sum"), n=("t", "max")
+    )
+    final = per_run.groupby(["network", "route", "agent"], as_index=False).agg(
+        cum_regret_mean=("total", "mean"), cum_regret_sd=("total", "std"), seeds=("seed", "count")
+    )
+    final["cum_regret_se"] = final["cum_regret_sd"].fillna(0.0) / np.sqrt(final["seeds"])
+    rows = []
+    for (net, route), g in final.groupby(["network", "route"]):
+        value = dict(zip(g["agent"], g["cum_regret_mean"], strict=True))
+        for rule in ("TS", "BUCB", "UCB"):
+            gp, bi = value.get(f"GP-{rule}"), value.get(f"BI-{rule}")
+            if gp is None or bi is None:
+                continue
+            rows.append({"network": net, "route": route, "rule": rule, "GP": gp, "BI": bi,
+                         "held": gp < bi})
+    gp_below_bi = pd.DataFrame(rows)
+    ts = final.set_index("agent")["cum_regret_mean"]
+    gp_ts = float(ts.get("GP-TS", pd.Series(dtype=float)).sum())
+    bi_ts = float(ts.get("BI-TS", pd.Series(dtype=float)).sum())
+    ts_ratio = gp_ts / bi_ts if bi_ts > 0 else float("nan")
+    horizon = int(df["t"].max())
+    first = df[df["t"] <= window]
+    last = df[df["t"] > horizon - window]
+    keys = ["network", "route", "agent"]
+    decay = (
+        first.groupby(keys)["regret_wh"].mean().rename("first").to_frame()
+        .join(last.groupby(keys)["regret_wh"].mean().rename("last"))
+        .reset_index()
+    )
+    decay["ratio"] = decay["last"] / decay["first"].where(decay["first"] > 0)
+    return HillsCriteria(final, gp_below_bi, ts_ratio, decay)

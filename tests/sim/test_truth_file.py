@@ -1,0 +1,51 @@
+"""``[truth] kind = "file"``: a world from measured or externally modelled per-segment energies
+and noise sds (issue 27 item 2), written by ``save_truth``, checked against the network."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ev_nav.errors import ConfigError
+from ev_nav.sim.environment import Environment, TruthSpec, load_truth, save_truth
+from ev_nav.sim.fleet import run_one, specs_from_toml
+
+
+def test_truth_file_round_trips_through_a_fleet_config(town, tmp_path):
+    world = Environment.create(town, seed=4, truth=TruthSpec(kind="physical"))
+    save_truth(tmp_path / "truth.csv", world)
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text(
+        'horizon = 3\nseeds = [0]\n[network]\nkind = "synthetic"\nn_segments = 2000\n'
+        '[trips]\nkind = "random"\nname = "r"\n[[agents]]\nmodel = "bi"\npolicy = "ts"\n'
+        '[truth]\nkind = "file"\npath = "truth.csv"\n',
+        encoding="utf-8",
+    )
+    specs, _ = specs_from_toml(cfg)
+    res = run_one(specs[0])
+    np.testing.assert_array_equal(res.env.true_energy, world.true_energy)
+    np.testing.assert_array_equal(
+        res.env.noise_sd(np.arange(town.n_segments)), world.noise_sd(np.arange(town.n_segments))
+    )
+    assert len(res.rows) == 3 and all(r["regret_wh"] >= -1e-9 for r in res.rows)
+
+
+def test_bad_truth_files_are_refused(town, luxembourg, tmp_path):
+    world = Environment.create(town, seed=4, truth=TruthSpec(kind="physical"))
+    path = tmp_path / "truth.csv"
+    save_truth(path, world)
+    with pytest.raises(ConfigError, match="another network"):
+        load_truth(path, luxembourg)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    short = tmp_path / "short.csv"
+    short.write_text("\n".join(lines[1:-1]) + "\n", encoding="utf-8")  # no header, a row short
+    with pytest.raises(ConfigError, match="exactly one per segment"):
+        load_truth(short, town)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([lines[1], "0,nan,1.0", *lines[3:]]) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="finite"):
+        load_truth(bad, town)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_truth(tmp_path / "missing.csv", town)
+    with pytest.raises(ConfigError, match="needs 'path'"):
+        Environment.create(town, seed=0, truth=TruthSpec(kind="file"))

@@ -82,9 +82,13 @@ class PriorSettings:
 
     @classmethod
     def relative(cls, lengthscale: float = 1.0) -> PriorSettings:
-        """The paper's ratios as *relative* scales (unitless), for learners whose variances
-        scale with each segment's loss (``segment_scale="loss"``): σ0² = 0.25², ς² = 0.1²."""
-        return cls(outputscale=0.25**2, noise_var=0.1**2, lengthscale=lengthscale)
+        """*Relative* scales (unitless) for learners whose variances scale with each segment's
+        loss (``segment_scale="loss"``): σ0² = 0.25² (the paper's ratio, now of the loss) and
+        ς² = 0.2², the spreads of the physical world (:class:`ev_nav.sim.environment.TruthSpec`
+        ``loss_spread`` and ``noise_spread``): like the paper's agents, which start from the
+        prior the world is drawn from, a learner starts at the world's documented model and
+        fits from there."""
+        return cls(outputscale=0.25**2, noise_var=0.2**2, lengthscale=lengthscale)
 
     @property
     def product_scale(self) -> float:

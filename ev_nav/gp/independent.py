@@ -45,7 +45,7 @@ class BIModel:
         ``"uniform"`` (the paper's) or ``"loss"``: segment ``e`` has prior variance ``σ0² a_e²``
         and noise variance ``ς² a_e²`` with its deterministic loss ``a_e`` [Wh]
         (:func:`ev_nav.potential.loss_scale`); σ0² and ς² are then relative (defaults 0.25² and
-        0.1²), as in the exact learner's ``segment_scale``.
+        0.2²), as in the exact learner's ``segment_scale``.
     """
 
     #: The ``kind`` its checkpoints carry.

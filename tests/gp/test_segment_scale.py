@@ -74,14 +74,17 @@ def test_loss_scaled_learner_is_the_dense_heteroscedastic_gp(small):
 
 
 def test_fit_finds_the_relative_scales_of_a_loss_scaled_world(town):
-    """Data from the scaled prior (relative σ0² = 0.05, ς = 0.2): a learner started at the
-    defaults (0.25², 0.1²) fits both within a factor 1.5."""
+    """Data from the scaled prior (relative σ0² = 0.05, ς = 0.2): a learner started off
+    (0.25², 0.1²) fits both within a factor 1.5."""
     a = loss_scale(town)
     settings = PriorSettings.relative()
     z = sample_ground_truth(town, settings=settings, seed=2) - town.e_det()
     true_s0, true_noise = 0.05, 0.2
     truth = town.e_det() + a * z * np.sqrt(true_s0 / settings.outputscale)
-    cfg = IncrementalConfig(first_fit=40, fit_max_rows=800, segment_scale="loss")
+    cfg = IncrementalConfig(
+        first_fit=40, fit_max_rows=800, segment_scale="loss", outputscale=0.25**2,
+        noise_var=0.1**2,
+    )
     model = IncrementalGP(town, config=cfg, seed=0)
     rng = np.random.default_rng(0)
     for _ in range(40):
@@ -120,12 +123,12 @@ def test_bi_with_loss_scales(small):
     np.testing.assert_allclose(bi.posterior().std, 0.25 * a, rtol=1e-12)
     e = 7
     bi.update([e, e], [bi.prior_mean[e] + 1.0, bi.prior_mean[e] + 3.0])
-    prior_var, noise = (0.25 * a[e]) ** 2, (0.1 * a[e]) ** 2
+    prior_var, noise = (0.25 * a[e]) ** 2, (0.2 * a[e]) ** 2
     post_var = 1.0 / (1.0 / prior_var + 2.0 / noise)
     expect = post_var * (bi.prior_mean[e] / prior_var + (2 * bi.prior_mean[e] + 4.0) / noise)
     assert bi.posterior().mean[e] == pytest.approx(expect, rel=1e-12)
     assert bi.noise_variance([e, 3], [1.0, 0.5]) == pytest.approx(
-        0.01 * (a[e] ** 2 + 0.5 * a[3] ** 2), rel=1e-12
+        0.04 * (a[e] ** 2 + 0.5 * a[3] ** 2), rel=1e-12
     )
     state = bi.state_dict()
     with pytest.raises(ModelStateError):

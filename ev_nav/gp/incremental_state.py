@@ -106,8 +106,8 @@ class IncrementalConfig:
         for every segment) or ``"loss"``: each segment's prior deviation and noise scale with its
         deterministic loss ``a_e`` (:func:`ev_nav.potential.loss_scale`), covariance
         ``a_e a_e' k(e, e')`` and noise variance ``ς² a_e²``, so σ0² and ς² are relative
-        (unitless; defaults 0.25² and 0.2², the physical world's spreads). The physical world's model; see
-        ``docs/objective.md``.
+        (unitless; defaults 0.25² and 0.2², the physical world's spreads): the physical world's
+        model; see ``docs/objective.md``.
     """
 
     graph_nu: float = 2.0

@@ -1,0 +1,59 @@
+"""The quality-in-hills experiment (issue 27 item 3): its criteria computed from a trip table
+(against hand-made numbers) and the script's ``--quick`` form end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ev_nav.sim.hills import HILLS_AGENTS, criteria
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_hills.py"
+
+
+def _table(per_trip: dict[str, tuple[float, float]], horizon: int = 10) -> pd.DataFrame:
+    """One route, two seeds; each agent's regret is ``first`` for trips 1–5, ``last`` after."""
+    rows = []
+    for agent, (first, last) in per_trip.items():
+        for seed in (0, 1):
+            for t in range(1, horizon + 1):
+                rows.append({"run_id": f"{agent}-{seed}", "network": "town", "route": "A",
+                             "agent": agent, "seed": seed, "t": t,
+                             "regret_wh": first if t <= horizon // 2 else last})
+    return pd.DataFrame(rows)
+
+
+def test_criteria_from_a_trip_table():
+    res = _table({"GP-TS": (4.0, 0.5), "BI-TS": (10.0, 1.0), "GP-UCB": (6.0, 2.0),
+                  "BI-UCB": (5.0, 1.0), "GP-greedy": (1.0, 1.0)})
+    crit = criteria(res, window=5)
+    assert crit.ts_ratio == pytest.approx((5 * 4.0 + 5 * 0.5) / (5 * 10.0 + 5 * 1.0))
+    held = crit.gp_below_bi.set_index("rule")["held"]
+    assert held["TS"] and not held["UCB"]
+    decay = crit.decay.set_index("agent")["ratio"]
+    assert decay["GP-TS"] == pytest.approx(0.125) and decay["GP-UCB"] == pytest.approx(1 / 3)
+    holds = crit.holds()
+    assert holds["sum GP-TS / sum BI-TS <= 0.6"]
+    assert not holds["GP below BI for every rule on every route"]
+    # the greedy reference column is reported but not held to the no-linear-regret target
+    assert not holds["last-window regret <= 0.2 x first-window, every learner and route"]
+    assert "GP-greedy" in crit.markdown()
+
+
+def test_agents_cover_every_rule_for_gp_and_bi():
+    labels = {a.label for a in HILLS_AGENTS}
+    assert {"GP-TS", "BI-TS", "GP-BUCB", "BI-BUCB", "GP-UCB", "BI-UCB", "GP-greedy"} == labels
+
+
+def test_reproduce_hills_quick(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--quiet", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = (tmp_path / "criteria.md").read_text(encoding="utf-8")
+    assert "Σ GP-TS / Σ BI-TS over the routes" in text and "GP-greedy" in text

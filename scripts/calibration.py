@@ -3,10 +3,14 @@
 fleet's trips, and the coverage of the 90 % predictive interval of held-out trips' energy.
 
 For each world (the physical ground truth on SRTM Monaco, the synthetic hilly town and LuST
-Luxembourg) a fleet drives ``--trips`` random trips with the exact learner (GP-TS), whose
-hyperparameters are fitted on its schedule. Two learners are compared: ``segment_scale="loss"``
-(prior deviation and noise scale with each segment's deterministic loss, the world's model) and
-``"uniform"`` (the paper's one σ0² and one ς² for every segment). Printed side by side:
+Luxembourg) and each of ``--seeds`` independent draws of it, a fleet drives ``--trips`` random
+trips with the exact learner (GP-TS), whose hyperparameters are fitted on its schedule. Two
+learners are compared: ``segment_scale="loss"`` (prior deviation and noise scale with each
+segment's deterministic loss, the world's model; every seed) and ``"uniform"`` (the paper's one
+σ0² and one ς² for every segment; the first seed, as the contrast). One world is one draw, and
+how well a fitted model covers held-out trips varies from draw to draw (measured: 83 % and 95 %
+on two draws of the town), so the coverage is the mean over the seeds, with its range. Printed
+side by side:
 
 * the median and 90th percentile over segments of fitted / true noise sd;
 * fitted / true outputscale (the loss learner's relative σ0² against the world's
@@ -15,7 +19,7 @@ hyperparameters are fitted on its schedule. Two learners are compared: ``segment
 * the share of ``--held-out`` new random trips (driven on their fastest route) whose measured
   energy falls in the model's 90 % predictive interval (posterior plus noise).
 
-Usage: python scripts/calibration.py [--trips 200] [--held-out 300] [--seed 0] [--quick]
+Usage: python scripts/calibration.py [--trips 200] [--held-out 300] [--seeds 0,1,2] [--quick]
 """
 
 from __future__ import annotations
@@ -66,60 +70,81 @@ def coverage(model, env: Environment, net: RoadNetwork, seed: int, n: int) -> fl
     return inside / n
 
 
+def evaluate(
+    net_spec: NetworkSpec, scale: str, trips: int, held: int, seed: int
+) -> tuple[float, float, float, float]:
+    """One fleet run: median and p90 of fitted/true noise sd, fitted/true relative outputscale
+    (NaN for the uniform learner) and the held-out coverage."""
+    spec = RunSpec(
+        network=net_spec,
+        agent=AgentSpec(model="gp", policy="ts", segment_scale=scale),
+        trips=TripSpec(kind="random", min_distance_m=1000.0, name="fleet"),
+        truth=TruthSpec(kind="physical"),
+        horizon=trips,
+        seed=seed,
+    )
+    res = run_one(spec)
+    model, env = res.model, res.env
+    net = env.net
+    true_sd = env.noise_sd(np.arange(net.n_segments))
+    h = model.hyperparameters()
+    s0_ratio = float("nan")
+    if scale == "loss":
+        fitted_sd = np.sqrt(h["noise_var"]) * loss_scale(net)
+        fitted_s0 = h["outputscale_product"] + h["outputscale_feature"]
+        s0_ratio = fitted_s0 / env.info["relative_outputscale"]
+    else:
+        fitted_sd = np.full(net.n_segments, np.sqrt(h["noise_var"]))
+    ratio = fitted_sd / true_sd
+    cov = coverage(model, env, net, seed, held)
+    return float(np.median(ratio)), float(np.percentile(ratio, 90)), s0_ratio, cov
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trips", type=int, default=200, help="fleet trips before the comparison")
     p.add_argument("--held-out", type=int, default=300, help="held-out trips for the coverage")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0,1,2", help="world draws (comma-separated)")
+    p.add_argument("--worlds", help="only these worlds (comma-separated: town,monaco,luxembourg)")
     p.add_argument("--quick", action="store_true", help="30 trips, synthetic town only")
     p.add_argument("--out", type=Path, default=None, help="write the table here (Markdown)")
     args = p.parse_args()
     trips = 30 if args.quick else args.trips
     held = 50 if args.quick else args.held_out
+    seeds = [0] if args.quick else [int(x) for x in args.seeds.split(",")]
     t0 = time.perf_counter()
-    truth = TruthSpec(kind="physical")
     lines = [
-        f"{trips} fleet trips (GP-TS, exact learner), {held} held-out trips, seed {args.seed}",
+        f"{trips} fleet trips (GP-TS, exact learner), {held} held-out trips per seed, seeds "
+        f"{seeds} (the uniform learner: seed {seeds[0]})",
         "",
         "| world | learner | noise sd fitted/true median | p90 | outputscale fitted/true "
-        "| 90 % interval coverage |",
+        "| 90 % interval coverage (mean; range) |",
         "|---|---|---|---|---|---|",
     ]
     print(lines[0])
     ok = True
-    for label, net_spec in worlds(args.quick).items():
+    chosen = worlds(args.quick)
+    if args.worlds:
+        keys = [w.strip() for w in args.worlds.split(",")]
+        chosen = {k: v for k, v in chosen.items() if any(w in k.lower() for w in keys)}
+    for label, net_spec in chosen.items():
         for scale in ("loss", "uniform"):
-            spec = RunSpec(
-                network=net_spec,
-                agent=AgentSpec(model="gp", policy="ts", segment_scale=scale),
-                trips=TripSpec(kind="random", min_distance_m=1000.0, name="fleet"),
-                truth=truth,
-                horizon=trips,
-                seed=args.seed,
-            )
-            res = run_one(spec)
-            model, env = res.model, res.env
-            net = env.net
-            true_sd = env.noise_sd(np.arange(net.n_segments))
-            h = model.hyperparameters()
-            if scale == "loss":
-                fitted_sd = np.sqrt(h["noise_var"]) * loss_scale(net)
-                fitted_s0 = h["outputscale_product"] + h["outputscale_feature"]
-                s0_ratio = f"{fitted_s0 / env.info['relative_outputscale']:.2f}"
-            else:
-                fitted_sd = np.full(net.n_segments, np.sqrt(h["noise_var"]))
-                s0_ratio = "n/a (Wh²)"
-            ratio = fitted_sd / true_sd
-            med, p90 = np.median(ratio), np.percentile(ratio, 90)
-            cov = coverage(model, env, net, args.seed, held)
-            row = (f"| {label} | {scale} | {med:.2f} | {p90:.2f} | {s0_ratio} | "
-                   f"{100 * cov:.1f} % |")
+            meds, p90s, s0s, covs = [], [], [], []
+            for seed in seeds if scale == "loss" else seeds[:1]:
+                med, p90, s0, cov = evaluate(net_spec, scale, trips, held, seed)
+                meds.append(med)
+                p90s.append(p90)
+                s0s.append(s0)
+                covs.append(cov)
+            s0_ratio = "n/a (Wh²)" if scale == "uniform" else f"{np.median(s0s):.2f}"
+            spread = f"; {100 * min(covs):.0f}–{100 * max(covs):.0f} %" if len(covs) > 1 else ""
+            row = (f"| {label} | {scale} | {np.median(meds):.2f} | {np.median(p90s):.2f} | "
+                   f"{s0_ratio} | {100 * np.mean(covs):.1f} %{spread} |")
             lines.append(row)
             print(row, flush=True)
             if scale == "loss":
-                ok &= 0.67 <= med <= 1.5 and 0.67 <= p90 <= 1.5
-                ok &= 0.67 <= fitted_s0 / env.info["relative_outputscale"] <= 1.5
-                ok &= 0.85 <= cov <= 0.95
+                ok &= all(0.67 <= v <= 1.5 for v in (*meds, *p90s, *s0s))
+                ok &= 0.85 <= float(np.mean(covs)) <= 0.95
     lines.append("")
     lines.append(f"whole command: {time.perf_counter() - t0:.0f} s")
     print(lines[-1])

@@ -118,6 +118,7 @@ def main() -> int:
         f"{seeds} (the uniform learner: seed {seeds[0]})",
         "",
         "| world | learner | noise sd fitted/true median | p90 | outputscale fitted/true "
+        "(median; range) "
         "| 90 % interval coverage (mean; range) |",
         "|---|---|---|---|---|---|",
     ]
@@ -136,7 +137,11 @@ def main() -> int:
                 p90s.append(p90)
                 s0s.append(s0)
                 covs.append(cov)
-            s0_ratio = "n/a (Wh²)" if scale == "uniform" else f"{np.median(s0s):.2f}"
+            s0_ratio = (
+                "n/a (Wh²)" if scale == "uniform"
+                else f"{np.median(s0s):.2f}" + (
+                    f" ({min(s0s):.2f}–{max(s0s):.2f})" if len(s0s) > 1 else "")
+            )
             spread = f"; {100 * min(covs):.0f}–{100 * max(covs):.0f} %" if len(covs) > 1 else ""
             row = (f"| {label} | {scale} | {np.median(meds):.2f} | {np.median(p90s):.2f} | "
                    f"{s0_ratio} | {100 * np.mean(covs):.1f} %{spread} |")

@@ -86,9 +86,10 @@ class RouteRequest(BaseModel):
     origin: tuple[Lat, Lon] = Field(description="[lat, lon] of the start [deg]")
     goal: tuple[Lat, Lon] = Field(description="[lat, lon] of the destination [deg]")
     policy: Literal["ts", "bucb", "ucb", "mean", "safe"] = Field(
-        "ts",
-        description="ts explores by sampling, bucb/ucb optimistically, mean is the best guess, "
-        "safe the least 95% energy quantile",
+        "mean",
+        description="mean is the best guess (the default for a fleet: its many different trips "
+        "teach the shared model without exploring; docs/objective.md), ts explores by "
+        "sampling, bucb/ucb optimistically, safe the least 95% energy quantile",
     )
     vehicle: str | None = Field(
         None,

@@ -467,7 +467,7 @@ class FleetService:
         origin: tuple[float, float],
         goal: tuple[float, float],
         *,
-        policy: str = "ts",
+        policy: str = "mean",
         soc: str | None = None,
         reserve: str = "10%",
         seed: int | None = None,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ev_nav.sim import paper
 from ev_nav.sim.experiments import fig45_specs
-from ev_nav.viz.regret import final_regret_vs_parameter
+from ev_nav.viz.regret import cumulative_regret_figure, final_regret_vs_parameter
 
 
 def main() -> int:
@@ -54,7 +54,14 @@ def main() -> int:
         table = table.rename(columns={"mean": "final_cum_regret_mean"})
         table.to_csv(out / "final_vs_lengthscale.csv", index=False)
         path = final_regret_vs_parameter(table, "lengthscale", out / "final_vs_lengthscale.png")
-        return [path, out / "final_vs_lengthscale.csv"]
+        # Fig. 4: regret over trips, one panel per route and agent, one curve per ℓ (the
+        # report's regret.png and summary.md pool the ℓ values of each agent)
+        by_ell = res.assign(
+            route=res["route"].astype(str) + ", " + res["agent"].astype(str),
+            agent="ℓ = " + res["lengthscale"].map("{:g}".format),
+        )
+        fig4 = cumulative_regret_figure(by_ell, out / "regret_by_lengthscale.png")
+        return [fig4, path, out / "final_vs_lengthscale.csv"]
 
     figure = "fig45" + ("-svgp" if args.learner == "svgp" else "")
     paper.run(figure, args, specs, figures, report_specs=figure_specs)

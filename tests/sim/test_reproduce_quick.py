@@ -92,6 +92,7 @@ def test_reproduction_scripts_quick(tmp_path):
     table = pd.read_csv(out45 / "final_vs_lengthscale.csv")
     assert sorted(table["lengthscale"].unique()) == [0.1, 0.5]
     assert (out45 / "final_vs_lengthscale.png").is_file()
+    assert (out45 / "regret_by_lengthscale.png").is_file()  # Fig. 4: one curve per ℓ
     configs = _run_configs(out45)
     _assert_paper_world_exact(configs)
     assert {c["truth"]["lengthscale"] for c in configs} == {0.1, 0.5}  # the truth's ℓ is swept

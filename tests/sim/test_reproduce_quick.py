@@ -1,5 +1,6 @@
 """The paper-reproduction scripts run end to end in their --quick form (issue 4)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+
+from ev_nav.sim.experiments import fig2_specs, fig3_specs, fig45_specs
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -19,6 +22,25 @@ def _run(script, *args, env):
         check=True,
         env=env,
     ).stdout
+
+
+def _run_configs(out):
+    """The ``config`` of every run folder the script left in ``out``."""
+    paths = sorted((out / "runs").glob("*/metadata.json"))
+    assert paths
+    return [json.loads(p.read_text())["config"] for p in paths]
+
+
+def _assert_paper_world_exact(configs):
+    """Every run in the paper's world (Fig. 2's paper grid), GP agents on the exact learner."""
+    paper_world = fig2_specs(horizon=1, seeds=[0])[0]
+    for c in configs:
+        assert c["truth"]["kind"] == paper_world.truth.kind == "gp"
+        assert c["truth"]["optimum"] == paper_world.truth.optimum == "rectified"
+        assert c["agent"]["rectification"] == paper_world.agent.rectification == "paper"
+        if c["agent"]["model"] == "gp":
+            assert c["agent"]["learner"] == "exact"
+            assert not c["agent"]["name"] or c["agent"]["name"].startswith("GP-")
 
 
 def test_reproduction_scripts_quick(tmp_path):
@@ -54,6 +76,7 @@ def test_reproduction_scripts_quick(tmp_path):
     )
     assert (out3 / "sqrt_beta_monaco.png").is_file()
     assert len(pd.read_csv(out3 / "summary.csv")) == 4
+    _assert_paper_world_exact(_run_configs(out3))  # the exact learner unless --learner svgp
 
     out45 = tmp_path / "fig45"
     _run(
@@ -69,3 +92,27 @@ def test_reproduction_scripts_quick(tmp_path):
     table = pd.read_csv(out45 / "final_vs_lengthscale.csv")
     assert sorted(table["lengthscale"].unique()) == [0.1, 0.5]
     assert (out45 / "final_vs_lengthscale.png").is_file()
+    assert (out45 / "regret_by_lengthscale.png").is_file()  # Fig. 4: one curve per ℓ
+    configs = _run_configs(out45)
+    _assert_paper_world_exact(configs)
+    assert {c["truth"]["lengthscale"] for c in configs} == {0.1, 0.5}  # the truth's ℓ is swept
+    assert all(c["agent"]["lengthscale"] == c["truth"]["lengthscale"] for c in configs)
+
+
+def test_fig3_fig45_specs_learner_choice():
+    """``learner="svgp"`` keeps the paper's Algorithm 3, labelled SVGP-… like Fig. 2's."""
+    exact3 = fig3_specs(horizon=1, seeds=[0])
+    svgp3 = fig3_specs(horizon=1, seeds=[0], learner="svgp")
+    assert {s.agent.learner for s in exact3 if s.agent.model == "gp"} == {"exact"}
+    assert {s.agent.learner for s in svgp3} == {"svgp"}
+    assert sorted(s.agent.label for s in svgp3[:4]) == [
+        "SVGP-BUCB (w=1, xi=0.5)", "SVGP-BUCB (w=1, xi=1)", "SVGP-UCB", "SVGP-UCB (beta x0.5)"
+    ]  # fmt: skip
+    assert not {s.run_id for s in exact3} & {s.run_id for s in svgp3}
+    exact45 = fig45_specs(lengthscales=[0.5], horizon=1, seeds=[0])
+    svgp45 = fig45_specs(lengthscales=[0.5], horizon=1, seeds=[0], learner="svgp")
+    gp = [s.agent.label for s in svgp45 if s.agent.model == "gp"]
+    assert gp and all(label.startswith("SVGP-") for label in gp)
+    # BI has no learner: its runs are shared between the two grids, GP runs are not
+    ids = {s.run_id for s in exact45} & {s.run_id for s in svgp45}
+    assert ids == {s.run_id for s in exact45 if s.agent.model == "bi"}

@@ -158,14 +158,25 @@ def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> 
         workers=1,
         timeout_graceful_shutdown=30,
     )
-    server = uvicorn.Server(config)
-    print(
+    banner = (
         f"ev-nav: serving {args.state} ({service.net.name}, {service.net.n_segments:,} segments, "
         f"model {service.model_kind}) on http://{shown}:{port}/"
-        f"{' (token required to post)' if token else ''}",
-        file=sys.stderr,
-        flush=True,
+        f"{' (token required to post)' if token else ''}"
     )
+
+    class _AnnouncedServer(uvicorn.Server):
+        """Says "serving" only once it has started — listening, with its signal handlers
+        installed. Announced earlier, a supervisor's SIGINT could land while asyncio's runner
+        still owned the signal: it cancelled the start-up, and the runner's shutdown then
+        waited for the service's threads, which stop only after it (the process hung until a
+        second SIGINT; seen on a loaded 2-core machine in tests/server)."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                print(banner, file=sys.stderr, flush=True)
+
+    server = _AnnouncedServer(config)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

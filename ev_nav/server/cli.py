@@ -10,6 +10,7 @@ import argparse
 import ipaddress
 import math
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -128,13 +129,37 @@ def _one_thread_pools() -> None:
 
 
 def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> int:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    # A SIGINT/SIGTERM during start-up is remembered and honoured as soon as uvicorn runs.
+    # Left to Python's default, it raised KeyboardInterrupt wherever start-up was — or, once
+    # asyncio's runner held SIGINT, cancelled uvicorn's start-up — and the service's threads
+    # then kept the process alive until a second signal (a test hung on a loaded machine).
+    early: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: early.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        return _run_server(args, sock, token, shown, port, early)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_server(
+    args: argparse.Namespace,
+    sock: socket.socket,
+    token: str | None,
+    shown: str,
+    port: int,
+    early: list[int],
+) -> int:
     import uvicorn
 
     from ev_nav.server.app import create_app
     from ev_nav.server.service import FleetService
 
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
     _one_thread_pools()
     service = FleetService(
         args.state, args.network, checkpoint_every_s=args.checkpoint_every,
@@ -173,7 +198,9 @@ def _serve(args: argparse.Namespace, sock: socket.socket, token: str | None) -> 
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=sockets)
-            if self.started:
+            if early:  # asked to stop while starting: stop now (uvicorn's graceful path)
+                self.should_exit = True
+            elif self.started:
                 print(banner, file=sys.stderr, flush=True)
 
     server = _AnnouncedServer(config)

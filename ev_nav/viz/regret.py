@@ -65,9 +65,11 @@ def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path
             stats = g.groupby("t")["cum"].agg(["mean", "std", "count"])
             se = stats["std"].fillna(0.0) / np.sqrt(stats["count"])
             colour = AGENT_COLOURS.get(str(agent))
-            ax.plot(stats.index, stats["mean"], label=str(agent), color=colour)
+            (line,) = ax.plot(stats.index, stats["mean"], label=str(agent), color=colour)
+            # the band takes the line's colour, also where the label has no fixed colour
+            band = line.get_color()
             ax.fill_between(
-                stats.index, stats["mean"] - se, stats["mean"] + se, alpha=0.2, color=colour
+                stats.index, stats["mean"] - se, stats["mean"] + se, alpha=0.2, color=band
             )
         ax.set_title(f"{network} — route {route}")
         ax.set_xlabel("trip t")

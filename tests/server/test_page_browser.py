@@ -85,6 +85,10 @@ def test_click_two_points_route_drawn_and_recorded(browser, server, served_town)
         page.fill("#token", TOKEN)
         page.fill("#soc", "80%")
         page.fill("#vehicle", "browser-car")
+        # the page plans the best guess by default (a fleet's policy); exploring adds the
+        # best-guess route beside the planned one, which this test checks too
+        assert page.locator("#policy").input_value() == "mean"
+        page.select_option("#policy", "ts")
         # the network is drawn from the server's layers: one path per segment
         assert page.locator(".leaflet-overlay-pane path").count() == served_town.n_segments
 

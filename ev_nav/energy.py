@@ -294,7 +294,8 @@ def segment_energy_wh(
     *,
     headwind_mps: ArrayLike = 0.0,
 ) -> NDArray[np.float64]:
-    """Battery energy to drive each segment (Eq. 8 with η⁺/η⁻), vectorised.
+    """Battery energy to drive each segment (Eq. 8 with η⁺/η⁻, plus the vehicle's auxiliary
+    load and urban stop-and-go terms when it sets them; module docstring), vectorised.
 
     Parameters
     ----------
@@ -339,7 +340,8 @@ def segment_energy_wh(
             0.5 * veh.mass_kg * speed * speed / J_PER_WH
             * (1.0 / veh.eta_traction - veh.eta_recuperation)
         )
-        urban = speed <= veh.stop_speed_mps
+        # tolerance: a 50 km/h limit converted to m/s another way must still count as urban
+        urban = speed <= veh.stop_speed_mps * (1.0 + 1e-9)
         battery_wh = battery_wh + np.where(
             urban, veh.stops_per_km * length / 1000.0 * per_stop_wh, 0.0
         )

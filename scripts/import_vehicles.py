@@ -61,7 +61,8 @@ def _deep_merge(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
     # the dataset's own rule: objects merge by key, scalars and arrays are replaced
     out = dict(low)
     for k, v in high.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        both = isinstance(v, dict) and isinstance(out.get(k), dict)
+        out[k] = _deep_merge(out[k], v) if both else v
     return out
 
 
@@ -129,7 +130,8 @@ def build(kilowatt: Path, oed: Path, tbtp: Path) -> dict[str, Any]:
     for name, sel in fills["vehicles"].items():
         m = kw[sel["kilowatt"]]
         rec = oed_record(oed, sel["oed"])
-        kw_src = f"{KILOWATT}, model id {m['id']} ({m['brand']} {m['model']} {m.get('variant') or ''}".rstrip() + ")"
+        model_name = f"{m['brand']} {m['model']} {m.get('variant') or ''}".rstrip()
+        kw_src = f"{KILOWATT}, model id {m['id']} ({model_name})"
         oed_src = f"{OED}, {sel['oed']}"
         dims = rec["dimensions"]
         width = sel.get("width_mm", _v(float(dims["width_mm"]), oed_src))
@@ -164,7 +166,10 @@ def build(kilowatt: Path, oed: Path, tbtp: Path) -> dict[str, Any]:
             "dc_max_kw": _v(float(m["dc_charger"]["max_power"]), kw_src),
             "connectors": _v(plugs, plug_src),
             "charge_curve": _v(
-                [[float(p["percentage"]), float(p["power"])] for p in m["dc_charger"]["charging_curve"]],
+                [
+                    [float(p["percentage"]), float(p["power"])]
+                    for p in m["dc_charger"]["charging_curve"]
+                ],
                 kw_src
                 + (
                     "; the dataset marks this curve as its generic default shape"
@@ -189,8 +194,8 @@ def build(kilowatt: Path, oed: Path, tbtp: Path) -> dict[str, Any]:
             reference = {
                 "low_wh_per_km": round(low_ratio * avg, 1),
                 "high_wh_per_km": round(high_ratio * avg, 1),
-                "source": f"{avg:g} Wh/km average consumption ({kw_src}) x {low_ratio}..{high_ratio}"
-                f" ({band_source})",
+                "source": f"{avg:g} Wh/km average consumption ({kw_src}) x "
+                f"{low_ratio}..{high_ratio} ({band_source})",
             }
         vehicles[name] = {
             "label": sel["label"], "market": sel["market"], "params": params,

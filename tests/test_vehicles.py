@@ -108,3 +108,28 @@ def test_get_vehicle_knows_presets_and_catalogue():
     assert steady_wh_per_km(id3, 50.0) == pytest.approx(
         float(segment_energy_wh(1000.0, 50 / 3.6, 0.0, id3))
     )
+
+
+def test_cli_lists_the_catalogue_and_init_takes_a_model(tmp_path, capsys):
+    from ev_nav.cli import main
+    from ev_nav.store import Store
+
+    assert main(["vehicles"]) == 0
+    out = capsys.readouterr().out
+    id3 = get_vehicle("volkswagen-id3-pro")
+    line = next(x for x in out.splitlines() if x.startswith("volkswagen-id3-pro "))
+    assert "58.0" in line and "ccs2,type2" in line and f"{steady_wh_per_km(id3):.1f}" in line
+    assert main(["vehicles", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == len(catalogue()) and all(r["sources"]["battery_wh"] for r in rows)
+
+    state = tmp_path / "s"
+    args = ["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]
+    assert main([*args, "--vehicle", "volkswagen-id3-pro"]) == 0
+    assert "vehicle volkswagen-id3-pro" in capsys.readouterr().out
+    with Store.open(state) as store:
+        assert Vehicle(**store.vehicle().spec) == id3  # physics, plugs and curve all stored
+    assert main([*args[:1], str(tmp_path / "t"), *args[2:], "--vehicle", "nope"]) != 0
+    err = capsys.readouterr().err
+    assert "unknown vehicle 'nope'" in err and "volkswagen-id3-pro" in err
+    assert len(err.strip().splitlines()) == 1

@@ -26,9 +26,12 @@ regeneration efficiency η⁻ from public figures; see ``docs/objective.md``.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import numbers
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -257,16 +260,24 @@ VEHICLE_PRESETS: dict[str, Vehicle] = {
 }
 
 
+@functools.cache
+def catalogue_document() -> dict[str, Any]:
+    """The vehicle catalogue file (``ev_nav/data/vehicles.json``) as read, once per process:
+    ``{"sources": …, "vehicles": {name: {"params": {field: {"value", "source"}}, …}}}``.
+    :mod:`ev_nav.vehicles` presents it; :func:`get_vehicle` builds its cars."""
+    text = resources.files("ev_nav").joinpath("data", "vehicles.json").read_text("utf-8")
+    return json.loads(text)
+
+
 def get_vehicle(preset: str = "sumo-default") -> Vehicle:
     """Look up a vehicle by name: a preset (:data:`VEHICLE_PRESETS`) or a catalogue model
-    (:func:`ev_nav.vehicles.catalogue`, ``ev-nav vehicles`` lists them)."""
+    (:func:`ev_nav.vehicles.catalogue`; ``ev-nav vehicles`` lists them)."""
     if preset in VEHICLE_PRESETS:
         return VEHICLE_PRESETS[preset]
-    from ev_nav.vehicles import catalogue  # the catalogue module builds on this one
-
-    models = catalogue()
+    models = catalogue_document()["vehicles"]
     if preset in models:
-        return models[preset].vehicle
+        params = models[preset]["params"]
+        return Vehicle(name=preset, **{k: p["value"] for k, p in params.items()})
     names = ", ".join([*sorted(VEHICLE_PRESETS), *models])
     raise ConfigError(f"unknown vehicle {preset!r}; choose one of: {names}")
 

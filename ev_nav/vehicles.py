@@ -10,13 +10,10 @@ figures). ``ev-nav vehicles`` lists it; :func:`ev_nav.energy.get_vehicle` and
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from ev_nav.energy import Vehicle, segment_energy_wh
+from ev_nav.energy import Vehicle, catalogue_document, get_vehicle, segment_energy_wh
 from ev_nav.errors import ConfigError
 
 __all__ = [
@@ -64,10 +61,9 @@ def steady_wh_per_km(vehicle: Vehicle, speed_kmh: float = REFERENCE_KMH) -> floa
 
 def _entry(name: str, doc: dict[str, Any]) -> CatalogueVehicle:
     params = doc["params"]
-    values = {k: p["value"] for k, p in params.items()}
     ref = doc["reference_100kmh"]
     return CatalogueVehicle(
-        vehicle=Vehicle(name=name, **values),
+        vehicle=get_vehicle(name),
         label=str(doc["label"]),
         market=str(doc["market"]),
         sources={k: str(p["source"]) for k, p in params.items()},
@@ -77,12 +73,9 @@ def _entry(name: str, doc: dict[str, Any]) -> CatalogueVehicle:
     )
 
 
-@functools.cache
 def catalogue() -> dict[str, CatalogueVehicle]:
-    """Every catalogue model by name, in the file's (alphabetical) order; read once."""
-    text = resources.files("ev_nav").joinpath("data", "vehicles.json").read_text("utf-8")
-    doc = json.loads(text)
-    return {name: _entry(name, v) for name, v in doc["vehicles"].items()}
+    """Every catalogue model by name, in the file's (alphabetical) order."""
+    return {name: _entry(name, v) for name, v in catalogue_document()["vehicles"].items()}
 
 
 def catalogue_vehicle(name: str) -> CatalogueVehicle:

@@ -102,9 +102,9 @@ def _v(value: Any, source: str) -> dict[str, Any]:
     return {"value": value, "source": source}
 
 
-def build(kilowatt: Path, oed: Path, tbtp: Path) -> dict[str, Any]:
+def build(kilowatt: Path, oed: Path, tbtp: Path, fills_path: Path = FILLS) -> dict[str, Any]:
     """The catalogue document (see the module docstring)."""
-    fills = tomllib.loads(FILLS.read_text(encoding="utf-8"))
+    fills = tomllib.loads(fills_path.read_text(encoding="utf-8"))
     common = fills["common"]
     kw = kilowatt_models(kilowatt)
     tests = tbtp_tests(tbtp)
@@ -234,8 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oed", type=Path, required=True, help="open-ev-data-dataset checkout")
     parser.add_argument("--tbtp", type=Path, required=True, help="tbtp-ev.github.io checkout")
     parser.add_argument("--out", type=Path, default=OUT, help=f"output (default {OUT})")
+    parser.add_argument("--fills", type=Path, default=FILLS, help=f"selection (default {FILLS})")
     args = parser.parse_args(argv)
-    doc = build(args.kilowatt, args.oed, args.tbtp)
+    doc = build(args.kilowatt, args.oed, args.tbtp, args.fills)
     text = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")

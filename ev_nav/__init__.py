@@ -8,7 +8,8 @@ command line's start-up stay light):
   (a GPS track, map-matched), :func:`forget_trip`, :func:`trip_history`,
   :func:`write_trip_files`, :func:`read_gpx`;
 * networks and vehicles: :class:`RoadNetwork`, :func:`load_osm`, :func:`synthetic_town`,
-  :func:`match_track`, :class:`Vehicle`, :func:`get_vehicle`;
+  :func:`match_track`, :class:`Vehicle`, :func:`get_vehicle`, :func:`catalogue` (the vehicle
+  catalogue: current EV models with sourced values);
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
   world as a truth file for ``[truth] kind = "file"``);
@@ -39,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "match_track": "ev_nav.roads.matching",
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
+    "catalogue": "ev_nav.vehicles",
     "node_potential": "ev_nav.potential",
     "potential_change": "ev_nav.potential",
     "loss_scale": "ev_nav.potential",

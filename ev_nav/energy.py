@@ -7,14 +7,31 @@ incline of angle ``α = atan(grade)`` is
 
 and the battery supplies ``W / η⁺`` when ``W > 0`` (traction) or receives ``|W| η⁻`` when
 ``W < 0`` (recuperation). Energies are returned in watt-hours (``W / 3600``).
+
+Two terms the paper's model leaves out are added on top, each through a :class:`Vehicle` field
+whose default (0) switches it off, so the presets reproduce the paper's numbers bit for bit:
+
+* **auxiliary load** ``P_aux ℓ / v``: climate control, electronics and battery management draw
+  power for as long as the car drives, whatever the road does;
+* **stop-and-go** ``n ℓ · ½ m v² (1/η⁺ − η⁻)`` on urban segments (``v ≤ v_stop``): each of the
+  ``n`` stops per km brakes the car from ``v`` (recovering ``η⁻`` of its kinetic energy) and
+  accelerates it again (paying ``1/η⁺``). The EPA city cycle (FTP-75) has 23 stops in 11.04 mi
+  (17.8 km), 1.3 stops per km; its highway cycle has none (fueleconomy.gov, "Detailed test
+  information"). A steady drive at ``v_stop`` or faster has no such term.
+
+The catalogue vehicles (:mod:`ev_nav.vehicles`) set both, and a drivetrain efficiency η⁺ and a
+regeneration efficiency η⁻ from public figures; see ``docs/objective.md``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import numbers
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +41,14 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.errors import ConfigError, NetworkFileNotFound
 
 J_PER_WH = 3600.0
+
+#: Plug types a vehicle can name (a charger is usable only with a matching connector): ``type1``
+#: (SAE J1772 AC), ``type2`` (IEC 62196-2 AC), ``ccs1``/``ccs2`` (Combined Charging System DC on
+#: type 1/2), ``chademo`` (DC), ``nacs`` (SAE J3400, Tesla's AC and DC plug).
+CONNECTORS: tuple[str, ...] = ("type1", "type2", "ccs1", "ccs2", "chademo", "nacs")
+
+#: Speed limit of an urban road [m/s] (50 km/h): the stop-and-go term acts at and below it.
+URBAN_SPEED_MPS = 50.0 / 3.6
 
 
 @dataclass(frozen=True)
@@ -54,6 +79,21 @@ class Vehicle:
         Air density ρ [kg/m³].
     battery_wh : float
         Usable battery capacity [Wh] (not in Table 2; used for reserve calculations).
+    aux_power_w : float
+        Auxiliary electrical load while driving [W] (0: none, the paper's model).
+    stops_per_km : float
+        Stops per km on urban segments, each costing ``½ m v² (1/η⁺ − η⁻)`` (0: none).
+    stop_speed_mps : float
+        Segments at or below this speed [m/s] count as urban for ``stops_per_km``.
+    connectors : tuple of str
+        Plugs the car takes (names in :data:`CONNECTORS`); empty when unknown.
+    ac_max_kw : float
+        Largest AC charging power [kW] (0: unknown).
+    dc_max_kw : float
+        Largest DC charging power [kW] (0: unknown or none).
+    charge_curve : tuple of (float, float)
+        DC charging power over state of charge: ``(soc_pct, power_kw)`` points with strictly
+        increasing ``soc_pct`` in 0..100, interpolated linearly (empty: unknown).
     """
 
     name: str = "sumo-default"
@@ -66,6 +106,13 @@ class Vehicle:
     gravity: float = 9.82
     air_density: float = 1.2
     battery_wh: float = 35_000.0
+    aux_power_w: float = 0.0
+    stops_per_km: float = 0.0
+    stop_speed_mps: float = URBAN_SPEED_MPS
+    connectors: tuple[str, ...] = ()
+    ac_max_kw: float = 0.0
+    dc_max_kw: float = 0.0
+    charge_curve: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -73,17 +120,27 @@ class Vehicle:
             if f.name == "name":
                 if not isinstance(value, str):
                     raise ConfigError(f"vehicle name must be text, got {value!r}")
+            elif f.name == "connectors":
+                # frozen: a JSON/TOML list becomes the tuple the field holds (hashable, equal)
+                object.__setattr__(self, f.name, _connectors(value))
+            elif f.name == "charge_curve":
+                object.__setattr__(self, f.name, _charge_curve(value))
             elif isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
                 # a TOML string or boolean is a typo, not a number to convert
                 raise ConfigError(f"vehicle parameter {f.name} must be a number, got {value!r}")
-        positive = ("mass_kg", "frontal_area_m2", "gravity", "air_density", "battery_wh")
+        positive = (
+            "mass_kg", "frontal_area_m2", "gravity", "air_density", "battery_wh", "stop_speed_mps"
+        )
         for field in positive:
             value = getattr(self, field)
             if not np.isfinite(value) or value <= 0:
                 raise ConfigError(
                     f"vehicle parameter {field} must be a positive number, got {value}"
                 )
-        for field in ("rolling_coeff", "drag_coeff"):
+        non_negative = (
+            "rolling_coeff", "drag_coeff", "aux_power_w", "stops_per_km", "ac_max_kw", "dc_max_kw"
+        )
+        for field in non_negative:
             value = getattr(self, field)
             if not np.isfinite(value) or value < 0:
                 raise ConfigError(f"vehicle parameter {field} must be >= 0, got {value}")
@@ -91,6 +148,52 @@ class Vehicle:
             raise ConfigError(f"eta_traction must be in (0, 1], got {self.eta_traction}")
         if not 0 <= self.eta_recuperation <= 1:
             raise ConfigError(f"eta_recuperation must be in [0, 1], got {self.eta_recuperation}")
+
+    def charging_minutes(self, soc_from_pct: float, soc_to_pct: float) -> float:
+        """Minutes to charge from one state of charge to another at a DC charger that delivers
+        whatever the car's curve asks (:attr:`charge_curve`).
+
+        The battery gains ``dE = capacity · dSoC / 100`` at power ``P(SoC)``, so the time is
+        ``∫ capacity / (100 · P(s)) ds`` over the SoC interval; with the curve linear between its
+        points the integral is exact per piece (``ln`` of the power ratio, or ``ΔSoC / P`` where
+        the power is flat). Outside the curve's SoC range the nearest end's power holds.
+
+        Parameters
+        ----------
+        soc_from_pct, soc_to_pct : float
+            States of charge [%] of the usable capacity, ``0 <= from <= to <= 100``.
+
+        Returns
+        -------
+        float
+            Charging time [min] (0 when ``from == to``).
+
+        Raises
+        ------
+        ConfigError
+            If the vehicle has no charging curve, or the states of charge are out of order or
+            outside 0..100.
+        """
+        if not self.charge_curve:
+            raise ConfigError(f"vehicle {self.name} has no DC charging curve")
+        lo, hi = float(soc_from_pct), float(soc_to_pct)
+        if not (0.0 <= lo <= hi <= 100.0):
+            raise ConfigError(
+                f"charging needs 0 <= from <= to <= 100 % of charge, got {lo:g} % to {hi:g} %"
+            )
+        soc = np.array([p[0] for p in self.charge_curve], dtype=np.float64)
+        kw = np.array([p[1] for p in self.charge_curve], dtype=np.float64)
+        # breakpoints inside [lo, hi]: the ends plus the curve's own points between them
+        s = np.unique(np.concatenate([[lo, hi], soc[(soc > lo) & (soc < hi)]]))
+        p = np.interp(s, soc, kw)  # flat beyond the ends
+        ds, p0, p1 = np.diff(s), p[:-1], p[1:]
+        flat = np.isclose(p0, p1, rtol=1e-12, atol=0.0)
+        ratio = np.log(np.where(flat, 1.0, p1) / np.where(flat, 1.0, p0))
+        slope = np.where(flat, 1.0, p1 - p0)
+        # ∫ ds / P over a piece: Δs / P when flat, Δs · ln(P1/P0) / (P1 − P0) when linear
+        pieces = np.where(flat, ds / p0, ds * ratio / slope)
+        hours = self.battery_wh / 1000.0 / 100.0 * float(pieces.sum())  # kWh per % / kW
+        return 60.0 * hours
 
     def replace(self, **changes: Any) -> Vehicle:
         """A copy with some parameters changed (validated again)."""
@@ -102,6 +205,44 @@ class Vehicle:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of all parameters (for TOML/JSON)."""
         return dataclasses.asdict(self)
+
+
+def _connectors(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigError(f"vehicle parameter connectors must be a list of names, got {value!r}")
+    for c in value:
+        if c not in CONNECTORS:
+            raise ConfigError(
+                f"unknown connector {c!r}; choose from: {', '.join(CONNECTORS)}"
+            )
+    return tuple(value)
+
+
+def _charge_curve(value: object) -> tuple[tuple[float, float], ...]:
+    """``[[soc_pct, kw], …]`` checked: numbers, SoC strictly increasing in 0..100, power > 0."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigError(
+            f"vehicle parameter charge_curve must be [[soc_pct, kW], ...], got {value!r}"
+        )
+    points: list[tuple[float, float]] = []
+    for point in value:
+        if (
+            not isinstance(point, list | tuple)
+            or len(point) != 2
+            or any(isinstance(x, bool) or not isinstance(x, numbers.Real) for x in point)
+        ):
+            raise ConfigError(f"charge_curve point must be [soc_pct, kW] numbers, got {point!r}")
+        soc, kw = float(point[0]), float(point[1])
+        if not (0.0 <= soc <= 100.0) or not (np.isfinite(kw) and kw > 0):
+            raise ConfigError(
+                f"charge_curve point needs 0 <= soc_pct <= 100 and kW > 0, got {list(point)}"
+            )
+        if points and soc <= points[-1][0]:
+            raise ConfigError(
+                f"charge_curve states of charge must increase, got {points[-1][0]:g} then {soc:g}"
+            )
+        points.append((soc, kw))
+    return tuple(points)
 
 
 #: Built-in presets. ``sumo-default`` is the paper's vehicle.
@@ -119,17 +260,32 @@ VEHICLE_PRESETS: dict[str, Vehicle] = {
 }
 
 
+@functools.cache
+def catalogue_document() -> dict[str, Any]:
+    """The vehicle catalogue file (``ev_nav/data/vehicles.json``) as read, once per process:
+    ``{"sources": …, "vehicles": {name: {"params": {field: {"value", "source"}}, …}}}``.
+    :mod:`ev_nav.vehicles` presents it; :func:`get_vehicle` builds its cars."""
+    text = resources.files("ev_nav").joinpath("data", "vehicles.json").read_text("utf-8")
+    return json.loads(text)
+
+
 def get_vehicle(preset: str = "sumo-default") -> Vehicle:
-    """Look up a vehicle preset by name."""
-    try:
+    """Look up a vehicle by name: a preset (:data:`VEHICLE_PRESETS`) or a catalogue model
+    (:func:`ev_nav.vehicles.catalogue`; ``ev-nav vehicles`` lists them)."""
+    if preset in VEHICLE_PRESETS:
         return VEHICLE_PRESETS[preset]
-    except KeyError:
-        names = ", ".join(sorted(VEHICLE_PRESETS))
-        raise ConfigError(f"unknown vehicle preset {preset!r}; choose one of: {names}") from None
+    models = catalogue_document()["vehicles"]
+    if preset in models:
+        params = models[preset]["params"]
+        return Vehicle(name=preset, **{k: p["value"] for k, p in params.items()})
+    names = ", ".join([*sorted(VEHICLE_PRESETS), *models])
+    raise ConfigError(f"unknown vehicle {preset!r}; choose one of: {names}")
 
 
 def load_vehicle(path: str | Path) -> Vehicle:
-    """Read a vehicle from a TOML file: optional ``preset = "..."`` plus parameter overrides."""
+    """Read a vehicle from a TOML file: optional ``preset = "..."`` (a preset or catalogue
+    model) plus parameter overrides, e.g. ``aux_power_w = 400`` or
+    ``charge_curve = [[0, 120], [80, 50], [100, 10]]``."""
     p = Path(path)
     if not p.is_file():
         raise NetworkFileNotFound(f"vehicle file not found: {p}")
@@ -149,7 +305,8 @@ def segment_energy_wh(
     *,
     headwind_mps: ArrayLike = 0.0,
 ) -> NDArray[np.float64]:
-    """Battery energy to drive each segment (Eq. 8 with η⁺/η⁻), vectorised.
+    """Battery energy to drive each segment (Eq. 8 with η⁺/η⁻, plus the vehicle's auxiliary
+    load and urban stop-and-go terms when it sets them; module docstring), vectorised.
 
     Parameters
     ----------
@@ -182,4 +339,21 @@ def segment_energy_wh(
         + 0.5 * veh.drag_coeff * veh.frontal_area_m2 * veh.air_density * length * air * np.abs(air)
     )
     mech_wh = work_j / J_PER_WH
-    return np.where(mech_wh > 0, mech_wh / veh.eta_traction, mech_wh * veh.eta_recuperation)
+    battery_wh = np.where(mech_wh > 0, mech_wh / veh.eta_traction, mech_wh * veh.eta_recuperation)
+    # the two terms below are skipped at their defaults so the paper's presets stay bit-exact
+    if veh.aux_power_w:
+        hours = np.divide(length, speed, out=np.zeros(np.broadcast(length, speed).shape),
+                          where=speed > 0) / 3600.0
+        battery_wh = battery_wh + veh.aux_power_w * hours
+    if veh.stops_per_km:
+        # each stop: braking returns η⁻ of ½ m v², pulling away costs ½ m v² / η⁺
+        per_stop_wh = (
+            0.5 * veh.mass_kg * speed * speed / J_PER_WH
+            * (1.0 / veh.eta_traction - veh.eta_recuperation)
+        )
+        # tolerance: a 50 km/h limit converted to m/s another way must still count as urban
+        urban = speed <= veh.stop_speed_mps * (1.0 + 1e-9)
+        battery_wh = battery_wh + np.where(
+            urban, veh.stops_per_km * length / 1000.0 * per_stop_wh, 0.0
+        )
+    return battery_wh

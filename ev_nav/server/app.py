@@ -97,6 +97,12 @@ class RouteRequest(BaseModel):
         pattern=r"^[\w .:@#/-]+$",
         description="name of the vehicle asking (stored with the trip, shown in history)",
     )
+    vehicle_model: str | None = Field(
+        None,
+        max_length=64,
+        description="catalogue model whose physics and battery the energy and arrival "
+        "forecasts use ('ev-nav vehicles' lists them; default: the state's vehicle)",
+    )
     soc: str | None = Field(
         None,
         max_length=32,
@@ -317,6 +323,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             seed=req.seed,
             max_snap_m=req.max_snap_m,
             vehicle=req.vehicle,
+            vehicle_model=req.vehicle_model,
             via=req.via,
             avoid=req.avoid,
             time_weight=req.time_weight,

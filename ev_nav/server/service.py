@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from ev_nav.gp.posterior import SegmentModel, SegmentPosterior
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.store import Store
+    from ev_nav.trips.battery import RouteEnergy
     from ev_nav.trips.session import Session
 
 __all__ = ["LOCK_NAME", "FleetService", "ServeLock", "ServiceClosed", "Snapshot"]
@@ -343,6 +344,19 @@ def _clone_model(
     return rebuilt, "state_dict"
 
 
+def _shifted(energy: RouteEnergy, shift: NDArray[np.float64] | None, route: Any) -> RouteEnergy:
+    """A route's energy for another car: the mean moved by the cars' ``E_det`` difference on
+    the part of each segment driven; the spread (what is not known about the roads) kept."""
+    if shift is None:
+        return energy
+    from ev_nav.trips.battery import RouteEnergy
+
+    seg = np.asarray(route.segments, dtype=np.int64)
+    h = np.ones(seg.size) if route.shares is None else np.asarray(route.shares, dtype=np.float64)
+    return RouteEnergy(energy.mean_wh + float(h @ shift[seg]), energy.sd_wh,
+                       energy.independent_sd_wh)
+
+
 class FleetService:
     """An open state served to many vehicles (see the module docstring for the design).
 
@@ -399,6 +413,9 @@ class FleetService:
         self._startup_error: BaseException | None = None
         self._snapshot: Snapshot | None = None
         self._closed = False
+        # E_det(catalogue car) − E_det(state's vehicle) per segment, by catalogue name: the
+        # network and vehicle are fixed while serving, so each model's shift is computed once
+        self._e_det_shifts: dict[str, NDArray[np.float64]] = {}
         #: one line per checkpoint passed over while opening (damaged, old format)
         self.notices: list[str] = []
         #: the last error of the model writer (None while all is well)
@@ -448,6 +465,14 @@ class FleetService:
             raise ServiceClosed("the routing service is shutting down; retry in a moment")
         return snap
 
+    def _e_det_shift(self, car: Vehicle) -> NDArray[np.float64]:
+        """Per-segment ``E_det(car) − E_det(state vehicle)`` [Wh] (cached by the car's name)."""
+        shift = self._e_det_shifts.get(car.name)
+        if shift is None:
+            shift = self.net.e_det(car) - self.net.e_det(self.vehicle)
+            self._e_det_shifts[car.name] = shift  # a racing duplicate computes the same array
+        return shift
+
     @contextmanager
     def _session(self, snap: Snapshot, *, read_only_model: bool) -> Iterator[Session]:
         """A per-request session on the snapshot: its own store connection (SQLite connections
@@ -476,14 +501,20 @@ class FleetService:
         via: Sequence[tuple[float, float]] = (),
         avoid: Sequence[str] = (),
         time_weight: float = 0.0,
+        vehicle_model: str | None = None,
     ) -> dict[str, object]:
         """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
 
         ``origin``/``goal`` are (lat, lon) [deg]; ``soc``/``reserve`` are charges as the CLI takes
         them (``80%``, ``24.5kWh``); ``vehicle`` names the vehicle asking (stored with the trip);
         ``via``, ``avoid`` and ``time_weight`` [Wh/min] are the route options of ``plan_trip``.
-        Returns the CLI's ``route --json`` document plus each route's coordinates and the model
-        version it was planned on. A bad charge is refused before anything is recorded.
+        ``vehicle_model`` names a catalogue model (:mod:`ev_nav.vehicles`) whose physics and
+        battery the energy and arrival forecasts use: the learned model's posterior for the
+        state's vehicle, shifted by the difference of the two cars' deterministic energies
+        ``E_det`` on each segment driven (what the fleet learned about the roads carries over;
+        the physics difference between the cars is added). Returns the CLI's ``route --json``
+        document plus each route's coordinates and the model version it was planned on. A bad
+        charge or an unknown model is refused before anything is recorded.
         """
         from ev_nav.trips.battery import (
             RISK_WARNING,
@@ -492,12 +523,17 @@ class FleetService:
             route_energy,
         )
         from ev_nav.trips.planning import plan_trip
+        from ev_nav.vehicles import catalogue_vehicle
 
-        capacity = self.vehicle.battery_wh
+        model_car = catalogue_vehicle(vehicle_model).vehicle if vehicle_model else None
+        shift = self._e_det_shift(model_car) if model_car is not None else None
+        capacity = (model_car or self.vehicle).battery_wh
         soc_wh = parse_charge(soc, capacity) if soc is not None else None
         reserve_wh = parse_charge(reserve, capacity)
         snap = self.snapshot
-        extra = {"vehicle": vehicle} if vehicle else None
+        extra = {"vehicle": vehicle} if vehicle else {}
+        if vehicle_model:
+            extra["vehicle_model"] = vehicle_model
         with self._session(snap, read_only_model=False) as session:
             trip = plan_trip(
                 session,
@@ -507,22 +543,27 @@ class FleetService:
                 seed=seed,
                 max_snap_m=max_snap_m,
                 with_safe=soc_wh is not None,
-                extra=extra,
+                extra=extra or None,
                 via=via,
                 avoid=avoid,
                 time_weight=time_weight,
             )
-            arrivals = {
-                name: arrival_forecast(
-                    soc_wh, reserve_wh, capacity, route_energy(session.model, r.segments, r.shares)
-                )
+            energies = {
+                name: _shifted(route_energy(session.model, r.segments, r.shares), shift, r)
                 for name, r in trip.routes.items()
+            }
+            arrivals = {
+                name: arrival_forecast(soc_wh, reserve_wh, capacity, energies[name])
+                for name in trip.routes
                 if soc_wh is not None
             }
         doc = trip.to_dict(self.net)  # with each route's [lon, lat, elevation] coordinates
         routes = doc["routes"]
         assert isinstance(routes, dict)
         for name in trip.routes:
+            if model_car is not None:
+                routes[name]["vehicle_model_wh"] = round(energies[name].mean_wh, 1)
+                routes[name]["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
             a = arrivals.get(name)
             if a is not None:
                 routes[name]["arrival"] = {
@@ -532,6 +573,8 @@ class FleetService:
                     "p_reserve": round(a.p_reserve, 4),
                 }
         doc["vehicle"] = vehicle
+        if model_car is not None:
+            doc["vehicle_model"] = {"name": vehicle_model, "battery_wh": model_car.battery_wh}
         doc["model_version"] = snap.version
         if soc_wh is not None:
             doc["departure_soc_pct"] = round(100 * soc_wh / capacity, 2)

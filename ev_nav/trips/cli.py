@@ -1,4 +1,5 @@
-"""Per-trip commands on a persistent state: ``init``, ``route``, ``observe``, ``map``, ``history``.
+"""Per-trip commands on a persistent state: ``init``, ``route``, ``observe``, ``map``, ``history``;
+and ``vehicles``, the catalogue ``init --vehicle`` takes names from.
 
 Parse, call the library (:mod:`ev_nav.trips`), print. The session logic — opening a state,
 restoring the model, planning, checking and recording observations — lives there.
@@ -76,7 +77,7 @@ def _avoid_arg(text: str) -> tuple[str, ...]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``init``, ``route``, ``observe``, ``map`` and ``history``."""
+    """Add ``init``, ``route``, ``observe``, ``map``, ``history`` and ``vehicles``."""
     p = subparsers.add_parser("init", help="create a state directory for per-trip learning")
     p.add_argument("state", type=Path, help="state directory to create")
     src = p.add_mutually_exclusive_group(required=True)
@@ -87,8 +88,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed")
     veh = p.add_mutually_exclusive_group()
-    veh.add_argument("--vehicle", default="sumo-default", help="vehicle preset name")
-    veh.add_argument("--vehicle-file", type=Path, help="vehicle TOML (preset + overrides)")
+    veh.add_argument(
+        "--vehicle",
+        default="sumo-default",
+        help="vehicle preset (sumo-default, van) or catalogue model ('ev-nav vehicles' lists them)",
+    )
+    veh.add_argument(
+        "--vehicle-file", type=Path, help="vehicle TOML (preset or catalogue model + overrides)"
+    )
     p.add_argument("--model", choices=("gp", "bi"), default="gp", help="learning model")
     p.set_defaults(func=_cmd_init)
 
@@ -206,6 +213,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("state", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_history)
+
+    p = subparsers.add_parser("vehicles", help="the vehicle catalogue: EV models init can use")
+    p.add_argument("--json", action="store_true", help="machine-readable output, with sources")
+    p.set_defaults(func=_cmd_vehicles)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -517,4 +528,35 @@ def _cmd_history(args: argparse.Namespace) -> int:
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
         print(f"{head}{pred:>20}{obs:>13}")
+    return 0
+
+
+def _cmd_vehicles(args: argparse.Namespace) -> int:
+    from ev_nav.vehicles import catalogue, catalogue_rows
+
+    rows = catalogue_rows()
+    if args.json:
+        models = catalogue()
+        for r in rows:
+            c = models[str(r["name"])]
+            r["sources"] = c.sources
+            r["reference_source"] = c.reference_source
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(
+        f"{'name':<28}{'battery kWh':>12}  {'connectors':<20}{'DC kW':>7}{'AC kW':>7}"
+        f"{'Wh/km @100':>12}  reference"
+    )
+    for r in rows:
+        low, high = r["reference_wh_per_km"]  # type: ignore[misc]
+        plugs = ",".join(r["connectors"])  # type: ignore[arg-type]
+        print(
+            f"{r['name']:<28}{r['battery_kwh']:>12.1f}  {plugs:<20}{r['dc_max_kw']:>7g}"
+            f"{r['ac_max_kw']:>7g}{r['wh_per_km_100kmh']:>12.1f}  {low:g}-{high:g}"
+        )
+    print(
+        "Wh/km @100: the energy model at a steady 100 km/h on a flat road; reference: the range "
+        "its sources state (--json lists every value's source; ev_nav/data/NOTICE.md credits "
+        "Open EV Data and the Open EV Data Dataset)"
+    )
     return 0

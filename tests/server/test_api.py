@@ -285,6 +285,9 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
          json={"origin": origin, "goal": goal, "speed": 3}), 422, ("speed",)),
         ("charge beyond the battery", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": origin, "goal": goal, "soc": "150%"}), 422, ("outside",)),
+        ("unknown catalogue model", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "vehicle_model": "delorean"}), 422,
+         ("unknown catalogue vehicle 'delorean'", "volkswagen-id3-pro")),
         ("malformed JSON", dict(method="POST", url="/api/routes", headers={
             **AUTH, "Content-Type": "application/json"}, content=b'{"origin": [47.0, 8.0'),
          400, ("malformed JSON",)),
@@ -599,3 +602,32 @@ def test_open_host_without_token_is_a_one_line_notice(tmp_path) -> None:
         "and record trips (set $EV_NAV_TOKEN or --token)"
     ], log
     assert not any("Warning" in ln for ln in log), log
+
+
+def test_plan_with_a_catalogue_model_forecasts_with_its_physics(http, served_town) -> None:
+    # the asking car (vehicle) and its model (vehicle_model) are separate fields; the model's
+    # physics move each route's energy by the two cars' E_det difference on what is driven,
+    # and its battery sets the arrival charge
+    from ev_nav.energy import get_vehicle
+
+    settle(http)
+    trip = _plan(http, served_town, 1, soc="80%", vehicle="car-9",
+                 vehicle_model="volkswagen-id3-pro")
+    id3 = get_vehicle("volkswagen-id3-pro")
+    shift = served_town.e_det(id3) - served_town.e_det(get_vehicle("sumo-default"))
+    assert trip["vehicle"] == "car-9"
+    assert trip["vehicle_model"] == {"name": "volkswagen-id3-pro", "battery_wh": 58_000.0}
+    for name, r in trip["routes"].items():
+        seg = np.array(r["segments"])
+        fs, fg = r["start_fraction"], r["end_fraction"]
+        share = np.ones(seg.size)
+        share[0], share[-1] = (fg - fs, fg - fs) if seg.size == 1 else (1 - fs, fg)
+        expected = r["predicted_wh"] + share @ shift[seg]
+        assert r["vehicle_model_wh"] == pytest.approx(expected, abs=0.11), name
+        assert r["vehicle_model_wh"] > r["predicted_wh"], name  # aux + stops cost more
+        # the spread the arrival charge uses: the posterior's plus one drive's noise
+        assert r["vehicle_model_sd_wh"] >= r["predicted_sd_wh"] - 0.06, name
+        # 80 % of 58 kWh less the catalogue car's energy
+        assert r["arrival"]["soc_pct"] == pytest.approx(
+            80 - r["vehicle_model_wh"] / 580, abs=0.01
+        ), name

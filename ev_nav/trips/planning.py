@@ -8,6 +8,7 @@ shown next to the shortest and the fastest route, each with the model's predicte
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,10 +22,53 @@ from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
+    from ev_nav.bandits.routing import Router
+    from ev_nav.gp.posterior import SegmentPosterior
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.trips.session import Session
 
 __all__ = ["PlannedTrip", "maps_dir", "plan_trip", "write_trip_files"]
+
+
+class _PlanningCache(threading.local):
+    """Per thread: the Router of the network last planned on, and the deterministic weights
+    (best guess, safe) of the posterior last planned on.
+
+    A server's request threads plan many trips on one snapshot: the Router's reversed graph
+    and scratch arrays, and the rules' weights over every segment (milliseconds each on a
+    town), are made once per thread and snapshot instead of once per request. The entries
+    hold what they were made from and are used only for those very objects.
+    """
+
+    def __init__(self) -> None:
+        self.router: tuple[RoadNetwork, Router] | None = None
+        self.weights: dict[str, tuple[SegmentPosterior, np.ndarray, np.ndarray]] = {}
+
+
+_CACHE = _PlanningCache()
+
+
+def _router(net: RoadNetwork) -> Router:
+    from ev_nav.bandits.routing import Router
+
+    held = _CACHE.router
+    if held is None or held[0] is not net:
+        held = _CACHE.router = (net, Router(net))
+    return held[1]
+
+
+def _fixed_weights(rule: str, post: SegmentPosterior, dphi: np.ndarray) -> np.ndarray:
+    """The weights of a deterministic rule (``mean``, ``safe``) on ``post``, made once per
+    posterior and thread (they do not depend on the trip)."""
+    from ev_nav.bandits.indices import make_index, rectified_weights
+
+    held = _CACHE.weights.get(rule)
+    if held is not None and held[0] is post and np.array_equal(held[1], dphi):
+        return held[2]
+    weights = rectified_weights(make_index(rule), post, 1, np.random.default_rng(0), dphi)
+    weights.setflags(write=False)
+    _CACHE.weights[rule] = (post, dphi, weights)
+    return weights
 
 
 @dataclass(frozen=True)
@@ -183,7 +227,6 @@ def plan_trip(
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
-    from ev_nav.bandits.routing import Router
     from ev_nav.potential import potential_change
     from ev_nav.store import TripPlan
 
@@ -197,7 +240,7 @@ def plan_trip(
     ]
     maps_dir(session.state_dir)  # checked before anything is recorded
     rule = make_index(policy)
-    router = ConstrainedRouter(net, Router(net), stops, options)
+    router = ConstrainedRouter(net, _router(net), stops, options)
     if not options.is_default:  # stored with the trip: what it was planned under
         extra = {
             **(extra or {}),
@@ -215,10 +258,10 @@ def plan_trip(
         # greedy: each segment's expected loss (energy less its potential change) under the
         # posterior of physically possible losses (the "mean" rule); the best guess row is
         # then the least predicted cost of all routes shown (see plan() below)
-        greedy = rectified_weights(make_index("mean"), post, 1, np.random.default_rng(0), dphi)
+        greedy = _fixed_weights("mean", post, dphi)
         fixed["best guess"] = describe_route(net, router.route_energy(greedy), model, "mean")
     if with_safe and policy != "safe":
-        careful = rectified_weights(make_index("safe"), post, 1, np.random.default_rng(0), dphi)
+        careful = _fixed_weights("safe", post, dphi)
         fixed["safe"] = describe_route(net, router.route_energy(careful), model, "safe")
     fixed["shortest"] = describe_route(net, router.route(net.length_m), model, "shortest")
     fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
@@ -228,7 +271,11 @@ def plan_trip(
     def plan(trip_id: int) -> TripPlan:
         # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
-        weights = rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
+        weights = (
+            _fixed_weights(policy, post, dphi)
+            if policy in ("mean", "safe")  # the same for every trip
+            else rectified_weights(rule, post, trip_id, np.random.default_rng(s), dphi)
+        )
         path = router.route_energy(weights)
         same = next(
             (

@@ -137,7 +137,12 @@ def build(kilowatt: Path, oed: Path, tbtp: Path, fills_path: Path = FILLS) -> di
         width = sel.get("width_mm", _v(float(dims["width_mm"]), oed_src))
         height = _v(float(dims["height_mm"]), oed_src)
         k = common["frontal_area_factor"]
-        area = round(k["value"] * width["value"] * height["value"] / 1e6, 3)
+        # a maker's published frontal area beats the width x height estimate
+        area = sel.get("frontal_area_m2") or _v(
+            round(k["value"] * width["value"] * height["value"] / 1e6, 3),
+            f"{k['source']}: width {width['value']:g} mm ({width['source']}), "
+            f"height {height['value']:g} mm ({height['source']})",
+        )
         curb = float(rec["weights"]["curb_weight_kg"])
         driver = common["driver_kg"]
 
@@ -156,11 +161,7 @@ def build(kilowatt: Path, oed: Path, tbtp: Path, fills_path: Path = FILLS) -> di
                 curb + driver["value"], f"curb weight {curb:g} kg, {oed_src}; + {driver['source']}"
             ),
             "drag_coeff": sel.get("drag_coeff") or _v(rec["body"]["drag_coefficient_cd"], oed_src),
-            "frontal_area_m2": _v(
-                area,
-                f"{k['source']}: width {width['value']:g} mm ({width['source']}), "
-                f"height {height['value']:g} mm ({height['source']})",
-            ),
+            "frontal_area_m2": area,
             "battery_wh": _v(round(1000.0 * m["usable_battery_size"], 1), kw_src),
             "ac_max_kw": sel.get("ac_max_kw") or _v(float(m["ac_charger"]["max_power"]), kw_src),
             "dc_max_kw": _v(float(m["dc_charger"]["max_power"]), kw_src),

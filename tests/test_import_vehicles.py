@@ -54,6 +54,7 @@ market = "US"
 kilowatt = "kw-us"
 oed = "src/make/us/2024/us.json"
 drag_coeff = { value = 0.3, source = "maker" }
+frontal_area_m2 = { value = 2.46, source = "maker's area" }
 reference_tbtp = "a.md"
 """
 
@@ -123,6 +124,9 @@ def test_import_builds_the_catalogue_from_the_datasets(datasets, tmp_path):
     assert eu["aux_power_w"] == {"value": 300.0, "source": "accessories"}
     us = doc["vehicles"]["us-car"]["params"]
     assert us["connectors"]["value"] == ["ccs1", "type1"]  # OED's port, J1772 AC with it
+    # a published frontal area replaces the width x height estimate, source and all
+    assert us["frontal_area_m2"] == {"value": 2.46, "source": "maker's area"}
+    assert "1800 mm" in eu["frontal_area_m2"]["source"]  # the estimate names its dimensions
     # band: 90 km/h at least min(0.8, 0.85) x, 120 km/h at most 1.2 x the average (150 Wh/km)
     ref = doc["vehicles"]["eu-car"]["reference_100kmh"]
     assert (ref["low_wh_per_km"], ref["high_wh_per_km"]) == (120.0, 180.0)

@@ -103,8 +103,8 @@ class Router:
 
     def __init__(self, net: RoadNetwork) -> None:
         self.n_segments = n = net.n_segments
-        self._indptr = np.ascontiguousarray(net.lg_indptr, dtype=np.int64)
-        self._indices = np.ascontiguousarray(net.lg_indices, dtype=np.int64)
+        self._indptr = np.ascontiguousarray(net.routing_graph()[0], dtype=np.int64)
+        self._indices = np.ascontiguousarray(net.routing_graph()[1], dtype=np.int64)
         # the reversed line graph, for the backward half of the search
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
         order = np.argsort(self._indices, kind="stable")

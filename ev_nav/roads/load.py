@@ -39,27 +39,27 @@ from ev_nav.roads.restrictions import (
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
 from ev_nav.settings import osmnx_settings
 
-#: Highway classes a car may drive on (links included). Everything else (footways, steps,
-#: pedestrian zones, tracks, construction, …) is dropped before simplification.
-DRIVABLE_CLASSES: frozenset[str] = frozenset(
-    {
-        "motorway",
-        "motorway_link",
-        "trunk",
-        "trunk_link",
-        "primary",
-        "primary_link",
-        "secondary",
-        "secondary_link",
-        "tertiary",
-        "tertiary_link",
-        "unclassified",
-        "residential",
-        "living_street",
-        "service",
-        "road",
-    }
+#: Highway classes a car may drive on (links included), most important first. Everything else
+#: (footways, steps, pedestrian zones, tracks, construction, …) is dropped before simplification.
+DRIVABLE_ORDER: tuple[str, ...] = (
+    "motorway",
+    "motorway_link",
+    "trunk",
+    "trunk_link",
+    "primary",
+    "primary_link",
+    "secondary",
+    "secondary_link",
+    "tertiary",
+    "tertiary_link",
+    "unclassified",
+    "residential",
+    "living_street",
+    "service",
+    "road",
 )
+DRIVABLE_CLASSES: frozenset[str] = frozenset(DRIVABLE_ORDER)
+_CLASS_RANK = {c: i for i, c in enumerate(DRIVABLE_ORDER)}
 #: Service roads that are not through roads for navigation.
 EXCLUDED_SERVICE: frozenset[str] = frozenset(
     {"parking_aisle", "driveway", "private", "emergency_access", "drive-through", "parking"}
@@ -106,17 +106,19 @@ class LoadOptions:
 def normalise_highway(value: Any) -> str | None:
     """The highway class of an OSM way, or ``None`` when it is not drivable.
 
-    Handles list values (from merged ways: the first drivable one wins) and the MoST scenario's
+    Handles list values (from merged ways: the most important drivable class of
+    :data:`DRIVABLE_ORDER` wins; osmnx builds such lists from a set, so their order changes
+    from one process to the next and must not decide) and the MoST scenario's
     ``<class>_tunnel`` / ``<class>_bridge`` values.
     """
     values = value if isinstance(value, (list, tuple)) else [value]
-    for v in values:
-        if not isinstance(v, str):
-            continue
-        cls = v.removesuffix("_tunnel").removesuffix("_bridge")
-        if cls in DRIVABLE_CLASSES:
-            return cls
-    return None
+    found = [
+        cls
+        for v in values
+        if isinstance(v, str)
+        and (cls := v.removesuffix("_tunnel").removesuffix("_bridge")) in DRIVABLE_CLASSES
+    ]
+    return min(found, key=_CLASS_RANK.__getitem__) if found else None
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -6,7 +6,8 @@ fresh subprocess so its peak memory (ru_maxrss) is its own. "above imports" subt
 that only imports the loader, so the column is what reading and building cost. A second PBF
 adds non-road data (buildings: nodes and closed ways, none of it drivable) to the same extract:
 the PBF reader's memory should follow the road network, not the file, so its row should barely
-move while the file grows several-fold.
+move while the file grows several-fold (the same data as XML, which osmnx parses whole, shows
+the difference).
 
 Usage: python scripts/bench_osm_input.py [--quick] [--data ../shared/data]
 """
@@ -61,8 +62,9 @@ def _run(kind: str, src: Path | str, out: Path | str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def write_pbf(src: Path, dst: Path, padding_buildings: int = 0) -> Path:
-    """``src``'s data as PBF (nodes, ways, relations, each in file order), plus
+def write_osm(src: Path, dst: Path, padding_buildings: int = 0) -> Path:
+    """``src``'s data as ``dst``'s format (PBF or XML, by its suffix: nodes, ways, relations,
+    each in file order), plus
     ``padding_buildings`` square buildings (closed ways of 4 new nodes, ids above the file's)
     scattered over its area."""
     import osmium
@@ -117,10 +119,12 @@ def main() -> int:
           f"{'peak MB':>9}{'above imports MB':>18}")
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        inputs = [("XML (.osm.gz)", xml), ("PBF", write_pbf(xml, t / f"{name}.osm.pbf"))]
+        inputs = [("XML (.osm.gz)", xml), ("PBF", write_osm(xml, t / f"{name}.osm.pbf"))]
         if not args.quick:
-            padded = write_pbf(xml, t / f"{name}-padded.osm.pbf", args.padding)
-            inputs.append((f"PBF + {args.padding // 1000}k buildings", padded))
+            pad = f" + {args.padding // 1000}k bldgs"
+            for fmt, suffix in (("PBF", "osm.pbf"), ("XML", "osm.gz")):
+                padded = write_osm(xml, t / f"{name}-padded.{suffix}", args.padding)
+                inputs.append((fmt + pad, padded))
         nets = {}
         for label, src in inputs:
             out = t / f"{len(nets)}.npz"

@@ -437,7 +437,7 @@ def graph_to_network(
 
     geom_offsets = np.asarray(offsets, dtype=np.int64)
     geom_lonlat = np.concatenate(coords) if coords else np.empty((0, 2))
-    forbidden = forbidden_turn_pairs(
+    forbidden, applied = forbidden_turn_pairs(
         resolved,
         osmid[seg_u],
         osmid[seg_v],
@@ -458,6 +458,7 @@ def graph_to_network(
         "turn_restrictions": {
             "read": len(restrictions.restrictions),
             "located": len(resolved),
+            "applied": applied,
             "skipped": dict(sorted((restrictions.skipped + unresolved).items())),
         },
         **(extra_meta or {}),

@@ -209,8 +209,10 @@ def forbidden_turn_pairs(
     seg_u: NDArray[np.int64],
     seg_v: NDArray[np.int64],
     n_nodes: int,
-) -> NDArray[np.int64]:
-    """``(from_segment, to_segment)`` pairs the located restrictions forbid, shape (k, 2).
+) -> tuple[NDArray[np.int64], int]:
+    """``(from_segment, to_segment)`` pairs the located restrictions forbid, shape (k, 2), and
+    how many restrictions gave at least one pair (a via node that simplification merged into a
+    segment, being no junction, gives none).
 
     A simplified segment ends at the via node coming from the from-way's last piece when its
     polyline's second-to-last vertex is that piece's first node and its ways include the
@@ -219,7 +221,7 @@ def forbidden_turn_pairs(
     """
     resolved = list(resolved)
     if not resolved:
-        return np.empty((0, 2), dtype=np.int64)
+        return np.empty((0, 2), dtype=np.int64), 0
     ends: dict[tuple[int, float, float], list[int]] = {}
     starts: dict[tuple[int, float, float], list[int]] = {}
     for e in range(seg_u.shape[0]):  # once per build, to index segments by their end pieces
@@ -230,6 +232,7 @@ def forbidden_turn_pairs(
         ends.setdefault((int(seg_osmid_v[e]), float(lon1), float(lat1)), []).append(e)
     indptr, indices = line_graph_csr(seg_u, seg_v, n_nodes)
     pairs: list[tuple[int, int]] = []
+    applied = 0
     for r in resolved:
         froms = [e for e in ends.get((r.via, *r.from_xy), []) if r.from_way in seg_ways[e]]
         tos = {
@@ -240,12 +243,14 @@ def forbidden_turn_pairs(
         }
         if r.only and not tos:  # never forbid every way out because the to-way went missing
             continue
+        before = len(pairs)
         for f in froms:
             if r.only:
                 succ = indices[indptr[f] : indptr[f + 1]]
                 pairs.extend((f, int(s)) for s in succ if int(s) not in tos)
             else:
                 pairs.extend((f, t) for t in tos)
+        applied += len(pairs) > before
     if not pairs:
-        return np.empty((0, 2), dtype=np.int64)
-    return np.unique(np.asarray(pairs, dtype=np.int64), axis=0)
+        return np.empty((0, 2), dtype=np.int64), applied
+    return np.unique(np.asarray(pairs, dtype=np.int64), axis=0), applied

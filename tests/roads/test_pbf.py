@@ -26,7 +26,10 @@ def test_pbf_gives_the_xml_network(monaco, shared_file, tmp_path):
         np.testing.assert_array_equal(getattr(net, name), getattr(monaco, name), err_msg=name)
     assert net.highway_classes == monaco.highway_classes
     assert net.meta["turn_restrictions"] == monaco.meta["turn_restrictions"]
+    # all 18 located; one (only_straight_on at node 8981) forbids nothing more: the one other
+    # way out there returns to the from-segment's start node, a U-turn the line graph omits
     assert net.meta["turn_restrictions"]["located"] == 18
+    assert net.meta["turn_restrictions"]["applied"] == 17
     assert net.forbidden_turns.shape[0] > 0
     assert net.meta["elevation_source"] == monaco.meta["elevation_source"] == "osm-ele"
 

@@ -96,7 +96,7 @@ def test_no_left_turn_makes_the_route_detour(tmp_path):
     south_in, west_out = seg(net, 2, 5), seg(net, 5, 4)
     np.testing.assert_array_equal(net.forbidden_turns, [[south_in, west_out]])
     assert net.meta["turn_restrictions"] == {
-        "read": 1, "located": 1, "skipped": {"not_for_cars": 1, "via_way": 1}
+        "read": 1, "located": 1, "applied": 1, "skipped": {"not_for_cars": 1, "via_way": 1}
     }
     # the transition is a physical connection, gone only from the routing graph
     assert west_out in net.lg_indices[net.lg_indptr[south_in] : net.lg_indptr[south_in + 1]]

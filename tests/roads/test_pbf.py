@@ -10,7 +10,7 @@ import pytest
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ev_nav.errors import NotOSMError
+from ev_nav.errors import NoDrivableRoadsError, NotOSMError
 from ev_nav.roads.load import load_osm
 from ev_nav.roads.network import _ARRAY_FIELDS, RoadNetwork, haversine_m
 from tests.cli_helpers import run_cli
@@ -94,3 +94,16 @@ def test_helsinki_extract_end_to_end(tmp_path, capsys):
     code, info, _ = run_cli(capsys, "network", "info", out, "--json")
     assert code == 0
     assert json.loads(info)["forbidden_turns"] == net.forbidden_turns.shape[0]
+
+
+def test_pbf_without_drivable_roads_is_a_named_error(tmp_path):
+    xml = tmp_path / "paths.osm"
+    xml.write_text(
+        "<?xml version='1.0' encoding='UTF-8'?>\n<osm version='0.6'>\n"
+        "<node id='1' lat='43.7300000' lon='7.4200000'/>\n"
+        "<node id='2' lat='43.7310000' lon='7.4210000'/>\n"
+        "<way id='10'><nd ref='1'/><nd ref='2'/><tag k='highway' v='footway'/></way>\n"
+        "</osm>\n"
+    )
+    with pytest.raises(NoDrivableRoadsError):
+        load_osm(write_pbf(xml, tmp_path / "paths.osm.pbf"))

@@ -150,6 +150,12 @@ class RoadNetwork:
     )
 
     def __post_init__(self) -> None:
+        if not (
+            isinstance(self.forbidden_turns, np.ndarray) and self.forbidden_turns.dtype == np.int64
+        ):  # frozen dataclass: normalise the one field callers may pass as a list
+            object.__setattr__(
+                self, "forbidden_turns", np.asarray(self.forbidden_turns, dtype=np.int64)
+            )
         for name in (*_ARRAY_FIELDS, "road_flags", "forbidden_turns"):
             arr = getattr(self, name)
             if isinstance(arr, np.ndarray):

@@ -34,6 +34,7 @@ from ev_nav.roads.network import FORMAT_VERSION, ROAD_FLAGS, RoadNetwork, build_
 from ev_nav.roads.restrictions import (
     RestrictionsRead,
     forbidden_turn_pairs,
+    read_restrictions,
     resolve_restrictions,
 )
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
@@ -168,8 +169,6 @@ def _node_tags() -> list[str]:
 def _read_osm_graph(path: Path, options: LoadOptions):
     """The raw osmnx graph of an OSM file and its turn restrictions (XML or PBF)."""
     import osmnx as ox
-
-    from ev_nav.roads.restrictions import read_restrictions
 
     if not path.is_file():
         raise NetworkFileNotFound(f"OSM file not found: {path}")

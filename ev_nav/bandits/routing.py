@@ -103,8 +103,8 @@ class Router:
 
     def __init__(self, net: RoadNetwork) -> None:
         self.n_segments = n = net.n_segments
-        self._indptr = np.ascontiguousarray(net.lg_indptr, dtype=np.int64)
-        self._indices = np.ascontiguousarray(net.lg_indices, dtype=np.int64)
+        self._indptr = np.ascontiguousarray(net.routing_graph()[0], dtype=np.int64)
+        self._indices = np.ascontiguousarray(net.routing_graph()[1], dtype=np.int64)
         # the reversed line graph, for the backward half of the search
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
         order = np.argsort(self._indices, kind="stable")
@@ -372,8 +372,11 @@ class Oracle:
             raise InvalidObservation("true energies must be finite, one per segment")
         self.energies = f
         n = net.n_segments
-        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(net.lg_indptr))
-        dst = np.asarray(net.lg_indices, dtype=np.int64)
+        # the legal transitions (turn restrictions obeyed), as the agent's Router routes: an
+        # optimum the agent may not drive would make regret negative
+        indptr, indices = net.routing_graph()
+        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+        dst = np.asarray(indices, dtype=np.int64)
         if node_potential is not None:
             # A known feasible potential (the physical Φ for energies ΔΦ + c with c >= 0): the
             # segment potential is Φ at the segment's head, and no Bellman–Ford is needed.
@@ -397,7 +400,7 @@ class Oracle:
         # tiny negative values are round-off; clip to keep Dijkstra valid
         reweighted = np.maximum(reweighted, 0.0) + _WEIGHT_FLOOR
         self._matrix = sp.csr_matrix(
-            (reweighted, dst.astype(np.int32), np.asarray(net.lg_indptr, dtype=np.int32)),
+            (reweighted, dst.astype(np.int32), np.asarray(indptr, dtype=np.int32)),
             shape=(n, n),
         )
         self._cache: dict[int, tuple[NDArray[np.float64], NDArray[np.int32]]] = {}

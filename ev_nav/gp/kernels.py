@@ -71,6 +71,9 @@ def connection_weights(net: RoadNetwork) -> tuple[NDArray[np.int64], NDArray[np.
     w : ndarray of float64, shape (n_connections,)
         Connection weight [-] (short source segments are strongly coupled to their successors).
     """
+    # The physical line graph, not net.routing_graph(): a turn restriction is a traffic rule at
+    # a junction; the two segments still touch and share the terrain and traffic that make
+    # their energies alike, which is what the kernel's coupling stands for.
     e1 = np.repeat(np.arange(net.n_segments, dtype=np.int64), np.diff(net.lg_indptr))
     e2 = np.asarray(net.lg_indices, dtype=np.int64)
     w = net.length_m.mean() / net.length_m[e1]

@@ -18,8 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="network_command", metavar="ACTION")
     parser.set_defaults(func=lambda _a: parser.print_help() or 1)
 
-    build = sub.add_parser("build", help="build a network from an OSM XML file (offline)")
-    build.add_argument("--osm", required=True, type=Path, help=".osm, .osm.gz or .osm.bz2 file")
+    build = sub.add_parser("build", help="build a network from an OSM XML or PBF file (offline)")
+    build.add_argument(
+        "--osm", required=True, type=Path, help=".osm, .osm.gz, .osm.bz2 or .osm.pbf file"
+    )
     build.add_argument(
         "--dem",
         action="append",

@@ -1,6 +1,7 @@
-"""Load OpenStreetMap XML (offline) or an online place into a :class:`RoadNetwork`.
+"""Load an OpenStreetMap file (offline) or an online place into a :class:`RoadNetwork`.
 
-Steps (spec §2): read the XML with osmnx without simplification, keep drivable highway classes,
+Steps (spec §2): read the XML with osmnx (or stream a PBF extract into the same raw graph,
+:mod:`ev_nav.roads.pbf`) without simplification, keep drivable highway classes,
 simplify, attach elevations (OSM ``ele`` tags or DEM rasters), compute grades, parse or impute speed
 limits, then hand plain arrays to :func:`ev_nav.roads.network.build_network`, which keeps the
 largest strongly connected part of the line graph.
@@ -30,30 +31,36 @@ from ev_nav.errors import (
     OfflineError,
 )
 from ev_nav.roads.network import FORMAT_VERSION, ROAD_FLAGS, RoadNetwork, build_network
+from ev_nav.roads.restrictions import (
+    RestrictionsRead,
+    forbidden_turn_pairs,
+    read_restrictions,
+    resolve_restrictions,
+)
 from ev_nav.roads.speeds import DEFAULT_CLASS_SPEEDS_KMH, class_speed_kmh, parse_maxspeed
 from ev_nav.settings import osmnx_settings
 
-#: Highway classes a car may drive on (links included). Everything else (footways, steps,
-#: pedestrian zones, tracks, construction, …) is dropped before simplification.
-DRIVABLE_CLASSES: frozenset[str] = frozenset(
-    {
-        "motorway",
-        "motorway_link",
-        "trunk",
-        "trunk_link",
-        "primary",
-        "primary_link",
-        "secondary",
-        "secondary_link",
-        "tertiary",
-        "tertiary_link",
-        "unclassified",
-        "residential",
-        "living_street",
-        "service",
-        "road",
-    }
+#: Highway classes a car may drive on (links included), most important first. Everything else
+#: (footways, steps, pedestrian zones, tracks, construction, …) is dropped before simplification.
+DRIVABLE_ORDER: tuple[str, ...] = (
+    "motorway",
+    "motorway_link",
+    "trunk",
+    "trunk_link",
+    "primary",
+    "primary_link",
+    "secondary",
+    "secondary_link",
+    "tertiary",
+    "tertiary_link",
+    "unclassified",
+    "residential",
+    "living_street",
+    "service",
+    "road",
 )
+DRIVABLE_CLASSES: frozenset[str] = frozenset(DRIVABLE_ORDER)
+_CLASS_RANK = {c: i for i, c in enumerate(DRIVABLE_ORDER)}
 #: Service roads that are not through roads for navigation.
 EXCLUDED_SERVICE: frozenset[str] = frozenset(
     {"parking_aisle", "driveway", "private", "emergency_access", "drive-through", "parking"}
@@ -100,17 +107,19 @@ class LoadOptions:
 def normalise_highway(value: Any) -> str | None:
     """The highway class of an OSM way, or ``None`` when it is not drivable.
 
-    Handles list values (from merged ways: the first drivable one wins) and the MoST scenario's
+    Handles list values (from merged ways: the most important drivable class of
+    :data:`DRIVABLE_ORDER` wins; osmnx builds such lists from a set, so their order changes
+    from one process to the next and must not decide) and the MoST scenario's
     ``<class>_tunnel`` / ``<class>_bridge`` values.
     """
     values = value if isinstance(value, (list, tuple)) else [value]
-    for v in values:
-        if not isinstance(v, str):
-            continue
-        cls = v.removesuffix("_tunnel").removesuffix("_bridge")
-        if cls in DRIVABLE_CLASSES:
-            return cls
-    return None
+    found = [
+        cls
+        for v in values
+        if isinstance(v, str)
+        and (cls := v.removesuffix("_tunnel").removesuffix("_bridge")) in DRIVABLE_CLASSES
+    ]
+    return min(found, key=_CLASS_RANK.__getitem__) if found else None
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -134,6 +143,7 @@ def cache_key(osm: Path, dems: Sequence[Path], options: LoadOptions) -> str:
     """
     h = hashlib.sha256()
     h.update(f"format={FORMAT_VERSION};road_flags={','.join(ROAD_FLAGS)}".encode())
+    h.update(b";turn_restrictions")  # networks cached before restrictions were read rebuild
     h.update(file_digest(osm).encode())
     for dem in dems:
         h.update(file_digest(dem).encode())
@@ -142,19 +152,45 @@ def cache_key(osm: Path, dems: Sequence[Path], options: LoadOptions) -> str:
 
 
 # ---------------------------------------------------------------------------- OSM reading
-def _read_osm_graph(path: Path):
+def is_pbf(path: Path) -> bool:
+    """Whether ``path`` names an OSM PBF file (``.pbf``, as in ``.osm.pbf``)."""
+    return path.suffix.lower() == ".pbf"
+
+
+def _node_tags() -> list[str]:
+    """osmnx's kept node tags plus ``ele``: node elevations ride on the OSM 'ele' tag, which
+    osmnx drops unless asked to keep it."""
+    import osmnx as ox
+
+    tags = list(ox.settings.useful_tags_node)
+    return tags if "ele" in tags else [*tags, "ele"]
+
+
+def _read_osm_graph(path: Path, options: LoadOptions):
+    """The raw osmnx graph of an OSM file and its turn restrictions (XML or PBF)."""
     import osmnx as ox
 
     if not path.is_file():
         raise NetworkFileNotFound(f"OSM file not found: {path}")
-    tags = list(ox.settings.useful_tags_node)
-    # node elevations ride on the OSM 'ele' tag, which osmnx drops unless asked to keep it;
-    # the change is undone after the read so other osmnx users in the process are unaffected
-    wanted = tags if "ele" in tags else [*tags, "ele"]
+    # the settings change is undone after the read so other osmnx users are unaffected
+    settings = {
+        "useful_tags_node": _node_tags(),
+        "useful_tags_way": _way_tags(),
+        "log_console": False,
+    }
+    if is_pbf(path):
+        from ev_nav.roads.pbf import read_pbf_graph
+
+        with osmnx_settings(**settings), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return read_pbf_graph(
+                path,
+                lambda tags: drivable_class(tags, options) is not None,
+                settings["useful_tags_way"],
+                settings["useful_tags_node"],
+            )
     try:
-        with osmnx_settings(
-            useful_tags_node=wanted, useful_tags_way=_way_tags(), log_console=False
-        ), warnings.catch_warnings():
+        with osmnx_settings(**settings), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             graph = ox.graph_from_xml(path, simplify=False, retain_all=True)
     except (ParseError, UnicodeDecodeError, EOFError, OSError) as exc:
@@ -163,23 +199,35 @@ def _read_osm_graph(path: Path):
         if "graph contains no nodes" in str(exc).lower() or isinstance(exc, (KeyError, ValueError)):
             raise NoDrivableRoadsError(f"{path} contains no usable OSM ways ({exc})") from None
         raise
-    return graph
+    # osmnx's XML reader parses relations but builds its graph from nodes and ways only: the
+    # restrictions come from a second, streaming pass over the file's relations
+    return graph, read_restrictions(path)
+
+
+def drivable_class(tags: dict[str, Any], options: LoadOptions) -> str | None:
+    """The highway class of an OSM way (its tags, or an unsimplified osmnx edge's attributes)
+    when a car may use it under ``options``, else ``None``.
+
+    The one drivability rule: the XML path applies it to osmnx's edges, the PBF reader to ways
+    as it streams them, so both keep the same roads.
+    """
+    cls = normalise_highway(tags.get("highway"))
+    if cls is None or (cls == "service" and not options.include_service):
+        return None
+    if any(s in EXCLUDED_SERVICE for s in _as_list(tags.get("service"))):
+        return None
+    if any(a in EXCLUDED_ACCESS for a in _as_list(tags.get("access"))):
+        return None
+    if any(a == "yes" for a in _as_list(tags.get("area"))):
+        return None
+    return cls
 
 
 def _filter_drivable(graph, options: LoadOptions):
     drop = []
     for u, v, k, data in graph.edges(keys=True, data=True):
-        cls = normalise_highway(data.get("highway"))
-        if cls is None or (cls == "service" and not options.include_service):
-            drop.append((u, v, k))
-            continue
-        if any(s in EXCLUDED_SERVICE for s in _as_list(data.get("service"))):
-            drop.append((u, v, k))
-            continue
-        if any(a in EXCLUDED_ACCESS for a in _as_list(data.get("access"))):
-            drop.append((u, v, k))
-            continue
-        if any(a == "yes" for a in _as_list(data.get("area"))):
+        cls = drivable_class(data, options)
+        if cls is None:
             drop.append((u, v, k))
             continue
         data["highway"] = cls
@@ -296,8 +344,13 @@ def graph_to_network(
     dems: Sequence[Path] = (),
     options: LoadOptions | None = None,
     extra_meta: dict[str, Any] | None = None,
+    restrictions: RestrictionsRead | None = None,
 ) -> RoadNetwork:
-    """Convert a raw (unsimplified) osmnx graph into a :class:`RoadNetwork`."""
+    """Convert a raw (unsimplified) osmnx graph into a :class:`RoadNetwork`.
+
+    ``restrictions`` (from :func:`ev_nav.roads.restrictions.read_restrictions`) become the
+    network's ``forbidden_turns``; their counts are recorded in ``meta["turn_restrictions"]``.
+    """
     import osmnx as ox
 
     options = options or LoadOptions()
@@ -306,6 +359,9 @@ def graph_to_network(
         raise NoDrivableRoadsError(
             f"{name}: no drivable roads (motorway … residential/service) in the OSM data"
         )
+    # located before simplification, where the way piece next to each via node is one edge
+    restrictions = restrictions or RestrictionsRead()
+    resolved, unresolved = resolve_restrictions(graph, restrictions.restrictions)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = ox.simplify_graph(graph)
@@ -378,12 +434,32 @@ def graph_to_network(
         coords.append(xy)
         offsets.append(offsets[-1] + xy.shape[0])
 
+    geom_offsets = np.asarray(offsets, dtype=np.int64)
+    geom_lonlat = np.concatenate(coords) if coords else np.empty((0, 2))
+    forbidden, applied = forbidden_turn_pairs(
+        resolved,
+        osmid[seg_u],
+        osmid[seg_v],
+        [{int(w) for w in _as_list(d.get("osmid"))} for *_, d in edges],
+        geom_offsets,
+        geom_lonlat,
+        seg_u,
+        seg_v,
+        len(nodes),
+    )
+
     for msg in warn_msgs:
         warnings.warn(msg, UserWarning, stacklevel=2)
     meta = {
         "elevation_source": elevation_source,
         "speed_imputed_share_before_pruning": float(imputed.mean()),
         "warnings": warn_msgs,
+        "turn_restrictions": {
+            "read": len(restrictions.restrictions),
+            "located": len(resolved),
+            "applied": applied,
+            "skipped": dict(sorted((restrictions.skipped + unresolved).items())),
+        },
         **(extra_meta or {}),
     }
     return build_network(
@@ -399,11 +475,12 @@ def graph_to_network(
         highway=highway,
         highway_classes=classes,
         speed_imputed=imputed,
-        geom_offsets=np.asarray(offsets, dtype=np.int64),
-        geom_lonlat=np.concatenate(coords) if coords else np.empty((0, 2)),
+        geom_offsets=geom_offsets,
+        geom_lonlat=geom_lonlat,
         meta=meta,
         max_grade=options.max_grade,
         road_flags=road_flags,
+        forbidden_turns=forbidden,
     )
 
 
@@ -414,12 +491,15 @@ def load_osm(
     options: LoadOptions | None = None,
     cache_dir: str | Path | None = None,
 ) -> RoadNetwork:
-    """Build a :class:`RoadNetwork` from an OSM XML file (``.osm``, ``.osm.gz``, ``.osm.bz2``).
+    """Build a :class:`RoadNetwork` from an OSM file: XML (``.osm``, ``.osm.gz``, ``.osm.bz2``)
+    or PBF (``.osm.pbf``, streamed; see :mod:`ev_nav.roads.pbf`).
+
+    Both formats give the same network for the same data, turn restrictions included.
 
     Parameters
     ----------
     osm : path
-        OpenStreetMap XML file.
+        OpenStreetMap XML or PBF file.
     dems : sequence of paths, optional
         Elevation rasters (GeoTIFF, SRTM ``.hgt`` or ``.hgt.zip``). When omitted, OSM ``ele``
         node tags are used if present; otherwise the network is flat (with a warning).
@@ -447,12 +527,13 @@ def load_osm(
     if cache_file is not None and cache_file.is_file():
         return RoadNetwork.load(cache_file)
     t0 = time.perf_counter()
-    graph = _read_osm_graph(osm_path)
+    graph, restrictions = _read_osm_graph(osm_path, options)
     net = graph_to_network(
         graph,
         name=osm_path.name.split(".")[0],
         dems=dem_paths,
         options=options,
+        restrictions=restrictions,
         extra_meta={
             "source": str(osm_path.name),
             "dems": [d.name for d in dem_paths],

@@ -181,6 +181,11 @@ class RoadNetwork:
         Per-segment bit set of the :data:`ROAD_FLAGS` kinds its OSM way is tagged with.
         ``None`` when the network records no such tags (the synthetic town, or a file written
         before they were kept): nothing is known about tolls, surfaces or ferries then.
+    forbidden_turns : ndarray of int64, shape (k, 2)
+        ``(from_segment, to_segment)`` line-graph connections that OSM turn restrictions forbid
+        (sorted, unique, each one a connection of ``lg_indptr/lg_indices``). Empty when the
+        source records none (and for files written before restrictions were read).
+        :meth:`routing_graph` is the line graph without them.
     """
 
     name: str
@@ -202,9 +207,18 @@ class RoadNetwork:
     lg_indices: NDArray[np.int64]
     meta: dict[str, Any] = field(default_factory=dict)
     road_flags: NDArray[np.uint8] | None = None
+    forbidden_turns: NDArray[np.int64] = field(
+        default_factory=lambda: np.empty((0, 2), dtype=np.int64)
+    )
 
     def __post_init__(self) -> None:
-        for name in (*_ARRAY_FIELDS, "road_flags"):
+        if not (
+            isinstance(self.forbidden_turns, np.ndarray) and self.forbidden_turns.dtype == np.int64
+        ):  # frozen dataclass: normalise the one field callers may pass as a list
+            object.__setattr__(
+                self, "forbidden_turns", np.asarray(self.forbidden_turns, dtype=np.int64)
+            )
+        for name in (*_ARRAY_FIELDS, "road_flags", "forbidden_turns"):
             arr = getattr(self, name)
             if isinstance(arr, np.ndarray):
                 arr.setflags(write=False)
@@ -212,6 +226,17 @@ class RoadNetwork:
             raise InvalidNetworkData(
                 f"road_flags has shape {self.road_flags.shape}, expected {self.seg_u.shape}"
             )
+        turns = self.forbidden_turns
+        if turns.ndim != 2 or turns.shape[1] != 2:
+            raise InvalidNetworkData(f"forbidden_turns has shape {turns.shape}, expected (k, 2)")
+        if turns.shape[0]:
+            if turns.min() < 0 or turns.max() >= self.n_segments:
+                raise InvalidNetworkData("forbidden_turns refer to segments that do not exist")
+            keys = turns[:, 0] * self.n_segments + turns[:, 1]
+            if not np.isin(keys, _connection_keys(self.lg_indptr, self.lg_indices)).all():
+                raise InvalidNetworkData(
+                    "forbidden_turns hold pairs that are not line-graph connections"
+                )
 
     def flagged(self, kind: str) -> NDArray[np.bool_] | None:
         """Segments tagged with road kind ``kind`` (one of :data:`ROAD_FLAGS`), or ``None``
@@ -263,6 +288,20 @@ class RoadNetwork:
         n = self.n_segments
         data = np.ones(self.n_connections, dtype=np.float64)
         return sp.csr_matrix((data, self.lg_indices, self.lg_indptr), shape=(n, n))
+
+    def routing_graph(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The line graph a route may follow, as CSR ``(indptr, indices)``: the physical line
+        graph (:attr:`lg_indptr`, :attr:`lg_indices`) without :attr:`forbidden_turns`.
+
+        Computed once per object; with no forbidden turns it is the line graph itself.
+        """
+        cached = self.__dict__.get("_routing_graph")
+        if cached is None:
+            cached = remove_connections(self.lg_indptr, self.lg_indices, self.forbidden_turns)
+            for arr in cached:
+                arr.setflags(write=False)
+            object.__setattr__(self, "_routing_graph", cached)  # frozen dataclass: memo only
+        return cached
 
     @property
     def travel_time_s(self) -> NDArray[np.float64]:
@@ -468,6 +507,8 @@ class RoadNetwork:
             "road_kind_segments": None
             if self.road_flags is None
             else {k: int(self.flagged(k).sum()) for k in ROAD_FLAGS},
+            # segment-to-segment transitions OSM turn restrictions forbid (routing avoids them)
+            "forbidden_turns": int(self.forbidden_turns.shape[0]),
         }
 
     # ------------------------------------------------------------------ interchange views
@@ -545,6 +586,7 @@ class RoadNetwork:
             # an optional array: files without it (older ones) open as "no tags recorded"
             arrays["road_flags"] = self.road_flags
             header["road_flags"] = list(ROAD_FLAGS)
+        arrays["forbidden_turns"] = self.forbidden_turns
         arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         target = Path(path)
         with atomic_path(target, suffix=".npz") as tmp:
@@ -563,6 +605,12 @@ class RoadNetwork:
                 header = json.loads(bytes(data["header_json"]).decode())
                 arrays = {name: data[name] for name in _ARRAY_FIELDS}
                 flags = data["road_flags"] if "road_flags" in data.files else None
+                # files written before turn restrictions were read have none
+                turns = (
+                    data["forbidden_turns"]
+                    if "forbidden_turns" in data.files
+                    else np.empty((0, 2), dtype=np.int64)
+                )
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise NetworkCacheError(
                 f"{p} is not a readable ev-nav network file ({exc}); rebuild it with "
@@ -584,6 +632,7 @@ class RoadNetwork:
                 highway_classes=tuple(header["highway_classes"]),
                 meta=header["meta"],
                 road_flags=None if flags is None else flags.astype(np.uint8, copy=False),
+                forbidden_turns=turns.astype(np.int64, copy=False),
                 **arrays,
             )
         except InvalidNetworkData as exc:
@@ -608,13 +657,16 @@ class RoadNetwork:
         :attr:`content_hash` names the inputs a network was built from and travels in the file's
         header; this one is computed from what was actually loaded, so a file whose arrays were
         altered behind an unchanged header is caught. Computed once per object. The optional
-        ``road_flags`` count only when present, so a network without them keeps the hash it had
-        before they existed (states bound to it still open).
+        ``road_flags`` count only when present and ``forbidden_turns`` only when not empty, so a
+        network without them keeps the hash it had before they existed (states bound to it still
+        open).
         """
         cached = self.__dict__.get("_arrays_hash")
         if cached is None:
             h = hashlib.sha256()
             names = _ARRAY_FIELDS if self.road_flags is None else (*_ARRAY_FIELDS, "road_flags")
+            if self.forbidden_turns.shape[0]:
+                names = (*names, "forbidden_turns")
             for name in names:
                 arr = np.ascontiguousarray(getattr(self, name))
                 h.update(f"{name}:{arr.dtype.str}:{arr.shape};".encode())
@@ -678,6 +730,32 @@ def line_graph_csr(
     return indptr, e2.astype(np.int64)
 
 
+def _connection_keys(
+    indptr: NDArray[np.int64], indices: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """``e1 * n + e2`` for every connection ``e1 → e2`` of a CSR line graph (``n`` segments)."""
+    n = indptr.shape[0] - 1
+    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    return src * n + np.asarray(indices, dtype=np.int64)
+
+
+def remove_connections(
+    indptr: NDArray[np.int64], indices: NDArray[np.int64], pairs: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The CSR line graph ``(indptr, indices)`` without the connections ``pairs`` (shape (k, 2),
+    ``(from, to)`` segment indices), vectorised. Pairs that are not connections are ignored."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    if pairs.shape[0] == 0:
+        return indptr.copy(), indices.copy()
+    n = indptr.shape[0] - 1
+    keys = _connection_keys(indptr, indices)
+    keep = ~np.isin(keys, pairs[:, 0] * n + pairs[:, 1])
+    src = keys[keep] // n
+    new_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+    return new_ptr, indices[keep]
+
+
 def haversine_m(
     lon1: NDArray[np.float64],
     lat1: NDArray[np.float64],
@@ -711,12 +789,19 @@ def build_network(
     meta: dict[str, Any] | None = None,
     max_grade: float = 0.3,
     road_flags: NDArray[np.uint8] | None = None,
+    forbidden_turns: NDArray[np.int64] | None = None,
 ) -> RoadNetwork:
     """Validate segment arrays, restrict to the largest strongly connected line graph, and build.
 
     Strong connectivity is enforced on the *line graph* (with the U-turn rule), not only on the
     intersection graph: without it some segments could be entered but never left. Removing
     segments can create new dead ends, so pruning repeats until nothing changes.
+
+    ``forbidden_turns`` (shape (k, 2), input segment indices) are the transitions turn
+    restrictions forbid. Connectivity is enforced on the line graph *without* them (the graph
+    routes follow), so every kept segment can still be reached and left legally; pairs that are
+    not connections of the final line graph (a pruned segment, a U-turn the line graph has no
+    way to make anyway) are dropped.
 
     Raises
     ------
@@ -770,6 +855,13 @@ def build_network(
     grade = np.clip(
         (node_elevation[seg_v] - node_elevation[seg_u]) / length_m, -max_grade, max_grade
     )
+    turns = (
+        np.empty((0, 2), dtype=np.int64)
+        if forbidden_turns is None
+        else np.asarray(forbidden_turns, dtype=np.int64).reshape(-1, 2)
+    )
+    if turns.shape[0] and (turns.min() < 0 or turns.max() >= n_seg):
+        raise InvalidNetworkData("forbidden_turns refer to segments that do not exist")
     keep = np.ones(n_seg, dtype=bool)
     rounds = 0
     while True:
@@ -777,7 +869,9 @@ def build_network(
         idx = np.flatnonzero(keep)
         indptr, indices = line_graph_csr(seg_u[idx], seg_v[idx], n_nodes)
         m = idx.shape[0]
-        adj = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(m, m))
+        kept_turns = _reindex_turns(turns, keep)
+        route_ptr, route_idx = remove_connections(indptr, indices, kept_turns)
+        adj = sp.csr_matrix((np.ones(route_idx.shape[0]), route_idx, route_ptr), shape=(m, m))
         _, labels = connected_components(adj, directed=True, connection="strong")
         largest = np.bincount(labels).argmax()
         in_largest = labels == largest
@@ -788,6 +882,12 @@ def build_network(
         raise InvalidNetworkData("no strongly connected road network of at least two segments")
 
     idx = np.flatnonzero(keep)
+    kept_turns = _reindex_turns(turns, keep)
+    if kept_turns.shape[0]:
+        # only real connections of the final line graph, sorted and unique
+        keys = np.unique(kept_turns[:, 0] * idx.shape[0] + kept_turns[:, 1])
+        keys = keys[np.isin(keys, _connection_keys(indptr, indices))]
+        kept_turns = np.column_stack([keys // idx.shape[0], keys % idx.shape[0]])
     used_nodes = np.unique(np.concatenate([seg_u[idx], seg_v[idx]]))
     remap = np.full(n_nodes, -1, dtype=np.int64)
     remap[used_nodes] = np.arange(used_nodes.shape[0])
@@ -803,6 +903,7 @@ def build_network(
             "grade_clipped_share": float((np.abs(raw_grade[idx]) > max_grade + 1e-9).mean()),
             **limit_info,
             "max_grade": max_grade,
+            "forbidden_turns_dropped": int(turns.shape[0] - kept_turns.shape[0]),
             "line_graph_build_s": time.perf_counter() - t0,
         }
     )
@@ -826,7 +927,18 @@ def build_network(
         lg_indices=indices,
         meta=info,
         road_flags=None if road_flags is None else np.asarray(road_flags, dtype=np.uint8)[idx],
+        forbidden_turns=kept_turns.astype(np.int64),
     )
+
+
+def _reindex_turns(turns: NDArray[np.int64], keep: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """``turns`` (input segment indices) whose both ends are kept, in the kept segments'
+    numbering."""
+    if turns.shape[0] == 0:
+        return turns
+    new_index = np.cumsum(keep) - 1
+    both = keep[turns[:, 0]] & keep[turns[:, 1]]
+    return new_index[turns[both]]
 
 
 def limit_grades(

@@ -19,8 +19,9 @@ from ev_nav.roads.synthetic import synthetic_town
 
 def _nx_node_weighted(net, w):
     g = nx.DiGraph()
-    src = np.repeat(np.arange(net.n_segments), np.diff(net.lg_indptr))
-    for a, b in zip(src.tolist(), net.lg_indices.tolist(), strict=True):
+    indptr, indices = net.routing_graph()  # Monaco's turn restrictions bind routes too
+    src = np.repeat(np.arange(net.n_segments), np.diff(indptr))
+    for a, b in zip(src.tolist(), indices.tolist(), strict=True):
         g.add_edge(a, b, weight=float(w[b]))
     return g
 

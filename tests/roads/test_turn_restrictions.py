@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from ev_nav.bandits.routing import Router
+from ev_nav.bandits.routing import Oracle, Router
 from ev_nav.errors import NetworkCacheError
 from ev_nav.roads.load import load_osm
 from ev_nav.roads.network import RoadNetwork
@@ -114,6 +114,10 @@ def test_no_left_turn_makes_the_route_detour(tmp_path):
     # the detour round the north-west block: two block sides longer
     assert cost(net, path) > cost(net, free) + 150
     np.testing.assert_array_equal(path, [south_in, seg(net, 5, 8), seg(net, 8, 7, 4), goal])
+    # the regret oracle's optimum is a route the agent may drive, at the Router's cost
+    best, best_cost = Oracle(net, net.length_m).optimal(south_in, goal)
+    assert not uses(best, south_in, west_out)
+    assert best_cost == pytest.approx(cost(net, path), rel=1e-9)
 
 
 def test_only_straight_on_forbids_the_other_turns(tmp_path):

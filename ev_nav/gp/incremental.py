@@ -56,7 +56,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import scipy.linalg as sla
 import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import Tensor
@@ -91,6 +90,7 @@ from ev_nav.gp.incremental_state import (
     write_matrix,
 )
 from ev_nav.gp.kernels import DTYPE, GraphMaternKernel, SegmentKernel
+from ev_nav.gp.lapack import trtrs_lower
 from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import (
     SegmentPosterior,
@@ -469,8 +469,8 @@ class IncrementalGP:
             g = _row_combination(np.ascontiguousarray(c.T), rows.pos, rows.wts)
             g = 0.5 * (g + g.T) + np.diag(rows.noise_factor() * self.noise_var)
             chol = cholesky(g)
-            xt = sla.solve_triangular(chol, c.T, lower=True, check_finite=False)
-            beta = sla.solve_triangular(chol, rows.resid, lower=True, check_finite=False)
+            xt = trtrs_lower(chol, c.T)
+            beta = trtrs_lower(chol, rows.resid)
             mean += xt.T @ beta
             cov = syrk_down(cov, xt)
         self._cov = cov

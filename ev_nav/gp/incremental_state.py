@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.linalg as sla
 from numpy.typing import ArrayLike, NDArray
-from scipy.linalg.blas import dsyrk
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.errors import ConfigError, ModelStateError
+from ev_nav.gp.lapack import syrk_lower, trtrs_lower
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
     SegmentPosterior,
@@ -166,10 +165,8 @@ def syrk_down(cov: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.fl
     """``Σ ← Σ − WᵀW`` on the lower triangle, in place (BLAS SYRK: half a GEMM's flops)."""
     if not cov.flags.f_contiguous:
         raise ModelStateError("internal: the covariance must be column-major for SYRK")
-    out = dsyrk(-1.0, np.asfortranarray(w), beta=1.0, c=cov, trans=1, lower=1, overwrite_c=1)
-    if not np.shares_memory(out, cov):
-        raise ModelStateError("internal: SYRK did not update the covariance in place")
-    return cov
+    # GIL released during the call (gp.lapack): a server's request threads keep running
+    return syrk_lower(cov, w)
 
 
 def marginal_std(cov: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -240,9 +237,9 @@ def condition_segments(
     a = sym_rows(cov, u)  # Σ[T, :]  (k, N)
     m = a[:, u] + np.diag(noise_var * _scale(noise_scale, u) / cnt)
     chol = cholesky(0.5 * (m + m.T))
-    w = sla.solve_triangular(chol, a, lower=True, check_finite=False)  # L⁻¹ Σ[T, :]
+    w = trtrs_lower(chol, a)  # L⁻¹ Σ[T, :]
     innov = prior_mean[u] + s1 / cnt - mean[u]
-    z = sla.solve_triangular(chol, innov, lower=True, check_finite=False)
+    z = trtrs_lower(chol, innov)
     mean += w.T @ z
     syrk_down(cov, w)
 
@@ -311,8 +308,8 @@ def condition_rows(
     cols += [(a[:, ids] @ h)[:, None] for ids, h, _ in totals]
     m = np.hstack(cols) + np.diag(np.concatenate(noise))  # H Σ Hᵀ + R
     chol = cholesky(0.5 * (m + m.T))
-    w = sla.solve_triangular(chol, a, lower=True, check_finite=False)
-    z = sla.solve_triangular(chol, np.concatenate(target), lower=True, check_finite=False)
+    w = trtrs_lower(chol, a)
+    z = trtrs_lower(chol, np.concatenate(target))
     mean += w.T @ z
     syrk_down(cov, w)
 

@@ -36,16 +36,15 @@ from typing import Literal
 
 import gpytorch
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 from gpytorch.constraints import GreaterThan, Positive
 from numpy.typing import NDArray
-from scipy.linalg.blas import dsyrk
 from torch import Tensor
 
 from ev_nav.errors import ConfigError, UnknownSegmentError
+from ev_nav.gp.lapack import potrf, potri, syrk_lower
 from ev_nav.gp.numerics import matern52
 from ev_nav.roads.network import RoadNetwork
 
@@ -617,17 +616,20 @@ class GraphMaternKernel(gpytorch.kernels.Kernel):
         c = float(self.shift())
         if self._dense_raw is None or self._dense_raw[0] != c:
             self._dense_raw = None  # free the old one before building the new
-            p = self.laplacian.toarray()
-            p[np.diag_indices_from(p)] += c
-            chol = sla.cholesky(p, lower=True, overwrite_a=True, check_finite=False)
-            del p
-            inv, info = sla.lapack.dpotri(chol, lower=1, overwrite_c=1)
+            # LAPACK through gp.lapack: seconds of work on a city during which a server's
+            # request threads keep running (SciPy's wrappers would hold the GIL)
+            chol = np.asfortranarray(self.laplacian.toarray())
+            chol[np.diag_indices_from(chol)] += c
+            info = potrf(chol)
+            if info == 0:
+                info = potri(chol)  # reads and writes the lower triangle only
             if info != 0:
-                raise ConfigError(f"the graph precision is not positive definite (dpotri {info})")
-            inv = np.tril(inv)
+                raise ConfigError(f"the graph precision is not positive definite (LAPACK {info})")
+            inv = np.tril(chol)
+            del chol
             inv = inv + np.tril(inv, -1).T  # potri fills one triangle
             if int(nu) == 2:  # P⁻² = P⁻¹(P⁻¹)ᵀ: one SYRK (n³), half a product's flops
-                out = dsyrk(1.0, inv, lower=1)
+                out = syrk_lower(np.zeros(inv.shape, order="F"), inv, 1.0, 0.0, trans=False)
                 out = np.tril(out) + np.tril(out, -1).T
             else:
                 out = inv

@@ -22,10 +22,10 @@ import math
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import scipy.linalg as sla
 from numpy.typing import NDArray
 
 from ev_nav.errors import EvNavError, InvalidObservation
+from ev_nav.gp.lapack import potrf
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -92,18 +92,21 @@ def cholesky_jitter_np(
     error: type[EvNavError] = InvalidObservation,
     message: str = _NOT_PD,
 ) -> tuple[NDArray[np.float64], float]:
-    """:func:`cholesky_jitter` for NumPy arrays, factorised by SciPy's LAPACK (same arguments)."""
+    """:func:`cholesky_jitter` for NumPy arrays, factorised by the LAPACK SciPy is built with
+    (same arguments; :mod:`ev_nav.gp.lapack`, so the factor is what ``scipy.linalg.cholesky``
+    gives)."""
     if symmetrize:
         A = 0.5 * (A + A.T)
     if scale is None:
         scale = float(np.abs(np.diagonal(A)).mean()) or 1.0
     for rel in ladder:
         jitter = rel * scale
-        try:
-            M = A + jitter * np.eye(A.shape[0]) if jitter else A
-            return sla.cholesky(M, lower=True, check_finite=False), jitter
-        except np.linalg.LinAlgError:
-            continue
+        M = np.array(A + jitter * np.eye(A.shape[0]) if jitter else A, order="F", copy=True)
+        if potrf(M) == 0:  # LAPACK's dpotrf, other threads running meanwhile (gp.lapack)
+            # zero the upper triangle in place: the factor stays column-major, as SciPy's is
+            # (products with it then sum in the same order, to the bit)
+            np.copyto(M, 0.0, where=~np.tri(M.shape[0], dtype=bool))
+            return M, jitter
     raise error(message)
 
 

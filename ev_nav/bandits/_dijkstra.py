@@ -58,6 +58,13 @@ def shortest_path(
     pot: Any,
     pot_start: float,
     pot_goal: float,
+    weight_of: Any,
+    lower: Any,
+    mean: Any,
+    std: Any,
+    score: Any,
+    weight_stamp: Any,
+    fault: Any,
 ) -> np.ndarray:
     """Nodes of a minimum-cost path ``start → goal`` (both included); empty if unreachable.
 
@@ -82,6 +89,13 @@ def shortest_path(
     (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
     landmarks prove cannot lie on a start–goal path is never entered. ``pot`` (``n`` entries)
     caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
+
+    Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
+    computed the first time the search needs it, ``lower[v] + weight_of(mean[v] − lower[v],
+    std[v], score[v])`` (``weight_stamp[v] = stamp`` once done), so a query costs what it
+    explores including the weights. A weight that is not finite stops the search: ``fault[0]``
+    is set to its node and the result is empty. With ``weight_of`` ``None`` the five arrays are
+    not read (numba compiles that case without them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
     (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
@@ -148,7 +162,18 @@ def shortest_path(
         for j in range(lo, hi):
             nxt = indices[j] if side == 0 else rindices[j]
             # entering a node costs its weight: the head of the original edge u → v
-            step = weights[nxt] if side == 0 else weights[node]
+            entered = nxt if side == 0 else node
+            if weight_of is not None:
+                if weight_stamp[entered] != stamp:
+                    value = lower[entered] + weight_of(
+                        mean[entered] - lower[entered], std[entered], score[entered]
+                    )
+                    if not value < inf:  # NaN fails too
+                        fault[0] = entered
+                        return np.empty(0, dtype=np.int64)
+                    weights[entered] = value
+                    weight_stamp[entered] = stamp
+            step = weights[entered]
             if n_active > 0:
                 if reached[nxt] != stamp and reached[n + nxt] != stamp:
                     # first touch of this node in this query: its potential
@@ -248,3 +273,30 @@ def compiled() -> Callable[..., np.ndarray]:
     import numba as nb
 
     return nb.njit(cache=True, nogil=True)(shortest_path)
+
+
+def truncated_excess() -> Callable[[float, float, float], float]:
+    """A compiled ``(m, s, z) ↦`` :func:`ev_nav.bandits.indices.truncated_quantile` for one
+    value, for the kernel's lazy weights: the same SciPy special functions
+    (``scipy.special.cython_special``) in the same order, so the same number as the vectorised
+    form. It calls them through their C addresses, which numba cannot cache, so each process
+    compiles it (about a second) the first time it is needed."""
+    import ctypes
+
+    import numba as nb
+    from numba.extending import get_cython_function_address
+
+    signature = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    module = "scipy.special.cython_special"
+    ndtri_exp = signature(get_cython_function_address(module, "ndtri_exp"))
+    # the double-argument specialisation of the fused log_ndtr
+    log_ndtr = signature(get_cython_function_address(module, "__pyx_fuse_1log_ndtr"))
+
+    def excess(m: float, s: float, z: float) -> float:
+        # like np.maximum(x, 0.0): a NaN stays NaN (the kernel then reports the segment)
+        if s > 0.0:
+            out = m - s * ndtri_exp(log_ndtr(-z) + log_ndtr(m / s))
+            return 0.0 if out < 0.0 else out
+        return 0.0 if m < 0.0 else m
+
+    return nb.cfunc("float64(float64, float64, float64)", cache=False)(excess)

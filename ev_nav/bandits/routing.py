@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +29,7 @@ from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
 
 from ev_nav.bandits import _dijkstra
+from ev_nav.bandits.indices import truncated_quantile
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -73,6 +75,15 @@ class _Kernel:
     compiled: Callable[..., NDArray[np.int64]] | None = None
     interpreted_s = 0.0
     lock = threading.Lock()
+    excess: Any = None
+
+    @classmethod
+    def lazy_excess(cls) -> Any:
+        """The compiled truncated quantile lazy weights use (built on first use)."""
+        with cls.lock:
+            if cls.excess is None:
+                cls.excess = _dijkstra.truncated_excess()
+        return cls.excess
 
 
 def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
@@ -87,7 +98,7 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
                    np.empty(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
                    np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64),
-                   *_NO_LANDMARKS, 0.0, 0.0)
+                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
 
@@ -100,6 +111,35 @@ ACTIVE_LANDMARKS = 4
 # the kernel's landmark arguments for a plain (not goal-directed) query
 _NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.empty(0),
                  np.empty(1))
+# the kernel's lazy-weight arguments when the weights are given
+_NO_LAZY = (None, np.empty(0), np.empty(0), np.empty(0), np.empty(0),
+            np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class LossDraw:
+    """A trip's weights as a draw from each segment's loss posterior truncated to losses at or
+    above the router's lower bound: ``w = lower + truncated_quantile(mean − lower, std, score)``
+    [Wh] (:func:`ev_nav.bandits.indices.truncated_quantile`; the bound plays the part 0 plays in
+    :func:`~ev_nav.bandits.indices.rectified_weights`). Every such weight respects the bound, and
+    a goal-directed :meth:`Router.route` computes it only for the segments its search reaches.
+
+    Attributes
+    ----------
+    mean, std : ndarray of float64
+        Each segment's loss posterior mean and sd [Wh], before truncation.
+    score : ndarray of float64
+        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)).
+    """
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+    score: NDArray[np.float64]
+
+    def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
+        """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
+        lo = np.asarray(lower, dtype=np.float64)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
 
 
 def landmark_tables(
@@ -181,6 +221,8 @@ class Router:
         self._arrays: tuple[NDArray, ...] | None = None
         self._lists: tuple[list, ...] | None = None  # the graph, then the scratch
         self._pot: NDArray[np.float64] | list | None = None  # scratch potential, goal-directed
+        # scratch of lazy weights: the weights, their stamps, the faulty segment (-1: none)
+        self._lazy: tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]] | None = None
         #: queries routed by plain search because a weight was below its lower bound
         self.fallbacks = 0
         self.lower: NDArray[np.float64] | None = None
@@ -245,18 +287,37 @@ class Router:
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
         return w
 
-    def route(self, weights: ArrayLike, start: int, goal: int) -> NDArray[np.int64]:
-        """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included)."""
+    def route(
+        self, weights: ArrayLike | LossDraw, start: int, goal: int
+    ) -> NDArray[np.int64]:
+        """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included).
+
+        ``weights`` is one weight per segment, or, for a goal-directed router, a
+        :class:`LossDraw` whose weights are evaluated only for the segments the search reaches
+        (compiled form; the interpreted form evaluates them all, to the same numbers).
+        """
         start = self.check_segment(start, "start segment")
         goal = self.check_segment(goal, "goal segment")
-        w = self._check_weights(weights)
+        draw = weights if isinstance(weights, LossDraw) else None
+        w = self._check_draw(draw) if draw is not None else self._check_weights(weights)
         if start == goal:
             return np.array([start], dtype=np.int64)
         self._stamp += 1
-        goal_directed = self._goal_direction(w, start, goal)
         kernel = _Kernel.compiled
         if kernel is None and self.n_segments > INTERPRET_MAX_SEGMENTS:
             kernel = compiled_kernel()
+        if kernel is None and draw is not None:
+            w, draw = self._check_weights(draw.weights(self.lower)), None
+        goal_directed = self._goal_direction(w if draw is None else None, start, goal)
+        lazy = _NO_LAZY
+        if draw is not None:
+            assert self.lower is not None  # _check_draw
+            if self._lazy is None:
+                n = self.n_segments
+                self._lazy = (np.empty(n), np.zeros(n, dtype=np.int64), np.full(1, -1))
+            w, stamps, fault = self._lazy
+            lazy = (_Kernel.lazy_excess(), self.lower, draw.mean, draw.std, draw.score,
+                    stamps, fault)
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
@@ -269,7 +330,13 @@ class Router:
                              self._lm_from.shape[1], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
             path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                          self._stamp, keys, nodes, *landmarks)
+                          self._stamp, keys, nodes, *landmarks, *lazy)
+            if draw is not None and lazy[-1][0] >= 0:
+                e, lazy[-1][0] = int(lazy[-1][0]), -1
+                raise InvalidObservation(
+                    f"segment {e}'s weight is not finite (loss mean {draw.mean[e]}, sd "
+                    f"{draw.std[e]}, score {draw.score[e]})"
+                )
         else:
             t0 = time.perf_counter()
             *graph, dist, pred, reached, settled, keys, nodes = self._scratch_lists()
@@ -283,7 +350,7 @@ class Router:
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
                 *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                self._stamp, keys, nodes, *landmarks,
+                self._stamp, keys, nodes, *landmarks, *_NO_LAZY,
             )
             _Kernel.interpreted_s += time.perf_counter() - t0
             if _Kernel.interpreted_s > COMPILE_AFTER_S:
@@ -292,14 +359,30 @@ class Router:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
         return path
 
+    def _check_draw(self, draw: LossDraw) -> None:
+        """A lazy draw needs the router's bounds; its arrays are checked as the search reads
+        them (a weight that is not finite raises), not all up front."""
+        if self.lower is None:
+            raise InvalidObservation(
+                "a LossDraw is truncated at the router's lower bounds: route it with a "
+                "goal-directed Router (Router(net, lower))"
+            )
+        n = self.n_segments
+        if not draw.mean.shape == draw.std.shape == draw.score.shape == (n,):
+            raise InvalidObservation(
+                f"a LossDraw needs {n} means, sds and scores, got shapes {draw.mean.shape}, "
+                f"{draw.std.shape}, {draw.score.shape}"
+            )
+
     def _goal_direction(
-        self, w: NDArray[np.float64], start: int, goal: int
+        self, w: NDArray[np.float64] | None, start: int, goal: int
     ) -> tuple[NDArray[np.int64], NDArray[np.float64], float, float] | None:
         """The kernel's per-query landmark arguments (active landmarks, their costs to and from
-        both ends, the potential at both ends), or ``None`` for a plain search."""
+        both ends, the potential at both ends), or ``None`` for a plain search. ``w`` ``None``:
+        a lazy draw, at or above the bounds by construction."""
         if self.lower is None:
             return None
-        if not np.all(w >= self.lower):
+        if w is not None and not np.all(w >= self.lower):
             self.fallbacks += 1  # the potentials would not be consistent: plain search
             return None
         d_ls, d_sl = self._lm_from[start], self._lm_to[start]

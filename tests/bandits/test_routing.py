@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from ev_nav.bandits.routing import _NO_LANDMARKS, Oracle, Router
+from ev_nav.bandits.routing import _NO_LANDMARKS, _NO_LAZY, Oracle, Router
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -202,7 +202,7 @@ def test_interpreted_and_compiled_kernels_return_the_same_paths():
                 if as_lists:
                     args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
                 paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:],
-                                 *_NO_LANDMARKS, 0.0, 0.0).tolist())
+                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY).tolist())
             assert paths[0] == paths[1] == paths[2], (q, s, t)
 
 
@@ -326,3 +326,43 @@ def test_goal_directed_kernel_is_the_same_interpreted_and_compiled():
         routing._Kernel.compiled = saved
         routing._Kernel.interpreted_s = 0.0
     assert compiled == interpreted
+
+
+def test_lazy_loss_draw_routes_like_its_vectorised_weights():
+    """A LossDraw is evaluated only where the compiled search reaches, to the same numbers as
+    its vectorised form: the same path as routing on all weights, every query. Bad draws are
+    refused with a named error, and a plain router does not take one."""
+    from ev_nav.bandits.routing import LossDraw, compiled_kernel
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    compiled_kernel()
+    net = synthetic_town(2500, seed=8)
+    n = net.n_segments
+    lower, a = loss_lower_bound(net), loss_scale(net)
+    router = Router(net, lower)
+    rng = np.random.default_rng(4)
+    compared = 0
+    for _ in range(60):
+        draw = LossDraw(a, 0.3 * a, rng.standard_normal(n))
+        s, t = (int(x) for x in rng.integers(0, n, 2))
+        w = draw.weights(lower)
+        assert np.all(w >= lower)
+        try:
+            eager = router.route(w, s, t)
+        except UnreachableError:
+            with pytest.raises(UnreachableError):
+                router.route(draw, s, t)
+            continue
+        assert router.route(draw, s, t).tolist() == eager.tolist()
+        compared += 1
+    assert compared > 40 and router.fallbacks == 0
+    broken = LossDraw(a.copy(), 0.3 * a, rng.standard_normal(n))
+    broken.mean[:] = np.nan
+    with pytest.raises(InvalidObservation, match="not finite"):
+        router.route(broken, 0, n // 2)
+    # the router is usable after the fault
+    assert router.route(draw, 0, n // 2).tolist() == router.route(w, 0, n // 2).tolist()
+    with pytest.raises(InvalidObservation, match="goal-directed"):
+        Router(net).route(draw, 0, 5)
+    with pytest.raises(InvalidObservation, match="means, sds and scores"):
+        router.route(LossDraw(a[:-1], a[:-1], a[:-1]), 0, 5)

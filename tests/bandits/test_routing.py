@@ -366,3 +366,40 @@ def test_lazy_loss_draw_routes_like_its_vectorised_weights():
         Router(net).route(draw, 0, 5)
     with pytest.raises(InvalidObservation, match="means, sds and scores"):
         router.route(LossDraw(a[:-1], a[:-1], a[:-1]), 0, 5)
+
+
+def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():
+    """The learner's hook: an agent given the physical loss bound truncates its loss posterior
+    there (every weight at least its bound, a TS draw otherwise as before) and routes with a
+    goal-directed router that never has to fall back; its routes cost what plain search finds."""
+    from ev_nav.bandits.agent import Agent
+    from ev_nav.errors import ConfigError
+    from ev_nav.gp.posterior import SegmentPosterior
+    from ev_nav.potential import loss_lower_bound, loss_scale, potential_change
+
+    net = synthetic_town(2000, seed=9)
+    dphi, bound, a = potential_change(net), loss_lower_bound(net), loss_scale(net)
+
+    class Model:  # a fixed loss posterior around the physics model
+        def posterior(self):
+            return SegmentPosterior(mean=dphi + a, std=0.3 * a, noise_std=1.0)
+
+        def update(self, segments, energies):
+            pass
+
+    agent = Agent(net, Model(), "ts", seed=1, potential_change=dphi, loss_bound=bound)
+    assert agent.router.lower is not None
+    plain = Router(net)
+    rng = np.random.default_rng(5)
+    for _ in range(15):
+        s, g = (int(x) for x in rng.integers(0, net.n_segments, 2))
+        w = agent.weights()
+        assert np.all(w >= bound)
+        try:
+            ref = plain.route(w, s, g)
+        except UnreachableError:
+            continue
+        assert w[agent.router.route(w, s, g)[1:]].sum() == pytest.approx(w[ref[1:]].sum())
+    assert agent.router.fallbacks == 0
+    with pytest.raises(ConfigError):
+        Agent(net, Model(), "ts", loss_bound=bound)

@@ -163,17 +163,6 @@ def shortest_path(
             nxt = indices[j] if side == 0 else rindices[j]
             # entering a node costs its weight: the head of the original edge u → v
             entered = nxt if side == 0 else node
-            if weight_of is not None:
-                if weight_stamp[entered] != stamp:
-                    value = lower[entered] + weight_of(
-                        mean[entered] - lower[entered], std[entered], score[entered]
-                    )
-                    if not value < inf:  # NaN fails too
-                        fault[0] = entered
-                        return np.empty(0, dtype=np.int64)
-                    weights[entered] = value
-                    weight_stamp[entered] = stamp
-            step = weights[entered]
             if n_active > 0:
                 if reached[nxt] != stamp and reached[n + nxt] != stamp:
                     # first touch of this node in this query: its potential
@@ -208,6 +197,18 @@ def shortest_path(
                         pot[nxt] = 0.5 * (to_goal - from_start)
                 if pot[nxt] == inf:
                     continue  # on no start–goal path
+            if weight_of is not None:
+                if weight_stamp[entered] != stamp:
+                    value = lower[entered] + weight_of(
+                        mean[entered] - lower[entered], std[entered], score[entered]
+                    )
+                    if not value < inf:  # NaN fails too
+                        fault[0] = entered
+                        return np.empty(0, dtype=np.int64)
+                    weights[entered] = value
+                    weight_stamp[entered] = stamp
+            step = weights[entered]
+            if n_active > 0:
                 # reduced cost of the original edge; round-off must not make it negative
                 if side == 0:
                     step = step + floor - pot[node] + pot[nxt]

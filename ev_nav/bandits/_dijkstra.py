@@ -5,6 +5,12 @@ one goal. :func:`shortest_path` searches from both ends and stops as soon as no 
 remain, and never touches the nodes it did not reach: scratch arrays are stamped per call instead
 of being reset, so a query costs what it explores, not O(n).
 
+With landmarks (ALT: A*, landmarks, triangle inequality) the same search runs goal-directed: each
+connection's cost is reduced by a node potential built from lower-bound distances to and from a
+few landmarks, which keeps it ≥ 0 and makes the search settle mostly nodes between the two ends
+instead of a disc around each (see :func:`shortest_path`). Without landmarks it is plain
+bidirectional Dijkstra.
+
 The function is plain Python that numba can compile unchanged (:func:`compiled`). Both forms do
 the same floating-point operations in the same order, so they return the same path, ties
 included; only their costs differ. Interpreted, a query on MoST Monaco costs milliseconds;
@@ -44,6 +50,21 @@ def shortest_path(
     stamp: int,
     heap_keys: Any,
     heap_nodes: Any,
+    lm_from: Any,
+    lm_to: Any,
+    n_landmarks: int,
+    active: Any,
+    query: Any,
+    pot: Any,
+    pot_start: float,
+    pot_goal: float,
+    weight_of: Any,
+    lower: Any,
+    mean: Any,
+    std: Any,
+    score: Any,
+    weight_stamp: Any,
+    fault: Any,
 ) -> np.ndarray:
     """Nodes of a minimum-cost path ``start → goal`` (both included); empty if unreachable.
 
@@ -53,6 +74,28 @@ def shortest_path(
     through any scanned edge whose far end the other search has reached; the search stops once
     the two queue minima add up to at least ``best`` (no cheaper path can remain), which on a
     road network settles about half the nodes a one-sided search settles.
+
+    Goal direction (``len(active) > 0``): both searches run on the reduced costs
+    ``c(u → v) − p(u) + p(v)`` with the average potential ``p = (π_goal − π_start) / 2``
+    (the same for both sides, so every start–goal path changes by the same constant
+    ``p(goal) − p(start)`` and the search above stays exact). ``π_goal(v)`` is the largest
+    triangle-inequality lower bound on the cost ``v → goal`` over the ``active`` landmarks,
+    ``max(d(L, goal) − d(L, v), d(v, L) − d(goal, L), 0)``, and ``π_start(v)`` the same for
+    ``start → v``; ``d`` are costs under per-node lower bounds of the weights, so both are
+    consistent (reduced costs ≥ 0) whenever every weight is at least its lower bound — the
+    caller's contract. ``lm_from[v K + L] = d(L, v)`` and ``lm_to[v K + L] = d(v, L)`` for the
+    ``K = n_landmarks`` landmarks (``inf`` where there is no path); ``query[4 a : 4 a + 4]``
+    holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the ``a``-th active landmark
+    (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
+    landmarks prove cannot lie on a start–goal path is never entered. ``pot`` (``n`` entries)
+    caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
+
+    Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
+    computed the first time the search needs it, ``lower[v] + weight_of(mean[v] − lower[v],
+    std[v], score[v])`` (``weight_stamp[v] = stamp`` once done), so a query costs what it
+    explores including the weights. A weight that is not finite stops the search: ``fault[0]``
+    is set to its node and the result is empty. With ``weight_of`` ``None`` the five arrays are
+    not read (numba compiles that case without them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
     (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
@@ -64,6 +107,8 @@ def shortest_path(
     """
     n = len(dist) // 2
     cap = len(heap_keys) // 2
+    n_active = len(active)
+    inf = np.inf
     size = [1, 1]  # each heap starts with its end node at key 0
     for side in range(2):
         node = start if side == 0 else goal
@@ -72,6 +117,9 @@ def shortest_path(
         reached[side * n + node] = stamp
         heap_keys[side * cap] = 0.0
         heap_nodes[side * cap] = node
+    if n_active > 0:
+        pot[start] = pot_start
+        pot[goal] = pot_goal
     best = np.inf
     meet_u = -1  # the path is start → … → meet_u → meet_v → … → goal
     meet_v = -1
@@ -114,8 +162,63 @@ def shortest_path(
         for j in range(lo, hi):
             nxt = indices[j] if side == 0 else rindices[j]
             # entering a node costs its weight: the head of the original edge u → v
-            step = weights[nxt] if side == 0 else weights[node]
-            cand = key + (step + floor)
+            entered = nxt if side == 0 else node
+            if n_active > 0:
+                if reached[nxt] != stamp and reached[n + nxt] != stamp:
+                    # first touch of this node in this query: its potential
+                    to_goal = 0.0
+                    from_start = 0.0
+                    base = nxt * n_landmarks
+                    for a in range(n_active):
+                        landmark = active[a]
+                        d_from = lm_from[base + landmark]  # d(L, nxt)
+                        d_to = lm_to[base + landmark]  # d(nxt, L)
+                        if d_from < inf:
+                            bound = query[4 * a + 2] - d_from
+                            if bound > to_goal:
+                                to_goal = bound
+                            bound = d_from - query[4 * a]
+                            if bound > from_start:
+                                from_start = bound
+                        else:
+                            from_start = inf  # L reaches start but not nxt
+                        if d_to < inf:
+                            bound = d_to - query[4 * a + 3]
+                            if bound > to_goal:
+                                to_goal = bound
+                            bound = query[4 * a + 1] - d_to
+                            if bound > from_start:
+                                from_start = bound
+                        else:
+                            to_goal = inf  # goal reaches L but nxt does not
+                    if to_goal == inf or from_start == inf:
+                        pot[nxt] = inf
+                    else:
+                        pot[nxt] = 0.5 * (to_goal - from_start)
+                if pot[nxt] == inf:
+                    continue  # on no start–goal path
+            if weight_of is not None:
+                if weight_stamp[entered] != stamp:
+                    value = lower[entered] + weight_of(
+                        mean[entered] - lower[entered], std[entered], score[entered]
+                    )
+                    if not value < inf:  # NaN fails too
+                        fault[0] = entered
+                        return np.empty(0, dtype=np.int64)
+                    weights[entered] = value
+                    weight_stamp[entered] = stamp
+            step = weights[entered]
+            if n_active > 0:
+                # reduced cost of the original edge; round-off must not make it negative
+                if side == 0:
+                    step = step + floor - pot[node] + pot[nxt]
+                else:
+                    step = step + floor - pot[nxt] + pot[node]
+                if step < 0.0:
+                    step = 0.0
+                cand = key + step
+            else:
+                cand = key + (step + floor)
             if reached[theirs + nxt] == stamp:
                 through = cand + dist[theirs + nxt]
                 if through < best:
@@ -171,3 +274,30 @@ def compiled() -> Callable[..., np.ndarray]:
     import numba as nb
 
     return nb.njit(cache=True, nogil=True)(shortest_path)
+
+
+def truncated_excess() -> Callable[[float, float, float], float]:
+    """A compiled ``(m, s, z) ↦`` :func:`ev_nav.bandits.indices.truncated_quantile` for one
+    value, for the kernel's lazy weights: the same SciPy special functions
+    (``scipy.special.cython_special``) in the same order, so the same number as the vectorised
+    form. It calls them through their C addresses, which numba cannot cache, so each process
+    compiles it (about a second) the first time it is needed."""
+    import ctypes
+
+    import numba as nb
+    from numba.extending import get_cython_function_address
+
+    signature = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
+    module = "scipy.special.cython_special"
+    ndtri_exp = signature(get_cython_function_address(module, "ndtri_exp"))
+    # the double-argument specialisation of the fused log_ndtr
+    log_ndtr = signature(get_cython_function_address(module, "__pyx_fuse_1log_ndtr"))
+
+    def excess(m: float, s: float, z: float) -> float:
+        # like np.maximum(x, 0.0): a NaN stays NaN (the kernel then reports the segment)
+        if s > 0.0:
+            out = m - s * ndtri_exp(log_ndtr(-z) + log_ndtr(m / s))
+            return 0.0 if out < 0.0 else out
+        return 0.0 if m < 0.0 else m
+
+    return nb.cfunc("float64(float64, float64, float64)", cache=False)(excess)

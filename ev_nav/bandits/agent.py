@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.indices import IndexRule, make_index, rectified_weights
 from ev_nav.bandits.routing import PartialPath, Router
+from ev_nav.errors import ConfigError
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.roads.partial import driven_shares
 
@@ -113,6 +114,12 @@ class Agent:
         ``ΔΦ`` per segment [Wh] (:func:`ev_nav.potential.potential_change`): rectify in
         reduced-cost space, keeping regeneration (the product default). ``None``: the paper's
         per-segment rectification.
+    loss_bound : ndarray, optional
+        A physical lower bound of each segment's loss [Wh] (with ``potential_change``; e.g.
+        :func:`ev_nav.potential.loss_lower_bound`): the weights truncate the loss posterior at
+        it instead of at 0, and the default router is goal-directed on it (``Router(net,
+        loss_bound)``), which settles a fraction of what plain search settles on large
+        networks. ``None`` (the default): truncation at 0 and plain bidirectional search.
     """
 
     def __init__(
@@ -124,12 +131,17 @@ class Agent:
         seed: int = 0,
         router: Router | None = None,
         potential_change: NDArray[np.float64] | None = None,
+        loss_bound: NDArray[np.float64] | None = None,
     ) -> None:
         self.net = net
         self.potential_change = potential_change
+        if loss_bound is not None and potential_change is None:
+            raise ConfigError("a loss bound applies to weights in loss space: give "
+                              "potential_change too")
+        self.loss_bound = loss_bound
         self.model = model
         self.rule = make_index(rule) if isinstance(rule, str) else rule
-        self.router = router or Router(net)
+        self.router = router or Router(net, loss_bound)
         self.rng = np.random.default_rng(seed)
         self.t = 0  # trips planned so far
 
@@ -137,7 +149,7 @@ class Agent:
         """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
         t = self.t + 1 if t is None else t
         return rectified_weights(
-            self.rule, self.model.posterior(), t, self.rng, self.potential_change
+            self.rule, self.model.posterior(), t, self.rng, self.potential_change, self.loss_bound
         )
 
     def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:

@@ -267,6 +267,7 @@ def rectified_weights(
     t: int,
     rng: np.random.Generator,
     potential_change: NDArray[np.float64] | None = None,
+    loss_bound: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Per-segment Dijkstra weights [Wh] of ``rule`` for trip ``t``.
 
@@ -281,6 +282,11 @@ def rectified_weights(
     weight is the true loss and the planned route is the energy-optimal one. See
     ``docs/objective.md``.
 
+    ``loss_bound`` (with ``potential_change``; e.g. :func:`ev_nav.potential.loss_lower_bound`)
+    truncates the loss posterior at that physical bound instead of at 0, so every weight is at
+    least its bound and a goal-directed :class:`~ev_nav.bandits.routing.Router` built on it
+    (``Router(net, loss_bound)``) routes exactly. Off by default: it changes the weights.
+
     Without ``potential_change`` (the paper's reproductions) this is Algorithm 2:
     ``E[max(0, μ̃ + ε)]`` with ``ε ~ N(0, ς²)``, which values a regenerating segment like a free
     one and adds about ``0.4 ς`` to every segment whose energy is near zero.
@@ -288,7 +294,8 @@ def rectified_weights(
     if potential_change is None:
         return rectify(rule(posterior, t, rng), posterior.noise_std)
     loss_mean = posterior.mean - potential_change
+    bound = 0.0 if loss_bound is None else np.asarray(loss_bound, dtype=np.float64)
     z = rule.score(posterior, t, rng)
     if z is None:
-        return truncated_mean(loss_mean, posterior.std)
-    return truncated_quantile(loss_mean, posterior.std, z)
+        return bound + truncated_mean(loss_mean - bound, posterior.std)
+    return bound + truncated_quantile(loss_mean - bound, posterior.std, z)

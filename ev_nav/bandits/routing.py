@@ -7,6 +7,11 @@ structure is built once per network; per trip only the weight vector changes. Th
 point-to-point query runs a bidirectional Dijkstra that stops at the goal (:mod:`._dijkstra`),
 interpreted until a process has routed long enough for numba's compiled form to pay off; the
 oracle's single-source queries use the compiled routines of ``scipy.sparse.csgraph``.
+
+Given per-segment lower bounds of the weights (fixed per network and model, e.g.
+:func:`ev_nav.potential.loss_lower_bound`), the same search is goal-directed (ALT: landmark
+distances under the lower bounds, computed once, give every query a consistent potential); it
+returns a path of the same cost and settles a fraction of the segments plain search settles.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,6 +29,7 @@ from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
 
 from ev_nav.bandits import _dijkstra
+from ev_nav.bandits.indices import truncated_quantile
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -68,6 +75,15 @@ class _Kernel:
     compiled: Callable[..., NDArray[np.int64]] | None = None
     interpreted_s = 0.0
     lock = threading.Lock()
+    excess: Any = None
+
+    @classmethod
+    def lazy_excess(cls) -> Any:
+        """The compiled truncated quantile lazy weights use (built on first use)."""
+        with cls.lock:
+            if cls.excess is None:
+                cls.excess = _dijkstra.truncated_excess()
+        return cls.excess
 
 
 def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
@@ -81,9 +97,82 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int64)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
                    np.empty(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64))
+                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64),
+                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
+
+
+#: Landmarks a goal-directed Router precomputes, and how many of them (the best for the pair)
+#: each query uses: more landmarks give tighter bounds, more active ones cost more per node.
+LANDMARKS = 8
+ACTIVE_LANDMARKS = 2
+
+# the kernel's landmark arguments for a plain (not goal-directed) query
+_NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.empty(0),
+                 np.empty(1))
+# the kernel's lazy-weight arguments when the weights are given
+_NO_LAZY = (None, np.empty(0), np.empty(0), np.empty(0), np.empty(0),
+            np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class LossDraw:
+    """A trip's weights as a draw from each segment's loss posterior truncated to losses at or
+    above the router's lower bound: ``w = lower + truncated_quantile(mean − lower, std, score)``
+    [Wh] (:func:`ev_nav.bandits.indices.truncated_quantile`; the bound plays the part 0 plays in
+    :func:`~ev_nav.bandits.indices.rectified_weights`). Every such weight respects the bound, and
+    a goal-directed :meth:`Router.route` computes it only for the segments its search reaches.
+
+    Attributes
+    ----------
+    mean, std : ndarray of float64
+        Each segment's loss posterior mean and sd [Wh], before truncation.
+    score : ndarray of float64
+        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)).
+    """
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+    score: NDArray[np.float64]
+
+    def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
+        """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
+        lo = np.asarray(lower, dtype=np.float64)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
+
+
+def landmark_tables(
+    indptr: NDArray[np.int64], indices: NDArray[np.int64], lower: NDArray[np.float64], count: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Lower-bound costs from and to ``count`` landmarks (ALT preprocessing), shape (n, K).
+
+    Costs follow the router's convention (entering segment ``v`` costs ``lower[v]`` plus the
+    weight floor). Landmarks are chosen farthest-first: each next one maximises the smallest
+    round-trip cost to the landmarks chosen so far, starting from the segment farthest from
+    segment 0, so they spread to the network's edges, where their bounds are tightest. Fewer than
+    ``count`` are returned when no segment is left that is mutually reachable with the chosen
+    ones and not one of them. ``inf`` marks no path.
+    """
+    n = indptr.size - 1
+    data = lower[indices] + _WEIGHT_FLOOR
+    fwd = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    bwd = fwd.T.tocsr()
+    first = dijkstra(fwd, directed=True, indices=0)
+    nxt = int(np.argmax(np.where(np.isfinite(first), first, -1.0)))
+    cols_from, cols_to = [], []
+    spread = np.full(n, np.inf)
+    for _ in range(min(count, n)):
+        d_from = dijkstra(fwd, directed=True, indices=nxt)
+        d_to = dijkstra(bwd, directed=True, indices=nxt)
+        cols_from.append(d_from)
+        cols_to.append(d_to)
+        round_trip = d_from + d_to
+        np.minimum(spread, np.where(np.isfinite(round_trip), round_trip, 0.0), out=spread)
+        nxt = int(np.argmax(spread))
+        if not spread[nxt] > 0.0:
+            break
+    return np.column_stack(cols_from), np.column_stack(cols_to)
 
 
 class Router:
@@ -95,16 +184,33 @@ class Router:
     arrays there) until the process has spent :data:`COMPILE_AFTER_S` doing so, then compiled
     (:func:`compiled_kernel`); the path is the same either way.
 
+    With ``lower`` (a lower bound of every segment's weight, fixed for the network and model)
+    the search is goal-directed (ALT, :mod:`._dijkstra`): landmark costs under ``lower`` are
+    computed once here (a few single-source searches) and each query follows the potential
+    they give. The route's cost is the one plain search finds whenever every weight is at least
+    its bound; a query whose weights are not is routed by plain search instead and counted in
+    :attr:`fallbacks` (checked on every query, never a wrong route).
+
     Parameters
     ----------
     net : RoadNetwork
         The network whose line graph is routed on.
+    lower : array_like, optional
+        Per-segment lower bound of the weights [the weights' unit, ≥ 0]; ``None``: plain
+        bidirectional search.
+    landmarks : int
+        How many landmarks to precompute when ``lower`` is given.
     """
 
-    def __init__(self, net: RoadNetwork) -> None:
+    def __init__(
+        self, net: RoadNetwork, lower: ArrayLike | None = None, *, landmarks: int = LANDMARKS
+    ) -> None:
         self.n_segments = n = net.n_segments
-        self._indptr = np.ascontiguousarray(net.routing_graph()[0], dtype=np.int64)
-        self._indices = np.ascontiguousarray(net.routing_graph()[1], dtype=np.int64)
+        # every search structure below is built from this one graph: the line graph less the
+        # turns OSM forbids (RoadNetwork.routing_graph)
+        indptr, indices = net.routing_graph()
+        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self._indices = np.ascontiguousarray(indices, dtype=np.int64)
         # the reversed line graph, for the backward half of the search
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
         order = np.argsort(self._indices, kind="stable")
@@ -116,6 +222,26 @@ class Router:
         # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
         self._arrays: tuple[NDArray, ...] | None = None
         self._lists: tuple[list, ...] | None = None  # the graph, then the scratch
+        self._pot: NDArray[np.float64] | list | None = None  # scratch potential, goal-directed
+        # scratch of lazy weights: the weights, their stamps, the faulty segment (-1: none)
+        self._lazy: tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]] | None = None
+        #: queries routed by plain search because a weight was below its lower bound
+        self.fallbacks = 0
+        self.lower: NDArray[np.float64] | None = None
+        self._lm_from = self._lm_to = np.empty((0, 0))
+        if lower is not None:
+            lo = np.ascontiguousarray(lower, dtype=np.float64)
+            if lo.shape != (n,) or not (np.all(lo >= 0.0) and np.all(lo < np.inf)):
+                raise InvalidObservation(
+                    f"weight lower bounds must be {n} finite values >= 0, got shape {lo.shape}"
+                )
+            if int(landmarks) < 1:
+                raise InvalidObservation(f"a goal-directed router needs >= 1 landmark, got "
+                                         f"{landmarks}")
+            self.lower = lo
+            self._lm_from, self._lm_to = landmark_tables(
+                self._indptr, self._indices, lo, int(landmarks)
+            )
 
     def _scratch_arrays(self) -> tuple[NDArray, ...]:
         if self._arrays is None:
@@ -163,29 +289,70 @@ class Router:
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
         return w
 
-    def route(self, weights: ArrayLike, start: int, goal: int) -> NDArray[np.int64]:
-        """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included)."""
+    def route(
+        self, weights: ArrayLike | LossDraw, start: int, goal: int
+    ) -> NDArray[np.int64]:
+        """Minimum-weight sequence of segments from ``start`` to ``goal`` (both included).
+
+        ``weights`` is one weight per segment, or, for a goal-directed router, a
+        :class:`LossDraw` whose weights are evaluated only for the segments the search reaches
+        (compiled form; the interpreted form evaluates them all, to the same numbers).
+        """
         start = self.check_segment(start, "start segment")
         goal = self.check_segment(goal, "goal segment")
-        w = self._check_weights(weights)
+        draw = weights if isinstance(weights, LossDraw) else None
+        w = self._check_draw(draw) if draw is not None else self._check_weights(weights)
         if start == goal:
             return np.array([start], dtype=np.int64)
         self._stamp += 1
         kernel = _Kernel.compiled
         if kernel is None and self.n_segments > INTERPRET_MAX_SEGMENTS:
             kernel = compiled_kernel()
+        if kernel is None and draw is not None:
+            w, draw = self._check_weights(draw.weights(self.lower)), None
+        goal_directed = self._goal_direction(w if draw is None else None, start, goal)
+        lazy = _NO_LAZY
+        if draw is not None:
+            assert self.lower is not None  # _check_draw
+            if self._lazy is None:
+                n = self.n_segments
+                self._lazy = (np.empty(n), np.zeros(n, dtype=np.int64), np.full(1, -1))
+            w, stamps, fault = self._lazy
+            lazy = (_Kernel.lazy_excess(), self.lower, draw.mean, draw.std, draw.score,
+                    stamps, fault)
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
             dist, pred, reached, settled, keys, nodes = self._scratch_arrays()
+            landmarks = _NO_LANDMARKS + (0.0, 0.0)
+            if goal_directed is not None:
+                if not isinstance(self._pot, np.ndarray):
+                    self._pot = np.empty(self.n_segments)
+                landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
+                             self._lm_from.shape[1], *goal_directed[:2], self._pot,
+                             *goal_directed[2:])
             path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                          self._stamp, keys, nodes)
+                          self._stamp, keys, nodes, *landmarks, *lazy)
+            if draw is not None and lazy[-1][0] >= 0:
+                e, lazy[-1][0] = int(lazy[-1][0]), -1
+                raise InvalidObservation(
+                    f"segment {e}'s weight is not finite (loss mean {draw.mean[e]}, sd "
+                    f"{draw.std[e]}, score {draw.score[e]})"
+                )
         else:
             t0 = time.perf_counter()
             *graph, dist, pred, reached, settled, keys, nodes = self._scratch_lists()
+            landmarks = _NO_LANDMARKS + (0.0, 0.0)
+            if goal_directed is not None:
+                if not isinstance(self._pot, list):
+                    self._pot = [0.0] * self.n_segments
+                # landmark tables stay arrays: a query reads a few entries per node it reaches
+                landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
+                             self._lm_from.shape[1], goal_directed[0].tolist(),
+                             goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
                 *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                self._stamp, keys, nodes,
+                self._stamp, keys, nodes, *landmarks, *_NO_LAZY,
             )
             _Kernel.interpreted_s += time.perf_counter() - t0
             if _Kernel.interpreted_s > COMPILE_AFTER_S:
@@ -193,6 +360,56 @@ class Router:
         if path.size == 0:
             raise UnreachableError(f"no route from segment {start} to segment {goal}")
         return path
+
+    def _check_draw(self, draw: LossDraw) -> None:
+        """A lazy draw needs the router's bounds; its arrays are checked as the search reads
+        them (a weight that is not finite raises), not all up front."""
+        if self.lower is None:
+            raise InvalidObservation(
+                "a LossDraw is truncated at the router's lower bounds: route it with a "
+                "goal-directed Router (Router(net, lower))"
+            )
+        n = self.n_segments
+        if not draw.mean.shape == draw.std.shape == draw.score.shape == (n,):
+            raise InvalidObservation(
+                f"a LossDraw needs {n} means, sds and scores, got shapes {draw.mean.shape}, "
+                f"{draw.std.shape}, {draw.score.shape}"
+            )
+
+    def _goal_direction(
+        self, w: NDArray[np.float64] | None, start: int, goal: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], float, float] | None:
+        """The kernel's per-query landmark arguments (active landmarks, their costs to and from
+        both ends, the potential at both ends), or ``None`` for a plain search. ``w`` ``None``:
+        a lazy draw, at or above the bounds by construction."""
+        if self.lower is None:
+            return None
+        if w is not None and not np.all(w >= self.lower):
+            self.fallbacks += 1  # the potentials would not be consistent: plain search
+            return None
+        d_ls, d_sl = self._lm_from[start], self._lm_to[start]
+        d_lg, d_gl = self._lm_from[goal], self._lm_to[goal]
+        usable = np.isfinite(d_ls) & np.isfinite(d_sl) & np.isfinite(d_lg) & np.isfinite(d_gl)
+        if not usable.any():
+            return None
+        with np.errstate(invalid="ignore"):  # inf − inf where not usable
+            bound = np.maximum(d_lg - d_ls, d_sl - d_gl)
+        bound = np.where(usable, bound, -np.inf)
+        # the landmarks that bound this pair's cost best (the end potentials use the same ones,
+        # so they equal what the kernel computes for any other node)
+        active = np.argsort(-bound, kind="stable")[: min(ACTIVE_LANDMARKS, int(usable.sum()))]
+        query = np.column_stack([d_ls[active], d_sl[active], d_lg[active], d_gl[active]])
+        best = max(0.0, float(bound[active].max()))
+        return active.astype(np.int64), query.ravel(), 0.5 * best, -0.5 * best
+
+    def settled_count(self) -> int:
+        """Segments the last :meth:`route` query settled, both sides together (a diagnostic:
+        what a search strategy explores; O(segments) to count)."""
+        if self._arrays is not None and self._lists is None:
+            return int(np.count_nonzero(self._arrays[3] == self._stamp))
+        if self._lists is not None:
+            return self._lists[7].count(self._stamp)
+        return 0
 
     def route_between(
         self,

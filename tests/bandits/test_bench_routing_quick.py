@@ -20,3 +20,17 @@ def test_bench_routing_quick_runs_and_reports_both_targets():
     assert re.search(r"target Dijkstra >= 20x networkx on Monaco: [\d.]+x -> (met|MISSED)", out)
     assert re.search(r"gp: trip [\d.]+ ms \(plan [\d.]+ ms, update [\d.]+ ms", out)
     assert re.search(r"target whole GP trip <= 250 ms: [\d.]+ ms -> (met|MISSED)", out)
+
+
+def test_bench_routing_region_quick_compares_goal_directed_with_plain():
+    """The region mode on a small town: the strategies timed on the same weights (the script
+    asserts equal costs), the settled shares and the target line printed."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--region", "--quick"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert re.search(r"region20k route \(weights included\): [\d.]+ ms median; plain Dijkstra: "
+                     r"[\d.]+ ms", out)
+    assert re.search(r"goal-directed, lazy weights: [\d.]+ ms", out)
+    assert re.search(r"segments settled: goal-directed [\d.]+ %, plain [\d.]+ %", out)
+    assert re.search(r"target region route with weights <= 50 ms: [\d.]+ ms -> (met|MISSED)", out)

@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from ev_nav.bandits.routing import Oracle, Router
+from ev_nav.bandits.routing import _NO_LANDMARKS, _NO_LAZY, Oracle, Router
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -202,5 +202,205 @@ def test_interpreted_and_compiled_kernels_return_the_same_paths():
                 args = [*graph, np.asarray(w, dtype=np.float64)]
                 if as_lists:
                     args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
-                paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:]).tolist())
+                paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:],
+                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY).tolist())
             assert paths[0] == paths[1] == paths[2], (q, s, t)
+
+
+def _goal_directed_case(n_segments=3000, seed=1):
+    """A synthetic town, its physical loss bound, and a weight draw that respects it: the bound
+    plus a truncated-normal excess scaled like the model's losses (some excesses are 0)."""
+    from ev_nav.bandits.indices import truncated_quantile
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    net = synthetic_town(n_segments, seed=seed)
+    lower, scale = loss_lower_bound(net), loss_scale(net)
+    rng = np.random.default_rng(seed)
+
+    def draw():
+        excess = truncated_quantile(scale - lower - 0.3 * scale, 0.3 * scale,
+                                    rng.standard_normal(net.n_segments))
+        return lower + excess * (rng.random(net.n_segments) > 0.1)
+
+    return net, lower, draw, rng
+
+
+def test_goal_directed_search_costs_what_scipy_dijkstra_costs_on_1000_pairs():
+    """ALT with the physical loss bound against SciPy's one-to-all Dijkstra (independent code) on
+    the same weights: 1,000 random pairs, the same cost every time (pairs an unreachable goal
+    are refused), and it explores less than plain bidirectional search."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    net, lower, draw, rng = _goal_directed_case()
+    n = net.n_segments
+    fast, plain = Router(net, lower), Router(net)
+    settled = np.zeros(2)
+    unreachable = 0
+    for _batch in range(4):
+        w = draw()
+        matrix = sp.csr_matrix((w[net.lg_indices], net.lg_indices, net.lg_indptr), shape=(n, n))
+        starts = rng.choice(n, 25, replace=False)
+        dist = dijkstra(matrix, indices=starts)
+        for i, s in enumerate(starts):
+            for t in rng.choice(n, 10, replace=False):
+                if not np.isfinite(dist[i, t]):
+                    with pytest.raises(UnreachableError):
+                        fast.route(w, s, t)
+                    unreachable += 1
+                    continue
+                path = fast.route(w, s, t)
+                assert path[0] == s and path[-1] == t
+                assert w[path[1:]].sum() == pytest.approx(dist[i, t], rel=1e-9, abs=1e-9)
+                settled[0] += fast.settled_count()
+                plain.route(w, s, t)
+                settled[1] += plain.settled_count()
+    assert fast.fallbacks == 0
+    assert unreachable < 100
+    assert settled[0] < 0.7 * settled[1]
+
+
+def test_goal_directed_and_plain_agree_on_ties_and_ends():
+    """Zero weights (everything at its bound of 0), equal-cost alternatives, start = goal, and
+    a goal right next to the start: the goal-directed router answers as plain search does."""
+    net = synthetic_town(800, seed=5)
+    n = net.n_segments
+    lower = np.zeros(n)
+    lower[::3] = 1.0
+    fast, plain = Router(net, lower), Router(net)
+    rng = np.random.default_rng(2)
+    for w in (lower.copy(), lower + 1.0, lower + rng.integers(0, 2, n)):
+        for s, t in rng.integers(0, n, (60, 2)):
+            try:
+                ref = plain.route(w, s, t)
+            except UnreachableError:
+                with pytest.raises(UnreachableError):
+                    fast.route(w, s, t)
+                continue
+            path = fast.route(w, s, t)
+            assert w[path[1:]].sum() == pytest.approx(w[ref[1:]].sum(), abs=1e-9)
+    assert fast.route(lower, 7, 7).tolist() == [7]
+    nxt = int(net.lg_indices[net.lg_indptr[7]])
+    assert fast.route(lower, 7, nxt).tolist() == [7, nxt]
+    assert fast.fallbacks == 0
+
+
+def test_a_weight_below_its_bound_falls_back_to_plain_search():
+    """The bound is checked on every query: weights under it would make the potentials
+    inconsistent (a wrong route), so that query is routed by plain search, and counted."""
+    net, lower, draw, rng = _goal_directed_case(1500, seed=3)
+    fast, plain = Router(net, lower), Router(net)
+    w = draw()
+    # make one segment far cheaper than its bound, on a corridor the optimum will then use
+    s, t = 0, net.n_segments // 2
+    ref = plain.route(w, s, t)
+    cheap = w.copy()
+    cheap[ref[len(ref) // 2]] = 0.0
+    cheap[rng.choice(net.n_segments, 50)] = 0.0
+    for weights in (cheap, w):
+        expected = plain.route(weights, s, t)
+        got = fast.route(weights, s, t)
+        assert weights[got[1:]].sum() == pytest.approx(weights[expected[1:]].sum(), rel=1e-12)
+    assert fast.fallbacks == 1
+    with pytest.raises(InvalidObservation):
+        Router(net, lower[:-1])
+    with pytest.raises(InvalidObservation):
+        Router(net, -lower)
+
+
+def test_goal_directed_kernel_is_the_same_interpreted_and_compiled():
+    """With landmarks too, the interpreted and compiled forms return the same path."""
+    from ev_nav.bandits import routing
+
+    net, lower, draw, rng = _goal_directed_case(1200, seed=6)
+    routing.compiled_kernel()
+    router = Router(net, lower)
+    w = draw()
+    pairs = rng.integers(0, net.n_segments, (40, 2))
+    compiled = [router.route(w, s, t).tolist() for s, t in pairs if s != t]
+    saved = routing._Kernel.compiled
+    try:
+        routing._Kernel.compiled = None
+        routing._Kernel.interpreted_s = -1e9  # stay interpreted for this test
+        interpreted = [router.route(w, s, t).tolist() for s, t in pairs if s != t]
+    finally:
+        routing._Kernel.compiled = saved
+        routing._Kernel.interpreted_s = 0.0
+    assert compiled == interpreted
+
+
+def test_lazy_loss_draw_routes_like_its_vectorised_weights():
+    """A LossDraw is evaluated only where the compiled search reaches, to the same numbers as
+    its vectorised form: the same path as routing on all weights, every query. Bad draws are
+    refused with a named error, and a plain router does not take one."""
+    from ev_nav.bandits.routing import LossDraw, compiled_kernel
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    compiled_kernel()
+    net = synthetic_town(2500, seed=8)
+    n = net.n_segments
+    lower, a = loss_lower_bound(net), loss_scale(net)
+    router = Router(net, lower)
+    rng = np.random.default_rng(4)
+    compared = 0
+    for _ in range(60):
+        draw = LossDraw(a, 0.3 * a, rng.standard_normal(n))
+        s, t = (int(x) for x in rng.integers(0, n, 2))
+        w = draw.weights(lower)
+        assert np.all(w >= lower)
+        try:
+            eager = router.route(w, s, t)
+        except UnreachableError:
+            with pytest.raises(UnreachableError):
+                router.route(draw, s, t)
+            continue
+        assert router.route(draw, s, t).tolist() == eager.tolist()
+        compared += 1
+    assert compared > 40 and router.fallbacks == 0
+    broken = LossDraw(a.copy(), 0.3 * a, rng.standard_normal(n))
+    broken.mean[:] = np.nan
+    with pytest.raises(InvalidObservation, match="not finite"):
+        router.route(broken, 0, n // 2)
+    # the router is usable after the fault
+    assert router.route(draw, 0, n // 2).tolist() == router.route(w, 0, n // 2).tolist()
+    with pytest.raises(InvalidObservation, match="goal-directed"):
+        Router(net).route(draw, 0, 5)
+    with pytest.raises(InvalidObservation, match="means, sds and scores"):
+        router.route(LossDraw(a[:-1], a[:-1], a[:-1]), 0, 5)
+
+
+def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():
+    """The learner's hook: an agent given the physical loss bound truncates its loss posterior
+    there (every weight at least its bound, a TS draw otherwise as before) and routes with a
+    goal-directed router that never has to fall back; its routes cost what plain search finds."""
+    from ev_nav.bandits.agent import Agent
+    from ev_nav.errors import ConfigError
+    from ev_nav.gp.posterior import SegmentPosterior
+    from ev_nav.potential import loss_lower_bound, loss_scale, potential_change
+
+    net = synthetic_town(2000, seed=9)
+    dphi, bound, a = potential_change(net), loss_lower_bound(net), loss_scale(net)
+
+    class Model:  # a fixed loss posterior around the physics model
+        def posterior(self):
+            return SegmentPosterior(mean=dphi + a, std=0.3 * a, noise_std=1.0)
+
+        def update(self, segments, energies):
+            pass
+
+    agent = Agent(net, Model(), "ts", seed=1, potential_change=dphi, loss_bound=bound)
+    assert agent.router.lower is not None
+    plain = Router(net)
+    rng = np.random.default_rng(5)
+    for _ in range(15):
+        s, g = (int(x) for x in rng.integers(0, net.n_segments, 2))
+        w = agent.weights()
+        assert np.all(w >= bound)
+        try:
+            ref = plain.route(w, s, g)
+        except UnreachableError:
+            continue
+        assert w[agent.router.route(w, s, g)[1:]].sum() == pytest.approx(w[ref[1:]].sum())
+    assert agent.router.fallbacks == 0
+    with pytest.raises(ConfigError):
+        Agent(net, Model(), "ts", loss_bound=bound)

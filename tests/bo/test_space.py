@@ -166,3 +166,23 @@ def test_continuous_space_leaves_objective_alone() -> None:
 
 def test_bounds_property() -> None:
     assert mixed().bounds == ((-2.0, 2.0), (1.0, 5.0), (0.0, 2.0))
+
+
+def test_user_objective_declares_a_mixed_space() -> None:
+    from ev_nav.bo import objective
+    from ev_nav.bo.core.objective import UserObjective
+
+    @objective(bounds=[(0.0, 1.0), Integer(1, 4), Categorical(["a", "b"])])
+    def f(x: np.ndarray) -> float:
+        return float(x[0]) + x[1] + (x[2] == "b")
+
+    user = UserObjective(f, f.__bo_objective__["bounds"], "f")  # type: ignore[attr-defined]
+    assert user.dim == 3 and user.space.internal_dim == 4
+    x = user.space.decode(user.space.encode([[0.5, 3, "b"]]))[0]
+    assert user(x) == 4.5
+    with pytest.raises(ConfigError, match="integer or categorical"):
+        user.lower  # noqa: B018
+    # a continuous declaration reads as before, however it was written
+    plain = UserObjective(f, [Continuous(0, 1), (2, 3)], "g")
+    assert plain.bounds == ((0.0, 1.0), (2.0, 3.0))
+    np.testing.assert_allclose(plain.from_unit([0.5, 0.5]), [0.5, 2.5])

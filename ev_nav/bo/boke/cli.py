@@ -14,7 +14,10 @@ into ``--out`` and prints the summary table.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+import numpy as np
 
 from ev_nav.bo.boke.figures import plot_benchmarks
 from ev_nav.bo.boke.methods import BOKEMaximizerConfig
@@ -143,10 +146,17 @@ def _run(args: argparse.Namespace) -> int:
         user = load_objective(cfg.objective, bounds=cfg.bounds)
         for r in results:
             j = max(range(len(r.y_values)), key=r.y_values.__getitem__)
-            x = ", ".join(f"{v:.4g}" for v in user.from_unit(r.X[j]))
+            x = ", ".join(_value(v) for v in user.space.decode(np.asarray(r.X[j]))[0])
             print(f"{r.method} seed {r.seed}: best observed y = {r.y_values[j]:.6g} at x = [{x}]")
     print(f"results written to {args.out}")
     return 0
+
+
+def _value(v: object) -> str:
+    """One input value as printed (JSON-readable: numbers as numbers, choices quoted)."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return json.dumps(v) if isinstance(v, (int, str, bool)) or v is None else json.dumps(str(v))
 
 
 def _report(args: argparse.Namespace) -> int:

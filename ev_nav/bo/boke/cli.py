@@ -91,6 +91,13 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
     )
     p.add_argument("--sqrt-beta", type=float, default=2.0, help="GP-UCB sqrt(beta)")
     p.add_argument(
+        "--gp-refit-every",
+        type=int,
+        default=None,
+        help="GP-UCB / GP-EI: fit hyperparameters by marginal likelihood every k points "
+        "(0: fixed --lengthscale; default 0 on benchmarks, 5 on --objective)",
+    )
+    p.add_argument(
         "--maxiter",
         type=int,
         default=50,
@@ -133,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         p_ucb=args.p_ucb,
         gp_lengthscale=args.lengthscale,
         gp_sqrt_beta=args.sqrt_beta,
+        gp_refit_every=args.gp_refit_every,
         opt=BOKEMaximizerConfig(n_per_dim=args.candidates_per_dim, maxiter=args.maxiter),
         threads=args.threads,
         objective=args.objective,

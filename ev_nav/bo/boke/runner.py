@@ -108,6 +108,8 @@ class BOKERunConfig:
             raise ConfigError("budget T must be >= 2 evaluations")
         if self.threads < 1:
             raise ConfigError("threads must be >= 1")
+        if self.gp_refit_every is not None and self.gp_refit_every < 0:
+            raise ConfigError("gp_refit_every must be >= 0")
         if self.noisy and self.objective is not None:
             raise ConfigError(
                 "noisy adds synthetic noise to benchmarks; declare noise_std on your objective"

@@ -108,7 +108,10 @@ class BOKEOptimizer:
             return Suggestion(self._to_user(u[None, :])[0], {"step": "design"})
         if self._pending is None:
             with single_threaded():  # tiny matrices: thread hand-offs cost more than they save
-                prop = self.method.propose(self.X, self.y, self.gen, self.space)
+                if self.space.is_continuous:  # (a method written without the space argument)
+                    prop = self.method.propose(self.X, self.y, self.gen)
+                else:
+                    prop = self.method.propose(self.X, self.y, self.gen, self.space)
             x = prop.x.clamp(0.0, 1.0).reshape(1, -1)
             if not torch.isfinite(x).all():
                 raise InvalidObservation(f"{self.method.name} proposed a non-finite point")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -143,7 +144,7 @@ def part_bandwidth(args: argparse.Namespace, out: Path) -> None:
             cfg = replace(_config(args, (b,), ("boke",), False, n_seeds, budget), c_h=float(c))
             folder = out / "bandwidth" / f"{b}-ch{c:.4g}-s{args.seed_offset}"
             run_experiment(cfg, folder, execution, progress=not args.quiet)
-    print(bandwidth_table(out))
+    print(bandwidth_table(out, range(args.seed_offset, args.seed_offset + n_seeds)))
 
 
 def _face_share(r: RunResult) -> float:
@@ -152,17 +153,20 @@ def _face_share(r: RunResult) -> float:
     return float(np.mean((X < 1e-3) | (X > 1 - 1e-3))) if X.size else float("nan")
 
 
-def bandwidth_table(out: Path) -> str:
+def bandwidth_table(out: Path, seeds: Iterable[int] | None = None) -> str:
     """Markdown tables of the bandwidth study: final regret and the share of queries on a face.
 
-    Cells are median [q25, q75] over the seeds of each (c_h, benchmark) folder.
+    Cells are median [q25, q75] over the seeds of each (c_h, benchmark) folder (only ``seeds``
+    when given).
     """
+    keep = None if seeds is None else set(seeds)
     cells: dict[tuple[float, str], list[RunResult]] = {}
     for p in sorted((out / "bandwidth").glob("*/results.csv")):
         table, meta = read_results(p.parent)
         c = float(meta["config"]["c_h"])
         for r in load_results(p.parent):
-            cells.setdefault((c, r.benchmark), []).append(r)
+            if keep is None or r.seed in keep:
+                cells.setdefault((c, r.benchmark), []).append(r)
     if not cells:
         return "no bandwidth runs under " + str(out / "bandwidth")
     grid = sorted({c for c, _ in cells})

@@ -24,6 +24,7 @@ def test_layout_and_names() -> None:
     assert s.discrete_mask.tolist() == [False, True, True, True, True]
     assert not s.is_continuous and Space.from_bounds([(0, 1), (2, 3)]).is_continuous
     assert as_space([(0, 1)]) == Space([Continuous(0, 1)])
+    assert Space(np.array([[0.0, 1.0], [2.0, 3.0]])) == Space.from_bounds([(0, 1), (2, 3)])
 
 
 def test_encode_by_hand() -> None:

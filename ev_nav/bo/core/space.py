@@ -173,6 +173,8 @@ class Space:
     """
 
     def __init__(self, parameters: Sequence[Parameter | Sequence[float]]) -> None:
+        if isinstance(parameters, np.ndarray):
+            parameters = [tuple(row) for row in np.atleast_2d(parameters)]
         if isinstance(parameters, (str, bytes)) or not isinstance(parameters, Sequence):
             raise ConfigError(f"a space is a list of parameters, got {parameters!r}")
         params: list[Parameter] = []

@@ -201,3 +201,51 @@ def test_second_store_in_a_process_keeps_the_first_ones_locks(tmp_path):
         assert first.get_trip(trip_id).id == trip_id and first.n_trips() == 2
     finally:
         first.close()
+
+
+def test_threads_of_one_process_queue_for_writes_before_sqlite(tmp_path):
+    """Writers in one process (a server's request threads, each with its own connection) take
+    one process-wide lock before SQLite's: a second thread's write waits on it, not in SQLite's
+    sleeping busy handler, and starts when the first commits; both trips are stored."""
+    import threading
+
+    from ev_nav.store import Store
+
+    def trip() -> dict:
+        return dict(origin_segment=1, goal_segment=3, policy="mean", route=[1, 2, 3],
+                    predicted_wh=10.0, predicted_sd_wh=1.0, length_m=100.0, time_s=10.0)
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    locks = []
+
+    def hold() -> None:  # SQLite connections belong to their thread: each opens its own
+        with Store.open(state) as store, store._write("test"):
+            locks.append(store._write_lock)
+            entered.set()
+            release.wait(30)
+            order.append("first commits")
+
+    def write() -> None:
+        with Store.open(tmp_path / "." / "s") as store:  # the same database, named otherwise
+            locks.append(store._write_lock)
+            store.add_trip(**trip())
+            order.append("second wrote")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert entered.wait(30)
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(0.2)
+    assert writer.is_alive() and order == []  # queued behind the first writer
+    assert locks[0].locked()
+    release.set()
+    holder.join(30)
+    writer.join(30)
+    assert order == ["first commits", "second wrote"]
+    assert locks[0] is locks[1] and not locks[0].locked()
+    with Store.open(state) as store:
+        assert store.n_trips() == 1

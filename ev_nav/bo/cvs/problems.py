@@ -85,6 +85,12 @@ class TruncatedNormal:
         x = self.loc + self.scale * torch.special.ndtri(u)
         return x.clamp(0.0, 1.0)
 
+    def sample_coords(
+        self, n: int, coords: Sequence[int], generator: torch.Generator
+    ) -> Tensor:
+        """``n`` draws of the listed input coordinates: ``(n, len(coords))`` (all share it)."""
+        return self.sample((n, len(coords)), generator)
+
 
 # --------------------------------------------------------------------------- costs
 

@@ -37,9 +37,11 @@ from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set
 from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
 from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
+from ev_nav.bo.cvs.surrogate import FIXED, USER_REFIT_EVERY, SurrogateConfig
 from ev_nav.errors import ConfigError
 
 SETTINGS = ("cvs", "ucvs")
+SURROGATES = ("auto", "fixed", "fitted")
 DTYPE = torch.float64
 
 
@@ -67,6 +69,18 @@ class CVSRunConfig:
         Cost budget C.
     lengthscale
         SE lengthscale of the surrogate (default: the benchmark's; 0.2 for user objectives).
+    surrogate
+        The GP's hyperparameter treatment (:mod:`ev_nav.bo.cvs.surrogate`): ``"fixed"`` (the
+        papers' prior on raw ``y``), ``"fitted"`` (standardised ``y``, marginal-likelihood refit
+        every ``refit_every`` observations) or ``"auto"`` (fixed for benchmarks, fitted for user
+        objectives).
+    refit_every
+        Observations between refits of the fitted treatment.
+    refit_at_spend
+        Refit once, for every method, when the spend first exceeds this fraction of the budget
+        (``None``: no such refit).
+    ucvs_refit
+        The unknown-cost method's own single refit at the start of exploitation.
     """
 
     setting: str = "cvs"
@@ -94,10 +108,16 @@ class CVSRunConfig:
     bounds: tuple[tuple[float, float], ...] | None = None
     control_sets: tuple[tuple[int, ...], ...] | None = None
     lengthscale: float | None = None
+    surrogate: str = "auto"
+    refit_every: int = USER_REFIT_EVERY
+    refit_at_spend: float | None = None
+    ucvs_refit: bool = True
 
     def __post_init__(self) -> None:
         if self.setting not in SETTINGS:
             raise ConfigError(f"setting must be one of {SETTINGS}")
+        if self.surrogate not in SURROGATES:
+            raise ConfigError(f"surrogate must be one of {SURROGATES}")
         for m in self.methods:
             METHODS[self.setting].entry(m)  # raises naming the registered methods
         if not self.seeds:
@@ -134,7 +154,16 @@ class CVSRunConfig:
                 n_starts=self.n_starts,
                 maxiter=self.maxiter,
             ),
+            surrogate=self.surrogate_config(),
         )
+
+    def surrogate_config(self) -> SurrogateConfig:
+        """The GP treatment of this cell (``auto``: fitted for user objectives only)."""
+        fitted = self.surrogate == "fitted" or (
+            self.surrogate == "auto" and self.objective is not None
+        )
+        base = SurrogateConfig(standardise=True, refit_every=self.refit_every) if fitted else FIXED
+        return replace(base, refit_at_spend=self.refit_at_spend)
 
     def method_config(self) -> CVSMethodConfig:
         return CVSMethodConfig(
@@ -144,6 +173,7 @@ class CVSRunConfig:
             alpha=self.alpha,
             explore_frac=self.explore_frac,
             clip_cost_lcb=self.clip_cost_lcb,
+            refit_at_exploit=self.ucvs_refit,
         )
 
     def user_objective(self) -> UserObjective | None:

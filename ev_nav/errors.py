@@ -123,3 +123,10 @@ class EmptyTrackError(TrackFileError):
 
 class TrackOffNetworkError(OutsideNetworkError):
     """A GPS track lies (mostly) away from the network's roads: it cannot be map-matched."""
+
+
+# --- Bayesian optimisation -----------------------------------------------------------------
+class OutOfDomainError(EvNavError, ValueError):
+    """A point outside an objective's declared domain: wrong number of values, a value outside
+    its bounds, a non-whole value for an integer input, or a value that is not one of a
+    categorical input's choices."""

@@ -8,9 +8,11 @@
 
 Each family exposes the same Python API (configure → ``ask()`` → ``tell(x, y)`` → ``result()``)
 and the command line ``ev-nav bo FAMILY run | list | report``. Declare your own objective with
-:func:`objective` (docs/bo-cvs.md, "Your own objective").
+:func:`objective` (docs/bo-cvs.md, "Your own objective"); integer and categorical inputs with
+:class:`Integer` and :class:`Categorical` (:mod:`ev_nav.bo.core.space`).
 """
 
 from ev_nav.bo.core.objective import load_objective, objective
+from ev_nav.bo.core.space import Categorical, Continuous, Integer, Space
 
-__all__ = ["load_objective", "objective"]
+__all__ = ["Categorical", "Continuous", "Integer", "Space", "load_objective", "objective"]

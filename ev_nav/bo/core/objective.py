@@ -10,6 +10,11 @@ the family needs, with :func:`objective`::
     def f(x):                      # x: numpy array (d,) in the declared units
         return -(x[0] - 0.5) ** 2 - (x[1] - 0.25) ** 2
 
+Inputs may be whole numbers or choices: an entry of ``bounds`` is a ``(lower, upper)`` pair
+(continuous) or :class:`~ev_nav.bo.core.space.Integer` / :class:`~ev_nav.bo.core.space.Categorical`
+(``bounds=[(0.0, 1.0), Integer(1, 8), Categorical(["adam", "sgd"])]``); the function then receives
+an object array holding a float, an int and the chosen value (:mod:`ev_nav.bo.core.space`).
+
 Then ``ev-nav bo boke run --objective my_problem:f`` (the current folder is importable, or name
 a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`
 (docs/bo-overview.md, "Your own objective"). Family extras:
@@ -21,8 +26,8 @@ a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`
   ``weights`` (``p(w)``, default uniform), ``threshold`` ``h`` and, for level sets, ``alpha``;
   ``design_points`` replaces the default design grid;
 * every family: ``noise_std``, the observation noise if known (BOKE, PTR), and ``optimum``, a
-  known maximiser kept for your own reference (no family reads it: without a known optimum
-  value the runs report recommendations and best observations, not regret).
+  known maximiser: BOKE's summary reports simple regret against ``f(optimum)``; without it the
+  runs report recommendations and best observations, never a regret.
 
 Command-line options (``--bounds``, ``--control-sets``, ``--costs``, …) override declarations.
 """
@@ -41,6 +46,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ev_nav.bo.core.space import Categorical, Continuous, Integer, Parameter, Space
 from ev_nav.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., float])
@@ -74,7 +80,8 @@ class UserObjective:
         ``fn(x) -> float`` for one point ``x`` of shape ``(d,)`` in the declared units
         (PTR: ``fn(x, w)``).
     bounds
-        One ``(lower, upper)`` pair per input.
+        One entry per input: a ``(lower, upper)`` pair (continuous), or an
+        :class:`~ev_nav.bo.core.space.Integer` or :class:`~ev_nav.bo.core.space.Categorical`.
     name
         ``module:function`` (for results and messages).
     extras
@@ -82,12 +89,14 @@ class UserObjective:
     """
 
     fn: Callable[..., float]
-    bounds: tuple[tuple[float, float], ...]
+    bounds: tuple[tuple[float, float] | Parameter, ...]
     name: str = "objective"
     extras: Mapping[str, Any] = field(default_factory=dict)
+    space: Space = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bounds", check_bounds(self.bounds, self.name))
+        object.__setattr__(self, "space", Space(list(self.bounds)))
         unknown = set(self.extras) - KNOWN_EXTRAS
         if unknown:
             raise ConfigError(
@@ -101,19 +110,31 @@ class UserObjective:
 
     @property
     def lower(self) -> NDArray[np.float64]:
-        return np.array([b[0] for b in self.bounds], dtype=float)
+        """Lower bounds (continuous inputs only; see :attr:`space` otherwise)."""
+        self._continuous_only("lower")
+        return np.array([b[0] for b in self.bounds], dtype=float)  # type: ignore[index]
 
     @property
     def upper(self) -> NDArray[np.float64]:
-        return np.array([b[1] for b in self.bounds], dtype=float)
+        """Upper bounds (continuous inputs only; see :attr:`space` otherwise)."""
+        self._continuous_only("upper")
+        return np.array([b[1] for b in self.bounds], dtype=float)  # type: ignore[index]
 
     def from_unit(self, u: ArrayLike) -> NDArray[np.float64]:
-        """Unit-cube coordinates → declared units (``lower + (upper - lower) u``)."""
+        """Unit-cube coordinates → declared units (``lower + (upper - lower) u``; continuous
+        inputs only, where it equals ``space.decode`` without its clipping)."""
         return self.lower + (self.upper - self.lower) * np.asarray(u, dtype=float)
 
     def to_unit(self, x: ArrayLike) -> NDArray[np.float64]:
-        """Declared units → unit-cube coordinates."""
+        """Declared units → unit-cube coordinates (continuous inputs only)."""
         return (np.asarray(x, dtype=float) - self.lower) / (self.upper - self.lower)
+
+    def _continuous_only(self, what: str) -> None:
+        if not self.space.is_continuous:
+            raise ConfigError(
+                f"objective {self.name} has integer or categorical inputs: {what} is defined for "
+                "continuous ones only (use .space.encode / .space.decode)"
+            )
 
     def __call__(self, *args: NDArray[np.float64]) -> float:
         """``fn(*args)`` as a float; a non-finite or non-numeric value raises."""
@@ -132,17 +153,33 @@ class UserObjective:
         return UserObjective(self.fn, bounds, self.name, {**self.extras, **given})
 
 
-def check_bounds(bounds: object, name: str = "objective") -> tuple[tuple[float, float], ...]:
-    """Validate ``[(lower, upper), ...]`` (finite, increasing) into a tuple of float pairs."""
+def check_bounds(
+    bounds: object, name: str = "objective"
+) -> tuple[tuple[float, float] | Parameter, ...]:
+    """Validate ``[(lower, upper), Integer(...), Categorical(...), ...]`` (finite, increasing).
+
+    Pairs become float pairs; :class:`Continuous` entries become pairs too, so a continuous box
+    reads the same however it was declared; integer and categorical entries stay as they are.
+    """
+    entries: list[tuple[float, float] | Parameter] = []
     try:
-        pairs = tuple((float(lo), float(hi)) for lo, hi in bounds)  # type: ignore[attr-defined]
+        for b in bounds:  # type: ignore[attr-defined]
+            if isinstance(b, Continuous):
+                entries.append((b.lower, b.upper))
+            elif isinstance(b, (Integer, Categorical)):
+                entries.append(b)
+            else:
+                lo, hi = b
+                entries.append((float(lo), float(hi)))
     except (TypeError, ValueError):
         raise ConfigError(
-            f"{name}: bounds must be a list of (lower, upper) pairs, got {bounds!r}"
+            f"{name}: bounds must be a list of (lower, upper) pairs, Integer or Categorical, "
+            f"got {bounds!r}"
         ) from None
-    if not pairs or not all(np.isfinite(lo) and np.isfinite(hi) and lo < hi for lo, hi in pairs):
-        raise ConfigError(f"{name}: bounds must be finite with lower < upper, got {pairs}")
-    return pairs
+    pairs = [e for e in entries if isinstance(e, tuple)]
+    if not entries or not all(np.isfinite(lo) and np.isfinite(hi) and lo < hi for lo, hi in pairs):
+        raise ConfigError(f"{name}: bounds must be finite with lower < upper, got {tuple(entries)}")
+    return tuple(entries)
 
 
 def objective(*, bounds: object = None, **extras: Any) -> Callable[[F], F]:

@@ -607,6 +607,7 @@ def collect_figs(args: argparse.Namespace) -> None:
             "evals",
             "lock_on_spend",
         ]
+        cols = [c for c in cols if c in table.columns]
         print(table[cols].to_string(index=False, float_format="%.3f"))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,12 +24,13 @@ from torch import Tensor
 
 from ev_nav.bo.core.api import BOResult, Suggestion
 from ev_nav.bo.core.maximize import single_threaded
+from ev_nav.bo.core.space import Space
 from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig, maximize_over_set
 from ev_nav.bo.cvs.policies import BOContext, Decision, Policy
-from ev_nav.bo.cvs.problems import Budget, HiddenCosts, Problem, mc_expectation
+from ev_nav.bo.cvs.problems import Budget, HiddenCosts, Problem, input_slices, mc_expectation
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.bo.cvs.surrogate import FIXED, SurrogateConfig, condition, new_model
-from ev_nav.errors import ConfigError, EvNavError
+from ev_nav.errors import ConfigError, EvNavError, OutOfDomainError
 
 DTYPE = torch.float64
 #: Offset between a run's environment seed and its algorithm seed (maximiser, RFF draws).
@@ -56,8 +58,9 @@ class CVSLoopConfig:
     max_iters
         Safety cap on BO iterations.
     surrogate
-        The GP's hyperparameter treatment (:mod:`ev_nav.bo.cvs.surrogate`): the papers' fixed
-        prior by default.
+        The GP's hyperparameter treatment (:mod:`ev_nav.bo.cvs.surrogate`); ``None``: the
+        problem's (the papers' fixed prior for the benchmarks, standardised ``y`` with
+        marginal-likelihood refits for user objectives).
     """
 
     n_init: int = 5
@@ -65,7 +68,7 @@ class CVSLoopConfig:
     beta: float = 2.0
     maximizer: CVSMaximizerConfig = field(default_factory=CVSMaximizerConfig)
     max_iters: int = 100_000
-    surrogate: SurrogateConfig = FIXED
+    surrogate: SurrogateConfig | None = None
 
 
 @dataclass
@@ -109,7 +112,8 @@ class CVSOptimizer:
         Give the policy a view whose mean costs cannot be read (default: for the unknown-cost
         methods ``ucvs*``, or when ``problem.costs`` is hidden already).
     bounds
-        Box of the caller's units (default: the unit cube).
+        Box of the caller's units (default: the unit cube; ignored when the problem carries
+        its inputs' space, as a user objective's problem does).
     initial
         Free initial observations ``(X0 (n, d), y0 (n,))`` in unit coordinates; without them
         the first ``config.n_init`` suggestions are uniform full queries.
@@ -151,7 +155,11 @@ class CVSOptimizer:
         self.budget = Budget(float(budget))
         self.seed = int(seed)
         d = problem.dim
-        self._lower, self._upper = _box(bounds, d)
+        self._space: Space | None = problem.space
+        if self._space is None and bounds is not None:
+            lower, upper = _box(bounds, d)
+            self._space = Space.from_bounds(list(zip(lower, upper, strict=True)))
+        self.surrogate = cfg.surrogate or problem.surrogate or FIXED
         start = torch.Generator().manual_seed(self.seed)
         self._init_X = (
             initial[0]
@@ -176,7 +184,7 @@ class CVSOptimizer:
             budget=float(budget),
             plays=[0] * problem.m,
             cost_obs=[[] for _ in range(problem.m)],
-            surrogate=cfg.surrogate,
+            surrogate=self.surrogate,
         )
         if initial is not None:
             self._init_y = [float(v) for v in initial[1]]
@@ -202,19 +210,20 @@ class CVSOptimizer:
     def fill_random(
         self, suggestion: Suggestion, generator: torch.Generator
     ) -> NDArray[np.float64]:
-        """The suggestion with its ``NaN`` coordinates drawn from the problem's distribution.
+        """The pending suggestion with its ``NaN`` inputs drawn from the problem's
+        distribution of the uncontrolled inputs (caller's units).
 
-        For simulations: in a real experiment the environment sets these coordinates.
+        For simulations: in a real experiment the environment sets these inputs.
         """
-        x = np.array(suggestion.x, dtype=float)
-        free = np.isnan(x)
-        if free.any():
-            coords = tuple(int(j) for j in np.flatnonzero(free))
-            u = self.problem.variable.sample_coords(1, coords, generator)[0].numpy()
-            lo = 0.0 if self._lower is None else self._lower[free]
-            hi = 1.0 if self._upper is None else self._upper[free]
-            x[free] = lo + (hi - lo) * u
-        return x
+        i = suggestion.detail.get("control_set")
+        if i is None:
+            return np.array(suggestion.x)
+        dec = self._pending
+        if dec is None or dec.set_idx != i:
+            raise ConfigError("fill_random(): call it with the pending suggestion of ask()")
+        x_ctrl = dec.x_ctrl.detach().reshape(1, -1)
+        u = self.problem.assemble(i, x_ctrl, self.problem.sample_random(i, 1, generator))
+        return self._to_user(u[0].numpy())
 
     # ------------------------------------------------------------------------ ask / tell
     def ask(self) -> Suggestion:
@@ -273,13 +282,14 @@ class CVSOptimizer:
         ------
         BudgetExhausted
             A charged play does not fit in the remaining budget.
+        OutOfDomainError
+            ``x`` has the wrong length or lies outside the domain.
         ConfigError
-            ``x`` has the wrong length or lies outside the domain; the cost of a play is
-            needed and unknown; ``control_set`` is out of range.
+            The cost of a play is needed and unknown; ``control_set`` is out of range.
         """
         xu = self._to_unit(x)
         if not torch.isfinite(xu).all() or (xu < -1e-9).any() or (xu > 1.0 + 1e-9).any():
-            raise ConfigError("tell(): x must be a full point inside the domain (no NaN)")
+            raise OutOfDomainError("tell(): x must be a full point inside the domain (no NaN)")
         xu = xu.clamp(0.0, 1.0)
         if not math.isfinite(float(y)):
             raise ConfigError(f"tell(): the observation must be finite, got {y}")
@@ -387,7 +397,7 @@ class CVSOptimizer:
             self.model,
             torch.cat(X),
             torch.tensor(y, dtype=DTYPE),
-            self.config.surrogate,
+            self.surrogate,
             self.problem.noise_std,
         )
         self._scheduled_refit(initial=True)
@@ -395,7 +405,7 @@ class CVSOptimizer:
     def _scheduled_refit(self, initial: bool = False) -> None:
         """ML-II refits due by the surrogate's schedule (after the initial conditioning and
         every ``refit_every`` observations; once when the spend first passes the fraction)."""
-        sc = self.config.surrogate
+        sc = self.surrogate
         n = self.model.n_train
         due = bool(sc.refit_every) and (initial or n - self._refit_n >= sc.refit_every)
         if (
@@ -460,20 +470,40 @@ class CVSOptimizer:
             return float(mc_expectation(mean, self.problem.dim, control, xc, self.ctx.S)[0])
 
     # ------------------------------------------------------------------------ units
-    def _to_user(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
-        if self._lower is None:
-            return np.asarray(u, dtype=float)
-        return self._lower + (self._upper - self._lower) * np.asarray(u, dtype=float)
+    def user_point(self, u: ArrayLike | Tensor) -> NDArray[Any]:
+        """An internal point (the problem's cube) in the caller's units."""
+        if isinstance(u, Tensor):
+            u = u.detach().numpy()
+        return self._to_user(np.asarray(u, dtype=float))
+
+    def _to_user(self, u: NDArray[np.float64]) -> NDArray[Any]:
+        """Internal point(s) → the caller's units; ``NaN`` coordinates (inputs the environment
+        sets) stay ``NaN``. Mixed spaces give object arrays (float, int, the choice)."""
+        u = np.asarray(u, dtype=float)
+        space = self._space
+        if space is None:
+            return u
+        if space.is_continuous:
+            lo = np.array([b[0] for b in space.bounds])
+            hi = np.array([b[1] for b in space.bounds])
+            return lo + (hi - lo) * u
+        rows = np.atleast_2d(u)
+        out = space.decode(np.nan_to_num(rows, nan=0.0))
+        for j, sl in enumerate(input_slices(space)):
+            out[np.isnan(rows[:, sl]).any(axis=1), j] = np.nan
+        return out[0] if u.ndim == 1 else out
 
     def _to_unit(self, x: ArrayLike | Tensor) -> Tensor:
+        """One full point in the caller's units → internal ``(1, d)`` (validated)."""
+        if self._space is not None:
+            pts = x if isinstance(x, Tensor) else np.asarray(x, dtype=object)
+            return torch.as_tensor(self._space.encode(pts), dtype=DTYPE)
         if isinstance(x, Tensor):
             xu = x.to(DTYPE).reshape(1, -1)
         else:
             xu = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1))
         if xu.shape[1] != self.problem.dim:
-            raise ConfigError(f"tell(): expected a point of {self.problem.dim} coordinates")
-        if self._lower is not None:
-            xu = (xu - torch.as_tensor(self._lower)) / torch.as_tensor(self._upper - self._lower)
+            raise OutOfDomainError(f"tell(): expected a point of {self.problem.dim} coordinates")
         return xu
 
 
@@ -574,9 +604,12 @@ def run_episode(
             if not opt.can_afford(cost):
                 stopped = "budget"
                 break
-            x_ctrl = torch.as_tensor(s.x[list(problem.control_sets[i])]).reshape(1, -1)
+            pending = opt._pending  # the decision behind s, in the problem's coordinates
+            assert pending is not None
+            x_ctrl = pending.x_ctrl.detach().reshape(1, -1)
             x = problem.assemble(i, x_ctrl, problem.sample_random(i, 1, env))
-            opt.tell(x, float(problem.observe(x, env)[0]), cost=cost)
+            y = float(problem.observe(x, env)[0])
+            opt.tell(x if problem.space is None else opt.user_point(x[0]), y, cost=cost)
             last = opt.steps[-1]
             value = math.nan
             if score:
@@ -608,7 +641,13 @@ def set_optima(
                 xs.append(torch.full((problem.dim,), math.nan, dtype=DTYPE))
                 continue
             best = maximize_over_set(
-                problem.f(), problem.dim, problem.control_sets[i], S, generator, cfg
+                problem.f(),
+                problem.dim,
+                problem.control_sets[i],
+                S,
+                generator,
+                cfg,
+                problem.control_space(i),
             )
             vals.append(float(best.value))
             xs.append(best.x)

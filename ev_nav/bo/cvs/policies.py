@@ -86,7 +86,13 @@ class BOContext:
         """``max_{x^i} E fn([x^i, X^{-i}])`` for control set ``set_idx``."""
         p = self.problem
         return maximize_over_set(
-            fn, p.dim, p.control_sets[set_idx], self.S, self.generator, self.maximizer
+            fn,
+            p.dim,
+            p.control_sets[set_idx],
+            self.S,
+            self.generator,
+            self.maximizer,
+            p.control_space(set_idx),
         )
 
     def optimise_ucb(self, set_idx: int) -> Maximum:
@@ -413,7 +419,12 @@ class EIPerCost(_Base):
                 ctx.optimise(ei, i)
                 if full
                 else maximize_box(
-                    ei, len(control), ctx.generator, ctx.maximizer.n_warmup, ctx.maximizer
+                    ei,
+                    len(control),
+                    ctx.generator,
+                    ctx.maximizer.n_warmup,
+                    ctx.maximizer,
+                    p.control_space(i),
                 )
             )
         ratio = [res[i].value / self.costs[i] for i in range(p.m)]

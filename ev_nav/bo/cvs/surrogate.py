@@ -28,13 +28,18 @@ import torch
 from torch import Tensor
 
 from ev_nav.errors import ConfigError, InvalidObservation
-from ev_nav.gp.exact import ExactGP
+from ev_nav.gp.exact import ExactGP, HyperBounds
 
 DTYPE = torch.float64
 #: Noise variance of the fixed treatment when the declared noise is smaller (papers' λ).
 MIN_NOISE_VAR = 1e-4
 #: Standardised noise variance when none is declared (the papers' λ on a unit-variance scale).
 STANDARDISED_NOISE_VAR = 1e-4
+#: Box of the standardised fit: lengthscales (unit cube), outputscale, noise variance (both in
+#: units of ``s_y²``). Unbounded, five points of a quadratic gave ℓ ≈ 8 with outputscale ≈ 5·10⁵
+#: (the likelihood grows both together on a smooth objective), or one lengthscale of 0.017, and
+#: UCB then spent the budget in the corners; inside this box the same runs converge.
+STANDARDISED_BOUNDS: HyperBounds = ((0.1, 1.0), (0.1, 2.0), (1e-6, 0.1))
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,11 @@ def refit(model: ExactGP, config: SurrogateConfig, generator: torch.Generator) -
     )
     try:
         unit.fit_hyperparameters(
-            X, (y - mean) / sd, n_restarts=config.n_restarts, generator=generator
+            X,
+            (y - mean) / sd,
+            n_restarts=config.n_restarts,
+            generator=generator,
+            bounds=STANDARDISED_BOUNDS,
         )
     except InvalidObservation:
         return False

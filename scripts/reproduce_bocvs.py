@@ -7,12 +7,19 @@ Parts (run all by default, or choose with ``--part``):
 * ``b3``    — check B3's ETC-Ada criterion alone, on seeds 0-19 (also part of ``cvs``).
 * ``ucvs``  — checks 6–10 of ``specs/bocvs-unknown-costs.md`` §6 on Hartmann-6 in 12-D.
 * ``ucvs-perm`` — only check 10's permuted cost vectors (see :data:`PERMS_HARD`).
+* ``ablation`` — the unknown-cost headline cell (check 6's) with every method in two arms, no
+  hyperparameter fitting and one marginal-likelihood refit at 0.6 C; medians and quartiles over
+  ``--seeds`` seeds (default 20) in ``OUT/ucvs_ablation_table.csv``.
 * ``figs``  — the main figures (simple regret vs cost; evaluations vs cost) for Hartmann and plant,
-  written to ``docs/figures/bo/cvs_*.png``, with the regret table printed.
+  written to ``OUT/figures/cvs_*.png`` (``--figures DIR`` elsewhere), with the regret table printed.
 
 ``--quick`` uses the smallest settings that still assert the orderings (fewer seeds, fewer MC
 samples). Every check prints PASS/FAIL with the numbers behind it; the exit code is the number of
-failed hard checks. Tidy tables and metadata are written under ``--out`` (default ``runs/bo``).
+failed hard checks. Tidy tables, metadata and figures are written under ``--out`` (default
+``runs/bo/reproduce``; nothing is written into ``docs/`` unless ``--figures`` names it). Runs
+are resumable: rerunning a command reuses the runs its folder already holds, so more seeds
+(``--seeds``) or an interrupted run only compute what is missing; ``--workers N`` runs them
+in parallel.
 ``--smoke`` runs every cell of the chosen parts at toy sizes (one seed, a tenth of the budget,
 a few MC samples and warm-up points) through the same code, prints the checks as ``SMOKE``
 without judging them and writes the figures under ``--out``: the test suite's form.
@@ -637,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         "--figures",
         type=Path,
         default=None,
-        help="figure folder (default docs/figures/bo; with --smoke: OUT/figures)",
+        help="figure folder (default OUT/figures; docs/figures/bo refreshes the committed ones)",
     )
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
     ap.add_argument("--workers", type=int, default=None, help="local pool size")
@@ -645,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     global SMOKE
     SMOKE = args.smoke
     if args.figures is None:
-        args.figures = args.out / "figures" if args.smoke else Path("docs/figures/bo")
+        args.figures = args.out / "figures"
     torch.set_num_threads(1)
     t0 = time.time()
     if args.part in ("cvs", "all"):

@@ -219,6 +219,7 @@ def test_mixed_objective_python_api():
         if s.detail["phase"] == "init":
             assert isinstance(s.x[1], int) and s.x[2] in "abc"
             opt.tell(s.x, user(s.x))
+            assert not opt.told  # recognised as the initial design's point (a valid value)
             continue
         if not opt.can_afford(s.detail["cost"]):
             break

@@ -166,6 +166,8 @@ class CVSOptimizer:
             if initial is not None
             else torch.rand(cfg.n_init, d, dtype=DTYPE, generator=start)
         )
+        if initial is None:  # the uniform design at valid points of the inputs
+            self._init_X = problem.snap(self._init_X)
         S = mc_samples if mc_samples is not None else problem.mc_matrix(cfg.n_mc, start)
         self.model = new_model(problem.lengthscale, problem.noise_std)
         self._init_y: list[float] = []
@@ -545,7 +547,7 @@ def environment_start(
     ``y0`` and ``S``; a run's reference (set optima) uses the same ``S``.
     """
     env = torch.Generator().manual_seed(int(seed))
-    X0 = torch.rand(config.n_init, problem.dim, dtype=DTYPE, generator=env)
+    X0 = problem.snap(torch.rand(config.n_init, problem.dim, dtype=DTYPE, generator=env))
     y0 = problem.observe(X0, env)
     S = problem.mc_matrix(config.n_mc, env)
     return env, X0, y0, S

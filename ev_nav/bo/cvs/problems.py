@@ -336,6 +336,13 @@ class Problem:
         """The ``(N, d)`` Monte Carlo matrix drawn once per run (common random numbers)."""
         return self.variable.sample_coords(n_samples, tuple(range(self.dim)), generator)
 
+    def snap(self, U: Tensor) -> Tensor:
+        """Points of the internal cube moved to valid values of discrete inputs (identity on
+        the benchmarks and on continuous inputs)."""
+        if self.space is None or self.space.is_continuous:
+            return U
+        return self.space.snap(U)
+
     def control_space(self, set_idx: int) -> Space | None:
         """The inputs of control set ``set_idx`` as a space whose internal coordinates are the
         set's (``None`` when every coordinate is continuous: nothing to snap)."""

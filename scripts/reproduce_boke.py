@@ -12,15 +12,19 @@ and writes the figures::
     python scripts/reproduce_boke.py --part regret --benchmarks forrester,goldstein-price,...
     python scripts/reproduce_boke.py --part noisy --benchmarks sphere6
     python scripts/reproduce_boke.py --part smoke          # Hartmann-6-in-8-D and RF/diabetes HPO
+    python scripts/reproduce_boke.py --part bandwidth --workers 16   # c_h sensitivity study
     python scripts/reproduce_boke.py --part report
 
-``--quick`` shrinks seeds and budgets (minutes in total) but keeps every check.
+``--quick`` shrinks seeds and budgets (minutes in total) but keeps every check. Results go to
+``--out`` (default ``runs/boke``, not committed) and figures to ``--figures`` (default
+``OUT/figures``); nothing is written into ``docs/`` unless ``--figures docs/figures/bo`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +44,13 @@ from ev_nav.bo.boke.runner import (
     summarise,
 )
 from ev_nav.bo.boke.spacefill import spacefill_study
+from ev_nav.bo.boke.surrogate import DEFAULT_C_H
 from ev_nav.bo.core.runs import ExecutionConfig, read_results, write_results
 
-FIG_DIR = Path(__file__).resolve().parents[1] / "docs" / "figures" / "bo"
+#: The bandwidth study (docs/bo-boke.md, "Bandwidth sensitivity"): BOKE on four benchmarks,
+#: two of them in >= 6 dimensions with the optimum off the corners.
+BANDWIDTH_BENCHMARKS = ("hartmann3", "rosenbrock4", "sphere6-shifted", "hartmann6-8d")
+BANDWIDTH_GRID = (0.1, 0.15, 0.2, DEFAULT_C_H, 0.35, 0.45, 0.6)
 REGRET_METHODS = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "kr-ucb", "random")
 NOISY_METHODS = ("boke", "boke+", "gp-ucb", "gp-ucb-wide", "kr-ucb", "random")
 SMOKE_METHODS = ("boke", "boke+", "gp-ucb", "kr-ucb", "random")
@@ -121,6 +129,67 @@ def part_runs(args: argparse.Namespace, out: Path, kind: str) -> None:
         execution = ExecutionConfig(executor=args.executor, workers=args.workers)
         res = run_experiment(cfg, folder, execution, progress=not args.quiet)
         print(format_table(summarise(res)))
+
+
+def part_bandwidth(args: argparse.Namespace, out: Path) -> None:
+    """BOKE at every ``c_h`` of the grid on every benchmark (one folder each, resumable)."""
+    benches = args.benchmarks or BANDWIDTH_BENCHMARKS
+    grid = args.c_h_grid or BANDWIDTH_GRID
+    n_seeds = args.seeds or (3 if args.quick else 20)
+    execution = ExecutionConfig(executor=args.executor, workers=args.workers)
+    for b in benches:
+        budget = 40 if args.quick else None
+        for c in grid:
+            cfg = replace(_config(args, (b,), ("boke",), False, n_seeds, budget), c_h=float(c))
+            folder = out / "bandwidth" / f"{b}-ch{c:.4g}-s{args.seed_offset}"
+            run_experiment(cfg, folder, execution, progress=not args.quiet)
+    print(bandwidth_table(out))
+
+
+def _face_share(r: RunResult) -> float:
+    """Share of the coordinates of the BO queries (design excluded) on a face of the cube."""
+    X = np.asarray(r.X)[r.n_init :]
+    return float(np.mean((X < 1e-3) | (X > 1 - 1e-3))) if X.size else float("nan")
+
+
+def bandwidth_table(out: Path) -> str:
+    """Markdown tables of the bandwidth study: final regret and the share of queries on a face.
+
+    Cells are median [q25, q75] over the seeds of each (c_h, benchmark) folder.
+    """
+    cells: dict[tuple[float, str], list[RunResult]] = {}
+    for p in sorted((out / "bandwidth").glob("*/results.csv")):
+        table, meta = read_results(p.parent)
+        c = float(meta["config"]["c_h"])
+        for r in load_results(p.parent):
+            cells.setdefault((c, r.benchmark), []).append(r)
+    if not cells:
+        return "no bandwidth runs under " + str(out / "bandwidth")
+    grid = sorted({c for c, _ in cells})
+    benches = list(dict.fromkeys(b for _, b in cells))
+    lines = ["| c_h | " + " | ".join(benches) + " |", "|---" * (len(benches) + 1) + "|"]
+    faces = ["| c_h | " + " | ".join(benches) + " |", "|---" * (len(benches) + 1) + "|"]
+    for c in grid:
+        row, face = [], []
+        for b in benches:
+            rs = cells.get((c, b), [])
+            if not rs:
+                row.append("—")
+                face.append("—")
+                continue
+            fin = np.array([r.simple_regret()[-1] for r in rs])
+            q25, med, q75 = np.quantile(fin, [0.25, 0.5, 0.75])
+            row.append(f"{med:.3g} [{q25:.3g}, {q75:.3g}] (n={len(rs)})")
+            face.append(f"{np.median([_face_share(r) for r in rs]):.2f}")
+        label = f"{c:.3g}" + (" (1/√12)" if abs(c - DEFAULT_C_H) < 1e-12 else "")
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+        faces.append(f"| {label} | " + " | ".join(face) + " |")
+    return (
+        "final simple regret of BOKE, median [q25, q75] over seeds\n"
+        + "\n".join(lines)
+        + "\n\nmedian share of BO-query coordinates on a face of the cube (|u| < 1e-3 or"
+        " |1 - u| < 1e-3)\n" + "\n".join(faces)
+    )
 
 
 # ---------------------------------------------------------------------------------- report
@@ -237,7 +306,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
             slope = np.polyfit(np.log(ts), np.log(de), 1)[0]
             print(f"  DE log-log slope {slope:.3f} (uniform-design rate -1/d = {-1 / int(d):.3f})")
             failures += (not ok) + (not mono)
-        _plot_spacefill(data, FIG_DIR / "boke_spacefill.png")
+        _plot_spacefill(data, args.figures / "boke_spacefill.png")
 
     reg = _load(out, "regret")
     if reg:
@@ -294,7 +363,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
                 print(f"     {b}: {s}")
         plot_benchmarks(
             reg,
-            FIG_DIR / "boke_regret_noisefree.png",
+            args.figures / "boke_regret_noisefree.png",
             "Noise-free benchmarks: median and IQR of simple regret",
         )
 
@@ -320,7 +389,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
             print(f"     {b} (noisy): {s}")
         plot_benchmarks(
             noisy,
-            FIG_DIR / "boke_regret_noisy.png",
+            args.figures / "boke_regret_noisy.png",
             "Noisy benchmarks: median and IQR of simple regret",
         )
 
@@ -347,7 +416,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
             print(f"     {b}: {s}")
         plot_benchmarks(
             smoke,
-            FIG_DIR / "boke_regret_8d_hpo.png",
+            args.figures / "boke_regret_8d_hpo.png",
             "8-D substitute and HPO (regret vs best value found for HPO)",
         )
     extra = _load(out, "extra")
@@ -359,7 +428,7 @@ def part_report(args: argparse.Namespace, out: Path) -> int:
                 print(f"     {b}: {s}")
         plot_benchmarks(
             extra,
-            FIG_DIR / "boke_regret_extra.png",
+            args.figures / "boke_regret_extra.png",
             "Sphere-6 with the optimum at 0.37 (not a corner)",
         )
     sweep_dirs = sorted((out / "sweep").glob("*/results.csv"))
@@ -382,7 +451,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--part",
         required=True,
-        choices=["spacefill", "regret", "noisy", "smoke", "extra", "sweep", "report"],
+        choices=[
+            "spacefill",
+            "regret",
+            "noisy",
+            "smoke",
+            "extra",
+            "sweep",
+            "bandwidth",
+            "report",
+        ],
+    )
+    p.add_argument(
+        "--c-h-grid",
+        default="",
+        help="comma-separated bandwidth constants (part bandwidth; default "
+        + ",".join(f"{c:.4g}" for c in BANDWIDTH_GRID)
+        + ")",
+    )
+    p.add_argument(
+        "--figures",
+        type=Path,
+        default=None,
+        help="folder of the report's figures (default OUT/figures)",
     )
     p.add_argument("--varsigma", type=float, default=0.3, help="BOKE varsigma (part sweep)")
     p.add_argument(
@@ -391,7 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         help="suffix of the results folder (a re-run replaces "
         "earlier runs of the same seeds in the report)",
     )
-    p.add_argument("--out", default="runs/boke", help="results folder (not committed)")
+    p.add_argument(
+        "--out", type=str, default="runs/boke", help="results folder (default runs/boke)"
+    )
     p.add_argument("--benchmarks", default="", help="comma-separated subset")
     p.add_argument("--methods", default="", help="comma-separated subset of the part's methods")
     p.add_argument("--seeds", type=int, default=0, help="override the number of seeds")
@@ -409,12 +502,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.benchmarks = tuple(b for b in args.benchmarks.split(",") if b)
     args.methods = tuple(m for m in args.methods.split(",") if m)
+    args.c_h_grid = tuple(float(c) for c in args.c_h_grid.split(",") if c)
     torch.set_num_threads(1)
     out = Path(args.out)
+    if args.figures is None:
+        args.figures = out / "figures"
     if args.part == "spacefill":
         part_spacefill(args, out)
     elif args.part in ("regret", "noisy", "smoke", "extra", "sweep"):
         part_runs(args, out, args.part)
+    elif args.part == "bandwidth":
+        part_bandwidth(args, out)
     else:
         return part_report(args, out)
     return 0

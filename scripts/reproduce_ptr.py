@@ -6,8 +6,10 @@ Usage
     Only the §6 checks (a few minutes on 2 cores); prints PASS/FAIL with the measured numbers
     and exits non-zero if any check fails.
 ``python scripts/reproduce_ptr.py [--trials 50] [--parts checks,gp-opt,...]``
-    The checks plus the reproductions; results go to ``runs/ptr/reproduce/<part>/`` and figures
-    to ``docs/figures/bo/ptr_<part>.png``.
+    The checks plus the reproductions; results go to ``--out`` (default
+    ``runs/ptr/reproduce``) as ``<part>/`` and figures to ``--figures`` (default ``OUT/figures``)
+    as ``ptr_<part>.png``; nothing is written into ``docs/`` unless ``--figures docs/figures/bo``
+    is given.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from ev_nav.bo.ptr.runner import (
 from ev_nav.gp.exact import ExactGP
 
 REPO = Path(__file__).resolve().parents[1]
-FIG_DIR = REPO / "docs" / "figures" / "bo"
 
 _failures: list[str] = []
 
@@ -293,7 +294,9 @@ def reproduce(
     iterations: int | None,
     execution: ExecutionConfig,
     replot: bool = False,
+    fig_dir: Path | None = None,
 ) -> None:
+    fig_dir = fig_dir or out_root / "figures"
     bench, methods, T = REPRODUCTIONS[part]
     T = iterations or T
     t0 = time.perf_counter()
@@ -306,9 +309,9 @@ def reproduce(
         configs = [PTRRunConfig(bench, m, T, trials, 0) for m in methods]
         results = run_experiments(configs, out_root / part, execution, progress=sys.stderr.isatty())
         wall = time.perf_counter() - t0
-    FIG_DIR.mkdir(parents=True, exist_ok=True)
+    fig_dir.mkdir(parents=True, exist_ok=True)
     fig = plot_results(
-        results, FIG_DIR / f"ptr_{part}.png", title=f"{bench}: {trials} trials, mean ± 2 SE"
+        results, fig_dir / f"ptr_{part}.png", title=f"{bench}: {trials} trials, mean ± 2 SE"
     )
     steps = (10, 30, 60, T) if results[0].task == "opt" else (25, 50, 100, T)
     print(f"\n### {part} ({bench}, {trials} trials, T={T}, wall {wall:.0f} s) -> {fig.name}")
@@ -343,14 +346,22 @@ SENSITIVITY: dict[str, tuple[str, str, list[tuple[float, float]], int]] = {
 }
 
 
-def sensitivity(part: str, trials: int, out_root: Path, execution: ExecutionConfig) -> None:
+def sensitivity(
+    part: str,
+    trials: int,
+    out_root: Path,
+    execution: ExecutionConfig,
+    fig_dir: Path | None = None,
+) -> None:
+    fig_dir = fig_dir or out_root / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
     bench, method, grid, T = SENSITIVITY[part]
     t0 = time.perf_counter()
     configs = [PTRRunConfig(bench, method, T, trials, 0, beta=b, m=m) for b, m in grid]
     results = run_experiments(configs, out_root / part, execution)
     wall = time.perf_counter() - t0
     fig = plot_results(
-        results, FIG_DIR / f"ptr_{part}.png", title=f"{bench} {method}: β and m ({trials} trials)"
+        results, fig_dir / f"ptr_{part}.png", title=f"{bench} {method}: β and m ({trials} trials)"
     )
     print(f"\n### {part} ({bench}, {trials} trials, T={T}, wall {wall:.0f} s) -> {fig.name}")
     print(results_table(results, (10, 25, 50, T)))
@@ -367,6 +378,9 @@ def main() -> int:
         help=f"comma list of checks/{'/'.join([*REPRODUCTIONS, *SENSITIVITY])}",
     )
     ap.add_argument("--out", default=str(REPO / "runs" / "ptr" / "reproduce"))
+    ap.add_argument(
+        "--figures", type=Path, default=None, help="folder of the figures (default OUT/figures)"
+    )
     ap.add_argument("--replot", action="store_true", help="redraw figures from saved results")
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
     ap.add_argument("--workers", type=int, default=None, help="local pool size")
@@ -382,9 +396,17 @@ def main() -> int:
             fn()
     for part in parts:
         if part in REPRODUCTIONS:
-            reproduce(part, args.trials, Path(args.out), args.iterations, execution, args.replot)
+            reproduce(
+                part,
+                args.trials,
+                Path(args.out),
+                args.iterations,
+                execution,
+                args.replot,
+                args.figures,
+            )
         elif part in SENSITIVITY:
-            sensitivity(part, args.trials, Path(args.out), execution)
+            sensitivity(part, args.trials, Path(args.out), execution, args.figures)
         elif part != "checks":
             print(f"unknown part {part!r}", file=sys.stderr)
             return 2

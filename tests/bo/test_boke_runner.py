@@ -20,6 +20,7 @@ from ev_nav.bo.boke.problems import (
 )
 from ev_nav.bo.boke.runner import (
     BOKERunConfig,
+    format_table,
     initial_design,
     load_results,
     run_experiment,
@@ -136,15 +137,17 @@ def test_save_load_summarise_and_plot(tmp_path):
     assert meta["config"]["methods"] == ["boke", "random"] and meta["seeds"] == [0, 1]
     back = load_results(out)
     assert [r.f_values for r in back] == [r.f_values for r in res]
-    # an objective without known optimum (the HPO task): regret is taken vs the best value found
+    # an objective without known optimum (the HPO task): no regret, the best values found
     unknown = [dataclasses.replace(r, benchmark="hpo-like", f_max=None) for r in back]
     rows = summarise(back + unknown)
     assert len(rows) == 4 and all(r.n_seeds == 2 for r in rows)
-    best = max(max(r.f_values) for r in unknown)
-    finals = [float(r.simple_regret(best)[-1]) for r in unknown]
-    assert min(finals) == 0.0
     hpo_rows = [r for r in rows if r.benchmark == "hpo-like"]
-    assert min(r.regret_final_median for r in hpo_rows) <= max(finals)
+    for row in hpo_rows:
+        bests = [max(r.f_values) for r in unknown if r.method == row.method]
+        assert row.regret_final_median is None and row.regret_init_median is None
+        assert row.best_final_median == pytest.approx(float(np.median(bests)))
+    table = format_table(rows)
+    assert "no known optimum" in table and "nan" not in table.lower()
     png = plot_benchmarks(back + unknown, tmp_path / "fig.png")
     assert png.stat().st_size > 1000
     with pytest.raises(ConfigError):

@@ -4,7 +4,10 @@
   signal variance 1 on standardised responses, fixed ``sqrt(beta)``, no hyperparameter refits
   (the paper's set-up; its constants are unreported, the defaults are listed in docs/bo-boke.md).
   Every iteration conditions the GP afresh (one Cholesky, ``O(t^3)``); each acquisition
-  evaluation does one triangular solve (``O(t^2)``).
+  evaluation does one triangular solve (``O(t^2)``). With ``refit_every = k > 0`` (the default
+  for your own objectives) the ARD lengthscales, signal variance and noise are instead fitted by
+  marginal likelihood (the shared :meth:`ExactGP.fit_hyperparameters`) on the standardised data
+  at the first step and then after every ``k`` new observations.
 * **GP-EI** and **random search**: extras (not in paper v1), labelled so.
 
 All methods share :func:`ev_nav.bo.boke.methods.maximize_acquisition` (the package's maximiser
@@ -25,6 +28,7 @@ from ev_nav.bo.boke.methods import (
     standardise,
 )
 from ev_nav.bo.core.maximize import autograd
+from ev_nav.bo.core.space import Space
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 
@@ -46,22 +50,72 @@ class GPBaselineConfig:
         ``(noise_std / std(y))^2``.
     xi : float
         EI margin on standardised ``y``.
+    refit_every : int
+        ``0``: fixed hyperparameters (the study's); ``k > 0``: fit them by marginal likelihood at
+        the first step and after every ``k`` new observations (``lengthscale`` is the start).
     """
 
     lengthscale: float = 0.2
     sqrt_beta: float = 2.0
     noise_var: float = 1e-6
     xi: float = 0.01
+    refit_every: int = 0
 
     def __post_init__(self) -> None:
         if not (self.lengthscale > 0 and self.sqrt_beta >= 0 and self.noise_var >= 0):
             raise ConfigError("GP baseline needs lengthscale > 0, sqrt_beta >= 0, noise_var >= 0")
+        if self.refit_every < 0:
+            raise ConfigError(f"refit_every must be >= 0, got {self.refit_every}")
 
 
-def _fit_gp(cfg: GPBaselineConfig, X: torch.Tensor, y: torch.Tensor, noise_std: float) -> ExactGP:
+@dataclass
+class _Hyper:
+    """Hyperparameters fitted at ``t`` observations (standardised units)."""
+
+    t: int
+    lengthscale: torch.Tensor
+    outputscale: float
+    noise_var: float
+
+
+def _fit_gp(
+    cfg: GPBaselineConfig,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    noise_std: float,
+    fitted: _Hyper | None = None,
+) -> tuple[ExactGP, _Hyper | None]:
+    """The GP on standardised ``y``: fixed hyperparameters, or fitted on ``cfg``'s schedule.
+
+    Returns the conditioned model and the hyperparameters in force (``None`` when fixed).
+    """
     ys, _, sd = standardise(y)
     nv = (noise_std / sd) ** 2 if noise_std > 0 else cfg.noise_var
-    return ExactGP("se", lengthscale=cfg.lengthscale, outputscale=1.0, noise_var=nv).fit(X, ys)
+    if cfg.refit_every == 0:
+        model = ExactGP("se", lengthscale=cfg.lengthscale, outputscale=1.0, noise_var=nv)
+        return model.fit(X, ys), None
+    t = X.shape[0]
+    if fitted is None or t - fitted.t >= cfg.refit_every:
+        start = fitted or _Hyper(
+            t, torch.full((X.shape[1],), cfg.lengthscale, dtype=X.dtype), 1.0, nv
+        )
+        model = ExactGP(
+            "se",
+            lengthscale=start.lengthscale.clone(),
+            outputscale=start.outputscale,
+            noise_var=max(start.noise_var, 1e-6),
+        )
+        # restarts from a generator seeded by t: the fit depends on the data alone
+        model.fit_hyperparameters(X, ys, generator=torch.Generator().manual_seed(t))
+        fitted = _Hyper(t, model.lengthscale.detach().clone(), model.outputscale, model.noise_var)
+        return model, fitted
+    model = ExactGP(
+        "se",
+        lengthscale=fitted.lengthscale.clone(),
+        outputscale=fitted.outputscale,
+        noise_var=fitted.noise_var,
+    )
+    return model.fit(X, ys), fitted
 
 
 @dataclass
@@ -71,20 +125,23 @@ class GPUCBMethod:
     gp: GPBaselineConfig = field(default_factory=GPBaselineConfig)
     opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     noise_std: float = 0.0
+    fitted: _Hyper | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
         return f"gp-ucb(l={self.gp.lengthscale:g})"
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
-        model = _fit_gp(self.gp, X, y, self.noise_std)
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
+        model, self.fitted = _fit_gp(self.gp, X, y, self.noise_std, self.fitted)
         sb = self.gp.sqrt_beta
 
         def ucb(Z: torch.Tensor) -> torch.Tensor:
             mu, var = model.posterior(Z)
             return mu + sb * var.sqrt()
 
-        x, val = maximize_acquisition(autograd(ucb), X, model.y_train, gen, self.opt)
+        x, val = maximize_acquisition(autograd(ucb), X, model.y_train, gen, self.opt, space=space)
         return Proposal(x=x, step="ucb", acq_value=val)
 
 
@@ -95,13 +152,16 @@ class GPEIMethod:
     gp: GPBaselineConfig = field(default_factory=GPBaselineConfig)
     opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     noise_std: float = 0.0
+    fitted: _Hyper | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
         return f"gp-ei(l={self.gp.lengthscale:g})"
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
-        model = _fit_gp(self.gp, X, y, self.noise_std)
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
+        model, self.fitted = _fit_gp(self.gp, X, y, self.noise_std, self.fitted)
         assert model.y_train is not None
         best = float(model.y_train.max()) + self.gp.xi
 
@@ -113,7 +173,7 @@ class GPEIMethod:
             pdf = torch.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
             return (mu - best) * cdf + s * pdf
 
-        x, val = maximize_acquisition(autograd(ei), X, model.y_train, gen, self.opt)
+        x, val = maximize_acquisition(autograd(ei), X, model.y_train, gen, self.opt, space=space)
         return Proposal(x=x, step="ei", acq_value=val)
 
 
@@ -123,6 +183,8 @@ class RandomSearch:
 
     name: str = "random"
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
         x = torch.rand(X.shape[1], generator=gen, dtype=torch.float64)
-        return Proposal(x=x, step="random")
+        return Proposal(x=x if space is None else space.snap(x), step="random")

@@ -14,7 +14,10 @@ into ``--out`` and prints the summary table.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+import numpy as np
 
 from ev_nav.bo.boke.figures import plot_benchmarks
 from ev_nav.bo.boke.methods import BOKEMaximizerConfig
@@ -88,6 +91,13 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
     )
     p.add_argument("--sqrt-beta", type=float, default=2.0, help="GP-UCB sqrt(beta)")
     p.add_argument(
+        "--gp-refit-every",
+        type=int,
+        default=None,
+        help="GP-UCB / GP-EI: fit hyperparameters by marginal likelihood every k points "
+        "(0: fixed --lengthscale; default 0 on benchmarks, 5 on --objective)",
+    )
+    p.add_argument(
         "--maxiter",
         type=int,
         default=50,
@@ -130,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
         p_ucb=args.p_ucb,
         gp_lengthscale=args.lengthscale,
         gp_sqrt_beta=args.sqrt_beta,
+        gp_refit_every=args.gp_refit_every,
         opt=BOKEMaximizerConfig(n_per_dim=args.candidates_per_dim, maxiter=args.maxiter),
         threads=args.threads,
         objective=args.objective,
@@ -143,10 +154,17 @@ def _run(args: argparse.Namespace) -> int:
         user = load_objective(cfg.objective, bounds=cfg.bounds)
         for r in results:
             j = max(range(len(r.y_values)), key=r.y_values.__getitem__)
-            x = ", ".join(f"{v:.4g}" for v in user.from_unit(r.X[j]))
+            x = ", ".join(_value(v) for v in user.space.decode(np.asarray(r.X[j]))[0])
             print(f"{r.method} seed {r.seed}: best observed y = {r.y_values[j]:.6g} at x = [{x}]")
     print(f"results written to {args.out}")
     return 0
+
+
+def _value(v: object) -> str:
+    """One input value as printed (JSON-readable: numbers as numbers, choices quoted)."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return json.dumps(v) if isinstance(v, (int, str, bool)) or v is None else json.dumps(str(v))
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from ev_nav.bo.boke.surrogate import (
     log_ikr_ucb,
 )
 from ev_nav.bo.core.maximize import Maximum, Objective, maximize
+from ev_nav.bo.core.space import Space
 from ev_nav.errors import ConfigError
 
 
@@ -75,16 +76,32 @@ def maximize_acquisition(
     gen: torch.Generator,
     opt: BOKEMaximizerConfig,
     candidates: torch.Tensor | None = None,
+    space: Space | None = None,
 ) -> Maximum:
     """Maximise ``obj`` over ``[0, 1]^d`` with the study's budget.
 
     ``candidates`` replace the uniform raw points; the ``opt.n_best`` observed points with the
-    highest ``ys`` join them (``ys=None``: none).
+    highest ``ys`` join them (``ys=None``: none). With a ``space`` that has integer or
+    categorical inputs the acquisition is scored at snapped points
+    (:meth:`~ev_nav.bo.core.space.Space.discrete_objective`) and the maximiser returned snapped.
     """
     d = X.shape[1]
     extra = None
     if ys is not None and opt.n_best > 0 and X.shape[0] > 0:
         extra = X[torch.topk(ys, min(opt.n_best, X.shape[0])).indices]
+    if space is not None and not space.is_continuous:
+        best = maximize(
+            space.discrete_objective(obj),
+            d,
+            gen,
+            n_raw=opt.n_candidates(d),
+            n_starts=opt.n_starts,
+            maxiter=opt.maxiter,
+            start_rule="top",
+            raw_points=candidates,
+            extra_points=extra,
+        )
+        return Maximum(space.snap(best.x), best.value)
     return maximize(
         obj,
         d,
@@ -173,7 +190,9 @@ class BOKEMethod:
             vs = max(vs, self.noise_std / y_std)
         return beta_schedule(t, vs, self.config.delta, 1.0, self.config.beta_rule)
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
         t, d = X.shape
         ys, _, sd = standardise(y)
         h = bandwidth(self.config.bandwidth_rule, t, d, self.config.c_h)
@@ -194,7 +213,7 @@ class BOKEMethod:
                 return log_ikr_ucb(kr_posterior(Z, X, ys, h, with_grad=grad), beta, y_min)
 
             step = "ucb"
-        x, val = maximize_acquisition(obj, X, ys, gen, self.opt)
+        x, val = maximize_acquisition(obj, X, ys, gen, self.opt, space=space)
         return Proposal(x=x, step=step, acq_value=val)
 
 
@@ -206,7 +225,9 @@ class DensityExploration:
     opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     name: str = "de"
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
         t, d = X.shape
         h = bandwidth(self.config.bandwidth_rule, t, d, self.config.c_h)
         zeros = torch.zeros(t, dtype=torch.float64)
@@ -216,7 +237,7 @@ class DensityExploration:
             g = None if post.grad_log_density is None else -post.grad_log_density
             return -post.log_density, g
 
-        x, val = maximize_acquisition(obj, X, None, gen, self.opt)
+        x, val = maximize_acquisition(obj, X, None, gen, self.opt, space=space)
         return Proposal(x=x, step="explore", acq_value=val)
 
 
@@ -255,7 +276,9 @@ class KRUCBMethod:
     opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     name: str = "kr-ucb"
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal:
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
         t, d = X.shape
         ys, _, _ = standardise(y)
         h = bandwidth(self.config.bandwidth_rule, t, d, self.config.c_h)
@@ -288,7 +311,9 @@ class KRUCBMethod:
         norm = float(diff.norm())
         if norm > rho:
             x = x_tilde + diff * (rho / norm)
-        return Proposal(x=x.clamp(0.0, 1.0), step="widen", acq_value=val)
+        x = x.clamp(0.0, 1.0)
+        # discrete inputs: the nearest valid point (it may leave the ball by less than a cell)
+        return Proposal(x=x if space is None else space.snap(x), step="widen", acq_value=val)
 
 
 def _ball_samples(centre: torch.Tensor, rho: float, n: int, gen: torch.Generator) -> torch.Tensor:

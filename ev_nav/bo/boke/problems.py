@@ -35,6 +35,7 @@ from ev_nav.bo.core.functions import (
     TestFunction,
 )
 from ev_nav.bo.core.registry import Registry
+from ev_nav.bo.core.space import Space
 from ev_nav.errors import ConfigError
 
 ArrayFn = Callable[[np.ndarray], np.ndarray]
@@ -62,6 +63,9 @@ class Benchmark:
         A user's objective (``--objective``) rather than one of the study's benchmarks: its
         runs draw from the seed alone, never from its name (see
         :func:`~ev_nav.bo.boke.runner.run_streams`).
+    space : Space or None
+        A user objective's parameter space; ``dim`` is then its internal dimension and
+        :meth:`to_raw` decodes internal points to the user's values.
     """
 
     name: str
@@ -73,9 +77,12 @@ class Benchmark:
     x_opt: tuple[float, ...] | None
     budget: int
     user: bool = False
+    space: Space | None = None
 
     def to_raw(self, u: np.ndarray) -> np.ndarray:
-        """Map unit-cube points ``(n, d)`` to the box."""
+        """Map unit-cube points ``(n, d)`` to the box (or decode them in a user's space)."""
+        if self.space is not None:
+            return self.space.decode(u)
         lb, ub = np.asarray(self.lower), np.asarray(self.upper)
         return lb + (ub - lb) * np.atleast_2d(u)
 
@@ -85,8 +92,8 @@ class Benchmark:
 
     @property
     def n_init(self) -> int:
-        """Initial-design size ``max(5, 2d)``."""
-        return max(5, 2 * self.dim)
+        """Initial-design size ``max(5, 2d)`` (``d`` inputs, however many one-hot coordinates)."""
+        return max(5, 2 * (self.dim if self.space is None else self.space.dim))
 
     @property
     def noise_std(self) -> float:

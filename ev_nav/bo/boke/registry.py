@@ -24,6 +24,7 @@ from ev_nav.bo.boke.methods import (
 )
 from ev_nav.bo.boke.surrogate import DEFAULT_C_H, BandwidthRule
 from ev_nav.bo.core.registry import Registry
+from ev_nav.bo.core.space import Space
 
 
 class Method(Protocol):
@@ -32,7 +33,15 @@ class Method(Protocol):
     @property
     def name(self) -> str: ...
 
-    def propose(self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> Proposal: ...
+    def propose(
+        self, X: torch.Tensor, y: torch.Tensor, gen: torch.Generator, space: Space | None = None
+    ) -> Proposal:
+        """The next point; with a mixed ``space`` it is a snapped (valid) internal point."""
+        ...
+
+
+#: GP baselines on your own objective refit their hyperparameters after this many new points.
+USER_GP_REFIT_EVERY = 5
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,10 @@ class BOKEMethodConfig:
         BOKE family (see :class:`~ev_nav.bo.boke.methods.BOKEConfig`).
     gp_lengthscale, gp_sqrt_beta
         GP-UCB / GP-EI fixed SE lengthscale and UCB width; ``gp-ucb-wide`` uses 0.5.
+    gp_refit_every
+        ``0``: the GP baselines keep ``gp_lengthscale`` (the study's set-up); ``k > 0``: they fit
+        their hyperparameters by marginal likelihood after every ``k`` new observations (the
+        default, for your own objectives: :data:`USER_GP_REFIT_EVERY`).
     maximizer
         Acquisition maximiser budget shared by every method.
     """
@@ -56,7 +69,15 @@ class BOKEMethodConfig:
     p_ucb: float = 0.5
     gp_lengthscale: float = 0.2
     gp_sqrt_beta: float = 2.0
+    gp_refit_every: int = USER_GP_REFIT_EVERY
     maximizer: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
+
+    def gp(self, lengthscale: float | None = None) -> GPBaselineConfig:
+        return GPBaselineConfig(
+            self.gp_lengthscale if lengthscale is None else lengthscale,
+            self.gp_sqrt_beta,
+            refit_every=self.gp_refit_every,
+        )
 
     def boke(self) -> BOKEConfig:
         return BOKEConfig(
@@ -96,21 +117,17 @@ _add(
 _add(
     "gp-ucb",
     "GP-UCB, fixed SE lengthscale (0.2 by default), fixed sqrt(beta)",
-    lambda s, n: GPUCBMethod(
-        GPBaselineConfig(s.gp_lengthscale, s.gp_sqrt_beta), s.maximizer, noise_std=n
-    ),
+    lambda s, n: GPUCBMethod(s.gp(), s.maximizer, noise_std=n),
 )
 _add(
     "gp-ucb-wide",
     "GP-UCB with lengthscale 0.5 (extra)",
-    lambda s, n: GPUCBMethod(GPBaselineConfig(0.5, s.gp_sqrt_beta), s.maximizer, noise_std=n),
+    lambda s, n: GPUCBMethod(s.gp(0.5), s.maximizer, noise_std=n),
 )
 _add(
     "gp-ei",
     "GP expected improvement (extra)",
-    lambda s, n: GPEIMethod(
-        GPBaselineConfig(s.gp_lengthscale, s.gp_sqrt_beta), s.maximizer, noise_std=n
-    ),
+    lambda s, n: GPEIMethod(s.gp(), s.maximizer, noise_std=n),
 )
 _add("random", "uniform random search (extra)", lambda s, n: RandomSearch())
 

@@ -37,7 +37,7 @@ from scipy.stats import qmc
 from ev_nav.bo.boke.api import BOKEOptimizer
 from ev_nav.bo.boke.methods import BOKEMaximizerConfig
 from ev_nav.bo.boke.problems import Benchmark, get_benchmark
-from ev_nav.bo.boke.registry import METHODS, BOKEMethodConfig
+from ev_nav.bo.boke.registry import METHODS, USER_GP_REFIT_EVERY, BOKEMethodConfig
 from ev_nav.bo.boke.surrogate import DEFAULT_C_H
 from ev_nav.bo.core.maximize import blas_single_threaded
 from ev_nav.bo.core.objective import UserObjective, load_objective
@@ -50,7 +50,7 @@ from ev_nav.bo.core.runs import (
     run_jobs,
     write_results,
 )
-from ev_nav.errors import ConfigError, InvalidObservation
+from ev_nav.errors import ConfigError, InvalidObservation, OutOfDomainError
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,9 @@ class BOKERunConfig:
         Total evaluations ``T`` (``None``: each benchmark's default).
     varsigma, delta, c_h, bandwidth_rule, p_ucb : BOKE-family settings (see ``BOKEConfig``).
     gp_lengthscale, gp_sqrt_beta : GP-UCB settings; ``gp-ucb-wide`` uses lengthscale 0.5.
+    gp_refit_every : int or None
+        GP baselines' marginal-likelihood refit period; ``None``: ``0`` (fixed lengthscale, the
+        study's set-up) on the benchmarks, ``USER_GP_REFIT_EVERY`` on a user objective.
     opt : BOKEMaximizerConfig
         Acquisition optimiser budget shared by all methods.
     threads : int
@@ -87,6 +90,7 @@ class BOKERunConfig:
     p_ucb: float = 0.5
     gp_lengthscale: float = 0.2
     gp_sqrt_beta: float = 2.0
+    gp_refit_every: int | None = None
     opt: BOKEMaximizerConfig = field(default_factory=BOKEMaximizerConfig)
     threads: int = 1
     objective: str | None = None
@@ -104,6 +108,8 @@ class BOKERunConfig:
             raise ConfigError("budget T must be >= 2 evaluations")
         if self.threads < 1:
             raise ConfigError("threads must be >= 1")
+        if self.gp_refit_every is not None and self.gp_refit_every < 0:
+            raise ConfigError("gp_refit_every must be >= 0")
         if self.noisy and self.objective is not None:
             raise ConfigError(
                 "noisy adds synthetic noise to benchmarks; declare noise_std on your objective"
@@ -114,6 +120,11 @@ class BOKERunConfig:
         """The benchmarks, or the user objective's ``module:function``."""
         return (self.objective,) if self.objective is not None else self.benchmarks
 
+    def _gp_refit_every(self) -> int:
+        if self.gp_refit_every is not None:
+            return self.gp_refit_every
+        return 0 if self.objective is None else USER_GP_REFIT_EVERY
+
     def method_config(self) -> BOKEMethodConfig:
         return BOKEMethodConfig(
             varsigma=self.varsigma,
@@ -123,6 +134,7 @@ class BOKERunConfig:
             p_ucb=self.p_ucb,
             gp_lengthscale=self.gp_lengthscale,
             gp_sqrt_beta=self.gp_sqrt_beta,
+            gp_refit_every=self._gp_refit_every(),
             maximizer=self.opt,
         )
 
@@ -251,23 +263,37 @@ def objective_label(spec: str) -> str:
 
 
 def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
-    """A user objective as a benchmark of the study (unknown optimum, box from its bounds)."""
+    """A user objective as a benchmark of the study (its space; ``f*`` from ``optimum``).
+
+    With a declared ``optimum`` (a maximiser) the known optimum value is ``f(optimum)`` and the
+    summary reports simple regret; without one it reports the best values found only.
+    """
     if budget is None:
         raise ConfigError("with an objective of your own, give the evaluation budget: --budget T")
+    space = user.space
 
     def fn(x: np.ndarray) -> np.ndarray:
-        return np.array([user(row) for row in np.atleast_2d(x)])
+        return np.array([user(row) for row in x])
 
+    f_max = None
+    if user.extras.get("optimum") is not None:
+        try:
+            f_max = user(space.validate(user.extras["optimum"]))
+        except OutOfDomainError as exc:
+            raise ConfigError(f"objective {user.name}: optimum {exc}") from None
+    lower = tuple(lo for lo, _ in space.bounds)
+    upper = tuple(hi for _, hi in space.bounds)
     return Benchmark(
         objective_label(user.name),
-        user.dim,
-        tuple(user.lower),
-        tuple(user.upper),
+        space.internal_dim,
+        lower,
+        upper,
         fn,
-        None,
+        f_max,
         None,
         int(budget),
         user=True,
+        space=None if space.is_continuous else space,
     )
 
 
@@ -299,7 +325,7 @@ def _run_single(
     n0 = min(U0.shape[0], T)
     noise_std = bench.noise_std if cfg.noisy and noise_override is None else 0.0
     opt = BOKEOptimizer(
-        bench.dim,
+        bench.dim if bench.space is None else bench.space,
         method_name,
         seed=streams.method_seed,
         method_config=cfg.method_config(),
@@ -314,14 +340,15 @@ def _run_single(
         y = f + noise_std * streams.noise.standard_normal(f.shape) if noise_std > 0 else f.copy()
         return f, y
 
+    # the loop works on internal points; the optimizer speaks the user's values
     f0, y0 = observe(opt.design)
-    opt.tell(opt.design, y0)
+    opt.tell(opt.space.decode(opt.design), y0)
     f_values, acq_cpu, cpu = f0.tolist(), [0.0] * n0, 0.0
     while opt.X.shape[0] < T:
         t0 = time.process_time()
         s = opt.ask()
         cpu += time.process_time() - t0
-        f1, y1 = observe(s.x[None, :])
+        f1, y1 = observe(opt.space.encode(s.x))
         opt.tell(s.x, y1)
         f_values.append(float(f1[0]))
         acq_cpu.append(cpu)
@@ -435,31 +462,48 @@ def reference_values(results: Iterable[RunResult]) -> dict[str, float]:
 
 @dataclass
 class SummaryRow:
-    """Median / quartiles of the final simple regret and total acquisition CPU per method."""
+    """Per method: median / quartiles of the final simple regret (known optimum only), of the
+    best value found, and the total acquisition CPU.
+
+    The regret fields are ``None`` for a problem without a known optimum: no regret is made up
+    against the best value found.
+    """
 
     benchmark: str
     noisy: bool
     method: str
     n_seeds: int
     budget: int
-    regret_init_median: float
-    regret_final_median: float
-    regret_final_q25: float
-    regret_final_q75: float
+    regret_init_median: float | None
+    regret_final_median: float | None
+    regret_final_q25: float | None
+    regret_final_q75: float | None
+    best_final_median: float
+    best_final_q25: float
+    best_final_q75: float
     cpu_total_median_s: float
     exploit_fraction: float
 
 
 def summarise(results: Sequence[RunResult]) -> list[SummaryRow]:
     """One :class:`SummaryRow` per (benchmark, noisy, method), in first-seen order."""
-    ref = reference_values(results)
     groups: dict[tuple[str, bool, str], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.benchmark, r.noisy, r.method), []).append(r)
     rows = []
     for (b, noisy, m), rs in groups.items():
-        reg = np.array([r.simple_regret(ref[b]) for r in rs])
-        init = np.array([reg_i[r.n_init - 1] for reg_i, r in zip(reg, rs, strict=True)])
+        best = np.array([max(r.f_values) for r in rs])
+        q25b, medb, q75b = (float(v) for v in np.quantile(best, [0.25, 0.5, 0.75]))
+        regret: tuple[float | None, ...] = (None, None, None, None)
+        if all(r.f_max is not None for r in rs):
+            reg = np.array([r.simple_regret() for r in rs])
+            init = np.array([reg_i[r.n_init - 1] for reg_i, r in zip(reg, rs, strict=True)])
+            regret = (
+                float(np.median(init)),
+                float(np.median(reg[:, -1])),
+                float(np.quantile(reg[:, -1], 0.25)),
+                float(np.quantile(reg[:, -1], 0.75)),
+            )
         n_steps = sum(sum(r.steps.values()) for r in rs)
         n_exploit = sum(r.steps.get("exploit", 0) for r in rs)
         rows.append(
@@ -468,11 +512,14 @@ def summarise(results: Sequence[RunResult]) -> list[SummaryRow]:
                 noisy=noisy,
                 method=m,
                 n_seeds=len(rs),
-                budget=reg.shape[1],
-                regret_init_median=float(np.median(init)),
-                regret_final_median=float(np.median(reg[:, -1])),
-                regret_final_q25=float(np.quantile(reg[:, -1], 0.25)),
-                regret_final_q75=float(np.quantile(reg[:, -1], 0.75)),
+                budget=len(rs[0].f_values),
+                regret_init_median=regret[0],
+                regret_final_median=regret[1],
+                regret_final_q25=regret[2],
+                regret_final_q75=regret[3],
+                best_final_median=medb,
+                best_final_q25=q25b,
+                best_final_q75=q75b,
                 cpu_total_median_s=float(np.median([r.acq_cpu[-1] for r in rs])),
                 exploit_fraction=n_exploit / n_steps if n_steps else 0.0,
             )
@@ -481,19 +528,41 @@ def summarise(results: Sequence[RunResult]) -> list[SummaryRow]:
 
 
 def format_table(rows: Sequence[SummaryRow]) -> str:
-    """Markdown table of the summary rows."""
-    head = (
-        "| benchmark | noisy | method | seeds | T | regret@n0 | final regret median [q25, q75] "
-        "| acq CPU s | exploit frac |\n|---|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = [
-        f"| {r.benchmark} | {'yes' if r.noisy else 'no'} | {r.method} | {r.n_seeds} | {r.budget} "
-        f"| {r.regret_init_median:.4g} | {r.regret_final_median:.4g} "
-        f"[{r.regret_final_q25:.3g}, {r.regret_final_q75:.3g}] | {r.cpu_total_median_s:.3g} "
-        f"| {r.exploit_fraction:.2f} |"
-        for r in rows
-    ]
-    return head + "\n".join(lines) + "\n"
+    """Markdown table(s) of the summary rows.
+
+    Problems with a known optimum get the regret table; problems without one (your own
+    objectives unless they declare ``optimum``, the HPO benchmark) a table of the best value
+    found, since a regret needs the optimum.
+    """
+    known = [r for r in rows if r.regret_final_median is not None]
+    unknown = [r for r in rows if r.regret_final_median is None]
+    out = ""
+    if known:
+        head = (
+            "| benchmark | noisy | method | seeds | T | regret@n0 | final regret median "
+            "[q25, q75] | acq CPU s | exploit frac |\n|---|---|---|---|---|---|---|---|---|\n"
+        )
+        lines = [
+            f"| {r.benchmark} | {'yes' if r.noisy else 'no'} | {r.method} | {r.n_seeds} "
+            f"| {r.budget} | {r.regret_init_median:.4g} | {r.regret_final_median:.4g} "
+            f"[{r.regret_final_q25:.3g}, {r.regret_final_q75:.3g}] | {r.cpu_total_median_s:.3g} "
+            f"| {r.exploit_fraction:.2f} |"
+            for r in known
+        ]
+        out += head + "\n".join(lines) + "\n"
+    if unknown:
+        head = (
+            "| objective (no known optimum) | noisy | method | seeds | T | best f median "
+            "[q25, q75] | acq CPU s | exploit frac |\n|---|---|---|---|---|---|---|---|\n"
+        )
+        lines = [
+            f"| {r.benchmark} | {'yes' if r.noisy else 'no'} | {r.method} | {r.n_seeds} "
+            f"| {r.budget} | {r.best_final_median:.6g} [{r.best_final_q25:.6g}, "
+            f"{r.best_final_q75:.6g}] | {r.cpu_total_median_s:.3g} | {r.exploit_fraction:.2f} |"
+            for r in unknown
+        ]
+        out += ("\n" if out else "") + head + "\n".join(lines) + "\n"
+    return out
 
 
 def save_results(

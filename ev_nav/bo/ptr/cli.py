@@ -142,7 +142,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.objective is not None:  # a black box: no true PTR, so no regret or F1 curves
         if not args.quiet:
             print(recommendations(results))
-            print(f"wall time {wall:.1f} s; results in {out}/ (results.csv, manifest.json)")
+            files = "results.csv, recommendations.csv, manifest.json"
+            if (out / "level_set.csv").exists():
+                files = "results.csv, recommendations.csv, level_set.csv, manifest.json"
+            print(f"wall time {wall:.1f} s; results in {out}/ ({files})")
         return 0
     if not args.quiet:
         print(results_table(results))

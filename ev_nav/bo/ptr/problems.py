@@ -101,6 +101,13 @@ class PTRProblem:
         Random initial queries before the first acquisition (shared across methods per seed).
     info
         Free-form description (domain, conventions, reconstruction notes, rejections).
+    x_user, w_user
+        The same grids in the user's coordinates (a user objective's declared units; default:
+        the GP's coordinates): what suggestions, results and files report.
+    standardise
+        Refit with the prior mean at the mean of the observations and the hyperparameters
+        fitted on standardised outputs (user objectives: the run does not depend on the units
+        of ``f``); the benchmarks keep their published zero-mean set-up.
     """
 
     name: str
@@ -116,10 +123,21 @@ class PTRProblem:
     fit_hyperparameters: bool = False
     n_init: int = 0
     info: dict[str, object] = field(default_factory=dict)
+    x_user: np.ndarray | None = None
+    w_user: np.ndarray | None = None
+    standardise: bool = False
 
     def __post_init__(self) -> None:
         self.x_points = np.atleast_2d(np.asarray(self.x_points, dtype=np.float64).T).T
         self.w_points = np.atleast_2d(np.asarray(self.w_points, dtype=np.float64).T).T
+        xu = self.x_points if self.x_user is None else self.x_user
+        wu = self.w_points if self.w_user is None else self.w_user
+        self.x_user = np.atleast_2d(np.asarray(xu, dtype=np.float64).T).T
+        self.w_user = np.atleast_2d(np.asarray(wu, dtype=np.float64).T).T
+        if self.x_user.shape[0] != self.x_points.shape[0] or (
+            self.w_user.shape[0] != self.w_points.shape[0]
+        ):
+            raise ConfigError("x_user / w_user must list the same grid points as the GP's")
         self.p_w = np.asarray(self.p_w, dtype=np.float64)
         if self.f_true is not None and self.f_true.shape != (
             len(self.x_points),
@@ -130,6 +148,18 @@ class PTRProblem:
             raise ConfigError("a problem without f_true needs an observe function")
         if not np.isclose(self.p_w.sum(), 1.0) or np.any(self.p_w < 0):
             raise ConfigError("p(w) must be non-negative and sum to one")
+
+    @property
+    def designs(self) -> np.ndarray:
+        """The design grid in the user's coordinates, ``(n_x, d_x)``."""
+        assert self.x_user is not None
+        return self.x_user
+
+    @property
+    def environments(self) -> np.ndarray:
+        """The environment grid in the user's coordinates, ``(n_w, d_w)``."""
+        assert self.w_user is not None
+        return self.w_user
 
     @property
     def n_x(self) -> int:
@@ -500,8 +530,12 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
     The design grid is ``design_points`` if declared, else a regular grid over the bounds
     (``points_per_axis``, default 50 in 1-D, 15 in 2-D, 7 in 3-D); the environment is the
     declared ``environment`` grid with ``weights`` (default uniform). Both are rescaled to
-    ``[-1, 1]`` for the GP, whose squared-exponential kernel (lengthscale 0.5) and noise are
-    fitted by marginal likelihood after 5 random initial queries, as for the newsvendor problem.
+    ``[-1, 1]`` for the GP. Outputs are standardised (prior mean at the mean of the data, signal
+    and noise fitted in units of its standard deviation): the squared-exponential kernel's ARD
+    lengthscales (start 0.5), signal variance and noise are fitted by marginal likelihood after
+    the 5 random initial queries and then every ``refit_every`` steps (default 10). The
+    environment's distribution is the declared ``weights`` on the grid; undeclared, every
+    grid value is equally likely.
     """
     ex = user.extras
     if ex.get("environment") is None or ex.get("threshold") is None:
@@ -542,6 +576,9 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
         fit_hyperparameters=True,
         n_init=5,
         info={"design_points": X, "environment": W, "objective": user.name},
+        x_user=X,
+        w_user=W,
+        standardise=True,
     )
 
 

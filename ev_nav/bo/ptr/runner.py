@@ -34,6 +34,7 @@ from ev_nav.bo.core.runs import (
     read_results,
     run_jobs,
     write_results,
+    write_table,
 )
 from ev_nav.bo.ptr.api import PTROptimizer
 from ev_nav.bo.ptr.context import Policy
@@ -135,6 +136,10 @@ class TrialResult:
     problem_info: dict[str, object] = field(default_factory=dict)
     recommendation: dict[str, object] = field(default_factory=dict)
     optimizer: PTROptimizer | None = field(default=None, repr=False)  # final state (not saved)
+    evaluated: np.ndarray | None = None  # (n_init + steps, d_x + d_w) told points, user units
+    observed: np.ndarray | None = None  # (n_init + steps,) the values observed there
+    n_init: int = 0
+    init_queries: np.ndarray | None = None  # (n_init, 2) grid indices of the initial design
 
 
 @dataclass
@@ -239,6 +244,18 @@ def run_trial(
             if getattr(opt.policy, "stop_when_classified", False):
                 stopped_at = t + 1
     best = opt.result()
+    n_init = len(best.y) - int((queries[:, 0] >= 0).sum())
+    recommendation: dict[str, object] = {
+        "x_best": best.x_best,
+        "ptr_mean": best.value,
+        "ix": best.detail["ix"],
+    }
+    if task == "lse":
+        high, low = opt.report()  # type: ignore[misc]
+        recommendation["high"] = np.flatnonzero(high).tolist()
+        recommendation["low"] = np.flatnonzero(low).tolist()
+        if not scored:  # a black box: the posterior PTR of every design goes to level_set.csv
+            recommendation["ptr_mean_all"] = opt.ptr_mean().tolist()
     return TrialResult(
         seed=int(seed),
         metric=metric,
@@ -247,9 +264,17 @@ def run_trial(
         first_classified=first_classified,
         stopped_at=stopped_at,
         seconds=time.perf_counter() - t0,
-        problem_info=dict(problem.info),
-        recommendation={"x_best": best.x_best, "ptr_mean": best.value, "ix": best.detail["ix"]},
+        problem_info={
+            **problem.info,
+            "d_w": int(problem.environments.shape[1]),
+            "black_box": not scored,
+        },
+        recommendation=recommendation,
         optimizer=opt,
+        evaluated=best.X,
+        observed=best.y,
+        n_init=n_init,
+        init_queries=np.array(best.detail["grid_index"][:n_init], dtype=np.int64).reshape(-1, 2),
     )
 
 
@@ -306,15 +331,7 @@ def _trial_record(cfg: PTRRunConfig, seed: int) -> RunRecord:
         delta=cfg.delta,
         uncontrollable_w=cfg.uncontrollable_w,
     )
-    rows = pd.DataFrame(
-        {
-            "t": np.arange(1, cfg.iterations + 1),
-            "ix": r.queries[:, 0],
-            "iw": r.queries[:, 1],
-            "metric": r.metric,
-            "metric_alt": r.metric_alt if r.metric_alt is not None else np.nan,
-        }
-    )
+    rows = trial_rows(r, cfg.iterations)
     info = {
         "seed": r.seed,
         "first_classified": r.first_classified,
@@ -322,9 +339,54 @@ def _trial_record(cfg: PTRRunConfig, seed: int) -> RunRecord:
         "seconds": r.seconds,
         "problem_info": r.problem_info,
         "recommendation": r.recommendation,
-        "has_metric_alt": r.metric_alt is not None,
+        "has_metric_alt": r.metric_alt is not None and "metric_alt" in rows,
     }
     return RunRecord(rows, info)
+
+
+def trial_rows(r: TrialResult, iterations: int) -> pd.DataFrame:
+    """One row per evaluation of a trial: the initial design (``t <= 0``) then every step.
+
+    Columns: ``t``, the grid indices ``ix``/``iw`` (``-1`` after a stop), the evaluated point in
+    the user's coordinates (``x0, …`` design, ``w0, …`` environment), the observed ``y``, and
+    the metric (regret or F1; only for benchmarks, which know the truth).
+    """
+    n0 = r.n_init
+    steps = pd.DataFrame(
+        {
+            "t": np.arange(1, iterations + 1),
+            "ix": r.queries[:, 0],
+            "iw": r.queries[:, 1],
+        }
+    )
+    frames = [steps]
+    if n0:
+        iq = r.init_queries if r.init_queries is not None else np.full((n0, 2), -1)
+        frames.insert(0, pd.DataFrame({"t": np.arange(1 - n0, 1), "ix": iq[:, 0], "iw": iq[:, 1]}))
+    rows = pd.concat(frames, ignore_index=True)
+    if r.evaluated is not None and r.observed is not None:
+        # evaluations in order: the initial design, then the steps taken (none after a stop)
+        done = np.concatenate([np.ones(n0, dtype=bool), r.queries[:, 0] >= 0])
+        E = np.full((len(rows), r.evaluated.shape[1]), np.nan)
+        yv = np.full(len(rows), np.nan)
+        E[done], yv[done] = r.evaluated, r.observed
+        d_w = int(r.problem_info.get("d_w", 0)) or _d_w(r)
+        d_x = E.shape[1] - d_w
+        for j in range(d_x):
+            rows[f"x{j}"] = E[:, j]
+        for j in range(d_w):
+            rows[f"w{j}"] = E[:, d_x + j]
+        rows["y"] = yv
+    if not bool(r.problem_info.get("black_box", False)):
+        rows["metric"] = np.concatenate([np.full(n0, np.nan), r.metric])
+        alt = r.metric_alt if r.metric_alt is not None else np.full(iterations, np.nan)
+        rows["metric_alt"] = np.concatenate([np.full(n0, np.nan), alt])
+    return rows
+
+
+def _d_w(r: TrialResult) -> int:
+    env = r.problem_info.get("environment")
+    return int(np.atleast_2d(np.asarray(env, dtype=float).T).T.shape[1]) if env is not None else 0
 
 
 def jobs(configs: Sequence[PTRRunConfig]) -> list[Job]:
@@ -386,16 +448,29 @@ def _collect(
 def _trial_from(rec: RunRecord) -> TrialResult:
     info = rec.info
     rows = rec.rows
+    steps = rows[rows["t"] >= 1]
+    T = len(steps)
+    metric = steps["metric"].to_numpy(dtype=float) if "metric" in steps else np.full(T, np.nan)
+    xw = [c for c in rows.columns if c[:1] in "xw" and c[1:].isdigit()]
+    evaluated = observed = None
+    if xw and "y" in rows:
+        done = rows[rows["y"].notna()]
+        evaluated = done[xw].to_numpy(dtype=float)
+        observed = done["y"].to_numpy(dtype=float)
     return TrialResult(
         seed=int(info["seed"]),
-        metric=rows["metric"].to_numpy(dtype=float),
-        queries=rows[["ix", "iw"]].to_numpy(dtype=np.int64),
-        metric_alt=rows["metric_alt"].to_numpy(dtype=float) if info["has_metric_alt"] else None,
+        metric=metric,
+        queries=steps[["ix", "iw"]].to_numpy(dtype=np.int64),
+        metric_alt=steps["metric_alt"].to_numpy(dtype=float) if info["has_metric_alt"] else None,
         first_classified=info["first_classified"],
         stopped_at=info["stopped_at"],
         seconds=float(info["seconds"]),
         problem_info=info["problem_info"],
         recommendation=info.get("recommendation", {}),
+        evaluated=evaluated,
+        observed=observed,
+        n_init=len(rows) - T,
+        init_queries=rows[rows["t"] < 1][["ix", "iw"]].to_numpy(dtype=np.int64),
     )
 
 
@@ -404,6 +479,8 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
     """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T)."""
     if not results:
         return ""
+    if any(t.problem_info.get("black_box", False) for r in results for t in r.trials):
+        return recommendations_table(results)
     T = results[0].metric.shape[1]
     cols = steps or tuple(sorted({max(1, T // 6), max(1, T // 2), T}))
     name = "regret" if results[0].task == "opt" else "F1"
@@ -414,6 +491,26 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
         cells = [f"{mean[c - 1]:.3f} ± {2 * se[c - 1]:.3f}" for c in cols]
         sec = np.mean([t.seconds for t in r.trials])
         lines.append(f"| {run_label(r.config)} | " + " | ".join(cells) + f" | {sec:.2f} |")
+    return "\n".join(lines)
+
+
+def recommendations_table(results: list[ExperimentResult]) -> str:
+    """Markdown table of the recommendations of runs on a black box (no regret or F1 exists):
+    the recommended design, its posterior PTR mean and, for level sets, the class sizes."""
+    lse = results[0].task == "lse"
+    head = "| method | seed | recommended design | posterior P[f > h] |"
+    head += " designs in Ĥ / L̂ / unclassified |" if lse else ""
+    lines = [head, "|---" * (5 if lse else 4) + "|"]
+    for r in results:
+        for t in r.trials:
+            rec = t.recommendation
+            x = ", ".join(f"{v:.4g}" for v in np.atleast_1d(np.asarray(rec["x_best"], float)))
+            line = f"| {run_label(r.config)} | {t.seed} | [{x}] | {float(rec['ptr_mean']):.3f} |"
+            if lse:
+                n_x = len(rec.get("ptr_mean_all", []))
+                nh, nl = len(rec.get("high", [])), len(rec.get("low", []))
+                line += f" {nh} / {nl} / {n_x - nh - nl} |"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -494,28 +591,26 @@ def save_results(
     execution: Execution | None = None,
     wall_seconds: float | None = None,
 ) -> Path:
-    """Write ``results.csv`` (one row per trial step) and ``manifest.json``."""
-    frames, runs = [], {}
+    """Write ``results.csv`` (one row per evaluation, :func:`trial_rows`), ``manifest.json``,
+    ``recommendations.csv`` (one row per trial: the recommended design in the user's coordinates
+    and its posterior PTR mean) and, for level-set runs on a user objective, ``level_set.csv``
+    (every design, its posterior PTR mean and class: ``high`` (Ĥ), ``low`` (L̂) or
+    ``unclassified``)."""
+    frames, runs, recs, level = [], {}, [], []
     for i, r in enumerate(results):
         label = run_label(r.config)
+        head = {
+            "config": i,
+            "label": label,
+            "benchmark": r.config.problem_label,
+            "method": r.config.method,
+            "task": r.task,
+        }
         for t in r.trials:
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "config": i,
-                        "label": label,
-                        "benchmark": r.config.problem_label,
-                        "method": r.config.method,
-                        "task": r.task,
-                        "seed": t.seed,
-                        "t": np.arange(1, t.metric.size + 1),
-                        "ix": t.queries[:, 0],
-                        "iw": t.queries[:, 1],
-                        "metric": t.metric,
-                        "metric_alt": t.metric_alt if t.metric_alt is not None else np.nan,
-                    }
-                )
-            )
+            rows = trial_rows(t, t.metric.size)
+            for k, v in reversed(list({**head, "seed": t.seed}.items())):
+                rows.insert(0, k, v)
+            frames.append(rows)
             runs[f"{i:02d}-{r.config.method}-s{t.seed}"] = {
                 "seed": t.seed,
                 "first_classified": t.first_classified,
@@ -523,8 +618,21 @@ def save_results(
                 "seconds": t.seconds,
                 "problem_info": t.problem_info,
                 "recommendation": t.recommendation,
-                "has_metric_alt": t.metric_alt is not None,
+                "has_metric_alt": t.metric_alt is not None
+                and not t.problem_info.get("black_box", False),
             }
+            rec = t.recommendation
+            x_best = np.atleast_1d(np.asarray(rec.get("x_best", []), dtype=float))
+            recs.append(
+                {
+                    **head,
+                    "seed": t.seed,
+                    **{f"x{j}": v for j, v in enumerate(x_best)},
+                    "ptr_mean": float(rec.get("ptr_mean", np.nan)),
+                }
+            )
+            if "ptr_mean_all" in rec and "design_points" in t.problem_info:
+                level.append(_level_set_rows({**head, "seed": t.seed}, t))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     out = Path(out_dir)
     write_results(
@@ -538,7 +646,26 @@ def save_results(
         # an execution records its own wall time
         **({} if wall_seconds is None or execution is not None else {"wall_seconds": wall_seconds}),
     )
+    if recs:
+        write_table(out / "recommendations.csv", pd.DataFrame(recs))
+    if level:
+        write_table(out / "level_set.csv", pd.concat(level, ignore_index=True))
     return out
+
+
+def _level_set_rows(head: dict[str, object], t: TrialResult) -> pd.DataFrame:
+    """Every design of a user-objective LSE trial with its posterior PTR mean and class."""
+    X = np.atleast_2d(np.asarray(t.problem_info["design_points"], dtype=float).T).T
+    rec = t.recommendation
+    cls = np.full(X.shape[0], "unclassified", dtype=object)
+    cls[np.asarray(rec.get("high", []), dtype=int)] = "high"
+    cls[np.asarray(rec.get("low", []), dtype=int)] = "low"
+    frame = pd.DataFrame({f"x{j}": X[:, j] for j in range(X.shape[1])})
+    frame["ptr_mean"] = np.asarray(rec["ptr_mean_all"], dtype=float)
+    frame["class"] = cls
+    for k, v in reversed(list(head.items())):
+        frame.insert(0, k, v)
+    return frame
 
 
 def load_results(path: str | Path) -> list[ExperimentResult]:

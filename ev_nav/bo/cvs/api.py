@@ -6,8 +6,9 @@ and ``tell(x, y, cost=…)`` records the evaluated full point, its observation a
 cost. :func:`run_episode` is the papers' simulation: it asks, draws the cost and the random
 coordinates from the problem, evaluates, and tells until the budget refuses a play.
 
-Everything inside works on the unit cube (the problems' native domain); ``bounds`` maps a user
-objective's box onto it.
+Everything inside works on the unit cube (the problems' native domain): a user objective's
+problem carries its inputs' :class:`~ev_nav.bo.core.space.Space` (continuous, integer and
+categorical inputs on one internal cube), and ``bounds`` maps a plain box onto it.
 """
 
 from __future__ import annotations

@@ -7,12 +7,19 @@ Parts (run all by default, or choose with ``--part``):
 * ``b3``    — check B3's ETC-Ada criterion alone, on seeds 0-19 (also part of ``cvs``).
 * ``ucvs``  — checks 6–10 of ``specs/bocvs-unknown-costs.md`` §6 on Hartmann-6 in 12-D.
 * ``ucvs-perm`` — only check 10's permuted cost vectors (see :data:`PERMS_HARD`).
+* ``ablation`` — the unknown-cost headline cell (check 6's) with every method in two arms, no
+  hyperparameter fitting and one marginal-likelihood refit at 0.6 C; medians and quartiles over
+  ``--seeds`` seeds (default 20) in ``OUT/ucvs_ablation_table.csv``.
 * ``figs``  — the main figures (simple regret vs cost; evaluations vs cost) for Hartmann and plant,
-  written to ``docs/figures/bo/cvs_*.png``, with the regret table printed.
+  written to ``OUT/figures/cvs_*.png`` (``--figures DIR`` elsewhere), with the regret table printed.
 
 ``--quick`` uses the smallest settings that still assert the orderings (fewer seeds, fewer MC
 samples). Every check prints PASS/FAIL with the numbers behind it; the exit code is the number of
-failed hard checks. Tidy tables and metadata are written under ``--out`` (default ``runs/bo``).
+failed hard checks. Tidy tables, metadata and figures are written under ``--out`` (default
+``runs/bo/reproduce``; nothing is written into ``docs/`` unless ``--figures`` names it). Runs
+are resumable: rerunning a command reuses the runs its folder already holds, so more seeds
+(``--seeds``) or an interrupted run only compute what is missing; ``--workers N`` runs them
+in parallel.
 ``--smoke`` runs every cell of the chosen parts at toy sizes (one seed, a tenth of the budget,
 a few MC samples and warm-up points) through the same code, prints the checks as ``SMOKE``
 without judging them and writes the figures under ``--out``: the test suite's form.
@@ -459,6 +466,69 @@ def part_ucvs_perm(args: argparse.Namespace) -> None:
         phase_stats(df, PERM_P0, f"10 (P0 {PERM_P0}, {tag} cost LCB; gap 0.09)", hard=False)
 
 
+# ----------------------------------------------------------------------------- ablation
+ABLATION_METHODS = ("ucvs", "ucb-psq", "ts-psq", "etc50")
+
+
+def ablation_configs(n_seeds: int) -> dict[str, CVSRunConfig]:
+    """The unknown-cost headline cell (checks 6-9's settings) in two arms that treat every
+    method alike: no hyperparameter fitting at all, and one marginal-likelihood (ARD) refit when
+    the spend first exceeds 0.6 C, the moment the proposed method starts exploiting."""
+    base = dict(
+        ucvs_check_settings(),
+        costs="cheap",
+        cost_noise_std=0.0,
+        methods=ABLATION_METHODS,
+        seeds=tuple(range(n_seeds)),
+        ucvs_refit=False,  # the loop's refit below is the proposed method's, for every method
+    )
+    return {
+        "no refit": CVSRunConfig(**base),
+        "refit at 0.6 C": CVSRunConfig(**base, refit_at_spend=0.6),
+    }
+
+
+def quartiles(a: np.ndarray) -> str:
+    q1, med, q3 = np.quantile(a, [0.25, 0.5, 0.75])
+    return f"{med:.3f} [{q1:.3f}, {q3:.3f}]"
+
+
+def part_ablation(args: argparse.Namespace) -> None:
+    """The unknown-cost headline with the same hyperparameter treatment for every method."""
+    n = args.seeds or (3 if args.quick else 20)
+    print(
+        f"== unknown-cost headline, hyperparameter ablation (Hartmann-6 in 12-D, cheap, var 0.02, "
+        f"C = 20, seeds 0-{n - 1}) =="
+    )
+    rows = []
+    for arm, cfg in ablation_configs(n).items():
+        label = "ucvs_ablation_" + ("refit" if cfg.refit_at_spend is not None else "norefit")
+        df = run(cfg, args, label)
+        for method in cfg.methods:
+            r = final(df, method, cfg.budget)
+            evals = df[df["method"] == method].groupby("seed")["t"].max().to_numpy()
+            q1, med, q3 = np.quantile(r, [0.25, 0.5, 0.75])
+            rows.append(
+                {"method": method, "arm": arm, "seeds": len(r), "median": med, "q1": q1,
+                 "q3": q3, "mean": r.mean(), "evals_median": float(np.median(evals))}
+            )  # fmt: skip
+            print(f"  {method:8s} {arm:15s} final regret median [Q1, Q3] {quartiles(r)}, "
+                  f"evaluations (median) {np.median(evals):.0f}", flush=True)  # fmt: skip
+    table = pd.DataFrame(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.out / "ucvs_ablation_table.csv", index=False)
+    print(f"  wrote {args.out / 'ucvs_ablation_table.csv'}")
+    by = table.set_index(["method", "arm"])
+    for arm in ("no refit", "refit at 0.6 C"):
+        others = [by.loc[(m, arm), "median"] for m in ABLATION_METHODS if m != "ucvs"]
+        check(
+            f"9 ({arm}) proposed median <= best baseline median (informational)",
+            by.loc[("ucvs", arm), "median"] <= min(others),
+            f"proposed {by.loc[('ucvs', arm), 'median']:.3f} vs {min(others):.3f}",
+            hard=False,
+        )
+
+
 # ----------------------------------------------------------------------------- figures
 FIG_METHODS = ("ts-psq", "ucb-psq", "etc50", "etc100", "etcada")
 FIG_BUDGET = {"hartmann3": 50.0, "plant": 50.0}
@@ -544,6 +614,7 @@ def collect_figs(args: argparse.Namespace) -> None:
             "evals",
             "lock_on_spend",
         ]
+        cols = [c for c in cols if c in table.columns]
         print(table[cols].to_string(index=False, float_format="%.3f"))
 
 
@@ -552,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smallest settings that still order")
     ap.add_argument(
         "--part",
-        choices=["cvs", "b3", "ucvs", "ucvs-perm", "figs", "collect", "all"],
+        choices=["cvs", "b3", "ucvs", "ucvs-perm", "ablation", "figs", "collect", "all"],
         default="all",
     )
     ap.add_argument(
@@ -564,13 +635,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--bench", nargs="+", choices=sorted(FIG_BUDGET), help="figure benchmarks")
     ap.add_argument("--costs", nargs="+", choices=["cheap", "moderate", "expensive"])
+    ap.add_argument(
+        "--seeds", type=int, default=None, help="seeds of --part ablation (default 20; quick 3)"
+    )
     ap.add_argument("--smoke", action="store_true", help="toy sizes, checks not judged (tests)")
     ap.add_argument("--out", type=Path, default=Path("runs/bo/reproduce"))
     ap.add_argument(
         "--figures",
         type=Path,
         default=None,
-        help="figure folder (default docs/figures/bo; with --smoke: OUT/figures)",
+        help="figure folder (default OUT/figures; docs/figures/bo refreshes the committed ones)",
     )
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
     ap.add_argument("--workers", type=int, default=None, help="local pool size")
@@ -578,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     global SMOKE
     SMOKE = args.smoke
     if args.figures is None:
-        args.figures = args.out / "figures" if args.smoke else Path("docs/figures/bo")
+        args.figures = args.out / "figures"
     torch.set_num_threads(1)
     t0 = time.time()
     if args.part in ("cvs", "all"):
@@ -589,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
         part_figs(args)
     if args.part == "ucvs-perm":
         part_ucvs_perm(args)
+    if args.part in ("ablation", "all"):
+        part_ablation(args)
     if args.part == "b3":
         part_b3(args)
     if args.part == "collect":

@@ -34,6 +34,8 @@ from ev_nav.gp.numerics import (
 )
 
 KernelKind = Literal["se", "matern52", "matern32"]
+#: ``((ls_lo, ls_hi), (outputscale_lo, outputscale_hi), (noise_lo, noise_hi))``, natural units.
+HyperBounds = tuple[tuple[float, float], tuple[float, float], tuple[float, float]]
 KERNEL_KINDS: tuple[str, ...] = ("se", "matern52", "matern32")
 DTYPE = torch.float64
 
@@ -282,12 +284,18 @@ class ExactGP:
         generator: torch.Generator | None = None,
         max_iter: int = 100,
         min_noise_var: float = 1e-6,
+        bounds: HyperBounds | None = None,
     ) -> ExactGP:
         """Maximise the log marginal likelihood over ARD lengthscales, outputscale and noise.
 
         Optimises log-parameters with ``torch.optim.LBFGS`` (autograd gradients) from the current
         values and ``n_restarts - 1`` random initialisations, keeps the best, then calls
         :meth:`fit`. The prior mean stays fixed.
+
+        ``bounds`` (``((ls_lo, ls_hi), (s_lo, s_hi), (noise_lo, noise_hi))``, natural units)
+        keeps every parameter inside its interval through a sigmoid reparametrisation of its
+        logarithm: with few points the unconstrained likelihood can prefer degenerate values
+        (a lengthscale and outputscale growing together without end on a smooth objective).
         """
         X, y = self._validate(X, y)
         d = X.shape[1]
@@ -305,17 +313,33 @@ class ExactGP:
                 )
             )
         log_min_noise = math.log(min_noise_var)
+        if bounds is not None:
+            (ls_lo, ls_hi), (s_lo, s_hi), (n_lo, n_hi) = bounds
+            if not (0 < ls_lo < ls_hi and 0 < s_lo < s_hi and 0 < n_lo < n_hi):
+                raise ConfigError("hyperparameter bounds must be positive increasing pairs")
+            lo = torch.tensor([math.log(ls_lo)] * d + [math.log(s_lo), math.log(n_lo)], dtype=DTYPE)
+            hi = torch.tensor([math.log(ls_hi)] * d + [math.log(s_hi), math.log(n_hi)], dtype=DTYPE)
+
+        def unpack(q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            """Log lengthscales, log outputscale, log noise from the free parameters ``q``."""
+            if bounds is not None:
+                p = lo + (hi - lo) * torch.sigmoid(q)
+                return p[:d], p[d], p[d + 1]
+            log_noise = log_min_noise + torch.nn.functional.softplus(q[d + 1] - log_min_noise)
+            return q[:d], q[d], log_noise
+
         best: tuple[float, Tensor, Tensor, Tensor] | None = None
         for log_ls0, log_s0, log_n0 in starts:
-            p = torch.cat(
-                [log_ls0.detach().clone(), torch.tensor([log_s0, log_n0], dtype=DTYPE)]
-            ).requires_grad_(True)
+            p0 = torch.cat([log_ls0.detach().clone(), torch.tensor([log_s0, log_n0], dtype=DTYPE)])
+            if bounds is not None:  # the free parameter is the logit of the position in the box
+                frac = ((p0 - lo) / (hi - lo)).clamp(1e-3, 1 - 1e-3)
+                p0 = torch.log(frac / (1 - frac))
+            p = p0.requires_grad_(True)
             opt = torch.optim.LBFGS([p], max_iter=max_iter, line_search_fn="strong_wolfe")
 
             def closure(p: Tensor = p, opt: torch.optim.LBFGS = opt) -> Tensor:
                 opt.zero_grad()
-                log_noise = log_min_noise + torch.nn.functional.softplus(p[d + 1] - log_min_noise)
-                loss = _neg_lml(self.kind, X, yc, p[:d], p[d], log_noise)
+                loss = _neg_lml(self.kind, X, yc, *unpack(p))
                 loss.backward()
                 return loss
 
@@ -324,13 +348,13 @@ class ExactGP:
             except InvalidObservation:
                 continue
             with torch.no_grad():
-                log_noise = log_min_noise + torch.nn.functional.softplus(p[d + 1] - log_min_noise)
+                log_ls, log_s, log_noise = unpack(p)
                 try:
-                    loss = float(_neg_lml(self.kind, X, yc, p[:d], p[d], log_noise))
+                    loss = float(_neg_lml(self.kind, X, yc, log_ls, log_s, log_noise))
                 except InvalidObservation:
                     continue
             if math.isfinite(loss) and (best is None or loss < best[0]):
-                best = (loss, p[:d].detach().exp(), p[d].detach().exp(), log_noise.exp())
+                best = (loss, log_ls.detach().exp(), log_s.detach().exp(), log_noise.exp())
         if best is None:
             raise InvalidObservation("hyperparameter fitting failed from every start")
         _, ls, s, noise = best

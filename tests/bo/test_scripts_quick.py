@@ -81,7 +81,7 @@ def test_reproduce_bocvs_smoke_runs_every_cell_and_the_figures(tmp_path):
     """Toy sizes through the same code: every B-check and check 6-10 cell writes its results
     and manifest, the checks are printed (not judged), and the figures come from the cells."""
     out = tmp_path / "bocvs"
-    for part in ("cvs", "ucvs"):
+    for part in ("cvs", "ucvs", "ablation"):
         text = _run(
             "reproduce_bocvs.py", "--smoke", "--part", part, "--executor", "inprocess",
             "--out", out, cwd=tmp_path,
@@ -90,6 +90,7 @@ def test_reproduce_bocvs_smoke_runs_every_cell_and_the_figures(tmp_path):
     cells = sorted(p.parent.name for p in out.glob("*/manifest.json"))
     assert cells == [
         "cvs_b1_moderate", "cvs_b2_cheap", "cvs_b3_etcada_20seeds", "cvs_b3_expensive",
+        "ucvs_ablation_norefit", "ucvs_ablation_refit",
         "ucvs_airfoil", "ucvs_cheap", "ucvs_cheap_noisy", "ucvs_permuted_P0_clipped",
         "ucvs_permuted_P0_unclipped", "ucvs_permuted_P1",
     ]  # fmt: skip
@@ -97,4 +98,5 @@ def test_reproduce_bocvs_smoke_runs_every_cell_and_the_figures(tmp_path):
     assert set(table["method"]) == {"ucvs", "ucb-psq", "ts-psq", "etc50"}
     _run("reproduce_bocvs.py", "--smoke", "--part", "collect", "--out", out, cwd=tmp_path)
     assert (out / "figures" / "cvs_ucvs_hartmann6_cheap.png").stat().st_size > 10_000
-    assert not (tmp_path / "docs").exists()  # the smoke form never writes the committed figures
+    assert not (tmp_path / "docs").exists()  # figures go under --out, never into docs/
+    assert (out / "ucvs_ablation_table.csv").is_file()

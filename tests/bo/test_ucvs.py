@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from ev_nav.bo.cvs.benchmarks import make_problem
 from ev_nav.bo.cvs.policies import ETC, size_groups
 from ev_nav.bo.cvs.problems import TruncatedNormal, target_set
 from ev_nav.bo.cvs.registry import UNKNOWN_COST_METHODS, CVSMethodConfig
+from ev_nav.bo.cvs.surrogate import SurrogateConfig
 from ev_nav.bo.cvs.unknown import (
     UCVSConfig,
     UnknownCostCVS,
@@ -235,3 +237,21 @@ def test_exploitation_prefers_cheapest_acceptable_set_hartmann3():
     assert len(exploit) >= 5
     assert np.mean(np.array(exploit) == 5) >= 0.6, np.bincount(exploit, minlength=7)
     assert np.mean(np.array(exploit) == 6) <= 0.2
+
+
+def test_the_loops_refit_at_0_6_c_is_the_proposed_methods_own_refit():
+    """The ablation's "refit at 0.6 C" arm gives every method the computation the proposed
+    method does itself at the start of exploitation: the two runs are identical."""
+    problem = make_problem("hartmann6", costs="cheap", variance=0.02)
+    runs = []
+    for own, at in ((True, None), (False, 0.6)):
+        cfg = replace(TINY, surrogate=SurrogateConfig(refit_at_spend=at))
+        ep, _ = run_episode(
+            problem, "ucvs", 4.0, 0, cfg, family="ucvs",
+            method_config=CVSMethodConfig(refit_at_exploit=own), score=False,
+        )  # fmt: skip
+        runs.append(ep)
+    a, b = runs
+    assert a.steps[-1].phase == "exploit"  # played after the refit (spend 2.66 > 0.6 C)
+    assert [s.y for s in a.steps] == [s.y for s in b.steps]
+    assert [s.set_idx for s in a.steps] == [s.set_idx for s in b.steps]

@@ -181,6 +181,26 @@ def test_fit_hyperparameters_recovers_lengthscale():
     )
 
 
+def test_fit_hyperparameters_stays_inside_the_given_bounds():
+    """A few points of a quadratic: unbounded, the likelihood drives lengthscale and outputscale
+    far out; with ``bounds`` every parameter stays in its interval and the fit still improves
+    on its start, and the same bounds in the wrong order are refused."""
+    X = torch.rand(5, 2, dtype=D, generator=_gen(30))
+    y = -((X - 0.4) ** 2).sum(-1)
+    y = (y - y.mean()) / y.std()
+    free = ExactGP("se", 0.2, 1.0, 1e-4).fit_hyperparameters(X, y, generator=_gen(31))
+    assert float(free.lengthscale.max()) > 1.0 or free.outputscale > 2.0
+    box = ((0.1, 1.0), (0.1, 2.0), (1e-6, 0.1))
+    start = ExactGP("se", 0.2, 1.0, 1e-4)
+    gp = ExactGP("se", 0.2, 1.0, 1e-4).fit_hyperparameters(X, y, generator=_gen(31), bounds=box)
+    ls = gp.lengthscale
+    assert bool(((ls >= 0.1 - 1e-9) & (ls <= 1.0 + 1e-9)).all())
+    assert 0.1 - 1e-9 <= gp.outputscale <= 2.0 + 1e-9 and 1e-6 - 1e-12 <= gp.noise_var <= 0.1
+    assert gp.log_marginal_likelihood(X, y) > start.log_marginal_likelihood(X, y)
+    with pytest.raises(ConfigError):
+        ExactGP().fit_hyperparameters(X, y, bounds=((1.0, 0.1), (0.1, 2.0), (1e-6, 0.1)))
+
+
 def test_bad_observations_raise():
     with pytest.raises(InvalidObservation):
         ExactGP().fit(torch.zeros(3, 1, dtype=D), torch.tensor([0.0, float("nan"), 1.0]))

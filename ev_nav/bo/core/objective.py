@@ -21,13 +21,16 @@ a file: ``path/to/my_problem.py:f``) or, from Python, :func:`load_objective`
 
 * cost-varying subsets (``cvs``/``ucvs``): ``control_sets`` (lists of 0-based inputs the
   learner sets; the others are random) and ``costs`` (one per control set; for ``ucvs`` the
-  mean of the simulated cost, unknown to the learner);
+  mean of the simulated cost, unknown to the learner) and optionally ``uncontrolled``, the
+  distribution of the inputs the environment sets (``"normal"``, the default, ``"uniform"``
+  or one entry per input; :func:`ev_nav.bo.cvs.benchmarks.random_inputs`);
 * PTR: the function takes ``f(x, w)``; ``environment`` (grid of ``w`` values, ``(n_w, d_w)``),
   ``weights`` (``p(w)``, default uniform), ``threshold`` ``h`` and, for level sets, ``alpha``;
   ``design_points`` replaces the default design grid;
-* every family: ``noise_std``, the observation noise if known (BOKE, PTR), and ``optimum``, a
-  known maximiser: BOKE's summary reports simple regret against ``f(optimum)``; without it the
-  runs report recommendations and best observations, never a regret.
+* every family: ``noise_std``, the observation noise if known (BOKE, PTR, the cost-varying
+  family's initial GP noise), and ``optimum``, a known maximiser: BOKE's and the cost-varying
+  family's summaries report simple regret against ``f(optimum)``; without it the runs report
+  recommendations and best observations, never a regret.
 
 Command-line options (``--bounds``, ``--control-sets``, ``--costs``, …) override declarations.
 """
@@ -66,6 +69,7 @@ KNOWN_EXTRAS = frozenset(
         "design_points",
         "noise_std",
         "optimum",
+        "uncontrolled",
     }
 )
 

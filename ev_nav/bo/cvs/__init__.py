@@ -13,6 +13,8 @@ Python API (the same shape in every family)::
     opt.result().x_best
 
 Experiments: :func:`run_experiment` with a :class:`CVSRunConfig` (``ev-nav bo cvs run``).
+``tell`` accepts any point of the domain (prior data, plays decided elsewhere); the GP's
+hyperparameter treatment is a :class:`SurrogateConfig` (``CVSLoopConfig(surrogate=...)``).
 """
 
 from ev_nav.bo.cvs.api import CVSLoopConfig, CVSOptimizer, Episode, run_episode
@@ -20,6 +22,7 @@ from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem
 from ev_nav.bo.cvs.problems import CostModel, Problem, TruncatedNormal
 from ev_nav.bo.cvs.registry import KNOWN_COST_METHODS, UNKNOWN_COST_METHODS, CVSMethodConfig
 from ev_nav.bo.cvs.runner import CVSExperiment, CVSRunConfig, run_experiment, summarise
+from ev_nav.bo.cvs.surrogate import SurrogateConfig
 
 __all__ = [
     "BENCHMARKS",
@@ -33,6 +36,7 @@ __all__ = [
     "CostModel",
     "Episode",
     "Problem",
+    "SurrogateConfig",
     "TruncatedNormal",
     "make_problem",
     "run_episode",

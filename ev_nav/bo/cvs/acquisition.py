@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ev_nav.bo.core.maximize import Maximum, autograd, maximize
+from ev_nav.bo.core.space import Space
 from ev_nav.bo.cvs.problems import mc_expectation
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
@@ -59,20 +60,45 @@ def confidence_bound(model: ExactGP, X: Tensor, beta: float) -> Tensor:
     return mu + beta * torch.sqrt(var)
 
 
-def maximize_box(
-    h: BatchFn, dim: int, generator: torch.Generator, n_warmup: int, config: CVSMaximizerConfig
+def _maximize(
+    h: BatchFn,
+    dim: int,
+    generator: torch.Generator,
+    n_warmup: int,
+    config: CVSMaximizerConfig,
+    space: Space | None,
+    rows_per_point: int = 1,
 ) -> Maximum:
-    """Maximise a batched function of ``dim`` free coordinates with this family's recipe."""
-    return maximize(
-        autograd(h),
+    """The family's recipe; with a mixed ``space`` the objective is read at snapped points
+    (:meth:`~ev_nav.bo.core.space.Space.discrete_objective`) and the maximiser is snapped."""
+    objective = autograd(h)
+    if space is not None:
+        objective = space.discrete_objective(objective)
+    best = maximize(
+        objective,
         dim,
         generator,
         n_raw=n_warmup,
         n_starts=config.n_starts,
         maxiter=config.maxiter,
         start_rule="best+random",
+        rows_per_point=rows_per_point,
         chunk_rows=config.chunk_rows,
     )
+    return best if space is None else Maximum(space.snap(best.x), best.value)
+
+
+def maximize_box(
+    h: BatchFn,
+    dim: int,
+    generator: torch.Generator,
+    n_warmup: int,
+    config: CVSMaximizerConfig,
+    space: Space | None = None,
+) -> Maximum:
+    """Maximise a batched function of ``dim`` free coordinates with this family's recipe
+    (``space``: the coordinates' inputs when some are discrete)."""
+    return _maximize(h, dim, generator, n_warmup, config, space)
 
 
 def maximize_over_set(
@@ -82,19 +108,19 @@ def maximize_over_set(
     S: Tensor,
     generator: torch.Generator,
     config: CVSMaximizerConfig,
+    space: Space | None = None,
 ) -> Maximum:
-    """``max_{x^i} E fn([x^i, X^{-i}])`` for one control set (full set: no expectation)."""
+    """``max_{x^i} E fn([x^i, X^{-i}])`` for one control set (full set: no expectation);
+    ``space``: the set's inputs when some are discrete (:meth:`Problem.control_space`)."""
     control = tuple(control)
     if len(control) == dim:
-        return maximize_box(fn, dim, generator, config.n_warmup_full, config)
-    return maximize(
-        autograd(lambda x_ctrl: mc_expectation(fn, dim, control, x_ctrl, S)),
+        return _maximize(fn, dim, generator, config.n_warmup_full, config, space)
+    return _maximize(
+        lambda x_ctrl: mc_expectation(fn, dim, control, x_ctrl, S),
         len(control),
         generator,
-        n_raw=config.n_warmup,
-        n_starts=config.n_starts,
-        maxiter=config.maxiter,
-        start_rule="best+random",
+        config.n_warmup,
+        config,
+        space,
         rows_per_point=S.shape[0],
-        chunk_rows=config.chunk_rows,
     )

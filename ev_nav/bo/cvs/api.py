@@ -6,8 +6,9 @@ and ``tell(x, y, cost=…)`` records the evaluated full point, its observation a
 cost. :func:`run_episode` is the papers' simulation: it asks, draws the cost and the random
 coordinates from the problem, evaluates, and tells until the budget refuses a play.
 
-Everything inside works on the unit cube (the problems' native domain); ``bounds`` maps a user
-objective's box onto it.
+Everything inside works on the unit cube (the problems' native domain): a user objective's
+problem carries its inputs' :class:`~ev_nav.bo.core.space.Space` (continuous, integer and
+categorical inputs on one internal cube), and ``bounds`` maps a plain box onto it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,12 +25,13 @@ from torch import Tensor
 
 from ev_nav.bo.core.api import BOResult, Suggestion
 from ev_nav.bo.core.maximize import single_threaded
+from ev_nav.bo.core.space import Space
 from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig, maximize_over_set
 from ev_nav.bo.cvs.policies import BOContext, Decision, Policy
-from ev_nav.bo.cvs.problems import Budget, HiddenCosts, Problem, mc_expectation
+from ev_nav.bo.cvs.problems import Budget, HiddenCosts, Problem, input_slices, mc_expectation
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
-from ev_nav.errors import ConfigError, EvNavError
-from ev_nav.gp.exact import ExactGP
+from ev_nav.bo.cvs.surrogate import FIXED, SurrogateConfig, condition, new_model
+from ev_nav.errors import ConfigError, EvNavError, OutOfDomainError
 
 DTYPE = torch.float64
 #: Offset between a run's environment seed and its algorithm seed (maximiser, RFF draws).
@@ -55,6 +58,10 @@ class CVSLoopConfig:
         Acquisition maximiser settings.
     max_iters
         Safety cap on BO iterations.
+    surrogate
+        The GP's hyperparameter treatment (:mod:`ev_nav.bo.cvs.surrogate`); ``None``: the
+        problem's (the papers' fixed prior for the benchmarks, standardised ``y`` with
+        marginal-likelihood refits for user objectives).
     """
 
     n_init: int = 5
@@ -62,6 +69,7 @@ class CVSLoopConfig:
     beta: float = 2.0
     maximizer: CVSMaximizerConfig = field(default_factory=CVSMaximizerConfig)
     max_iters: int = 100_000
+    surrogate: SurrogateConfig | None = None
 
 
 @dataclass
@@ -88,7 +96,7 @@ class CVSOptimizer:
         The structure the learner sees: dimension, control sets, costs (a
         :class:`~ev_nav.bo.cvs.problems.CostModel`, or
         :class:`~ev_nav.bo.cvs.problems.HiddenCosts` when the means are unknown), the random
-        variables' distribution, the noise level and the GP lengthscale. Its objective is never
+        inputs' distribution, the noise level and the GP lengthscale. Its objective is never
         called.
     method
         A registered name (see ``ev-nav bo cvs list`` / ``bo ucvs list``) or a policy object.
@@ -100,17 +108,23 @@ class CVSOptimizer:
         Seeds the algorithm's generator (``seed + 10**6``) and, when ``initial`` or
         ``mc_samples`` are not given, the initial design and the Monte Carlo matrix.
     config, method_config
-        Loop and method settings.
+        Loop and method settings (``config.surrogate``: the GP's hyperparameter treatment).
     hide_costs
         Give the policy a view whose mean costs cannot be read (default: for the unknown-cost
         methods ``ucvs*``, or when ``problem.costs`` is hidden already).
     bounds
-        Box of the caller's units (default: the unit cube).
+        Box of the caller's units (default: the unit cube; ignored when the problem carries
+        its inputs' space, as a user objective's problem does).
     initial
         Free initial observations ``(X0 (n, d), y0 (n,))`` in unit coordinates; without them
         the first ``config.n_init`` suggestions are uniform full queries.
     mc_samples
         The ``(N, d)`` Monte Carlo matrix (unit coordinates).
+
+    Notes
+    -----
+    :meth:`tell` accepts any point of the domain, not only suggested ones (see there): prior
+    data, or plays decided elsewhere.
     """
 
     def __init__(
@@ -142,19 +156,27 @@ class CVSOptimizer:
         self.budget = Budget(float(budget))
         self.seed = int(seed)
         d = problem.dim
-        self._lower, self._upper = _box(bounds, d)
+        self._space: Space | None = problem.space
+        if self._space is None and bounds is not None:
+            lower, upper = _box(bounds, d)
+            self._space = Space.from_bounds(list(zip(lower, upper, strict=True)))
+        self.surrogate = cfg.surrogate or problem.surrogate or FIXED
         start = torch.Generator().manual_seed(self.seed)
         self._init_X = (
             initial[0]
             if initial is not None
             else torch.rand(cfg.n_init, d, dtype=DTYPE, generator=start)
         )
+        if initial is None:  # the uniform design at valid points of the inputs
+            self._init_X = problem.snap(self._init_X)
         S = mc_samples if mc_samples is not None else problem.mc_matrix(cfg.n_mc, start)
-        self.model = ExactGP("se", problem.lengthscale, 1.0, max(problem.noise_std, 1e-4) ** 2)
+        self.model = new_model(problem.lengthscale, problem.noise_std)
         self._init_y: list[float] = []
-        if initial is not None:
-            self.model.fit(initial[0], initial[1])
-            self._init_y = [float(v) for v in initial[1]]
+        # points the learner did not suggest, told before the model was first conditioned
+        self._prior: list[tuple[Tensor, float]] = []
+        self.told: list[StepRecord] = []  # unsuggested points (prior data or outside plays)
+        self._refit_n = 0  # observations at the last scheduled refit
+        self._refitted_at_spend = False
         self.ctx = BOContext(
             problem=problem.learner_view() if hide_costs and not hidden else problem,
             model=self.model,
@@ -165,15 +187,20 @@ class CVSOptimizer:
             budget=float(budget),
             plays=[0] * problem.m,
             cost_obs=[[] for _ in range(problem.m)],
+            surrogate=self.surrogate,
         )
+        if initial is not None:
+            self._init_y = [float(v) for v in initial[1]]
+            self._condition_initial()
         self.steps: list[StepRecord] = []
         self._pending: Decision | None = None
 
     # ------------------------------------------------------------------------ state
     @property
     def initialising(self) -> bool:
-        """Whether the free initial design is still being evaluated."""
-        return len(self._init_y) < self._init_X.shape[0]
+        """Whether the free initial design is still being evaluated (points told from
+        elsewhere count towards it)."""
+        return len(self._init_y) + len(self._prior) < self._init_X.shape[0]
 
     @property
     def spent(self) -> float:
@@ -186,18 +213,20 @@ class CVSOptimizer:
     def fill_random(
         self, suggestion: Suggestion, generator: torch.Generator
     ) -> NDArray[np.float64]:
-        """The suggestion with its ``NaN`` coordinates drawn from the problem's distribution.
+        """The pending suggestion with its ``NaN`` inputs drawn from the problem's
+        distribution of the uncontrolled inputs (caller's units).
 
-        For simulations: in a real experiment the environment sets these coordinates.
+        For simulations: in a real experiment the environment sets these inputs.
         """
-        x = np.array(suggestion.x, dtype=float)
-        free = np.isnan(x)
-        if free.any():
-            u = self.problem.variable.sample((int(free.sum()),), generator).numpy()
-            lo = 0.0 if self._lower is None else self._lower[free]
-            hi = 1.0 if self._upper is None else self._upper[free]
-            x[free] = lo + (hi - lo) * u
-        return x
+        i = suggestion.detail.get("control_set")
+        if i is None:
+            return np.array(suggestion.x)
+        dec = self._pending
+        if dec is None or dec.set_idx != i:
+            raise ConfigError("fill_random(): call it with the pending suggestion of ask()")
+        x_ctrl = dec.x_ctrl.detach().reshape(1, -1)
+        u = self.problem.assemble(i, x_ctrl, self.problem.sample_random(i, 1, generator))
+        return self._to_user(u[0].numpy())
 
     # ------------------------------------------------------------------------ ask / tell
     def ask(self) -> Suggestion:
@@ -206,6 +235,8 @@ class CVSOptimizer:
         if self.initialising:
             u = self._init_X[len(self._init_y)]
             return Suggestion(self._to_user(u.numpy()), {"phase": "init", "control_set": None})
+        if self.model.n_train == 0:
+            raise ConfigError("no observations yet: tell prior data first, or use n_init > 0")
         if self._pending is None:
             with single_threaded():
                 self.ctx.t = len(self.steps)
@@ -224,24 +255,86 @@ class CVSOptimizer:
             },
         )
 
-    def tell(self, x: ArrayLike | Tensor, y: float, cost: float | None = None) -> None:
+    def tell(
+        self,
+        x: ArrayLike | Tensor,
+        y: float,
+        cost: float | None = None,
+        *,
+        control_set: int | None = None,
+    ) -> None:
         """Record the observation ``y`` at the evaluated full point ``x`` (caller's units).
 
-        ``cost`` is the realised cost of the play (required when costs are unknown; default the
-        known cost). Raises :class:`BudgetExhausted` if it does not fit in the budget.
+        ``x`` may be any point of the domain (every coordinate finite and inside the box):
+
+        * **the pending suggestion** (its controlled coordinates, the environment's values
+          elsewhere): a play of the suggested control set, charged ``cost`` — the realised
+          cost, required when costs are unknown; default the set's known cost;
+        * **the next initial-design point** while the initial design runs: free;
+        * **any other point**, without ``control_set``: *prior data* — it conditions the GP
+          and counts towards the initial design, is charged nothing and is no play of any
+          set;
+        * **any other point with** ``control_set=i`` (0-based; or with ``cost`` alone, which
+          names the full set): a play of set ``i`` decided elsewhere — its coordinates outside
+          set ``i`` are taken as the environment's — charged ``cost`` (default the set's known
+          cost) and counted like a suggested play (the unknown-cost method learns the cost).
+
+        A pending suggestion stays pending after an unsuggested point.
+
+        Raises
+        ------
+        BudgetExhausted
+            A charged play does not fit in the remaining budget.
+        OutOfDomainError
+            ``x`` has the wrong length or lies outside the domain.
+        ConfigError
+            The cost of a play is needed and unknown; ``control_set`` is out of range.
         """
-        if self.initialising:
-            self._tell_initial(x, y)
-            return
-        if self._pending is None:
-            raise ConfigError("tell() without a pending suggestion: call ask() first")
-        dec = self._pending
-        i = dec.set_idx
         xu = self._to_unit(x)
-        control = list(self.problem.control_sets[i])
-        x_ctrl = dec.x_ctrl.reshape(1, -1).detach()
-        if not torch.allclose(xu[0, control], x_ctrl[0], atol=1e-9, rtol=0.0):
-            raise ConfigError("tell(): the controlled coordinates differ from the suggestion")
+        if not torch.isfinite(xu).all() or (xu < -1e-9).any() or (xu > 1.0 + 1e-9).any():
+            raise OutOfDomainError("tell(): x must be a full point inside the domain (no NaN)")
+        xu = xu.clamp(0.0, 1.0)
+        if not math.isfinite(float(y)):
+            raise ConfigError(f"tell(): the observation must be finite, got {y}")
+        if control_set is None:
+            if self.initialising and self._is_next_initial(xu):
+                self._tell_initial(float(y))
+                return
+            if self._pending is not None and self._matches_pending(xu):
+                control_set = self._pending.set_idx
+            elif cost is None:
+                self._tell_prior(xu, float(y))
+                return
+            else:
+                control_set = self._named_full_set()
+        if self.initialising:
+            raise ConfigError(
+                "tell(): a charged play during the initial design; tell the initial points "
+                "(or prior data without cost/control_set) first"
+            )
+        if not 0 <= int(control_set) < self.problem.m:
+            raise ConfigError(f"tell(): control_set must be in 0..{self.problem.m - 1}")
+        self._tell_play(xu, float(y), int(control_set), cost)
+
+    def _is_next_initial(self, xu: Tensor) -> bool:
+        k = len(self._init_y)
+        return bool(torch.allclose(xu[0], self._init_X[k], atol=1e-9, rtol=0.0))
+
+    def _matches_pending(self, xu: Tensor) -> bool:
+        assert self._pending is not None
+        control = list(self.problem.control_sets[self._pending.set_idx])
+        x_ctrl = self._pending.x_ctrl.reshape(1, -1).detach()
+        return bool(torch.allclose(xu[0, control], x_ctrl[0], atol=1e-9, rtol=0.0))
+
+    def _named_full_set(self) -> int:
+        full = self.problem.full_set
+        if full is None:
+            raise ConfigError("tell(): this problem has no full set; name control_set=")
+        return full
+
+    def _tell_play(self, xu: Tensor, y: float, i: int, cost: float | None) -> None:
+        pending = self._pending
+        suggested = pending is not None and pending.set_idx == i and self._matches_pending(xu)
         if cost is None:
             if isinstance(self.ctx.problem.costs, HiddenCosts):
                 raise ConfigError("tell() needs the realised cost: the mean costs are unknown")
@@ -251,52 +344,112 @@ class CVSOptimizer:
                 f"a play of cost {cost:g} does not fit in the remaining budget "
                 f"{self.budget.remaining:g}"
             )
-        y_t = torch.as_tensor([float(y)], dtype=DTYPE)
+        y_t = torch.as_tensor([y], dtype=DTYPE)
         self.model.update(xu, y_t)
         ctx = self.ctx
         ctx.spent = self.budget.spent
         ctx.plays[i] += 1
         ctx.cost_obs[i].append(float(cost))
         self.policy.observe(ctx, i, float(cost))
-        self.steps.append(
-            StepRecord(
-                t=len(self.steps) + 1,
-                set_idx=i,
-                x_ctrl=x_ctrl[0].tolist(),
-                x=xu[0].tolist(),
-                y=float(y_t[0]),
-                cost=float(cost),
-                spent=self.budget.spent,
-                phase=dec.phase,
-            )
+        control = list(self.problem.control_sets[i])
+        x_ctrl = pending.x_ctrl.reshape(-1) if suggested and pending is not None else xu[0, control]
+        record = StepRecord(
+            t=len(self.steps) + 1,
+            set_idx=i,
+            x_ctrl=x_ctrl.detach().tolist(),
+            x=xu[0].tolist(),
+            y=y,
+            cost=float(cost),
+            spent=self.budget.spent,
+            phase=pending.phase if suggested and pending is not None else "told",
         )
-        self._pending = None
+        if suggested:
+            self.steps.append(record)
+            self._pending = None
+        else:
+            self.told.append(record)
+        self._scheduled_refit()
 
-    def _tell_initial(self, x: ArrayLike | Tensor, y: float) -> None:
-        k = len(self._init_y)
-        if not torch.allclose(self._to_unit(x)[0], self._init_X[k], atol=1e-9, rtol=0.0):
-            raise ConfigError("tell(): expected the suggested initial point")
-        self._init_y.append(float(y))
+    def _tell_prior(self, xu: Tensor, y: float) -> None:
+        record = StepRecord(
+            t=0, set_idx=-1, x_ctrl=[], x=xu[0].tolist(), y=y, cost=0.0,
+            spent=self.budget.spent, phase="prior",
+        )  # fmt: skip
+        self.told.append(record)
+        if self.model.n_train == 0:
+            self._prior.append((xu[0], y))
+            if not self.initialising:
+                self._condition_initial()
+            return
+        self.model.update(xu, torch.as_tensor([y], dtype=DTYPE))
+        self._scheduled_refit()
+
+    def _tell_initial(self, y: float) -> None:
+        self._init_y.append(y)
         if not self.initialising:
-            self.model.fit(self._init_X, torch.tensor(self._init_y, dtype=DTYPE))
+            self._condition_initial()
+
+    def _condition_initial(self) -> None:
+        """Condition the GP on the initial design and any prior data (then a scheduled refit)."""
+        k = len(self._init_y)
+        X = [self._init_X[:k]] + [x.reshape(1, -1) for x, _ in self._prior]
+        y = self._init_y + [v for _, v in self._prior]
+        if not y:
+            return
+        condition(
+            self.model,
+            torch.cat(X),
+            torch.tensor(y, dtype=DTYPE),
+            self.surrogate,
+            self.problem.noise_std,
+        )
+        self._scheduled_refit(initial=True)
+
+    def _scheduled_refit(self, initial: bool = False) -> None:
+        """ML-II refits due by the surrogate's schedule (after the initial conditioning and
+        every ``refit_every`` observations; once when the spend first passes the fraction)."""
+        sc = self.surrogate
+        n = self.model.n_train
+        due = bool(sc.refit_every) and (initial or n - self._refit_n >= sc.refit_every)
+        if (
+            sc.refit_at_spend is not None
+            and not self._refitted_at_spend
+            and self.budget.spent > sc.refit_at_spend * self.budget.total
+        ):
+            self._refitted_at_spend = due = True
+        if due:
+            self._refit_n = n
+            if self.ctx.refit():
+                hook = getattr(self.policy, "on_refit", None)
+                if hook is not None:
+                    hook(self.ctx)
 
     # ------------------------------------------------------------------------ result
     def result(self) -> BOResult:
         """The play whose expected value ``E f([x^i, X^{-i}])`` has the highest posterior mean.
 
-        ``detail``: ``control_set`` (0-based), ``spent``, ``plays`` per set.
+        Points told from elsewhere compete too: plays of their set, and prior data as plays of
+        the full set when there is one. ``detail``: ``control_set`` (0-based), ``spent``,
+        ``plays`` per set.
         """
-        X = np.array([s.x for s in self.steps]).reshape(-1, self.problem.dim)
-        y = np.array([s.y for s in self.steps], dtype=float)
-        if not self.steps:
+        full = self.problem.full_set
+        cands = list(self.steps)
+        for s in self.told:
+            if s.set_idx >= 0:
+                cands.append(s)
+            elif full is not None:
+                cands.append(replace(s, set_idx=full, x_ctrl=list(s.x)))
+        X = np.array([s.x for s in self.steps + self.told]).reshape(-1, self.problem.dim)
+        y = np.array([s.y for s in self.steps + self.told], dtype=float)
+        if not cands:
             if not self._init_y:
                 raise ConfigError("no observations yet: nothing to recommend")
             j = int(np.argmax(self._init_y))
             u, best_set, value = self._init_X[j].numpy(), None, float(self._init_y[j])
         else:
-            scores = [self._posterior_value(s) for s in self.steps]
+            scores = [self._posterior_value(s) for s in cands]
             k = int(np.argmax(scores))
-            best = self.steps[k]
+            best = cands[k]
             best_set, value = best.set_idx, scores[k]
             u = np.full(self.problem.dim, np.nan)
             u[list(self.problem.control_sets[best_set])] = best.x_ctrl
@@ -320,20 +473,40 @@ class CVSOptimizer:
             return float(mc_expectation(mean, self.problem.dim, control, xc, self.ctx.S)[0])
 
     # ------------------------------------------------------------------------ units
-    def _to_user(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
-        if self._lower is None:
-            return np.asarray(u, dtype=float)
-        return self._lower + (self._upper - self._lower) * np.asarray(u, dtype=float)
+    def user_point(self, u: ArrayLike | Tensor) -> NDArray[Any]:
+        """An internal point (the problem's cube) in the caller's units."""
+        if isinstance(u, Tensor):
+            u = u.detach().numpy()
+        return self._to_user(np.asarray(u, dtype=float))
+
+    def _to_user(self, u: NDArray[np.float64]) -> NDArray[Any]:
+        """Internal point(s) → the caller's units; ``NaN`` coordinates (inputs the environment
+        sets) stay ``NaN``. Mixed spaces give object arrays (float, int, the choice)."""
+        u = np.asarray(u, dtype=float)
+        space = self._space
+        if space is None:
+            return u
+        if space.is_continuous:
+            lo = np.array([b[0] for b in space.bounds])
+            hi = np.array([b[1] for b in space.bounds])
+            return lo + (hi - lo) * u
+        rows = np.atleast_2d(u)
+        out = space.decode(np.nan_to_num(rows, nan=0.0))
+        for j, sl in enumerate(input_slices(space)):
+            out[np.isnan(rows[:, sl]).any(axis=1), j] = np.nan
+        return out[0] if u.ndim == 1 else out
 
     def _to_unit(self, x: ArrayLike | Tensor) -> Tensor:
+        """One full point in the caller's units → internal ``(1, d)`` (validated)."""
+        if self._space is not None:
+            pts = x if isinstance(x, Tensor) else np.asarray(x, dtype=object)
+            return torch.as_tensor(self._space.encode(pts), dtype=DTYPE)
         if isinstance(x, Tensor):
             xu = x.to(DTYPE).reshape(1, -1)
         else:
             xu = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1))
         if xu.shape[1] != self.problem.dim:
-            raise ConfigError(f"tell(): expected a point of {self.problem.dim} coordinates")
-        if self._lower is not None:
-            xu = (xu - torch.as_tensor(self._lower)) / torch.as_tensor(self._upper - self._lower)
+            raise OutOfDomainError(f"tell(): expected a point of {self.problem.dim} coordinates")
         return xu
 
 
@@ -375,7 +548,7 @@ def environment_start(
     ``y0`` and ``S``; a run's reference (set optima) uses the same ``S``.
     """
     env = torch.Generator().manual_seed(int(seed))
-    X0 = torch.rand(config.n_init, problem.dim, dtype=DTYPE, generator=env)
+    X0 = problem.snap(torch.rand(config.n_init, problem.dim, dtype=DTYPE, generator=env))
     y0 = problem.observe(X0, env)
     S = problem.mc_matrix(config.n_mc, env)
     return env, X0, y0, S
@@ -434,9 +607,12 @@ def run_episode(
             if not opt.can_afford(cost):
                 stopped = "budget"
                 break
-            x_ctrl = torch.as_tensor(s.x[list(problem.control_sets[i])]).reshape(1, -1)
+            pending = opt._pending  # the decision behind s, in the problem's coordinates
+            assert pending is not None
+            x_ctrl = pending.x_ctrl.detach().reshape(1, -1)
             x = problem.assemble(i, x_ctrl, problem.sample_random(i, 1, env))
-            opt.tell(x, float(problem.observe(x, env)[0]), cost=cost)
+            y = float(problem.observe(x, env)[0])
+            opt.tell(x if problem.space is None else opt.user_point(x[0]), y, cost=cost)
             last = opt.steps[-1]
             value = math.nan
             if score:
@@ -468,7 +644,13 @@ def set_optima(
                 xs.append(torch.full((problem.dim,), math.nan, dtype=DTYPE))
                 continue
             best = maximize_over_set(
-                problem.f(), problem.dim, problem.control_sets[i], S, generator, cfg
+                problem.f(),
+                problem.dim,
+                problem.control_sets[i],
+                S,
+                generator,
+                cfg,
+                problem.control_space(i),
             )
             vals.append(float(best.value))
             xs.append(best.x)

@@ -13,6 +13,7 @@ Sources: Tay et al. (NeurIPS 2023), Sec. 5 and App. C; Hoang et al. (AAAI 2025),
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,18 @@ from torch import Tensor
 from ev_nav.bo.core.functions import ACKLEY6, HARTMANN3, HARTMANN6, LEVY6, TestFunction
 from ev_nav.bo.core.objective import UserObjective
 from ev_nav.bo.core.registry import Registry
-from ev_nav.bo.cvs.problems import COST_PRESETS, CostModel, Problem, TruncatedNormal
+from ev_nav.bo.core.space import Categorical, Continuous, Integer, Space
+from ev_nav.bo.cvs.problems import (
+    COST_PRESETS,
+    Choice,
+    CostModel,
+    Problem,
+    RandomInputs,
+    TruncatedNormal,
+    Uniform,
+    input_slices,
+)
+from ev_nav.bo.cvs.surrogate import FITTED
 from ev_nav.errors import ConfigError, NetworkFileNotFound
 from ev_nav.gp.exact import stationary_kernel
 from ev_nav.settings import data_dir
@@ -291,15 +303,18 @@ def make_problem(
     )
 
 
-#: Lengthscale of the SE surrogate for a user objective (unit-cube units) unless given.
+#: Lengthscale of the SE surrogate for a user objective (unit-cube units) unless given; the
+#: fitted treatment (the user-objective default) refits it by marginal likelihood.
 USER_LENGTHSCALE = 0.2
+#: Truncated unit-cube variance of an uncontrolled continuous or integer input by default.
+USER_VARIANCE = 0.04
 
 
 def user_problem(
     user: UserObjective,
     *,
     costs: Sequence[float] | None = None,
-    variance: float = 0.04,
+    variance: float = USER_VARIANCE,
     cost_noise_std: float = 0.0,
     lengthscale: float | None = None,
 ) -> Problem:
@@ -309,37 +324,118 @@ def user_problem(
     ----------
     user
         The objective; its declared ``control_sets`` (0-based inputs per set, cheapest first as
-        in the papers) and ``costs`` (one mean per set) apply unless ``costs`` is given.
+        in the papers) and ``costs`` (one mean per set) apply unless ``costs`` is given. Its
+        inputs may be continuous, integer or categorical (:mod:`ev_nav.bo.core.space`); the
+        problem lives on their internal unit cube.
     variance
-        Truncated variance of each random input on the unit cube (the papers' 0.02–0.08),
-        i.e. the spread of the environment's values across the declared box.
+        Truncated unit-cube variance of an uncontrolled continuous or integer input whose
+        distribution is not declared (see :func:`random_inputs`).
     cost_noise_std
         0: known deterministic costs; > 0: random costs around the means (unknown-cost setting).
     lengthscale
-        SE lengthscale of the surrogate on the unit cube (default :data:`USER_LENGTHSCALE`).
+        Initial SE lengthscale of the surrogate on the unit cube (default
+        :data:`USER_LENGTHSCALE`).
+
+    The declared ``noise_std`` (if any) is the GP's initial noise level; the objective's values
+    are taken as the observations (a simulation adds no noise). A declared ``optimum`` (a
+    maximiser) gives ``f_max = f(optimum)``, against which runs report regret.
     """
+    space = user.space
     sets = user.extras.get("control_sets")
     if not sets:
         raise ConfigError(
             f"objective {user.name}: declare control_sets=[[...], ...] (or pass --control-sets)"
         )
-    control_sets = tuple(tuple(int(j) for j in cs) for cs in sets)  # type: ignore[union-attr]
+    slices = input_slices(space)
+    control_sets = []
+    for cs in sets:  # type: ignore[union-attr]
+        inputs = sorted(int(j) for j in cs)
+        valid = bool(inputs) and 0 <= inputs[0] and inputs[-1] < space.dim
+        if not valid or len(set(inputs)) != len(inputs):
+            raise ConfigError(
+                f"objective {user.name}: bad control set {list(cs)} for {space.dim} inputs"
+            )
+        coords = (c for j in inputs for c in range(slices[j].start, slices[j].stop))
+        control_sets.append(tuple(coords))
     means = costs if costs is not None else user.extras.get("costs")
     if means is None:
         raise ConfigError(f"objective {user.name}: declare costs=[...] (or pass --costs)")
 
     def objective(U: Tensor) -> Tensor:
-        X = user.from_unit(U.detach().numpy())
+        X = space.decode(U.detach().numpy())
         return torch.tensor([user(x) for x in X], dtype=DTYPE)
 
+    optimum = user.extras.get("optimum")
+    f_max = None if optimum is None else user(space.validate(optimum))
+    noise = user.extras.get("noise_std")
     return Problem(
         name=user.name,
         objective=objective,
-        dim=user.dim,
-        control_sets=control_sets,
+        dim=space.internal_dim,
+        control_sets=tuple(control_sets),
         costs=CostModel(tuple(float(c) for c in means), noise_std=cost_noise_std),  # type: ignore[union-attr]
-        variable=TruncatedNormal.with_variance(variance),
-        noise_std=float(user.extras.get("noise_std", 0.01)),  # type: ignore[arg-type]
+        variable=random_inputs(space, user.extras.get("uncontrolled"), variance, user.name),
+        noise_std=None if noise is None else float(noise),  # type: ignore[arg-type]
         lengthscale=float(lengthscale or USER_LENGTHSCALE),
-        f_max=None,
+        f_max=f_max,
+        space=space,
+        surrogate=FITTED,
     )
+
+
+def random_inputs(
+    space: Space, spec: object, variance: float = USER_VARIANCE, name: str = "objective"
+) -> RandomInputs:
+    """The distribution of the inputs the environment sets, from a declaration ``spec``.
+
+    * ``None`` or ``"normal"`` (the default): every continuous or integer input follows a
+      normal centred in its box, truncated to it, with truncated variance ``variance`` on the
+      unit cube (the papers' 0.02-0.08; 0.04 is a standard deviation of about 0.2 box widths),
+      integers rounded to their value; every categorical input is uniform over its choices;
+    * ``"uniform"``: uniform over every box (and choice list);
+    * a list with one entry per input: ``"normal"``, ``"uniform"``, ``{"mean": m, "std": s}``
+      (declared units; a normal with that mean and standard deviation truncated to the box) or,
+      for a categorical input, ``{"probs": [p_1, ...]}`` (one probability per choice).
+    """
+    entries = spec if isinstance(spec, (list, tuple)) else [spec] * space.dim
+    if len(entries) != space.dim:
+        raise ConfigError(
+            f"objective {name}: uncontrolled declares {len(entries)} entries for {space.dim} inputs"
+        )
+    pairs = zip(space.parameters, entries, strict=True)
+    dists = [_input_dist(p, e, variance, name) for p, e in pairs]
+    return RandomInputs(space, tuple(dists))
+
+
+def _input_dist(p: object, entry: object, variance: float, name: str):
+    where = f"objective {name}: uncontrolled input {getattr(p, 'name', '?')}"
+    if isinstance(p, Categorical):
+        k = len(p.choices)
+        if entry in (None, "normal", "uniform"):
+            return Choice(tuple([1.0 / k] * k))
+        if isinstance(entry, dict) and set(entry) == {"probs"}:
+            probs = entry["probs"]
+            try:
+                values = tuple(float(v) for v in probs)
+            except (TypeError, ValueError):
+                values = ()
+            if len(values) != k:
+                raise ConfigError(f"{where}: give {k} probabilities, one per choice")
+            return Choice(values)
+        raise ConfigError(f"{where}: use 'uniform' or {{'probs': [...]}} for a categorical input")
+    if entry in (None, "normal"):
+        return TruncatedNormal.with_variance(variance)
+    if entry == "uniform":
+        return Uniform()
+    if isinstance(entry, dict) and "std" in entry and set(entry) <= {"mean", "std"}:
+        assert isinstance(p, (Continuous, Integer))
+        if isinstance(p, Integer):  # cell coordinates: value k sits at (k - lower + 0.5) / n
+            lo, width, offset = float(p.lower), float(p.n_values), 0.5
+        else:
+            lo, width, offset = p.lower, p.upper - p.lower, 0.0
+        mean = float(entry.get("mean", lo - offset + width / 2))
+        std = float(entry["std"])
+        if not (math.isfinite(mean) and std > 0 and math.isfinite(std)):
+            raise ConfigError(f"{where}: need a finite mean and a positive std")
+        return TruncatedNormal(std / width, (mean - lo + offset) / width)
+    raise ConfigError(f"{where}: use 'normal', 'uniform' or {{'mean': m, 'std': s}}")

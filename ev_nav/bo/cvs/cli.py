@@ -15,7 +15,14 @@ from ev_nav.bo.cvs.benchmarks import BENCHMARKS
 from ev_nav.bo.cvs.figures import save_figures, save_panel_figure
 from ev_nav.bo.cvs.problems import COST_PRESETS
 from ev_nav.bo.cvs.registry import METHODS
-from ev_nav.bo.cvs.runner import CVSExperiment, CVSRunConfig, run_experiment, summarise
+from ev_nav.bo.cvs.runner import (
+    SURROGATES,
+    CVSExperiment,
+    CVSRunConfig,
+    run_experiment,
+    summarise,
+)
+from ev_nav.bo.cvs.surrogate import USER_REFIT_EVERY
 from ev_nav.errors import ConfigError
 
 DEFAULT_METHODS = {
@@ -79,7 +86,30 @@ def _options(setting: str):
             metavar="JSON",
             help="with --objective: 0-based inputs per control set, e.g. '[[0], [1], [0, 1]]'",
         )
-        p.add_argument("--lengthscale", type=float, default=None, help="SE lengthscale (unit cube)")
+        p.add_argument(
+            "--lengthscale", type=float, default=None, help="initial SE lengthscale (unit cube)"
+        )
+        p.add_argument(
+            "--surrogate",
+            choices=SURROGATES,
+            default="auto",
+            help="GP treatment: fixed (papers' prior on raw y), fitted (standardised y, "
+            "marginal-likelihood refits), auto (fixed for benchmarks, fitted for --objective)",
+        )
+        p.add_argument(
+            "--refit-every",
+            type=int,
+            default=USER_REFIT_EVERY,
+            help="observations between refits of the fitted surrogate",
+        )
+        p.add_argument(
+            "--refit-at-spend",
+            type=float,
+            default=None,
+            metavar="FRACTION",
+            help="one marginal-likelihood refit, for every method, when the spend first exceeds "
+            "this fraction of the budget",
+        )
         p.add_argument("--out", type=Path, default=None, help="output folder")
         if setting == "cvs":
             p.add_argument(
@@ -94,6 +124,12 @@ def _options(setting: str):
         )
         p.add_argument("--tau", type=int, default=10, help="plays per set (paper mode)")
         p.add_argument("--etc-quota", type=int, default=50, help="ETC plays per group")
+        p.add_argument(
+            "--no-ucvs-refit",
+            action="store_true",
+            help="no marginal-likelihood refit at the start of the proposed method's "
+            "exploitation (its default; see --refit-at-spend for every method)",
+        )
         p.add_argument(
             "--no-clip-cost-lcb",
             action="store_true",
@@ -122,6 +158,7 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
             "tau": args.tau,
             "etc_quota": args.etc_quota,
             "clip_cost_lcb": not args.no_clip_cost_lcb,
+            "ucvs_refit": not args.no_ucvs_refit,
         }
     return CVSRunConfig(
         setting=setting,
@@ -142,6 +179,9 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
         if args.control_sets is None
         else tuple(tuple(int(j) for j in cs) for cs in args.control_sets),
         lengthscale=args.lengthscale,
+        surrogate=args.surrogate,
+        refit_every=args.refit_every,
+        refit_at_spend=args.refit_at_spend,
         **extra,  # type: ignore[arg-type]
     )
 
@@ -177,7 +217,10 @@ def _print_recommendations(exp: CVSExperiment) -> None:
         rec = info.get("recommendation")
         if rec is None:
             continue
-        x = ", ".join("random" if v is None or v != v else f"{v:.4g}" for v in rec["x_best"])
+        x = ", ".join(
+            "random" if v is None else f"{v:.4g}" if isinstance(v, float) else repr(v)
+            for v in rec["x_best"]
+        )
         print(
             f"{run_id}: recommended x = [{x}] with control set {rec['control_set']}, "
             f"posterior E f = {rec['posterior_value']:.4g}"

@@ -33,6 +33,7 @@ from ev_nav.bo.cvs.acquisition import (
     maximize_over_set,
 )
 from ev_nav.bo.cvs.problems import Problem
+from ev_nav.bo.cvs.surrogate import FIXED, SurrogateConfig, refit
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import (
     ExactGP,
@@ -66,10 +67,17 @@ class BOContext:
     budget: float = 0.0
     plays: list[int] = field(default_factory=list)
     cost_obs: list[list[float]] = field(default_factory=list)
+    surrogate: SurrogateConfig = FIXED
 
     @property
     def remaining(self) -> float:
         return self.budget - self.spent
+
+    def refit(self) -> bool:
+        """Fit the GP's hyperparameters to its data by marginal likelihood (the loop's
+        treatment, :mod:`ev_nav.bo.cvs.surrogate`); ``False`` when the fit failed and the
+        hyperparameters were kept."""
+        return refit(self.model, self.surrogate, self.generator)
 
     def ucb(self, X: Tensor) -> Tensor:
         return confidence_bound(self.model, X, self.beta)
@@ -78,7 +86,13 @@ class BOContext:
         """``max_{x^i} E fn([x^i, X^{-i}])`` for control set ``set_idx``."""
         p = self.problem
         return maximize_over_set(
-            fn, p.dim, p.control_sets[set_idx], self.S, self.generator, self.maximizer
+            fn,
+            p.dim,
+            p.control_sets[set_idx],
+            self.S,
+            self.generator,
+            self.maximizer,
+            p.control_space(set_idx),
         )
 
     def optimise_ucb(self, set_idx: int) -> Maximum:
@@ -111,6 +125,9 @@ class _Base:
     def observe(self, ctx: BOContext, set_idx: int, cost: float) -> None:  # noqa: B027
         """Default: ignore realised costs."""
 
+    def on_refit(self, ctx: BOContext) -> None:  # noqa: B027
+        """Called after the loop refitted the GP's hyperparameters; default: nothing to reset."""
+
 
 # --------------------------------------------------------------------------- selection rules
 
@@ -140,7 +157,8 @@ def constant_eps(eps: float = 0.0) -> EpsSchedule:
 
 
 def linear_eps(start: float, cutoff: int) -> EpsSchedule:
-    """``ε_t = start · max(1 − t / cutoff, 0)`` with ``t`` counted from 0 (official code)."""
+    """``ε_t = start · max(1 − t / cutoff, 0)`` with ``t`` counted from 0 (the form of the
+    official code's ``LinearSchedule``, which its experiments do not use)."""
     if cutoff <= 0:
         raise ConfigError("the cutoff of a linear ε-schedule must be positive")
     return lambda t: float(start) * max(1.0 - t / cutoff, 0.0)
@@ -401,7 +419,12 @@ class EIPerCost(_Base):
                 ctx.optimise(ei, i)
                 if full
                 else maximize_box(
-                    ei, len(control), ctx.generator, ctx.maximizer.n_warmup, ctx.maximizer
+                    ei,
+                    len(control),
+                    ctx.generator,
+                    ctx.maximizer.n_warmup,
+                    ctx.maximizer,
+                    p.control_space(i),
                 )
             )
         ratio = [res[i].value / self.costs[i] for i in range(p.m)]

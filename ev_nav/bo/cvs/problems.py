@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ev_nav.bo.core.space import Categorical, Integer, Space
+from ev_nav.bo.cvs.surrogate import SurrogateConfig
 from ev_nav.errors import ConfigError
 
 DTYPE = torch.float64
@@ -84,6 +86,103 @@ class TruncatedNormal:
         u = a + (b - a) * torch.rand(shape, dtype=DTYPE, generator=generator)
         x = self.loc + self.scale * torch.special.ndtri(u)
         return x.clamp(0.0, 1.0)
+
+    def sample_coords(self, n: int, coords: Sequence[int], generator: torch.Generator) -> Tensor:
+        """``n`` draws of the listed input coordinates: ``(n, len(coords))`` (all share it)."""
+        return self.sample((n, len(coords)), generator)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Uniform on ``[0, 1]`` (an integer input's equal cells make its values equally likely)."""
+
+    def sample(self, shape: tuple[int, ...], generator: torch.Generator) -> Tensor:
+        return torch.rand(shape, dtype=DTYPE, generator=generator)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A categorical input's distribution: choice ``k`` with probability ``probs[k]``."""
+
+    probs: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        p = np.asarray(self.probs, dtype=float)
+        if p.ndim != 1 or p.size < 2 or (p < 0).any() or not np.isclose(p.sum(), 1.0):
+            raise ConfigError(f"choice probabilities must be >= 0 and sum to 1, got {self.probs}")
+
+    def sample_onehot(self, n: int, generator: torch.Generator) -> Tensor:
+        """``n`` one-hot rows ``(n, k)``."""
+        k = torch.multinomial(
+            torch.as_tensor(self.probs, dtype=DTYPE), n, replacement=True, generator=generator
+        )
+        return torch.nn.functional.one_hot(k, len(self.probs)).to(DTYPE)
+
+
+InputDistribution = TruncatedNormal | Uniform | Choice
+
+
+@dataclass(frozen=True)
+class RandomInputs:
+    """Independent distributions of a user objective's inputs on the internal cube.
+
+    One distribution per *user* input (:class:`~ev_nav.bo.core.space.Space`): a continuous
+    input's coordinate follows its :class:`TruncatedNormal` or :class:`Uniform`; an integer
+    input's coordinate is drawn the same way and snapped to its value's cell centre; a
+    categorical input's one-hot block follows its :class:`Choice`.
+    """
+
+    space: Space
+    dists: tuple[InputDistribution, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.dists) != self.space.dim:
+            raise ConfigError(f"{len(self.dists)} input distributions for {self.space.dim} inputs")
+        for p, d in zip(self.space.parameters, self.dists, strict=True):
+            if isinstance(p, Categorical) != isinstance(d, Choice):
+                raise ConfigError(f"input {p.name}: {type(d).__name__} does not fit {p!r}")
+
+    def sample_coords(self, n: int, coords: Sequence[int], generator: torch.Generator) -> Tensor:
+        """``n`` draws of the internal coordinates ``coords`` (whole inputs), in that order."""
+        want = set(int(c) for c in coords)
+        cols: dict[int, Tensor] = {}
+        for p, d, sl in zip(
+            self.space.parameters, self.dists, input_slices(self.space), strict=True
+        ):
+            block = set(range(sl.start, sl.stop))
+            if not block & want:
+                continue
+            if not block <= want:
+                raise ConfigError(f"coordinates {sorted(want)} split input {p.name}")
+            if isinstance(d, Choice):
+                draw = d.sample_onehot(n, generator)
+            else:
+                draw = d.sample((n, 1), generator)
+                if isinstance(p, Integer):
+                    draw = torch.as_tensor(self.space_snap(p, draw), dtype=DTYPE)
+            for k, c in enumerate(range(sl.start, sl.stop)):
+                cols[c] = draw[:, k]
+        return (
+            torch.stack([cols[int(c)] for c in coords], dim=-1)
+            if coords
+            else torch.zeros(n, 0, dtype=DTYPE)
+        )
+
+    @staticmethod
+    def space_snap(p: Integer, u: Tensor) -> Tensor:
+        """An integer input's coordinates moved to their cell centres."""
+        n = p.n_values
+        return (torch.clamp(torch.floor(u.clamp(0.0, 1.0) * n), max=n - 1) + 0.5) / n
+
+
+def input_slices(space: Space) -> list[slice]:
+    """The internal coordinates of each user input, in order (one per continuous or integer
+    input, one per choice of a categorical)."""
+    out, start = [], 0
+    for p in space.parameters:
+        out.append(slice(start, start + p.width))
+        start += p.width
+    return out
 
 
 # --------------------------------------------------------------------------- costs
@@ -174,13 +273,22 @@ class Problem:
         The cost model (one mean per control set), or :class:`HiddenCosts` in the learner's view
         of an unknown-cost problem.
     variable
-        Distribution of every random coordinate (all coordinates share it).
+        Distribution of the random coordinates: one :class:`TruncatedNormal` shared by every
+        coordinate (the papers), or a user objective's per-input :class:`RandomInputs`.
     noise_std
-        Standard deviation of the Gaussian observation noise.
+        Standard deviation of the Gaussian observation noise (simulations add it to ``f``);
+        ``None`` for a user objective that declares none: its values are the observations.
     lengthscale
-        Lengthscale of the (fixed) SE surrogate used in the papers.
+        Initial lengthscale of the SE surrogate (fixed in the papers).
     f_max
         Known ``max_x f(x)`` when available (for the full set).
+    space
+        A user objective's inputs (:class:`~ev_nav.bo.core.space.Space`); the problem then lives
+        on its internal cube (``dim`` = internal coordinates, control sets = the coordinates of
+        their inputs). ``None``: the unit cube of the benchmarks.
+    surrogate
+        The GP treatment a learner uses unless its loop config names one (``None``: the
+        papers' fixed prior; user objectives: standardised and refitted).
     """
 
     name: str
@@ -188,10 +296,12 @@ class Problem:
     dim: int
     control_sets: tuple[tuple[int, ...], ...]
     costs: CostModel | HiddenCosts
-    variable: TruncatedNormal
-    noise_std: float = 0.01
+    variable: TruncatedNormal | RandomInputs
+    noise_std: float | None = 0.01
     lengthscale: float = 0.1
     f_max: float | None = None
+    space: Space | None = None
+    surrogate: SurrogateConfig | None = None
 
     def __post_init__(self) -> None:
         if self.costs.n_sets != len(self.control_sets):
@@ -220,12 +330,27 @@ class Problem:
 
     def sample_random(self, set_idx: int, n: int, generator: torch.Generator) -> Tensor:
         """Fresh draws of the random coordinates of ``set_idx``: shape ``(n, d - |I_i|)``."""
-        k = len(self.random_coords(set_idx))
-        return self.variable.sample((n, k), generator)
+        return self.variable.sample_coords(n, self.random_coords(set_idx), generator)
 
     def mc_matrix(self, n_samples: int, generator: torch.Generator) -> Tensor:
         """The ``(N, d)`` Monte Carlo matrix drawn once per run (common random numbers)."""
-        return self.variable.sample((n_samples, self.dim), generator)
+        return self.variable.sample_coords(n_samples, tuple(range(self.dim)), generator)
+
+    def snap(self, U: Tensor) -> Tensor:
+        """Points of the internal cube moved to valid values of discrete inputs (identity on
+        the benchmarks and on continuous inputs)."""
+        if self.space is None or self.space.is_continuous:
+            return U
+        return self.space.snap(U)
+
+    def control_space(self, set_idx: int) -> Space | None:
+        """The inputs of control set ``set_idx`` as a space whose internal coordinates are the
+        set's (``None`` when every coordinate is continuous: nothing to snap)."""
+        if self.space is None or self.space.is_continuous:
+            return None
+        slices = zip(self.space.parameters, input_slices(self.space), strict=True)
+        starts = {sl.start: p for p, sl in slices}
+        return Space([starts[c] for c in self.control_sets[set_idx] if c in starts])
 
     def assemble(self, set_idx: int, x_ctrl: Tensor, x_rand: Tensor) -> Tensor:
         """Scatter control and random values into full queries in the original coordinate order."""
@@ -242,8 +367,10 @@ class Problem:
         return replace(self, costs=HiddenCosts(self.m))
 
     def observe(self, x: Tensor, generator: torch.Generator) -> Tensor:
-        """Noisy observations ``f(x) + noise_std · ε``."""
+        """Noisy observations ``f(x) + noise_std · ε`` (``f(x)`` when ``noise_std`` is ``None``)."""
         fx = self.f()(x)
+        if self.noise_std is None:
+            return fx
         return fx + self.noise_std * torch.randn(fx.shape, dtype=DTYPE, generator=generator)
 
     def expected(self, set_idx: int, x_ctrl: Tensor, S: Tensor) -> Tensor:
@@ -347,7 +474,8 @@ class RegretTrace:
     quality
         Cumulative ``Σ ((1 − α) F* − value_τ)`` (Hoang et al.; unclipped).
     cost
-        Cumulative ``Σ max(c̄_{i_τ} − c̄_{i_*}, 0)`` with mean costs ``c̄``.
+        Cumulative ``Σ max(c̄_{i_τ} − c̄_{i_*}, 0)`` with mean costs ``c̄`` and ``i_*`` the
+        cheapest acceptable set; ``NaN`` when ``i_*`` is not known (no reference run).
     """
 
     spent: np.ndarray
@@ -382,12 +510,14 @@ def regrets(
     means = np.asarray(mean_costs, dtype=float)
     best = np.maximum.accumulate(v) if v.size else v
     thr = f_star - alpha * abs(f_star)
-    c_target = means[target] if target is not None else means.min()
+    # the cost regret is measured against the cheapest *acceptable* set i_*; without it (no
+    # reference run) the cheapest set would be a misleading target, so it is left undefined
+    nan = np.full(v.shape, np.nan)
     return RegretTrace(
         spent=np.cumsum(c),
         value=v,
         simple=f_star - best,
         cost_weighted=np.cumsum(c * (f_star - v)),
         quality=np.cumsum(thr - v),
-        cost=np.cumsum(np.maximum(means[idx] - c_target, 0.0)) if v.size else v,
+        cost=np.cumsum(np.maximum(means[idx] - means[target], 0.0)) if target is not None else nan,
     )

@@ -37,12 +37,14 @@ class CVSMethodConfig:
     ada_scale
         ETC-Ada plays per group ``int(ada_scale / c_g)``.
     eps_start, eps_cutoff
-        Linear ε-schedule of UCB-CVS (official code: 1 → 0 over 100 iterations).
+        Linear ε-schedule of UCB-CVS, ``ε_t = eps_start · max(1 − t / eps_cutoff, 0)`` (our
+        default 1 → 0 over 100 iterations: the paper evaluates no schedule and the official
+        code instantiates none).
     n_features
         Random Fourier features of the Thompson-sampling methods (``2048`` = 1024 frequencies).
     etc_quota
         ETC plays per size group (unknown costs).
-    tau, alpha, explore_frac, clip_cost_lcb
+    tau, alpha, explore_frac, clip_cost_lcb, refit_at_exploit
         The unknown-cost method (see :class:`~ev_nav.bo.cvs.unknown.UCVSConfig`).
     """
 
@@ -55,6 +57,7 @@ class CVSMethodConfig:
     alpha: float = 0.1
     explore_frac: float = 0.6
     clip_cost_lcb: bool = True
+    refit_at_exploit: bool = True
 
 
 PolicyBuilder = Callable[[Problem, CVSMethodConfig], Policy]
@@ -118,6 +121,7 @@ def _ucvs(p: Problem, s: CVSMethodConfig) -> Policy:
             explore_frac=s.explore_frac,
             intersect=False,
             clip_cost_lcb=s.clip_cost_lcb,
+            refit_at_exploit=s.refit_at_exploit,
         )
     )
 
@@ -137,7 +141,13 @@ _unknown(
     "ucvs-paper",
     "proposed method, Algorithm 1 (tau plays per set, fixed alpha)",
     lambda p, s: UnknownCostCVS(
-        UCVSConfig("paper", tau=s.tau, alpha=s.alpha, clip_cost_lcb=s.clip_cost_lcb),
+        UCVSConfig(
+            "paper",
+            tau=s.tau,
+            alpha=s.alpha,
+            clip_cost_lcb=s.clip_cost_lcb,
+            refit_at_exploit=s.refit_at_exploit,
+        ),
         name="ucvs-paper",
     ),
 )

@@ -37,9 +37,11 @@ from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set
 from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
 from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
+from ev_nav.bo.cvs.surrogate import FIXED, USER_REFIT_EVERY, SurrogateConfig
 from ev_nav.errors import ConfigError
 
 SETTINGS = ("cvs", "ucvs")
+SURROGATES = ("auto", "fixed", "fitted")
 DTYPE = torch.float64
 
 
@@ -67,6 +69,18 @@ class CVSRunConfig:
         Cost budget C.
     lengthscale
         SE lengthscale of the surrogate (default: the benchmark's; 0.2 for user objectives).
+    surrogate
+        The GP's hyperparameter treatment (:mod:`ev_nav.bo.cvs.surrogate`): ``"fixed"`` (the
+        papers' prior on raw ``y``), ``"fitted"`` (standardised ``y``, marginal-likelihood refit
+        every ``refit_every`` observations) or ``"auto"`` (fixed for benchmarks, fitted for user
+        objectives).
+    refit_every
+        Observations between refits of the fitted treatment.
+    refit_at_spend
+        Refit once, for every method, when the spend first exceeds this fraction of the budget
+        (``None``: no such refit).
+    ucvs_refit
+        The unknown-cost method's own single refit at the start of exploitation.
     """
 
     setting: str = "cvs"
@@ -94,10 +108,16 @@ class CVSRunConfig:
     bounds: tuple[tuple[float, float], ...] | None = None
     control_sets: tuple[tuple[int, ...], ...] | None = None
     lengthscale: float | None = None
+    surrogate: str = "auto"
+    refit_every: int = USER_REFIT_EVERY
+    refit_at_spend: float | None = None
+    ucvs_refit: bool = True
 
     def __post_init__(self) -> None:
         if self.setting not in SETTINGS:
             raise ConfigError(f"setting must be one of {SETTINGS}")
+        if self.surrogate not in SURROGATES:
+            raise ConfigError(f"surrogate must be one of {SURROGATES}")
         for m in self.methods:
             METHODS[self.setting].entry(m)  # raises naming the registered methods
         if not self.seeds:
@@ -134,7 +154,16 @@ class CVSRunConfig:
                 n_starts=self.n_starts,
                 maxiter=self.maxiter,
             ),
+            surrogate=self.surrogate_config(),
         )
+
+    def surrogate_config(self) -> SurrogateConfig:
+        """The GP treatment of this cell (``auto``: fitted for user objectives only)."""
+        fitted = self.surrogate == "fitted" or (
+            self.surrogate == "auto" and self.objective is not None
+        )
+        base = SurrogateConfig(standardise=True, refit_every=self.refit_every) if fitted else FIXED
+        return replace(base, refit_at_spend=self.refit_at_spend)
 
     def method_config(self) -> CVSMethodConfig:
         return CVSMethodConfig(
@@ -144,6 +173,7 @@ class CVSRunConfig:
             alpha=self.alpha,
             explore_frac=self.explore_frac,
             clip_cost_lcb=self.clip_cost_lcb,
+            refit_at_exploit=self.ucvs_refit,
         )
 
     def user_objective(self) -> UserObjective | None:
@@ -205,7 +235,8 @@ def _episode_task(cfg: CVSRunConfig, seed: int, method: str) -> RunRecord:
         cfg.loop(),
         family=cfg.setting,
         method_config=cfg.method_config(),
-        score=cfg.objective is None,
+        # a user objective is scored (N evaluations per play) only when its optimum is known
+        score=cfg.objective is None or problem.f_max is not None,
     )
     rows = pd.DataFrame(
         {
@@ -221,15 +252,23 @@ def _episode_task(cfg: CVSRunConfig, seed: int, method: str) -> RunRecord:
     )
     info: dict[str, Any] = {"stopped_by": ep.stopped_by, "policy": ep.method}
     if ep.result is not None:
-        user = cfg.user_objective()
-        x = ep.result.x_best if user is None else user.from_unit(ep.result.x_best)
         cs = ep.result.detail["control_set"]
         info["recommendation"] = {
-            "x_best": x,  # the objective's units; NaN where the environment decides
+            # the objective's units; None where the environment decides
+            "x_best": [_plain(v) for v in ep.result.x_best],
             "posterior_value": ep.result.value,
             "control_set": None if cs is None else int(cs) + 1,  # type: ignore[call-overload]
         }
     return RunRecord(rows, info)
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-ready value: NaN (an input the environment sets) becomes ``None``."""
+    if isinstance(v, (float, np.floating)):
+        return None if math.isnan(float(v)) else float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
 
 
 def _reference_task(cfg: CVSRunConfig, seed: int) -> RunRecord:
@@ -343,8 +382,11 @@ def _structure(cfg: CVSRunConfig) -> tuple[tuple[float, ...], int]:
 
 
 def _known_f_max(cfg: CVSRunConfig) -> float:
+    """``max f`` when known: the benchmark's, or ``f(optimum)`` of a user objective that
+    declares its maximiser; ``NaN`` otherwise (no regret is reported then)."""
     if cfg.objective is not None:
-        return math.nan
+        f_max = build_problem(cfg, cfg.seeds[0]).f_max
+        return math.nan if f_max is None else float(f_max)
     f_max = BENCHMARKS.get(cfg.benchmark).f_max
     return math.nan if f_max is None else float(f_max)
 
@@ -453,20 +495,30 @@ def lock_on_spend(g: pd.DataFrame, last_set: int) -> float:
 
 
 def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
-    """Final simple regret at C/4, C/2, C (mean, SE, median), evaluations and lock-on spend."""
+    """Per method: final simple regret at C/4, C/2, C (mean, SE, median), evaluations, the median
+    best observation and the mean lock-on spend.
+
+    Only defined numbers are reported: the regret columns need a known optimum (a benchmark's,
+    or a user objective's declared ``optimum``), and a column that is undefined for some method
+    (the lock-on spend of a method that never commits to the last set) is left out, so the
+    summary holds no ``NaN``.
+    """
     rows = []
     m_last = int(df["n_sets"].max()) if len(df) else 7
+    scored = bool(len(df)) and bool(np.isfinite(df["simple_regret"]).all())
     for method, g in df.groupby("method", sort=False):
         row: dict = {"method": method, "seeds": g["seed"].nunique()}
-        for frac, tag in ((0.25, "C/4"), (0.5, "C/2"), (1.0, "C")):
-            r = regret_at(g, frac * budget)["simple_regret"].to_numpy()
-            row[f"regret@{tag}"] = float(r.mean())
-            row[f"se@{tag}"] = float(r.std() / np.sqrt(len(r)))
-            row[f"median@{tag}"] = float(np.median(r))
+        if scored:
+            for frac, tag in ((0.25, "C/4"), (0.5, "C/2"), (1.0, "C")):
+                r = regret_at(g, frac * budget)["simple_regret"].to_numpy()
+                row[f"regret@{tag}"] = float(r.mean())
+                row[f"se@{tag}"] = float(r.std() / np.sqrt(len(r)))
+                row[f"median@{tag}"] = float(np.median(r))
         row["evals"] = float(g.groupby("seed")["t"].max().mean())
+        row["best_y"] = float(g.groupby("seed")["y"].max().median())
         spends = np.array([lock_on_spend(s, m_last) for _, s in g.groupby("seed")])
         row["lock_on_spend"] = (
-            float(spends[np.isfinite(spends)].mean()) if np.isfinite(spends).any() else float("nan")
+            float(spends[np.isfinite(spends)].mean()) if np.isfinite(spends).any() else math.nan
         )
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).dropna(axis=1)

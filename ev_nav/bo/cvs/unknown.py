@@ -27,7 +27,7 @@ import numpy as np
 
 from ev_nav.bo.cvs.acquisition import confidence_bound
 from ev_nav.bo.cvs.policies import BOContext, Decision, _Base
-from ev_nav.errors import ConfigError, InvalidObservation
+from ev_nav.errors import ConfigError
 
 # --------------------------------------------------------------------------- pure rules
 
@@ -173,29 +173,22 @@ class UnknownCostCVS(_Base):
             return Decision(i, x, (val, lval), "explore")
         return self._exploit(ctx)
 
-    @staticmethod
-    def _refit(ctx: BOContext) -> bool:
-        """ML-II refit of the GP; ``False`` (hyperparameters kept) when every start fails, as on
-        a very smooth objective whose likelihood pushes the lengthscales to a singular kernel."""
-        model = ctx.model
-        assert model.X_train is not None and model.y_train is not None
-        try:
-            model.fit_hyperparameters(
-                model.X_train, model.y_train, n_restarts=2, generator=ctx.generator
-            )
-        except InvalidObservation:
-            return False
-        return True
+    def on_refit(self, ctx: BOContext) -> None:
+        """Bounds of the old model are not valid for the refitted one: restart the running
+        intersections (exploration's history and the exploitation bounds)."""
+        if self.ucb_hist is not None:
+            self.ucb_hist = [[] for _ in self.ucb_hist]
+        if self.ucb_bar is not None:
+            self.ucb_bar = [math.inf] * len(self.ucb_bar)
+        self.lcb_bar = -math.inf
 
     def _exploit(self, ctx: BOContext) -> Decision:
         m, cfg = ctx.problem.m, self.config
         assert self.ucb_hist is not None
         if self.ucb_bar is None:  # first exploitation step: intersections over exploration
             self.ucb_bar = [min(h) if h else math.inf for h in self.ucb_hist]
-            if cfg.refit_at_exploit and self._refit(ctx):
-                # bounds of the old model are not valid for the new one: restart the intersections
-                self.ucb_bar = [math.inf] * m
-                self.lcb_bar = -math.inf
+            if cfg.refit_at_exploit and ctx.refit():
+                self.on_refit(ctx)
         ucb = [ctx.optimise_ucb(i) for i in range(m)]
         lcb_now = self._max_lcb(ctx, range(m))
         u_now = [u.value for u in ucb]

@@ -89,21 +89,9 @@ def maximize_acquisition(
     extra = None
     if ys is not None and opt.n_best > 0 and X.shape[0] > 0:
         extra = X[torch.topk(ys, min(opt.n_best, X.shape[0])).indices]
-    if space is not None and not space.is_continuous:
-        best = maximize(
-            space.discrete_objective(obj),
-            d,
-            gen,
-            n_raw=opt.n_candidates(d),
-            n_starts=opt.n_starts,
-            maxiter=opt.maxiter,
-            start_rule="top",
-            raw_points=candidates,
-            extra_points=extra,
-        )
-        return Maximum(space.snap(best.x), best.value)
-    return maximize(
-        obj,
+    discrete = space is not None and not space.is_continuous
+    best = maximize(
+        space.discrete_objective(obj) if discrete else obj,
         d,
         gen,
         n_raw=opt.n_candidates(d),
@@ -113,6 +101,8 @@ def maximize_acquisition(
         raw_points=candidates,
         extra_points=extra,
     )
+    # the maximiser moves the continuous coordinates; a discrete input's value is its snap
+    return Maximum(space.snap(best.x), best.value) if discrete else best
 
 
 @dataclass

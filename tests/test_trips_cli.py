@@ -180,5 +180,8 @@ def test_unreachable_goal_is_a_clear_error():
         lg_indptr = np.array([0, 1, 1, 1])
         lg_indices = np.array([1])
 
+        def routing_graph(self):
+            return self.lg_indptr, self.lg_indices
+
     with pytest.raises(UnreachableError, match="no route"):
         Router(OneWay()).route(np.ones(3), 0, 2)

@@ -149,9 +149,11 @@ class Vehicle:
         if not 0 <= self.eta_recuperation <= 1:
             raise ConfigError(f"eta_recuperation must be in [0, 1], got {self.eta_recuperation}")
 
-    def charging_minutes(self, soc_from_pct: float, soc_to_pct: float) -> float:
+    def charging_minutes(
+        self, soc_from_pct: float, soc_to_pct: float, max_kw: float | None = None
+    ) -> float:
         """Minutes to charge from one state of charge to another at a DC charger that delivers
-        whatever the car's curve asks (:attr:`charge_curve`).
+        whatever the car's curve asks (:attr:`charge_curve`), or at most ``max_kw``.
 
         The battery gains ``dE = capacity · dSoC / 100`` at power ``P(SoC)``, so the time is
         ``∫ capacity / (100 · P(s)) ds`` over the SoC interval; with the curve linear between its
@@ -162,6 +164,9 @@ class Vehicle:
         ----------
         soc_from_pct, soc_to_pct : float
             States of charge [%] of the usable capacity, ``0 <= from <= to <= 100``.
+        max_kw : float, optional
+            The charger's power limit [kW]: the car draws ``min(P(s), max_kw)`` (still piecewise
+            linear, with a breakpoint where the curve crosses the limit).
 
         Returns
         -------
@@ -183,6 +188,19 @@ class Vehicle:
             )
         soc = np.array([p[0] for p in self.charge_curve], dtype=np.float64)
         kw = np.array([p[1] for p in self.charge_curve], dtype=np.float64)
+        if max_kw is not None:
+            if not (np.isfinite(max_kw) and max_kw > 0):
+                raise ConfigError(f"a charger's power must be a positive number, got {max_kw}")
+            # where a curve piece crosses the limit, min(P, limit) has a corner: add it
+            p0, p1 = kw[:-1], kw[1:]
+            cross = (p0 - max_kw) * (p1 - max_kw) < 0
+            at = soc[:-1][cross] + (max_kw - p0[cross]) * np.diff(soc)[cross] / (
+                p1[cross] - p0[cross]
+            )
+            soc = np.concatenate([soc, at])
+            order = np.argsort(soc, kind="stable")
+            soc = soc[order]
+            kw = np.minimum(np.concatenate([kw, np.full(at.size, max_kw)])[order], max_kw)
         # breakpoints inside [lo, hi]: the ends plus the curve's own points between them
         s = np.unique(np.concatenate([[lo, hi], soc[(soc > lo) & (soc < hi)]]))
         p = np.interp(s, soc, kw)  # flat beyond the ends

@@ -779,3 +779,116 @@ class _Solver:
         _, sites, legs, lv = best_hi
         levels = [float(self.grid_wh[x]) for x in lv]
         return sites, legs, levels, self._plan_risk(legs, levels)
+
+
+# ----------------------------------------------------------------------------- the product
+def vehicle_sites(net: RoadNetwork, vehicle: Vehicle) -> list[ChargingSite]:
+    """The network's chargers (``net.chargers``) that ``vehicle`` can plug into, with the power
+    it can draw at each (a loop over chargers, not segments)."""
+    table = net.chargers
+    idx, power, dc = table.for_vehicle(vehicle)
+    return [
+        ChargingSite(int(table.segment[i]), float(table.fraction[i]), float(p), bool(d),
+                     table.name[i] or f"charger {int(i)}", int(i))
+        for i, p, d in zip(idx.tolist(), power.tolist(), dc.tolist(), strict=True)
+    ]
+
+
+def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
+    """JSON-ready form of a plan (charges in Wh and % of the usable capacity)."""
+
+    def pct(wh: float) -> float:
+        return round(plan.pct(wh), 2)
+
+    legs = []
+    for leg in plan.legs:
+        coords = [
+            net.segment_point(int(leg.segments[0]), 1.0 - float(leg.shares[0]))
+            if leg.segments.size > 1 else net.segment_point(int(leg.segments[0]), 0.0),
+            net.segment_point(int(leg.segments[-1]), float(leg.shares[-1]))
+            if leg.segments.size > 1 else net.segment_point(int(leg.segments[0]), 1.0),
+        ]
+        legs.append({
+            "segments": leg.segments.tolist(),
+            "km": round(float(leg.shares @ net.length_m[leg.segments]) / 1000, 3),
+            "drive_min": round(leg.drive_min, 2),
+            "energy_wh": round(leg.mean_wh, 1),
+            "energy_sd_wh": round(leg.sd_wh, 1),
+            "from_lonlat": [round(c, 7) for c in coords[0]],
+            "to_lonlat": [round(c, 7) for c in coords[1]],
+        })
+    stops = [
+        {
+            "charger": s.site.name,
+            "charger_index": s.site.index,
+            "segment": s.site.segment,
+            "lonlat": [round(c, 7) for c in net.segment_point(s.site.segment, s.site.fraction)],
+            "power_kw": round(s.site.power_kw, 2),
+            "dc": s.site.dc,
+            "arrival_pct": pct(s.arrival_mean_wh),
+            "arrival_p5_pct": pct(s.arrival_p5_wh),
+            "charge_to_pct": pct(s.charge_to_wh),
+            "charge_min": round(s.charge_min, 2),
+            "overhead_min": round(s.overhead_min, 2),
+        }
+        for s in plan.stops
+    ]
+    st = plan.settings
+    return {
+        "feasible": plan.feasible,
+        "probability_at_least": round(plan.probability, 4),
+        "confidence": st.confidence,
+        "start_pct": pct(st.start_wh),
+        "reserve_pct": pct(st.reserve_wh),
+        "capacity_wh": plan.capacity_wh,
+        "total_min": round(plan.total_min, 2),
+        "drive_min": round(plan.drive_min, 2),
+        "charge_min": round(plan.charge_min, 2),
+        "arrival_pct": pct(plan.goal_arrival_mean_wh),
+        "arrival_p5_pct": pct(plan.goal_arrival_p5_wh),
+        "legs": legs,
+        "stops": stops,
+        "notes": list(plan.notes),
+    }
+
+
+def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
+    """The route table of a plan with stops, as ``ev-nav route`` prints it."""
+    st = plan.settings
+    lines = [
+        f"{'step':<34}{'km':>7}{'min':>7}{'arrive':>9}{'5th pct':>9}{'charge to':>11}"
+        f"{'charging':>10}",
+    ]
+    for j, leg in enumerate(plan.legs):
+        km = float(leg.shares @ net.length_m[leg.segments]) / 1000
+        if j < len(plan.stops):
+            s = plan.stops[j]
+            where = f"to {s.site.name} ({s.site.power_kw:.0f} kW)"
+            lines.append(
+                f"{where[:33]:<34}{km:>7.1f}{leg.drive_min:>7.1f}"
+                f"{plan.pct(s.arrival_mean_wh):>8.0f}%{plan.pct(s.arrival_p5_wh):>8.0f}%"
+                f"{plan.pct(s.charge_to_wh):>10.0f}%{s.charge_min + s.overhead_min:>7.1f} min"
+            )
+        else:
+            lines.append(
+                f"{'to the destination':<34}{km:>7.1f}{leg.drive_min:>7.1f}"
+                f"{plan.pct(plan.goal_arrival_mean_wh):>8.0f}%"
+                f"{plan.pct(plan.goal_arrival_p5_wh):>8.0f}%"
+            )
+    n = len(plan.stops)
+    lines.append(
+        f"total {plan.total_min:.0f} min: driving {plan.drive_min:.0f}, charging and stops "
+        f"{plan.charge_min:.0f} ({n} stop{'s' if n != 1 else ''}, {st.stop_overhead_min:g} min "
+        "each besides charging)"
+    )
+    keep = f"every arrival keeps the {plan.pct(st.reserve_wh):.0f}% reserve"
+    if plan.feasible:
+        lines.append(f"{keep} with probability >= {100 * plan.probability:.1f}% "
+                     f"(asked: {100 * st.confidence:g}%)")
+    else:
+        lines.append(
+            f"no plan reaches {100 * st.confidence:g}%: this is the least risky one found; "
+            f"{keep} with probability >= {100 * plan.probability:.1f}% — charge more before "
+            "leaving, lower the reserve or the confidence"
+        )
+    return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import warnings
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import numpy as np
 
 from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
-from ev_nav.errors import InvalidObservation, StateIOError
+from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 
@@ -117,6 +118,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reserve", default="10%", help="charge to keep at arrival (default 10%%)"
     )
+    p.add_argument(
+        "--confidence",
+        type=_confidence_arg,
+        help="plan charging stops (with --soc): every arrival keeps the reserve with at least "
+        "this probability, e.g. 0.95 (the network needs chargers: 'ev-nav network chargers')",
+    )
+    p.add_argument(
+        "--stop-minutes",
+        type=_minutes_arg,
+        default=5.0,
+        help="time a charging stop costs besides charging [min] (default 5)",
+    )
+    p.add_argument(
+        "--max-charge", default="100%", help="highest charge to plan a stop to (default 100%%)"
+    )
+    p.add_argument("--max-stops", type=_stops_arg, default=4, help="most stops (default 4)")
     p.add_argument(
         "--via",
         type=_parse_latlon,
@@ -279,9 +296,100 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _confidence_arg(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a probability like 0.95, got {text!r}"
+        ) from None
+    if not 0.5 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"confidence must be in (0.5, 1), got {text!r}")
+    return value
+
+
+def _minutes_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes, got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= 600):
+        raise argparse.ArgumentTypeError(f"minutes must be in 0..600, got {text!r}")
+    return value
+
+
+def _stops_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of stops, got {text!r}"
+        ) from None
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"stops must be in 0..10, got {text!r}")
+    return value
+
+
+def _route_with_stops(args: argparse.Namespace) -> int:
+    """``ev-nav route --confidence``: a trip with charging stops (planned, not recorded)."""
+    from ev_nav.trips.charging import (
+        ChargeSettings,
+        plan_charging,
+        plan_table,
+        plan_to_dict,
+        vehicle_sites,
+    )
+
+    if args.soc is None:
+        raise ConfigError("planning charging stops needs the departure charge: add --soc")
+    if args.via or args.avoid or args.time_weight:
+        raise ConfigError("--via, --avoid and --time-weight do not combine with --confidence yet")
+    with _session(args.state, args.network, save_repairs=False, planning=True) as session:
+        net, vehicle = session.net, session.vehicle
+        capacity = vehicle.battery_wh
+        max_charge = parse_charge(args.max_charge, capacity)
+        settings = ChargeSettings(
+            start_wh=parse_charge(args.soc, capacity),
+            reserve_wh=parse_charge(args.reserve, capacity),
+            confidence=args.confidence,
+            stop_overhead_min=args.stop_minutes,
+            max_stops=args.max_stops,
+            max_charge_pct=max(1, int(math.floor(100 * max_charge / capacity + 1e-9))),
+        )
+        start = net.snap(args.origin[1], args.origin[0], args.max_snap)
+        goal = net.snap(args.goal[1], args.goal[0], args.max_snap)
+        sites = vehicle_sites(net, vehicle)
+        plan = plan_charging(
+            net, session.model, vehicle, sites, (start.segment, start.fraction),
+            (goal.segment, goal.fraction), settings,
+        )
+        if args.json:
+            doc = {"vehicle": vehicle.name, "chargers_usable": len(sites),
+                   **plan_to_dict(plan, net)}
+            print(json.dumps(doc, indent=2))
+            return 0 if plan.feasible else 3
+        print(f"long trip: segment {start.segment} -> {goal.segment}, vehicle {vehicle.name} "
+              f"({capacity / 1000:g} kWh), departing at {plan.pct(settings.start_wh):.0f}%, "
+              f"{len(sites)} usable chargers on this network")
+        for note in plan.notes:
+            print(f"ev-nav: notice: {note}", file=sys.stderr)
+        for line in plan_table(plan, net):
+            print(line)
+        if not args.no_map:
+            from ev_nav.trips.planning import write_charging_map
+
+            page = write_charging_map(session, plan)
+            print(f"map: {page}")
+        print("planned only (nothing recorded): plan each leg with 'ev-nav route' to record "
+              "its drive")
+    return 0 if plan.feasible else 3
+
+
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
+    if args.confidence is not None:
+        return _route_with_stops(args)
     # planning reads the posterior only: restored without torch where possible (issue 29)
     with _session(
         args.state, args.network, save_repairs=not args.dry_run, planning=True

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from ev_nav.bandits.routing import Router
     from ev_nav.gp.posterior import SegmentPosterior
     from ev_nav.roads.network import RoadNetwork
+    from ev_nav.trips.charging import ChargingPlan
     from ev_nav.trips.session import Session
 
-__all__ = ["PlannedTrip", "maps_dir", "plan_trip", "write_trip_files"]
+__all__ = ["PlannedTrip", "maps_dir", "plan_trip", "write_charging_map", "write_trip_files"]
 
 
 class _PlanningCache(threading.local):
@@ -451,3 +452,52 @@ def _write_route_geojson(net: RoadNetwork, routes: dict[str, Route], path: Path)
             }
         )
     atomic_write_text(path, json.dumps({"type": "FeatureCollection", "features": features}))
+
+
+def write_charging_map(session: Session, plan: ChargingPlan) -> Path:
+    """Write ``maps/charging-plan.html``: the legs of a plan with charging stops, each labelled
+    with its arrival charge and what to do at the stop (replaced by the next such plan)."""
+    from ev_nav.viz.maps import route_map
+
+    folder = maps_dir(session.state_dir)
+    page = folder / "charging-plan.html"
+    routes: dict[str, tuple[np.ndarray, float, float]] = {}
+    labels: dict[str, str] = {}
+    for j, leg in enumerate(plan.legs):
+        start = 1.0 - float(leg.shares[0]) if leg.segments.size > 1 else 0.0
+        end = float(leg.shares[-1]) if leg.segments.size > 1 else 1.0
+        if j < len(plan.stops):
+            s = plan.stops[j]
+            name = f"leg {j + 1}: to {s.site.name}"
+            labels[name] = (
+                f"{leg.drive_min:.0f} min, arrive {plan.pct(s.arrival_mean_wh):.0f}% "
+                f"(5th pct {plan.pct(s.arrival_p5_wh):.0f}%), charge to "
+                f"{plan.pct(s.charge_to_wh):.0f}% ({s.charge_min:.0f} min at "
+                f"{s.site.power_kw:.0f} kW)"
+            )
+        else:
+            name = f"leg {j + 1}: to the destination"
+            labels[name] = (
+                f"{leg.drive_min:.0f} min, arrive {plan.pct(plan.goal_arrival_mean_wh):.0f}% "
+                f"(5th pct {plan.pct(plan.goal_arrival_p5_wh):.0f}%)"
+            )
+        routes[name] = (leg.segments, start, end)
+    first, *rest = routes
+    post = session.model.posterior()
+    try:
+        route_map(
+            session.net,
+            routes[first],
+            {n: routes[n] for n in rest},
+            route_name=first,
+            mean_wh=post.mean,
+            sd_wh=post.std,
+            route_labels=labels,
+            title=f"ev-nav charging plan: {plan.total_min:.0f} min, {len(plan.stops)} stop(s), "
+            f"P >= {100 * plan.probability:.1f}%",
+            path=page,
+        )
+    except OSError as exc:
+        raise StateIOError(f"the charging plan's map could not be written to {folder} ({exc})"
+                           ) from None
+    return page

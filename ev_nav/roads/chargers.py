@@ -291,9 +291,26 @@ class ChargersRead:
 
     def describe(self) -> str:
         """One line for the command line: sites attached and what was noticed."""
-        notes = {k: v for k, v in self.notes.items() if v and k != "stations"}
-        extra = ", ".join(f"{k} {v}" for k, v in notes.items())
-        return f"{len(self.chargers)} charging site(s)" + (f" ({extra})" if extra else "")
+        parts = []
+        for key, n in self.notes.items():
+            if not n or key == "stations":
+                continue
+            kind = key.partition(":")[2]
+            text = _NOTE_TEXT.get(key, f"socket:{kind} (not a known plug) ignored")
+            parts.append(f"{n:,} {text}")
+        extra = f" ({'; '.join(parts)})" if parts else ""
+        return f"{len(self.chargers):,} charging site(s) attached{extra}"
+
+
+_NOTE_TEXT = {
+    "too_far": f"farther than {MAX_SNAP_M:,.0f} m from the roads, left out",
+    "default_power_sockets": "socket(s) without an output tag, given a default power",
+    "power_only": "with only a power tag, plugs assumed",
+    "no_plug_info": "with no plug information, never usable",
+    "bad_values": "unreadable tag value(s) ignored",
+    "relations": "mapped as relations, skipped",
+    "outside_extract": "mapped as ways whose nodes the file lacks, skipped",
+}
 
 
 # ============================================================================ attaching

@@ -468,6 +468,10 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
     net = RoadNetwork.load(out_file)
     assert net.chargers.name == (*grid.chargers.name, "Home", "Home")
     assert net.arrays_hash == grid.arrays_hash
+    code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
+                             tmp_path / "x.npz", "--chargers", tmp_path / "missing.csv")
+    assert code != 0 and "charger file not found" in err and "Traceback" not in err
+    assert not (tmp_path / "x.npz").exists()
 
 
 # ---------------------------------------------------------------------------- generated, maps

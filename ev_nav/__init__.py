@@ -10,6 +10,8 @@ command line's start-up stay light):
 * networks and vehicles: :class:`RoadNetwork`, :func:`load_osm`, :func:`synthetic_town`,
   :func:`match_track`, :class:`Vehicle`, :func:`get_vehicle`, :func:`catalogue` (the vehicle
   catalogue: current EV models with sourced values);
+* charging sites: :class:`Chargers` (a network's table, ``RoadNetwork.chargers``),
+  :func:`read_osm_chargers`, :func:`read_charger_csv`, :func:`generated_chargers`;
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
   :func:`loss_lower_bound`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
@@ -39,6 +41,10 @@ _EXPORTS: dict[str, str] = {
     "load_osm": "ev_nav.roads.load",
     "synthetic_town": "ev_nav.roads.synthetic",
     "match_track": "ev_nav.roads.matching",
+    "Chargers": "ev_nav.roads.chargers",
+    "read_osm_chargers": "ev_nav.roads.chargers",
+    "read_charger_csv": "ev_nav.roads.chargers",
+    "generated_chargers": "ev_nav.roads.synthetic",
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
     "catalogue": "ev_nav.vehicles",

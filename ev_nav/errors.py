@@ -38,6 +38,11 @@ class NetworkCacheError(EvNavError, ValueError):
     """A cached network file is corrupt or from an incompatible version."""
 
 
+class ChargerDataError(EvNavError, ValueError):
+    """A charging-site table (a charger CSV) is malformed: a missing or unknown column, a bad
+    number, a position off the Earth, a power that is not positive, an unknown connector."""
+
+
 class OfflineError(EvNavError, ConnectionError):
     """An online operation (``ev-nav network fetch``) was requested without internet."""
 

@@ -1,4 +1,4 @@
-"""``ev-nav network build | info | fetch``."""
+"""``ev-nav network build | info | fetch | chargers``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.roads.network import RoadNetwork
+
+if TYPE_CHECKING:
+    from ev_nav.roads.chargers import Chargers
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +35,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
     build.add_argument("--max-grade", type=float, default=0.3, help="clip |grade| (default 0.3)")
+    build.add_argument(
+        "--chargers",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE.csv",
+        help="charging sites to add (CSV: lat,lon,power_kw,name[,connectors]); repeatable. "
+        "The OSM file's own charging stations are always read",
+    )
     build.set_defaults(func=_cmd_build)
+
+    chargers = sub.add_parser(
+        "chargers", help="add charging sites from a CSV file to a network file (in place)"
+    )
+    chargers.add_argument("path", type=Path, help="network file written by 'network build'")
+    chargers.add_argument(
+        "--csv",
+        required=True,
+        action="append",
+        type=Path,
+        metavar="FILE.csv",
+        help="charging sites (lat,lon,power_kw,name[,connectors]); repeatable",
+    )
+    chargers.add_argument(
+        "--replace", action="store_true", help="replace the network's sites instead of adding"
+    )
+    chargers.set_defaults(func=_cmd_chargers)
 
     info = sub.add_parser("info", help="print a network's summary statistics")
     src = info.add_mutually_exclusive_group(required=True)
@@ -77,15 +107,51 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    from ev_nav.errors import NetworkFileNotFound
     from ev_nav.roads.load import LoadOptions, load_osm
 
+    for path in args.chargers:  # before the build, which may take minutes
+        if not path.is_file():
+            raise NetworkFileNotFound(f"charger file not found: {path}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
     _print_warnings(caught)
+    osm_notes = net.meta.get("chargers_osm", {})
+    if osm_notes.get("stations"):
+        print(f"OSM: {_describe(net.chargers, osm_notes)}")
+    net = _add_csv_chargers(net, args.chargers, replace=False)
     net.save(args.out)
     print(f"wrote {args.out}  ({net.n_segments:,} segments, {net.n_connections:,} connections)")
     print_summary(net)
+    return 0
+
+
+def _describe(chargers: Chargers, notes: dict[str, int]) -> str:
+    from ev_nav.roads.chargers import ChargersRead
+
+    return ChargersRead(chargers, notes).describe()
+
+
+def _add_csv_chargers(net: RoadNetwork, files: list[Path], replace: bool) -> RoadNetwork:
+    """``net`` with the sites of the CSV ``files`` added (or, with ``replace``, instead of its
+    own); one line per file says what was attached."""
+    from ev_nav.roads.chargers import Chargers, read_charger_csv
+
+    table = Chargers() if replace else net.chargers
+    for path in files:
+        read = read_charger_csv(path, net)
+        print(f"{path}: {read.describe()}")
+        table = table.concat(read.chargers)
+    return net.with_chargers(table) if files else net
+
+
+def _cmd_chargers(args: argparse.Namespace) -> int:
+    net = RoadNetwork.load(args.path)
+    before = len(net.chargers)
+    net = _add_csv_chargers(net, args.csv, replace=args.replace)
+    net.save(args.path)  # atomic: readers see the old file or the new one
+    print(f"wrote {args.path}  ({len(net.chargers):,} charging sites, {before:,} before)")
     return 0
 
 

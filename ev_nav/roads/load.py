@@ -30,6 +30,7 @@ from ev_nav.errors import (
     NotOSMError,
     OfflineError,
 )
+from ev_nav.roads.chargers import read_osm_chargers
 from ev_nav.roads.network import FORMAT_VERSION, ROAD_FLAGS, RoadNetwork, build_network
 from ev_nav.roads.restrictions import (
     RestrictionsRead,
@@ -494,7 +495,8 @@ def load_osm(
     """Build a :class:`RoadNetwork` from an OSM file: XML (``.osm``, ``.osm.gz``, ``.osm.bz2``)
     or PBF (``.osm.pbf``, streamed; see :mod:`ev_nav.roads.pbf`).
 
-    Both formats give the same network for the same data, turn restrictions included.
+    Both formats give the same network for the same data, turn restrictions and charging
+    stations (``amenity=charging_station``, :mod:`ev_nav.roads.chargers`) included.
 
     Parameters
     ----------
@@ -525,7 +527,10 @@ def load_osm(
     key = cache_key(osm_path, dem_paths, options)
     cache_file = Path(cache_dir) / f"{osm_path.name.split('.')[0]}-{key}.npz" if cache_dir else None
     if cache_file is not None and cache_file.is_file():
-        return RoadNetwork.load(cache_file)
+        net = RoadNetwork.load(cache_file)
+        # cached before chargers were read: attach them (the cache key stays, and with it the
+        # network's content hash that states are bound to)
+        return net if "chargers_osm" in net.meta else with_osm_chargers(net, osm_path)
     t0 = time.perf_counter()
     graph, restrictions = _read_osm_graph(osm_path, options)
     net = graph_to_network(
@@ -540,10 +545,21 @@ def load_osm(
             "source_hash": key,
         },
     )
+    net = with_osm_chargers(net, osm_path)
     net.meta["build_s"] = time.perf_counter() - t0
     if cache_file is not None:
         net.save(cache_file)
     return net
+
+
+def with_osm_chargers(net: RoadNetwork, osm: Path) -> RoadNetwork:
+    """``net`` with the charging stations of its OSM file attached
+    (:func:`ev_nav.roads.chargers.read_osm_chargers`); what the reading noticed is recorded in
+    ``meta["chargers_osm"]``."""
+    read = read_osm_chargers(osm, net)
+    out = net.with_chargers(read.chargers)
+    out.meta["chargers_osm"] = read.notes
+    return out
 
 
 # ---------------------------------------------------------------------------- online

@@ -8,6 +8,7 @@ connection ``e1 → e2`` when ``e1 = (u, v)`` ends where ``e2 = (v, w)`` starts;
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -22,9 +23,10 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
-from ev_nav.energy import Vehicle, segment_energy_wh
+from ev_nav.energy import CONNECTORS, Vehicle, segment_energy_wh
 from ev_nav.errors import InvalidNetworkData, NetworkCacheError, NetworkFileNotFound
 from ev_nav.provenance import atomic_path
+from ev_nav.roads.chargers import Chargers
 
 if TYPE_CHECKING:  # heavy imports only for the interchange views
     import geopandas
@@ -186,6 +188,10 @@ class RoadNetwork:
         (sorted, unique, each one a connection of ``lg_indptr/lg_indices``). Empty when the
         source records none (and for files written before restrictions were read).
         :meth:`routing_graph` is the line graph without them.
+    chargers : Chargers
+        Charging sites attached to segments of this network (:mod:`ev_nav.roads.chargers`);
+        empty by default. Not part of :attr:`arrays_hash`: adding chargers to a network keeps
+        the states bound to it (:meth:`with_chargers`).
     """
 
     name: str
@@ -210,6 +216,7 @@ class RoadNetwork:
     forbidden_turns: NDArray[np.int64] = field(
         default_factory=lambda: np.empty((0, 2), dtype=np.int64)
     )
+    chargers: Chargers = field(default_factory=Chargers)
 
     def __post_init__(self) -> None:
         if not (
@@ -237,6 +244,18 @@ class RoadNetwork:
                 raise InvalidNetworkData(
                     "forbidden_turns hold pairs that are not line-graph connections"
                 )
+        if not isinstance(self.chargers, Chargers):
+            raise InvalidNetworkData(f"chargers must be a Chargers table, got {self.chargers!r}")
+        if len(self.chargers) and self.chargers.segment.max() >= self.n_segments:
+            raise InvalidNetworkData("chargers are attached to segments that do not exist")
+
+    def with_chargers(self, chargers: Chargers) -> RoadNetwork:
+        """This network with ``chargers`` as its charging sites (replacing any it had).
+
+        Only the charger table changes: :attr:`arrays_hash` and :attr:`content_hash` stay, so
+        states learned on this network open on the result.
+        """
+        return dataclasses.replace(self, chargers=chargers, meta=dict(self.meta))
 
     def flagged(self, kind: str) -> NDArray[np.bool_] | None:
         """Segments tagged with road kind ``kind`` (one of :data:`ROAD_FLAGS`), or ``None``
@@ -509,6 +528,9 @@ class RoadNetwork:
             else {k: int(self.flagged(k).sum()) for k in ROAD_FLAGS},
             # segment-to-segment transitions OSM turn restrictions forbid (routing avoids them)
             "forbidden_turns": int(self.forbidden_turns.shape[0]),
+            # charging sites attached to the network, and how many of them list no known plug
+            "chargers": len(self.chargers),
+            "chargers_plugs_unknown": int((~self.chargers.power_kw.any(axis=1)).sum()),
         }
 
     # ------------------------------------------------------------------ interchange views
@@ -587,6 +609,15 @@ class RoadNetwork:
             arrays["road_flags"] = self.road_flags
             header["road_flags"] = list(ROAD_FLAGS)
         arrays["forbidden_turns"] = self.forbidden_turns
+        if len(self.chargers):
+            # beside the road arrays under their own hash (arrays_hash does not cover them)
+            arrays.update({f"chargers_{k}": v for k, v in self.chargers.arrays().items()})
+            header["chargers"] = {
+                "connectors": list(CONNECTORS),
+                "name": list(self.chargers.name),
+                "operator": list(self.chargers.operator),
+            }
+            header["chargers_sha256"] = self.chargers.sha256
         arrays["header_json"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
         target = Path(path)
         with atomic_path(target, suffix=".npz") as tmp:
@@ -611,6 +642,12 @@ class RoadNetwork:
                     if "forbidden_turns" in data.files
                     else np.empty((0, 2), dtype=np.int64)
                 )
+                # files written before chargers were stored have none
+                charger_arrays = {
+                    k.removeprefix("chargers_"): data[k]
+                    for k in data.files
+                    if k.startswith("chargers_")
+                }
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise NetworkCacheError(
                 f"{p} is not a readable ev-nav network file ({exc}); rebuild it with "
@@ -626,6 +663,7 @@ class RoadNetwork:
                 f"{p} records road kinds {header.get('road_flags')}, this ev-nav knows "
                 f"{list(ROAD_FLAGS)}; rebuild it with 'ev-nav network build'"
             )
+        chargers = _load_chargers(p, header, charger_arrays)
         try:
             net = cls(
                 name=header["name"],
@@ -633,6 +671,7 @@ class RoadNetwork:
                 meta=header["meta"],
                 road_flags=None if flags is None else flags.astype(np.uint8, copy=False),
                 forbidden_turns=turns.astype(np.int64, copy=False),
+                chargers=chargers,
                 **arrays,
             )
         except InvalidNetworkData as exc:
@@ -674,6 +713,35 @@ class RoadNetwork:
             cached = h.hexdigest()
             object.__setattr__(self, "_arrays_hash", cached)  # frozen dataclass: memo only
         return cached
+
+
+def _load_chargers(p: Path, header: dict[str, Any], arrays: dict[str, Any]) -> Chargers:
+    """The charger table of a network file (empty when it has none), checked against the
+    hash written with it."""
+    recorded = header.get("chargers_sha256")
+    if recorded is None and not arrays:
+        return Chargers()
+    info = header.get("chargers")
+    if recorded is None or not isinstance(info, dict):
+        raise NetworkCacheError(
+            f"{p} is damaged or was modified: it holds charger arrays without their header; "
+            "add the chargers again with 'ev-nav network chargers'"
+        )
+    if info.get("connectors") != list(CONNECTORS):
+        raise NetworkCacheError(
+            f"{p} records charger plugs {info.get('connectors')}, this ev-nav knows "
+            f"{list(CONNECTORS)}; add the chargers again with 'ev-nav network chargers'"
+        )
+    try:
+        chargers = Chargers(name=info["name"], operator=info["operator"], **arrays)
+    except (InvalidNetworkData, KeyError, TypeError, ValueError) as exc:
+        raise NetworkCacheError(f"{p} holds a damaged charger table ({exc})") from None
+    if chargers.sha256 != recorded:
+        raise NetworkCacheError(
+            f"{p} is damaged or was modified: its charger table does not match the hash "
+            "written with it; add the chargers again with 'ev-nav network chargers'"
+        )
+    return chargers
 
 
 _ARRAY_FIELDS: tuple[str, ...] = (

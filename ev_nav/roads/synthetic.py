@@ -10,15 +10,21 @@ Layout: a jittered grid of intersections (block size ~120 m). Every 6th street i
 percent of blocks are closed, so that routes have many alternatives but the grid is irregular.
 Elevation is a smooth random field of hills with wavelengths 2.5–9 km and a relief scale of 45 m, so
 grades stay in a realistic range (a few percent, occasionally >10 %).
+
+:func:`generated_chargers` scatters charging sites over any network the same way (seeded,
+uniform), for benchmarks of charging-stop planning.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ev_nav.energy import CONNECTORS
 from ev_nav.errors import ConfigError
+from ev_nav.roads.chargers import Chargers, attach_sites
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork, build_network
 
 #: Sizes of town :func:`synthetic_town` builds [segments]: a smaller request gets the smallest
@@ -159,3 +165,48 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
             "source_hash": "synthetic-" + "-".join(str(v) for v in asdict(spec).values()),
         },
     )
+
+
+def generated_chargers(
+    net: RoadNetwork,
+    per_km2: float,
+    seed: int,
+    power_kw: float = 150.0,
+    connectors: tuple[str, ...] = ("ccs1", "ccs2", "nacs", "chademo", "type2"),
+) -> Chargers:
+    """Uniformly random charging sites over the network's bounding box, for benchmarks.
+
+    ``round(per_km2 · area)`` sites (the box's area in km², on a sphere of the Earth's radius)
+    at uniform longitudes and uniform latitudes drawn from ``np.random.default_rng(seed)``,
+    each offering ``connectors`` at ``power_kw`` and attached to its nearest segment however
+    far it lies (named ``generated-1``, ``generated-2``, …).
+
+    Raises
+    ------
+    ConfigError
+        A density that is negative or not finite, a power that is not positive, or an unknown
+        connector.
+    """
+    if not (math.isfinite(per_km2) and per_km2 >= 0):
+        raise ConfigError(f"charger density must be >= 0 sites per km², got {per_km2}")
+    if not (math.isfinite(power_kw) and power_kw > 0):
+        raise ConfigError(f"charger power must be a positive number of kW, got {power_kw}")
+    bad = [c for c in connectors if c not in CONNECTORS]
+    if bad or not connectors:
+        raise ConfigError(f"connectors must be some of {', '.join(CONNECTORS)}, got {connectors}")
+    lon0, lat0, lon1, lat1 = net.bounds()
+    r_km = EARTH_RADIUS_M / 1000.0
+    area = r_km**2 * math.radians(lon1 - lon0) * abs(
+        math.sin(math.radians(lat1)) - math.sin(math.radians(lat0))
+    )
+    n = int(round(per_km2 * area))
+    rng = np.random.default_rng(seed)
+    lon = rng.uniform(lon0, lon1, n)
+    lat = rng.uniform(lat0, lat1, n)
+    row = np.zeros(len(CONNECTORS))
+    row[[CONNECTORS.index(c) for c in connectors]] = power_kw
+    table, _ = attach_sites(
+        net, lon, lat, np.tile(row, (n, 1)), np.zeros(n, np.int64),
+        [f"generated-{i + 1}" for i in range(n)], [""] * n, None,
+    )
+    return table

@@ -70,6 +70,8 @@ FALLBACK_ID = "ev-nav-fallback"
 #: CSS classes of the start and end markers of the planned route.
 START_CLASS = "ev-nav-start"
 END_CLASS = "ev-nav-end"
+#: CSS class of the charging-site markers (:attr:`RoadNetwork.chargers`).
+CHARGER_CLASS = "ev-nav-charger"
 
 #: Above this many polyline vertices the offline SVG omits the network background (file size).
 FALLBACK_MAX_NETWORK_VERTICES = 60_000
@@ -369,9 +371,10 @@ def _routes_legend_html(entries: Sequence[tuple[str, str, str]], markers: bool) 
     return f'<div style="margin-top:6px">{rows}</div>'
 
 
-#: Fill colours of the start and end markers.
+#: Fill colours of the start and end markers, and of the charging-site markers.
 START_COLOR = "#1a9850"
 END_COLOR = "#222222"
+CHARGER_COLOR = "#2166ac"
 
 
 def _marker_badge(letter: str, color: str, size: int) -> str:
@@ -813,6 +816,37 @@ def _add_routes(
     return legend, svg  # svg in drawing order: widest (planned) first
 
 
+def _charger_label(net: RoadNetwork, i: int) -> str:
+    """Tooltip text of charging site ``i``: its name and operator, and each plug's power."""
+    c = net.chargers
+    plugs = ", ".join(f"{p} {format_value(kw)} kW" for p, kw in c.plugs(i).items())
+    who = " · ".join(x for x in (c.name[i], c.operator[i]) if x) or "charging site"
+    return f"{who}: {plugs or 'plugs not known'}"
+
+
+def _add_chargers(m: folium.Map, net: RoadNetwork) -> str | None:
+    """Draw the network's charging sites as small badges with their name and power (one layer);
+    return the legend row, or ``None`` when the network has none."""
+    if not len(net.chargers):
+        return None
+    group = folium.FeatureGroup(name="charging sites").add_to(m)
+    for i in range(len(net.chargers)):
+        folium.Marker(
+            [float(net.chargers.lat[i]), float(net.chargers.lon[i])],
+            icon=folium.DivIcon(
+                html=_marker_badge("C", CHARGER_COLOR, 12),
+                icon_size=(16, 16),
+                icon_anchor=(8, 8),
+                class_name=f"ev-nav-marker {CHARGER_CLASS}",
+            ),
+            tooltip=html.escape(_charger_label(net, i)),
+        ).add_to(group)
+    return (
+        f'<div class="ev-nav-legend-chargers" style="margin-top:3px">'
+        f"{_marker_badge('C', CHARGER_COLOR, 12)} charging site ({len(net.chargers):,})</div>"
+    )
+
+
 def network_map(
     net: RoadNetwork,
     values: ArrayLike | None = None,
@@ -833,6 +867,7 @@ def network_map(
     path: str | Path | None = None,
     fit_to_routes: bool = True,
     standalone: bool = False,
+    chargers: bool = True,
 ) -> folium.Map:
     """The whole network coloured by a per-segment value, with a colour legend and tooltips.
 
@@ -865,6 +900,9 @@ def network_map(
         Open the map fitted to the routes (default) rather than to the whole network.
     standalone : bool
         With ``path``: one self-contained file instead of a page linking ``lib/`` beside it.
+    chargers : bool
+        Draw the network's charging sites (:attr:`RoadNetwork.chargers`), each with its name
+        and plug powers in a tooltip.
     """
     v = _as_values(net, values, "values")
     mean = _as_values(net, mean_wh, "mean_wh")
@@ -903,6 +941,9 @@ def network_map(
             m, net, lines, route_labels or {}, mean, sd, routes
         )
         parts.append(_routes_legend_html(legend_rows, markers=True))
+    charger_row = _add_chargers(m, net) if chargers else None
+    if charger_row is not None:
+        parts.append(charger_row)
     folium.LayerControl(collapsed=True).add_to(m)
     m.add_child(_legend(parts, title))
     m.add_child(_fallback_svg(assets, svg_lines, colors))
@@ -999,6 +1040,7 @@ def visits_map(
         path=path,
         fit_to_routes=False,
         standalone=standalone,
+        chargers=False,  # an exploration map: where the car drove, not where it can charge
     )
 
 
@@ -1041,6 +1083,7 @@ def save_map(m: folium.Map, path: str | Path, *, standalone: bool = False) -> Pa
 
 
 __all__ = [
+    "CHARGER_CLASS",
     "FALLBACK_ID",
     "LEGEND_ID",
     "NETWORK_CLASS",

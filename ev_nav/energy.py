@@ -179,12 +179,34 @@ class Vehicle:
             If the vehicle has no charging curve, or the states of charge are out of order or
             outside 0..100.
         """
-        if not self.charge_curve:
-            raise ConfigError(f"vehicle {self.name} has no DC charging curve")
         lo, hi = float(soc_from_pct), float(soc_to_pct)
         if not (0.0 <= lo <= hi <= 100.0):
             raise ConfigError(
                 f"charging needs 0 <= from <= to <= 100 % of charge, got {lo:g} % to {hi:g} %"
+            )
+        both = self.charging_minutes_from(lo, np.array([lo, hi]), max_kw)
+        return float(both[1] - both[0])
+
+    def charging_minutes_from(
+        self, soc_from_pct: float, soc_to_pct: ArrayLike, max_kw: float | None = None
+    ) -> NDArray[np.float64]:
+        """Minutes to charge from ``soc_from_pct`` to each of ``soc_to_pct`` (vectorised form of
+        :meth:`charging_minutes`, one integral for all targets: a charging-time table).
+
+        Raises
+        ------
+        ConfigError
+            If the vehicle has no charging curve, a target lies below the start or outside
+            0..100, or ``max_kw`` is not a positive number.
+        """
+        if not self.charge_curve:
+            raise ConfigError(f"vehicle {self.name} has no DC charging curve")
+        lo = float(soc_from_pct)
+        to = np.asarray(soc_to_pct, dtype=np.float64)
+        if not (0.0 <= lo <= 100.0 and np.all(to >= lo) and np.all(to <= 100.0)):
+            raise ConfigError(
+                f"charging needs 0 <= from <= to <= 100 % of charge, got {lo:g} % to "
+                f"{np.min(to) if to.size else lo:g}..{np.max(to) if to.size else lo:g} %"
             )
         soc = np.array([p[0] for p in self.charge_curve], dtype=np.float64)
         kw = np.array([p[1] for p in self.charge_curve], dtype=np.float64)
@@ -201,8 +223,9 @@ class Vehicle:
             order = np.argsort(soc, kind="stable")
             soc = soc[order]
             kw = np.minimum(np.concatenate([kw, np.full(at.size, max_kw)])[order], max_kw)
-        # breakpoints inside [lo, hi]: the ends plus the curve's own points between them
-        s = np.unique(np.concatenate([[lo, hi], soc[(soc > lo) & (soc < hi)]]))
+        # breakpoints from the start to the last target: the curve's own points and the targets
+        top = float(to.max()) if to.size else lo
+        s = np.unique(np.concatenate([[lo], to.reshape(-1), soc[(soc > lo) & (soc < top)]]))
         p = np.interp(s, soc, kw)  # flat beyond the ends
         ds, p0, p1 = np.diff(s), p[:-1], p[1:]
         flat = np.isclose(p0, p1, rtol=1e-12, atol=0.0)
@@ -210,8 +233,8 @@ class Vehicle:
         slope = np.where(flat, 1.0, p1 - p0)
         # ∫ ds / P over a piece: Δs / P when flat, Δs · ln(P1/P0) / (P1 − P0) when linear
         pieces = np.where(flat, ds / p0, ds * ratio / slope)
-        hours = self.battery_wh / 1000.0 / 100.0 * float(pieces.sum())  # kWh per % / kW
-        return 60.0 * hours
+        hours = self.battery_wh / 1000.0 / 100.0 * np.concatenate([[0.0], np.cumsum(pieces)])
+        return 60.0 * hours[np.searchsorted(s, to)]  # kWh per % / kW → h → min
 
     def replace(self, **changes: Any) -> Vehicle:
         """A copy with some parameters changed (validated again)."""

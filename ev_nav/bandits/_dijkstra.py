@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compiled", "shortest_path"]
+__all__ = ["compiled", "compiled_tree", "shortest_path", "tree_paths"]
 
 
 def shortest_path(
@@ -267,6 +267,137 @@ def shortest_path(
         path[k] = node
         node = pred[n + node]
     return path
+
+
+def tree_paths(
+    indptr: Any,
+    indices: Any,
+    weights: Any,
+    floor: float,
+    start: int,
+    targets: Any,
+    limit: float,
+    dist: Any,
+    pred: Any,
+    reached: Any,
+    settled: Any,
+    stamp: int,
+    heap_keys: Any,
+    heap_nodes: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimum-cost paths from ``start`` to each of ``targets`` (one search, one source).
+
+    Plain Dijkstra that stops once every target is settled or the queue's minimum exceeds
+    ``limit``: a few targets near the start cost a few searches' worth of nodes, not the whole
+    graph (SciPy's ``csgraph.dijkstra`` settles every reachable node). Costs as in
+    :func:`shortest_path` (entering ``v`` costs ``weights[v] + floor``); scratch arrays are
+    stamped, never reset.
+
+    Returns
+    -------
+    flat, offsets, cost
+        Target ``i``'s path is ``flat[offsets[i]:offsets[i + 1]]`` (start and target included;
+        empty where unreachable within ``limit``); ``cost[i]`` its cost (``inf`` there).
+    """
+    n_t = len(targets)
+    want = 0
+    for i in range(n_t):
+        t = targets[i]
+        if reached[t] != stamp:  # mark targets: settled[] holds -stamp until settled
+            reached[t] = stamp
+            dist[t] = np.inf
+            pred[t] = -1
+        settled[t] = -stamp
+    for i in range(n_t):
+        if settled[targets[i]] == -stamp:
+            want += 1
+            settled[targets[i]] = -stamp - 1  # counted once
+    for i in range(n_t):
+        settled[targets[i]] = -stamp
+    reached[start] = stamp
+    dist[start] = 0.0
+    pred[start] = -1
+    heap_keys[0] = 0.0
+    heap_nodes[0] = start
+    size = 1
+    while size > 0 and want > 0:
+        key = heap_keys[0]
+        node = heap_nodes[0]
+        if key > limit:
+            break
+        size -= 1
+        if size > 0:  # sift the last entry down from the root
+            last_key = heap_keys[size]
+            last_node = heap_nodes[size]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= size:
+                    break
+                if child + 1 < size and heap_keys[child + 1] < heap_keys[child]:
+                    child += 1
+                if heap_keys[child] >= last_key:
+                    break
+                heap_keys[i] = heap_keys[child]
+                heap_nodes[i] = heap_nodes[child]
+                i = child
+            heap_keys[i] = last_key
+            heap_nodes[i] = last_node
+        if settled[node] == stamp or key > dist[node]:
+            continue
+        if settled[node] == -stamp:
+            want -= 1
+        settled[node] = stamp
+        for e in range(indptr[node], indptr[node + 1]):
+            v = indices[e]
+            nd = key + weights[v] + floor
+            if reached[v] != stamp or nd < dist[v]:
+                if reached[v] != stamp:
+                    reached[v] = stamp
+                    if settled[v] != -stamp:
+                        settled[v] = 0
+                dist[v] = nd
+                pred[v] = node
+                i = size  # sift up
+                size += 1
+                while i > 0:
+                    parent = (i - 1) // 2
+                    if heap_keys[parent] <= nd:
+                        break
+                    heap_keys[i] = heap_keys[parent]
+                    heap_nodes[i] = heap_nodes[parent]
+                    i = parent
+                heap_keys[i] = nd
+                heap_nodes[i] = v
+    lengths = np.zeros(n_t, dtype=np.int64)
+    cost = np.full(n_t, np.inf)
+    for i in range(n_t):
+        t = targets[i]
+        if settled[t] == stamp:
+            cost[i] = dist[t]
+            k = 1
+            node = t
+            while node != start:
+                node = pred[node]
+                k += 1
+            lengths[i] = k
+    offsets = np.zeros(n_t + 1, dtype=np.int64)
+    for i in range(n_t):
+        offsets[i + 1] = offsets[i] + lengths[i]
+    flat = np.empty(offsets[n_t], dtype=np.int64)
+    for i in range(n_t):
+        node = targets[i]
+        for k in range(offsets[i + 1] - 1, offsets[i] - 1, -1):
+            flat[k] = node
+            node = pred[node]
+    return flat, offsets, cost
+
+
+def compiled_tree() -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`tree_paths` compiled by numba (machine code cached next to this file)."""
+    import numba as nb
+
+    return nb.njit(cache=True, nogil=True)(tree_paths)
 
 
 def compiled() -> Callable[..., np.ndarray]:

@@ -73,6 +73,7 @@ class _Kernel:
     """The process's compiled kernel once loaded, and the time spent interpreting until then."""
 
     compiled: Callable[..., NDArray[np.int64]] | None = None
+    tree: Callable[..., tuple[NDArray, NDArray, NDArray]] | None = None
     interpreted_s = 0.0
     lock = threading.Lock()
     excess: Any = None
@@ -101,6 +102,14 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
                    *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
+
+
+def _tree_kernel() -> Callable[..., tuple[NDArray, NDArray, NDArray]]:
+    """The compiled one-to-many search (loaded once per process, like :func:`compiled_kernel`)."""
+    with _Kernel.lock:
+        if _Kernel.tree is None:
+            _Kernel.tree = _dijkstra.compiled_tree()
+    return _Kernel.tree
 
 
 #: Landmarks a goal-directed Router precomputes, and how many of them (the best for the pair)
@@ -410,6 +419,33 @@ class Router:
         if self._lists is not None:
             return self._lists[7].count(self._stamp)
         return 0
+
+    def tree(
+        self, weights: ArrayLike, start: int, targets: ArrayLike, limit: float = np.inf
+    ) -> tuple[list[NDArray[np.int64]], NDArray[np.float64]]:
+        """Minimum-weight paths from ``start`` to each of ``targets`` in one search, which
+        stops once they are all settled or its frontier costs more than ``limit`` (compiled;
+        :func:`ev_nav.bandits._dijkstra.tree_paths`).
+
+        Returns
+        -------
+        paths : list of ndarray of int64
+            Each target's path (start and target included; empty where not reached).
+        cost : ndarray of float64
+            Each path's weight (the start's own weight not counted; ``inf`` where not reached).
+        """
+        w = self._check_weights(weights)
+        start = self.check_segment(start, "start")
+        tg = np.ascontiguousarray(targets, dtype=np.int64)
+        if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
+            raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
+        dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_arrays()
+        self._stamp += 1
+        flat, off, cost = _tree_kernel()(
+            self._indptr, self._indices, w, _WEIGHT_FLOOR, start, tg, float(limit), dist,
+            pred, reached, settled, self._stamp, heap_keys, heap_nodes,
+        )
+        return [flat[off[i]:off[i + 1]] for i in range(tg.size)], cost
 
     def route_between(
         self,

@@ -40,10 +40,11 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import dijkstra
 from scipy.special import ndtr
 
+from ev_nav.bandits.routing import Router
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, UnreachableError
 from ev_nav.gp.posterior import SegmentModel
-from ev_nav.potential import potential_change
+from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.trips.battery import route_energy
 
@@ -63,8 +64,9 @@ RISK_BUCKETS = 400
 Z_P5 = 1.6448536269514722
 #: Plans the exact level search re-solves (the best by Lagrangian cost at the final λ first).
 REFINE_SEQUENCES = 12
-#: Bisection steps on λ (log scale between 1e-4 and 1e8 minutes per unit of probability).
-LAMBDA_STEPS = 28
+#: Bisection steps on λ (log scale between 1e-4 and 1e8 minutes per unit of probability): λ only
+#: has to find good stop sequences; their levels are then solved exactly (step 4).
+LAMBDA_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ class ChargeSettings:
         The fixed buffer of ``mode="buffer"`` (0.2: 20 %).
     route_prices : tuple of float, optional
         Prices of energy in time [min/Wh] whose time-plus-energy paths are each leg's
-        candidates (``math.inf``: least energy). Default: 0, the typical charger's rate, ∞.
+        candidates, besides the least-energy path (always one). Default: 0 (fastest) and the
+        candidate chargers' median rate.
     max_candidates : int
         Most chargers considered.
     detour : float
@@ -253,11 +256,7 @@ def charge_time_table(vehicle: Vehicle, site: ChargingSite, max_pct: int = 100) 
                 f"vehicle {vehicle.name} has no DC charging curve: pick a catalogue vehicle "
                 "('ev-nav vehicles') or give charge_curve in its vehicle file"
             )
-        steps = [
-            vehicle.charging_minutes(a, b, max_kw=site.power_kw)
-            for a, b in zip(grid[:-1], grid[1:], strict=True)
-        ]
-        return np.concatenate([[0.0], np.cumsum(steps)])
+        return vehicle.charging_minutes_from(0.0, grid, max_kw=site.power_kw)
     hours_per_pct = vehicle.battery_wh / 1000.0 / 100.0 / site.power_kw
     return 60.0 * hours_per_pct * grid
 
@@ -303,56 +302,65 @@ def _graph(net: RoadNetwork) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 def _leg_options(
     net: RoadNetwork,
     model: SegmentModel,
+    router: Router,
     points: list[tuple[int, float]],
     n_sources: int,
     weights: list[NDArray[np.float64]],
+    energy_limit: float,
 ) -> _Options:
     """Paths between waypoints for every weight vector: sources are ``points[:n_sources]``,
-    targets ``points[1:]`` (the start is never a target, the goal never a source)."""
-    indptr, indices = _graph(net)
-    n = net.n_segments
+    targets ``points[1:]`` (the start is never a target, the goal never a source).
+
+    ``weights[-1]`` are the energy weights (losses): each source's search under them stops at
+    ``energy_limit`` [Wh of losses] — a target further than that cannot be reached on one
+    charge. The other searches only look for the targets it reached, and stop at the largest
+    cost any of them has along its least-energy path (the cheapest path under those weights
+    costs no more, so none is cut off)."""
     mean = model.posterior().mean
     minutes = net.travel_time_s / 60.0
-    seen: dict[tuple[int, int, bytes], int] = {}
-    src, dst, mu, sd, tm, paths = [], [], [], [], [], []
-    for w in weights:
-        m = sp.csr_matrix((w[indices], indices, indptr), shape=(n, n))
-        sources = np.array([p[0] for p in points[:n_sources]], dtype=np.int64)
-        dist, pred = dijkstra(m, directed=True, indices=np.unique(sources),
-                              return_predecessors=True)
-        row_of = {int(s): r for r, s in enumerate(np.unique(sources))}
-        for i in range(n_sources):
-            a, fa = points[i]
-            row = row_of[a]
-            for j in range(1, len(points)):
-                if j == i:
-                    continue
-                b, fb = points[j]
-                if a == b and fb >= fa:
-                    path = np.array([a], dtype=np.int64)
-                elif a == b or not np.isfinite(dist[row, b]):
-                    continue  # a loop back to the same segment, or unreachable
-                else:
-                    nodes = [b]
-                    while nodes[-1] != a:
-                        nodes.append(int(pred[row, nodes[-1]]))
-                    path = np.asarray(nodes[::-1], dtype=np.int64)
-                key = (i, j, path.tobytes())
-                if key in seen:
-                    continue
-                seen[key] = len(src)
-                h = _leg_shares(path, fa, fb)
-                src.append(i)
-                dst.append(j)
-                mu.append(float(h @ mean[path]))
-                tm.append(float(h @ minutes[path]))
-                paths.append((path, h))
-                sd.append(np.nan)  # filled below, only where a leg can matter
+    seen: set[tuple[int, int, bytes]] = set()
+    src, dst, mu, tm, paths = [], [], [], [], []
+
+    def add(i: int, j: int, path: NDArray[np.int64]) -> None:
+        key = (i, j, path.tobytes())
+        if key in seen:
+            return
+        seen.add(key)
+        h = _leg_shares(path, points[i][1], points[j][1])
+        src.append(i)
+        dst.append(j)
+        mu.append(float(h @ mean[path]))
+        tm.append(float(h @ minutes[path]))
+        paths.append((path, h))
+
+    seg = np.array([p[0] for p in points], dtype=np.int64)
+    for i in range(n_sources):
+        a, fa = points[i]
+        js = np.array([j for j in range(1, len(points)) if j != i], dtype=np.int64)
+        same = seg[js] == a
+        for j in js[same]:
+            if points[j][1] >= fa:  # further along the same segment: no search needed
+                add(i, int(j), np.array([a], dtype=np.int64))
+        js = js[~same]  # behind on the same segment would be a loop: not a leg
+        found, cost = router.tree(weights[-1], a, seg[js], energy_limit)
+        ok = np.isfinite(cost)
+        for j, path in zip(js[ok], [p for p, k in zip(found, ok, strict=True) if k],
+                           strict=True):
+            add(i, int(j), path)
+        js_ok = js[ok]
+        if not js_ok.size:
+            continue
+        for w in weights[:-1]:
+            bound = max(float(w[path[1:]].sum()) for path, k in zip(found, ok, strict=True) if k)
+            got, cost = router.tree(w, a, seg[js_ok], bound * (1 + 1e-9) + 1e-9)
+            for j, path, c in zip(js_ok, got, cost, strict=True):
+                if np.isfinite(c):
+                    add(i, int(j), path)
     return _Options(
         np.asarray(src, dtype=np.int64),
         np.asarray(dst, dtype=np.int64),
         np.asarray(mu, dtype=np.float64),
-        np.asarray(sd, dtype=np.float64),
+        np.full(len(src), np.nan),  # sds: filled only where a leg can matter
         np.asarray(tm, dtype=np.float64),
         paths,
     )
@@ -367,6 +375,7 @@ def plan_charging(
     start: tuple[int, float],
     goal: tuple[int, float],
     settings: ChargeSettings,
+    router: Router | None = None,
 ) -> ChargingPlan:
     """The fastest plan whose arrivals all keep the reserve with the required confidence.
 
@@ -382,6 +391,8 @@ def plan_charging(
     start, goal : (segment, fraction)
         Where the trip starts and ends (fraction along the segment, 0..1).
     settings : ChargeSettings
+    router : Router, optional
+        A router of ``net`` to reuse (its scratch memory); one is made otherwise.
 
     Returns
     -------
@@ -400,8 +411,8 @@ def plan_charging(
     gmax = int(settings.max_charge_pct)
     budget = 1.0 - settings.confidence
     minutes = net.travel_time_s / 60.0
-    dphi = potential_change(net, vehicle)
-    loss = np.maximum(model.posterior().mean - dphi, 0.0)
+    phi = node_potential(net, vehicle)
+    loss = np.maximum(model.posterior().mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
     sites = list(sites)
     notes: list[str] = []
 
@@ -437,11 +448,12 @@ def plan_charging(
     else:
         typical_kw = float(np.median([s.power_kw for s in cands])) if cands else 50.0
         prices = (0.0, 60.0 / (1000.0 * typical_kw), math.inf)
-    weights = []
-    for p in prices:
-        w = loss + 1e-9 * minutes if math.isinf(p) else minutes + p * loss
-        weights.append(np.maximum(w, 1e-12))
-    opts = _leg_options(net, model, points, 1 + c, weights)
+    # the least-energy weights last: they bound every other search (see _leg_options)
+    weights = [np.maximum(minutes + p * loss, 0.0) for p in prices if not math.isinf(p)]
+    weights.append(loss + 1e-9 * minutes)
+    energy_limit = cap + float(phi.max() - phi.min())  # losses of a leg one charge covers
+    router = router if router is not None else Router(net)
+    opts = _leg_options(net, model, router, points, 1 + c, weights, energy_limit)
     usable = opts.mean <= cap  # no level covers a leg of more than the battery
     for k in np.flatnonzero(usable):
         path, h = opts.paths[k]

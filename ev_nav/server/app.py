@@ -135,6 +135,35 @@ class RouteRequest(BaseModel):
     )
 
 
+class ChargingRequest(BaseModel):
+    """Plan a trip with charging stops (as ``ev-nav route --confidence``); nothing is recorded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    origin: tuple[Lat, Lon] = Field(description="[lat, lon] of the start [deg]")
+    goal: tuple[Lat, Lon] = Field(description="[lat, lon] of the destination [deg]")
+    soc: str = Field(max_length=32, description="charge at departure, e.g. '35%' or '20kWh'")
+    reserve: str = Field("10%", max_length=32, description="charge every arrival must keep")
+    confidence: Number = Field(
+        0.95, gt=0.5, lt=1.0, allow_inf_nan=False,
+        description="required probability that every arrival (each stop and the destination) "
+        "keeps the reserve, under the model's joint posterior of the legs' energies",
+    )
+    stop_minutes: Number = Field(
+        5.0, ge=0, le=600, allow_inf_nan=False,
+        description="time a stop costs besides charging [min]",
+    )
+    max_charge: str = Field("100%", max_length=32, description="highest charge to plan to")
+    max_stops: Integer = Field(4, ge=0, le=10, description="most stops")
+    max_snap_m: Number = Field(500.0, gt=0, le=100_000, description="max distance to a road [m]")
+    vehicle_model: str | None = Field(
+        None,
+        max_length=64,
+        description="catalogue model whose battery, charging curve and plugs the plan uses "
+        "('ev-nav vehicles' lists them; default: the state's vehicle)",
+    )
+
+
 class SegmentEnergy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -327,6 +356,31 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             via=req.via,
             avoid=req.avoid,
             time_weight=req.time_weight,
+        )
+
+    @app.post(
+        "/api/charging-plans",
+        tags=["trips"],
+        dependencies=writes,
+        summary="plan a long trip with charging stops (nothing recorded)",
+        description="The route and charging stops that minimise total time (driving, charging "
+        "along the car's curve at each charger's power, a fixed time per stop) such that every "
+        "arrival keeps the reserve with the requested confidence under the learned model "
+        "(docs/charging.md). feasible is false when no plan reaches it: the least risky plan "
+        "is returned with probability_at_least. Needs chargers on the network.",
+    )
+    def plan_charging(req: ChargingRequest) -> dict[str, object]:
+        return service.plan_charging(
+            req.origin,
+            req.goal,
+            soc=req.soc,
+            reserve=req.reserve,
+            confidence=req.confidence,
+            stop_minutes=req.stop_minutes,
+            max_charge=req.max_charge,
+            max_stops=req.max_stops,
+            max_snap_m=req.max_snap_m,
+            vehicle_model=req.vehicle_model,
         )
 
     @app.post(

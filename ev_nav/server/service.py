@@ -588,6 +588,65 @@ class FleetService:
             )
         return doc
 
+    def plan_charging(
+        self,
+        origin: tuple[float, float],
+        goal: tuple[float, float],
+        *,
+        soc: str,
+        reserve: str = "10%",
+        confidence: float = 0.95,
+        stop_minutes: float = 5.0,
+        max_charge: str = "100%",
+        max_stops: int = 4,
+        max_snap_m: float = 500.0,
+        vehicle_model: str | None = None,
+    ) -> dict[str, object]:
+        """A trip with charging stops (:func:`ev_nav.trips.charging.plan_charging`) on the
+        current snapshot, as ``ev-nav route --confidence --json`` prints it; nothing is recorded.
+
+        ``vehicle_model`` (a catalogue model) plans with that car's battery, charging curve and
+        plugs, and the learned energies shifted by the cars' ``E_det`` difference (as
+        :meth:`plan` forecasts arrival charge).
+        """
+        import math
+
+        from ev_nav.trips.battery import parse_charge
+        from ev_nav.trips.charging import ChargeSettings, plan_to_dict, vehicle_sites
+        from ev_nav.trips.charging import plan_charging as plan_stops
+        from ev_nav.trips.planning import _router
+        from ev_nav.vehicles import catalogue_vehicle
+
+        car = catalogue_vehicle(vehicle_model).vehicle if vehicle_model else self.vehicle
+        shift = self._e_det_shift(car) if vehicle_model else None
+        capacity = car.battery_wh
+        top = parse_charge(max_charge, capacity)
+        settings = ChargeSettings(
+            start_wh=parse_charge(soc, capacity),
+            reserve_wh=parse_charge(reserve, capacity),
+            confidence=confidence,
+            stop_overhead_min=stop_minutes,
+            max_stops=max_stops,
+            max_charge_pct=max(1, int(math.floor(100 * top / capacity + 1e-9))),
+        )
+        net = self.net
+        start = net.snap(origin[1], origin[0], max_snap_m)
+        end = net.snap(goal[1], goal[0], max_snap_m)
+        snap = self.snapshot
+        sites = vehicle_sites(net, car)
+        # the locked model (route covariances, noise); nothing is written to the store
+        with self._session(snap, read_only_model=False) as session:
+            plan = plan_stops(
+                net, session.model, car, sites, (start.segment, start.fraction),
+                (end.segment, end.fraction), settings, router=_router(net), mean_shift=shift,
+            )
+        return {
+            "vehicle_model": car.name,
+            "chargers_usable": len(sites),
+            "model_version": snap.version,
+            **plan_to_dict(plan, net),
+        }
+
     def record(
         self,
         trip_id: int,

@@ -301,7 +301,7 @@ def _graph(net: RoadNetwork) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 
 def _leg_options(
     net: RoadNetwork,
-    model: SegmentModel,
+    mean: NDArray[np.float64],
     router: Router,
     points: list[tuple[int, float]],
     n_sources: int,
@@ -316,7 +316,6 @@ def _leg_options(
     charge. The other searches only look for the targets it reached, and stop at the largest
     cost any of them has along its least-energy path (the cheapest path under those weights
     costs no more, so none is cut off)."""
-    mean = model.posterior().mean
     minutes = net.travel_time_s / 60.0
     seen: set[tuple[int, int, bytes]] = set()
     src, dst, mu, tm, paths = [], [], [], [], []
@@ -376,6 +375,7 @@ def plan_charging(
     goal: tuple[int, float],
     settings: ChargeSettings,
     router: Router | None = None,
+    mean_shift: NDArray[np.float64] | None = None,
 ) -> ChargingPlan:
     """The fastest plan whose arrivals all keep the reserve with the required confidence.
 
@@ -393,6 +393,9 @@ def plan_charging(
     settings : ChargeSettings
     router : Router, optional
         A router of ``net`` to reuse (its scratch memory); one is made otherwise.
+    mean_shift : ndarray, optional
+        Per-segment energy [Wh] added to the model's mean: planning for another car than the
+        one the model learned for (the cars' ``E_det`` difference; the spread is kept).
 
     Returns
     -------
@@ -411,8 +414,11 @@ def plan_charging(
     gmax = int(settings.max_charge_pct)
     budget = 1.0 - settings.confidence
     minutes = net.travel_time_s / 60.0
+    mean = model.posterior().mean
+    if mean_shift is not None:
+        mean = mean + np.asarray(mean_shift, dtype=np.float64)
     phi = node_potential(net, vehicle)
-    loss = np.maximum(model.posterior().mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
+    loss = np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
     sites = list(sites)
     notes: list[str] = []
 
@@ -453,7 +459,7 @@ def plan_charging(
     weights.append(loss + 1e-9 * minutes)
     energy_limit = cap + float(phi.max() - phi.min())  # losses of a leg one charge covers
     router = router if router is not None else Router(net)
-    opts = _leg_options(net, model, router, points, 1 + c, weights, energy_limit)
+    opts = _leg_options(net, mean, router, points, 1 + c, weights, energy_limit)
     usable = opts.mean <= cap  # no level covers a leg of more than the battery
     for k in np.flatnonzero(usable):
         path, h = opts.paths[k]

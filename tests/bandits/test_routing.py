@@ -404,3 +404,39 @@ def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():
     assert agent.router.fallbacks == 0
     with pytest.raises(ConfigError):
         Agent(net, Model(), "ts", loss_bound=bound)
+
+
+def test_tree_paths_cost_what_scipy_dijkstra_costs_and_honour_the_limit():
+    """One-to-many search (``Router.tree``): every target's cost equals SciPy's full Dijkstra
+    on the same node weights, each path is a chain of legal connections whose weights sum to
+    that cost, and a limit leaves out exactly the targets beyond it."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    net = synthetic_town(3000, seed=2)
+    router = Router(net)
+    indptr, indices = net.routing_graph()
+    n = net.n_segments
+    rng = np.random.default_rng(5)
+    for trial in range(5):
+        w = rng.exponential(1.0, n) * (trial > 0)  # trial 0: zero weights (ties everywhere)
+        m = sp.csr_matrix((w[indices] + 1e-12, indices, indptr), shape=(n, n))
+        start = int(rng.integers(n))
+        targets = rng.integers(0, n, 40)
+        targets[0] = start  # a target at the start: a path of one segment, cost 0
+        targets[1] = targets[2]  # a repeated target
+        paths, cost = router.tree(w, start, targets)
+        ref = dijkstra(m, indices=start)
+        np.testing.assert_allclose(cost, ref[targets], rtol=1e-12, atol=1e-9)
+        for t, p, c in zip(targets, paths, cost, strict=True):
+            assert p[0] == start and p[-1] == t
+            for a, b in zip(p[:-1], p[1:], strict=True):
+                assert b in indices[indptr[a]:indptr[a + 1]]
+            assert w[p[1:]].sum() == pytest.approx(c, abs=1e-6)
+        limit = float(np.median(ref[targets]))
+        paths, cost = router.tree(w, start, targets, limit)
+        inside = ref[targets] <= limit
+        assert np.isfinite(cost[inside]).all() and not np.isfinite(cost[~inside]).any()
+        assert all(p.size == 0 for p, ok in zip(paths, inside, strict=True) if not ok)
+    with pytest.raises(UnknownSegmentError):
+        router.tree(np.ones(n), 0, np.array([n]))

@@ -1,0 +1,129 @@
+"""Long trips through the product: ``ev-nav route --confidence`` (table, ``--json``, map), the
+fleet service's ``plan_charging`` and ``POST /api/charging-plans`` give the same plan, and bad
+requests get one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav.roads.synthetic import generated_chargers, synthetic_town
+from tests.cli_helpers import latlon, run_cli
+
+CAP_WH = 800.0
+
+
+@pytest.fixture(scope="module")
+def long_trip(tmp_path_factory) -> dict[str, object]:
+    """A state on a town with chargers, a small-battery car, and a trip that needs a stop."""
+    from ev_nav.energy import get_vehicle
+
+    root = tmp_path_factory.mktemp("charging")
+    net = synthetic_town(1500, seed=1)
+    net = net.with_chargers(generated_chargers(net, 1.0, seed=2, power_kw=100.0))
+    netfile = root / "town.npz"
+    net.save(netfile)
+    id3 = get_vehicle("volkswagen-id3-pro")
+    k = CAP_WH / id3.battery_wh
+    curve = ", ".join(f"[{s:g}, {p * k:.6g}]" for s, p in id3.charge_curve)
+    car = root / "car.toml"
+    car.write_text(
+        f'preset = "volkswagen-id3-pro"\nbattery_wh = {CAP_WH}\ndc_max_kw = {120 * k:.6g}\n'
+        f"charge_curve = [{curve}]\n",
+        encoding="utf-8",
+    )
+    state = root / "state"
+    from ev_nav.cli import main
+
+    assert main(["init", str(state), "--network", str(netfile), "--vehicle-file", str(car)]) == 0
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    return {"net": net, "state": state, "from": latlon(net, int(order[5])),
+            "to": latlon(net, int(order[-5]))}
+
+
+def test_route_with_stops_prints_the_plan_and_its_json(long_trip, capsys) -> None:
+    t = long_trip
+    args = ["route", t["state"], "--from", t["from"], "--to", t["to"], "--soc", "30%",
+            "--confidence", "0.95"]
+    code, out, err = run_cli(capsys, *args, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["feasible"] and doc["stops"] and doc["probability_at_least"] >= 0.95
+    assert len(doc["legs"]) == len(doc["stops"]) + 1
+    for stop in doc["stops"]:
+        assert stop["charge_to_pct"] >= stop["arrival_pct"] - 1e-6
+        assert stop["arrival_p5_pct"] < stop["arrival_pct"]
+    total = sum(leg["drive_min"] for leg in doc["legs"]) + sum(
+        s["charge_min"] + s["overhead_min"] for s in doc["stops"])
+    assert doc["total_min"] == pytest.approx(total, abs=0.05)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "to the destination" in out and "charge to" in out
+    assert "every arrival keeps the 10% reserve with probability >=" in out
+    page = Path(out.split("map: ")[1].split()[0])
+    assert page.is_file() and "leg 1" in page.read_text(encoding="utf-8")
+    t["json"] = doc
+
+
+def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, capsys) -> None:
+    t = long_trip
+    code, out, _ = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                           "--soc", "12%", "--confidence", "0.95", "--max-stops", "0",
+                           "--no-map")
+    assert code == 3
+    assert "no plan reaches 95%: this is the least risky one found" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "planning charging stops needs the departure charge: add --soc"),
+        (["--soc", "30%", "--via", "0,0"], "do not combine with --confidence"),
+    ],
+)
+def test_route_with_stops_refuses_what_it_cannot_do(long_trip, capsys, extra, message) -> None:
+    t = long_trip
+    code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--confidence", "0.95", *extra)
+    assert code != 0 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["1", "0.3", "abc", "95"])
+def test_confidence_outside_its_range_is_a_one_line_error(long_trip, capsys, value) -> None:
+    t = long_trip
+    code, _, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                           "--soc", "30%", "--confidence", value)
+    assert code == 2 and "--confidence" in err and "Traceback" not in err
+
+
+def test_service_and_api_plan_the_same_trip(long_trip, capsys) -> None:
+    from fastapi.testclient import TestClient
+
+    from ev_nav.server.app import create_app
+    from ev_nav.server.service import FleetService
+
+    t = long_trip
+    if "json" not in t:
+        test_route_with_stops_prints_the_plan_and_its_json(long_trip, capsys)
+    cli = t["json"]
+    (lat0, lon0), (lat1, lon1) = (tuple(map(float, t[k].split(","))) for k in ("from", "to"))
+    with FleetService(t["state"], poll_s=0.05) as svc:
+        doc = svc.plan_charging((lat0, lon0), (lat1, lon1), soc="30%", confidence=0.95)
+        for key in ("total_min", "stops", "legs", "probability_at_least", "feasible"):
+            assert doc[key] == cli[key]
+        app = create_app(svc, token="tok")
+        with TestClient(app) as client:
+            body = {"origin": [lat0, lon0], "goal": [lat1, lon1], "soc": "30%"}
+            r = client.post("/api/charging-plans", json=body,
+                            headers={"Authorization": "Bearer tok"})
+            assert r.status_code == 200, r.text
+            assert r.json()["total_min"] == cli["total_min"]
+            bad = client.post("/api/charging-plans", json={**body, "confidence": "0.9"},
+                              headers={"Authorization": "Bearer tok"})
+            assert bad.status_code == 422
+            unauth = client.post("/api/charging-plans", json=body)
+            assert unauth.status_code == 401

@@ -74,3 +74,35 @@ def test_route_json_and_clean_exports(tmp_path, capsys):
                  str(plan["routes"]["planned"]["predicted_wh"]), "--json"]) == 0
     rec = _json.loads(capsys.readouterr().out.splitlines()[0])
     assert rec["trip"] == 1 and rec["recorded"] == "the trip total"
+
+
+def test_readme_long_trip_example_output_is_current(tmp_path, capsys):
+    """The README's charging-stop example (LuST Luxembourg, its CSV of sites, an ID.3) prints
+    what the commands print today."""
+    import pytest
+
+    from ev_nav.cli import main
+
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "lust_luxembourg.osm.gz"
+    if not data.is_file():
+        pytest.skip("the shared LuST extract is not beside the repository")
+    text = README.read_text(encoding="utf-8")
+    block = text.split("### Long trips: charging stops", 1)[1].split("```bash\n", 1)[1]
+    block = block.split("```", 1)[0]
+    csv = block.split("<<'CSV'\n", 1)[1].split("CSV\n", 1)[0]
+    (tmp_path / "sites.csv").write_text(csv, encoding="utf-8")
+    expected = [ln[4:].rstrip() for ln in block.splitlines() if ln.startswith("#   ")]
+    assert len(expected) >= 6
+    net = tmp_path / "lux.npz"
+    assert main(["network", "build", "--osm", str(data), "--chargers",
+                 str(tmp_path / "sites.csv"), "--out", str(net)]) == 0
+    state = tmp_path / "lux-state"
+    assert main(["init", str(state), "--network", str(net), "--vehicle",
+                 "volkswagen-id3-pro"]) == 0
+    capsys.readouterr()
+    assert main(["route", str(state), "--from", "49.6100,6.0410", "--to", "49.6385,6.2150",
+                 "--soc", "10%", "--reserve", "8%", "--confidence", "0.95"]) == 0
+    printed = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+    for line in expected:
+        line = line.replace("lux-state/", f"{state}/")
+        assert line in printed, f"README line not printed any more: {line!r}"

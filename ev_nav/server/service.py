@@ -582,7 +582,7 @@ class FleetService:
             risk = 1.0 - arrivals["planned"].p_reserve
             doc["warning"] = (
                 f"the planned route misses the reserve with probability {100 * risk:.0f}%; "
-                "consider the 'safe' route or charging"
+                "consider the 'safe' route or charging stops (POST /api/charging-plans)"
                 if risk > RISK_WARNING
                 else None
             )

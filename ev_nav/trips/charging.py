@@ -884,14 +884,14 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
             where = f"to {s.site.name} ({s.site.power_kw:.0f} kW)"
             lines.append(
                 f"{where[:33]:<34}{km:>7.1f}{leg.drive_min:>7.1f}"
-                f"{plan.pct(s.arrival_mean_wh):>8.0f}%{plan.pct(s.arrival_p5_wh):>8.0f}%"
+                f"{plan.pct(s.arrival_mean_wh):>8.1f}%{plan.pct(s.arrival_p5_wh):>8.1f}%"
                 f"{plan.pct(s.charge_to_wh):>10.0f}%{s.charge_min + s.overhead_min:>7.1f} min"
             )
         else:
             lines.append(
                 f"{'to the destination':<34}{km:>7.1f}{leg.drive_min:>7.1f}"
-                f"{plan.pct(plan.goal_arrival_mean_wh):>8.0f}%"
-                f"{plan.pct(plan.goal_arrival_p5_wh):>8.0f}%"
+                f"{plan.pct(plan.goal_arrival_mean_wh):>8.1f}%"
+                f"{plan.pct(plan.goal_arrival_p5_wh):>8.1f}%"
             )
     n = len(plan.stops)
     lines.append(

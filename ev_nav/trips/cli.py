@@ -455,7 +455,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
             risk = 1.0 - arrivals["planned"].p_reserve
             if risk > RISK_WARNING:
                 print(f"warning: the planned route misses the reserve with probability "
-                      f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or charging")
+                      f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "
+                      "charging stops (--confidence 0.95)")
         extra = trip.exploring_cost
         if extra is not None:
             if np.array_equal(trip.routes["planned"].segments,

@@ -176,12 +176,13 @@ def exhaustive_plan(
     goal: tuple[int, float],
     settings: ChargeSettings,
     max_paths: int = 200_000,
+    prune: bool = True,
 ) -> ReferencePlan | None:
     """The fastest plan meeting the risk budget, by exhaustive search; ``None`` when none does.
 
     ``settings.mode`` must be ``"chance"`` and ``settings.max_stops`` at most 2. Every site is
     considered (no corridor filter). Raises ``RuntimeError`` when a leg has more than
-    ``max_paths`` simple paths.
+    ``max_paths`` simple paths. ``prune=False`` keeps dominated paths too (to check the pruning).
     """
     if settings.mode != "chance" or settings.max_stops > 2:
         raise ValueError("the exhaustive reference covers mode='chance' with at most 2 stops")
@@ -231,7 +232,8 @@ def exhaustive_plan(
                 group = lowest_level(b0 - mean)[:, None]
             else:
                 group = lowest_level(grid[None, :] - mean[:, None])
-            keep = np.flatnonzero(~_dominated(minutes, mean, sd, group))
+            keep = np.flatnonzero(~_dominated(minutes, mean, sd, group) if prune
+                                  else np.ones(len(paths), dtype=bool))
             kept = [paths[k] for k in keep]
             # the survivors' statistics through the model's own route_energy
             sd_k = np.empty(keep.size)

@@ -181,3 +181,18 @@ def test_no_plan_meets_the_confidence():
     plan = plan_charging(*args)
     assert not plan.feasible
     assert plan.risk > 1.0 - args[6].confidence
+
+
+@pytest.mark.parametrize(("start_pct", "feasible"), [(30.0, True), (12.0, False)])
+def test_reference_pruning_keeps_the_optimum(start_pct, feasible):
+    """The reference's dominance pruning of leg paths changes nothing: the same optimum (or the
+    same infeasibility) as with every simple path kept, on the smallest grid with three sites."""
+    net, model, car, sites, start, goal, settings = instance(7, start_pct, stop_overhead_min=0.5)
+    args = (net, model, car, [sites[0], sites[1], sites[4]], start, goal, settings)
+    pruned, full = exhaustive_plan(*args), exhaustive_plan(*args, prune=False)
+    if not feasible:
+        assert pruned is None and full is None
+        return
+    assert pruned is not None and full is not None
+    assert pruned.total_min == pytest.approx(full.total_min, rel=1e-12)
+    assert pruned.stop_sites == full.stop_sites

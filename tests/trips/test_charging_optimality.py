@@ -1,6 +1,6 @@
 """The charging-stop planner against an exhaustive search on small instances (issue 28, item 2).
 
-Each instance is a hilly 4×4 street grid (≈ 35 segments, one-way streets, two forbidden turns),
+Each instance is a hilly 4×4 street grid (23–41 segments, one-way streets, forbidden turns),
 the product's loss-scaled GP model after a few observations, five chargers (fast and slow DC, AC)
 and a catalogue car whose battery — and charging powers with it, so that a percent of charge takes
 as long as on the real car — is shrunk to 300 Wh, so that crossing the grid needs 0, 1 or 2 stops
@@ -15,8 +15,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from ev_nav.energy import get_vehicle
-from ev_nav.roads.network import build_network
+from ev_nav.energy import Vehicle, get_vehicle
+from ev_nav.roads.network import RoadNetwork, build_network
 from ev_nav.sim.fleet import AgentSpec, make_model
 from ev_nav.trips.charging import ChargeSettings, ChargingSite, plan_charging
 from tests.trips.charging_reference import exhaustive_plan, plan_stats
@@ -28,10 +28,10 @@ BLOCK_M = 300.0
 TOLERANCE = 1.01
 
 
-def grid_town(seed: int) -> object:
+def grid_town(seed: int) -> RoadNetwork:
     """A jittered 4×4 grid: one arterial each way (60 km/h, two-way), residential streets
     (30 km/h) of which ~40 % one-way, hills of up to 30 m between neighbouring corners, and two
-    forbidden turns."""
+    forbidden turns (fewer where building the network drops a segment that cannot be left)."""
     rng = np.random.default_rng(seed)
     i, j = np.divmod(np.arange(SIDE * SIDE), SIDE)
     x = i * BLOCK_M + rng.uniform(-40, 40, i.size)
@@ -51,8 +51,7 @@ def grid_town(seed: int) -> object:
                 v.append(q)
                 kmh.append(60.0 if arterial else 30.0)
     u_a, v_a = np.array(u), np.array(v)
-    # two turns forbidden (a left turn off the arterial, say): from one segment into another
-    # that leaves its end node, not a U-turn
+    # two random turns forbidden: from a segment into one leaving its end node (not a U-turn)
     turns = [(e, f) for e in range(u_a.size) for f in np.flatnonzero(u_a == v_a[e])
              if v_a[f] != u_a[e]]
     forbidden = [turns[k] for k in rng.choice(len(turns), 2, replace=False)]
@@ -74,7 +73,7 @@ def grid_town(seed: int) -> object:
     )
 
 
-def small_car():
+def small_car() -> Vehicle:
     """The ID.3 Pro with a 300 Wh battery: its charging powers scale with it, so each percent
     of charge takes as long as on the real car."""
     car = get_vehicle("volkswagen-id3-pro")
@@ -88,9 +87,10 @@ def small_car():
     )
 
 
-def instance(seed: int, start_pct: float, **settings: object):
+def instance(seed: int, start_pct: float, **settings: object) -> tuple:
     """``(net, model, vehicle, sites, start, goal, settings)`` of one seeded instance."""
     net = grid_town(seed)
+    assert net.n_segments <= 200 and net.forbidden_turns.shape[0] > 0
     rng = np.random.default_rng(1000 + seed)
     model = make_model(AgentSpec(segment_scale="loss"), net, seed)
     prior = model.posterior().mean.copy()
@@ -112,7 +112,7 @@ def instance(seed: int, start_pct: float, **settings: object):
             ChargeSettings(**base))
 
 
-def planner_plan(args):
+def planner_plan(args: tuple) -> tuple:
     """The planner's plan in the reference's terms: ``(plan, stop indices, paths, levels)``."""
     plan = plan_charging(*args)
     sites = args[3]
@@ -135,7 +135,7 @@ CASES = [
 ]
 
 
-def check_against_reference(args, n_stops: int | None = None) -> None:
+def check_against_reference(args: tuple, n_stops: int | None = None) -> None:
     """The planner's plan is valid, meets the budget and is within 1 % of the optimum."""
     budget = 1.0 - args[6].confidence
     ref = exhaustive_plan(*args)

@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compiled", "compiled_tree", "shortest_path", "tree_paths"]
+__all__ = [
+    "compiled", "compiled_pareto", "compiled_tree", "pareto_labels", "shortest_path", "tree_paths"
+]
 
 
 def shortest_path(
@@ -391,6 +393,135 @@ def tree_paths(
             flat[k] = node
             node = pred[node]
     return flat, offsets, cost
+
+
+def pareto_labels(
+    indptr: Any,
+    indices: Any,
+    time_w: Any,
+    energy_w: Any,
+    start: int,
+    energy_limit: float,
+    max_labels: int,
+    count: Any,
+    slots: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Every path from ``start`` that no other path beats in both time and energy (a
+    bicriteria label-setting search, Martins' algorithm), up to ``max_labels`` per node.
+
+    Labels are settled in order of time; a new label at a node is kept only if no label there
+    is at least as good in both criteria, and removes those it beats. Paths whose energy
+    exceeds ``energy_limit`` are not extended. Entering node ``v`` costs ``time_w[v]`` and
+    ``energy_w[v]`` (the start's own costs are not counted). ``count`` (n, zeroed) and
+    ``slots`` (n × max_labels) are scratch; a node whose list is full keeps what it has, and
+    at most ``2 n max_labels`` labels are made in all (the search is then exact only up to
+    that many trade-offs).
+
+    Returns
+    -------
+    node, time, energy, parent, alive, n
+        The first ``n`` entries describe the labels (``parent`` −1 at the start); those still
+        ``alive`` at a node are its Pareto set; walk ``parent`` for a label's path.
+    """
+    size_max = max(2 * len(slots), 1)
+    lab_node = np.empty(size_max, dtype=np.int64)
+    lab_t = np.empty(size_max)
+    lab_e = np.empty(size_max)
+    lab_parent = np.empty(size_max, dtype=np.int64)
+    alive = np.zeros(size_max, dtype=np.bool_)
+    heap_t = np.empty(size_max)
+    heap_id = np.empty(size_max, dtype=np.int64)
+    n_lab = 0
+    lab_node[0] = start
+    lab_t[0] = 0.0
+    lab_e[0] = 0.0
+    lab_parent[0] = -1
+    alive[0] = True
+    slots[start * max_labels] = 0
+    count[start] = 1
+    n_lab = 1
+    heap_t[0] = 0.0
+    heap_id[0] = 0
+    size = 1
+    while size > 0:
+        key = heap_t[0]
+        lab = heap_id[0]
+        size -= 1
+        if size > 0:
+            last_t = heap_t[size]
+            last_id = heap_id[size]
+            i = 0
+            while True:
+                child = 2 * i + 1
+                if child >= size:
+                    break
+                if child + 1 < size and heap_t[child + 1] < heap_t[child]:
+                    child += 1
+                if heap_t[child] >= last_t:
+                    break
+                heap_t[i] = heap_t[child]
+                heap_id[i] = heap_id[child]
+                i = child
+            heap_t[i] = last_t
+            heap_id[i] = last_id
+        if not alive[lab]:
+            continue
+        node = lab_node[lab]
+        e0 = lab_e[lab]
+        for k in range(indptr[node], indptr[node + 1]):
+            v = indices[k]
+            nt = key + time_w[v]
+            ne = e0 + energy_w[v]
+            if ne > energy_limit or n_lab >= size_max:
+                continue
+            base = v * max_labels
+            dominated = False
+            for q in range(count[v]):
+                other = slots[base + q]
+                if lab_t[other] <= nt and lab_e[other] <= ne:
+                    dominated = True
+                    break
+            if dominated:
+                continue
+            # drop the labels the new one beats (compact the node's list)
+            keep = 0
+            for q in range(count[v]):
+                other = slots[base + q]
+                if nt <= lab_t[other] and ne <= lab_e[other]:
+                    alive[other] = False
+                else:
+                    slots[base + keep] = other
+                    keep += 1
+            count[v] = keep
+            if keep >= max_labels:
+                continue
+            lab_node[n_lab] = v
+            lab_t[n_lab] = nt
+            lab_e[n_lab] = ne
+            lab_parent[n_lab] = lab
+            alive[n_lab] = True
+            slots[base + keep] = n_lab
+            count[v] = keep + 1
+            i = size  # sift up
+            size += 1
+            while i > 0:
+                parent = (i - 1) // 2
+                if heap_t[parent] <= nt:
+                    break
+                heap_t[i] = heap_t[parent]
+                heap_id[i] = heap_id[parent]
+                i = parent
+            heap_t[i] = nt
+            heap_id[i] = n_lab
+            n_lab += 1
+    return lab_node, lab_t, lab_e, lab_parent, alive, n_lab
+
+
+def compiled_pareto() -> Callable[..., tuple]:
+    """:func:`pareto_labels` compiled by numba (machine code cached next to this file)."""
+    import numba as nb
+
+    return nb.njit(cache=True, nogil=True)(pareto_labels)
 
 
 def compiled_tree() -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:

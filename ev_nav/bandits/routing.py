@@ -74,6 +74,7 @@ class _Kernel:
 
     compiled: Callable[..., NDArray[np.int64]] | None = None
     tree: Callable[..., tuple[NDArray, NDArray, NDArray]] | None = None
+    pareto: Callable[..., tuple] | None = None
     interpreted_s = 0.0
     lock = threading.Lock()
     excess: Any = None
@@ -110,6 +111,14 @@ def _tree_kernel() -> Callable[..., tuple[NDArray, NDArray, NDArray]]:
         if _Kernel.tree is None:
             _Kernel.tree = _dijkstra.compiled_tree()
     return _Kernel.tree
+
+
+def _pareto_kernel() -> Callable[..., tuple]:
+    """The compiled bicriteria search (loaded once per process)."""
+    with _Kernel.lock:
+        if _Kernel.pareto is None:
+            _Kernel.pareto = _dijkstra.compiled_pareto()
+    return _Kernel.pareto
 
 
 #: Landmarks a goal-directed Router precomputes, and how many of them (the best for the pair)
@@ -446,6 +455,44 @@ class Router:
             pred, reached, settled, self._stamp, heap_keys, heap_nodes,
         )
         return [flat[off[i]:off[i + 1]] for i in range(tg.size)], cost
+
+    def pareto(
+        self,
+        time_w: ArrayLike,
+        energy_w: ArrayLike,
+        start: int,
+        targets: ArrayLike,
+        energy_limit: float = np.inf,
+        max_labels: int = 16,
+    ) -> list[list[NDArray[np.int64]]]:
+        """For each target, the paths from ``start`` that no other path beats in both summed
+        ``time_w`` and summed ``energy_w`` (compiled bicriteria search,
+        :func:`ev_nav.bandits._dijkstra.pareto_labels`; at most ``max_labels`` trade-offs a
+        segment, none beyond ``energy_limit``), fastest first; empty where none is found."""
+        tw = self._check_weights(time_w)
+        ew = self._check_weights(energy_w)
+        start = self.check_segment(start, "start")
+        tg = np.asarray(targets, dtype=np.int64)
+        if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
+            raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
+        n, k = self.n_segments, max(1, int(max_labels))
+        node, t, _, parent, alive, n_lab = _pareto_kernel()(
+            self._indptr, self._indices, tw, ew, start, float(energy_limit), k,
+            np.zeros(n, dtype=np.int64), np.empty(n * k, dtype=np.int64),
+        )
+        node, t, parent, alive = node[:n_lab], t[:n_lab], parent[:n_lab], alive[:n_lab]
+        out = []
+        for target in tg.tolist():
+            labels = np.flatnonzero(alive & (node == target))
+            paths = []
+            for lab in labels[np.argsort(t[labels], kind="stable")].tolist():
+                chain = []
+                while lab >= 0:
+                    chain.append(int(node[lab]))
+                    lab = int(parent[lab])
+                paths.append(np.asarray(chain[::-1], dtype=np.int64))
+            out.append(paths)
+        return out
 
     def route_between(
         self,

@@ -99,9 +99,17 @@ class ChargeSettings:
         candidates, besides the least-energy path (always one). Default: 0 (fastest) and the
         candidate chargers' median rate.
     max_candidates : int
-        Most chargers considered.
+        Most chargers considered: all usable ones up to this many, else those of least detour.
     detour : float
-        Candidate chargers lie within this multiple of the direct driving time.
+        With more usable chargers than ``max_candidates``, only those within this multiple of
+        the direct driving time (start → charger → goal) are ranked.
+    pareto_labels : int
+        On networks of at most ``pareto_max_segments`` segments, each leg's candidates are all
+        its time–energy trade-offs (a bicriteria search keeping up to this many per segment)
+        instead of the ``route_prices`` paths: route choice is then exact, e.g. a route slower
+        than the fastest but using less energy where the risk budget binds.
+    pareto_max_segments : int
+        Larger networks use the priced paths (a bicriteria search there costs seconds).
     """
 
     start_wh: float
@@ -115,6 +123,8 @@ class ChargeSettings:
     route_prices: tuple[float, ...] | None = None
     max_candidates: int = 24
     detour: float = 1.5
+    pareto_labels: int = 16
+    pareto_max_segments: int = 20_000
 
     def check(self, capacity_wh: float) -> None:
         """Raise :class:`ConfigError` on settings no plan can honour."""
@@ -307,6 +317,7 @@ def _leg_options(
     n_sources: int,
     weights: list[NDArray[np.float64]],
     energy_limit: float,
+    pareto_labels: int = 0,
 ) -> _Options:
     """Paths between waypoints for every weight vector: sources are ``points[:n_sources]``,
     targets ``points[1:]`` (the start is never a target, the goal never a source).
@@ -315,7 +326,8 @@ def _leg_options(
     ``energy_limit`` [Wh of losses] — a target further than that cannot be reached on one
     charge. The other searches only look for the targets it reached, and stop at the largest
     cost any of them has along its least-energy path (the cheapest path under those weights
-    costs no more, so none is cut off)."""
+    costs no more, so none is cut off). With ``pareto_labels`` > 0 the candidates are instead
+    every path no other beats in both time and energy (up to that many per segment)."""
     minutes = net.travel_time_s / 60.0
     seen: set[tuple[int, int, bytes]] = set()
     src, dst, mu, tm, paths = [], [], [], [], []
@@ -341,6 +353,14 @@ def _leg_options(
             if points[j][1] >= fa:  # further along the same segment: no search needed
                 add(i, int(j), np.array([a], dtype=np.int64))
         js = js[~same]  # behind on the same segment would be a loop: not a leg
+        if pareto_labels:
+            # every time–energy trade-off (bicriteria search): exact route choice
+            fronts = router.pareto(minutes, weights[-1], a, seg[js], energy_limit,
+                                   pareto_labels)
+            for j, front in zip(js, fronts, strict=True):
+                for path in front:
+                    add(i, int(j), path)
+            continue
         found, cost = router.tree(weights[-1], a, seg[js], energy_limit)
         ok = np.isfinite(cost)
         for j, path in zip(js[ok], [p for p, k in zip(found, ok, strict=True) if k],
@@ -427,14 +447,17 @@ def plan_charging(
     n = net.n_segments
     fwd = sp.csr_matrix((minutes[indices], indices, indptr), shape=(n, n))
     t_from = dijkstra(fwd, directed=True, indices=start[0])
-    t_to = dijkstra(fwd.T.tocsr(), directed=True, indices=goal[0]) + minutes[goal[0]]
+    # the reverse search's cost already counts the goal segment (entering it), not the charger's
+    t_to = dijkstra(fwd.T.tocsr(), directed=True, indices=goal[0])
     if not np.isfinite(t_from[goal[0]]):
         raise UnreachableError(f"no route from segment {start[0]} to segment {goal[0]}")
     direct = float(t_from[goal[0]])
     if sites:
         seg = np.array([s.segment for s in sites], dtype=np.int64)
         via = t_from[seg] + t_to[seg]
-        ok = np.isfinite(via) & (via <= settings.detour * direct + 1.0)
+        ok = np.isfinite(via)
+        if ok.sum() > settings.max_candidates:  # too many: those near the corridor
+            ok &= via <= settings.detour * direct + 1.0
         order = np.argsort(np.where(ok, via, np.inf), kind="stable")
         keep = order[: min(int(ok.sum()), settings.max_candidates)]
         if ok.sum() > settings.max_candidates:
@@ -459,7 +482,8 @@ def plan_charging(
     weights.append(loss + 1e-9 * minutes)
     energy_limit = cap + float(phi.max() - phi.min())  # losses of a leg one charge covers
     router = router if router is not None else Router(net)
-    opts = _leg_options(net, mean, router, points, 1 + c, weights, energy_limit)
+    labels = settings.pareto_labels if net.n_segments <= settings.pareto_max_segments else 0
+    opts = _leg_options(net, mean, router, points, 1 + c, weights, energy_limit, labels)
     usable = opts.mean <= cap  # no level covers a leg of more than the battery
     for k in np.flatnonzero(usable):
         path, h = opts.paths[k]

@@ -440,3 +440,38 @@ def test_tree_paths_cost_what_scipy_dijkstra_costs_and_honour_the_limit():
         assert all(p.size == 0 for p, ok in zip(paths, inside, strict=True) if not ok)
     with pytest.raises(UnknownSegmentError):
         router.tree(np.ones(n), 0, np.array([n]))
+
+
+def test_pareto_paths_are_the_time_energy_front_of_all_simple_paths():
+    """``Router.pareto`` returns, per target, exactly the (time, energy) Pareto front of every
+    simple path (enumerated by networkx), each as a legal path whose sums are its label's."""
+    from tests.trips.test_charging_optimality import grid_town
+
+    net = grid_town(4)
+    router = Router(net)
+    indptr, indices = net.routing_graph()
+    g = nx.DiGraph()
+    for a in range(net.n_segments):
+        g.add_edges_from((a, int(b)) for b in indices[indptr[a]:indptr[a + 1]])
+    rng = np.random.default_rng(1)
+    sizes = []
+    for _ in range(3):
+        tw = rng.uniform(0.5, 2.0, net.n_segments)
+        ew = 2.5 - tw + rng.uniform(0.0, 0.3, net.n_segments)  # fast roads cost energy
+        start = int(rng.integers(net.n_segments))
+        targets = [t for t in rng.choice(net.n_segments, 4, replace=False) if t != start]
+        fronts = router.pareto(tw, ew, start, targets, max_labels=10_000)
+        for t, front in zip(targets, fronts, strict=True):
+            pts = np.array([(tw[p[1:]].sum(), ew[p[1:]].sum())
+                            for p in map(np.array, nx.all_simple_paths(g, start, int(t)))])
+            best = {(round(a, 9), round(b, 9)) for a, b in pts
+                    if not np.any((pts[:, 0] <= a + 1e-12) & (pts[:, 1] <= b + 1e-12)
+                                  & ((pts[:, 0] < a - 1e-12) | (pts[:, 1] < b - 1e-12)))}
+            got = {(round(tw[p[1:]].sum(), 9), round(ew[p[1:]].sum(), 9)) for p in front}
+            assert got == best
+            for p in front:
+                assert p[0] == start and p[-1] == t
+                for a, b in zip(p[:-1], p[1:], strict=True):
+                    assert b in indices[indptr[a]:indptr[a + 1]]
+            sizes.append(len(front))
+    assert max(sizes) >= 3  # the fronts had trade-offs to find

@@ -12,6 +12,8 @@ command line's start-up stay light):
   catalogue: current EV models with sourced values);
 * charging sites: :class:`Chargers` (a network's table, ``RoadNetwork.chargers``),
   :func:`read_osm_chargers`, :func:`read_charger_csv`, :func:`generated_chargers`;
+* charging stops (``docs/charging.md``): :func:`plan_charging` with :class:`ChargeSettings`
+  and the sites a car can use (:func:`vehicle_sites`), giving a :class:`ChargingPlan`;
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
   :func:`loss_lower_bound`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
@@ -42,6 +44,10 @@ _EXPORTS: dict[str, str] = {
     "synthetic_town": "ev_nav.roads.synthetic",
     "match_track": "ev_nav.roads.matching",
     "Chargers": "ev_nav.roads.chargers",
+    "plan_charging": "ev_nav.trips.charging",
+    "ChargeSettings": "ev_nav.trips.charging",
+    "ChargingPlan": "ev_nav.trips.charging",
+    "vehicle_sites": "ev_nav.trips.charging",
     "read_osm_chargers": "ev_nav.roads.chargers",
     "read_charger_csv": "ev_nav.roads.chargers",
     "generated_chargers": "ev_nav.roads.synthetic",

@@ -123,7 +123,7 @@ class ChargeSettings:
     route_prices: tuple[float, ...] | None = None
     max_candidates: int = 24
     detour: float = 1.5
-    pareto_labels: int = 16
+    pareto_labels: int = 6
     pareto_max_segments: int = 20_000
 
     def check(self, capacity_wh: float) -> None:

@@ -88,9 +88,8 @@ def generated_sites(net, density_per_km2: float, power_kw: float, seed: int):
 def drive_plan(plan, leg_energy: list[float], tables, cap: float) -> Outcome:
     """Drive a plan with the given realised leg energies [Wh]: charge at each stop from what
     was actually arrived with up to the plan's level (or not at all when above it)."""
-    from ev_nav.trips.charging import _interp_rows
-
     s = plan.settings
+    grid = np.arange(101)
     charge = s.start_wh
     total = plan.drive_min
     violated = False
@@ -101,8 +100,8 @@ def drive_plan(plan, leg_energy: list[float], tables, cap: float) -> Outcome:
         if j < len(plan.stops):
             stop = plan.stops[j]
             table = tables[stop.site.index]
-            lo = _interp_rows(table[None], np.array([[100 * max(charge, 0) / cap]]))[0, 0]
-            hi = _interp_rows(table[None], np.array([[100 * stop.charge_to_wh / cap]]))[0, 0]
+            lo = np.interp(100 * max(charge, 0) / cap, grid, table)
+            hi = np.interp(100 * stop.charge_to_wh / cap, grid, table)
             total += stop.overhead_min + max(0.0, hi - lo)
             charge = max(charge, stop.charge_to_wh)
     return Outcome(violated, total, len(plan.stops))

@@ -307,7 +307,7 @@ def main() -> int:
     if args.quick:
         args.worlds, args.trips, args.fleet_trips = 1, 200, 100
     if args.smoke:
-        args.worlds, args.trips, args.fleet_trips = 1, 20, 20
+        args.worlds, args.trips, args.fleet_trips = 1, 10, 20
         args.speed_trips = min(args.speed_trips, 5)
         args.segments = min(args.segments, 3000)
     if args.speed:

@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import norm
 
 from ev_nav.energy import get_vehicle
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, UnknownSegmentError
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.sim.fleet import AgentSpec, make_model
 from ev_nav.trips.battery import route_energy
@@ -182,6 +182,10 @@ def test_bad_settings_are_refused(world):
         st = ChargeSettings(**{"start_wh": 0.3 * CAP, "reserve_wh": 0.1 * CAP, **bad})
         with pytest.raises(ConfigError):
             plan_charging(net, model, veh, sites, start, goal, st)
+    ok = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=0.1 * CAP)
+    for bad_start in ((net.n_segments, 0.5), (-1, 0.5), (start[0], 1.5), (start[0], -0.1)):
+        with pytest.raises(UnknownSegmentError):
+            plan_charging(net, model, veh, sites, bad_start, goal, ok)
 
 
 def test_bench_charging_smoke_prints_its_lines():

@@ -42,7 +42,7 @@ from scipy.special import ndtr
 
 from ev_nav.bandits.routing import Router
 from ev_nav.energy import Vehicle
-from ev_nav.errors import ConfigError, UnreachableError
+from ev_nav.errors import ConfigError, UnknownSegmentError, UnreachableError
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork
@@ -431,6 +431,12 @@ def plan_charging(
     """
     cap = float(vehicle.battery_wh)
     settings.check(cap)
+    for what, (e, f) in (("start", start), ("goal", goal)):
+        if not 0 <= int(e) < net.n_segments or not 0.0 <= float(f) <= 1.0:
+            raise UnknownSegmentError(
+                f"{what} must be a segment in 0..{net.n_segments - 1} and a fraction along it "
+                f"in 0..1, got ({e}, {f})"
+            )
     gmax = int(settings.max_charge_pct)
     budget = 1.0 - settings.confidence
     minutes = net.travel_time_s / 60.0

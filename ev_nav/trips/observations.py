@@ -4,9 +4,9 @@ Readings are checked before they are stored: more than any vehicle can use is al
 a reading far from the model's prediction (more than :data:`PLAUSIBLE_SIGMAS` predictive standard
 deviations, a drive's noise taken as at least :data:`PLAUSIBLE_NOISE_SPREAD` of each segment's
 loss whatever the learner assumes) or a likely kWh/Wh mix-up is refused with the reason unless
-forced; a per-segment file
-that covers only part of the route is refused unless explicitly partial. A trip's observations can
-be forgotten again (:func:`forget_trip`): the model forgets them too.
+forced; a per-segment file that covers only part of the route is refused unless explicitly
+partial. A trip's observations can be forgotten again (:func:`forget_trip`): the model forgets
+them too.
 """
 
 from __future__ import annotations

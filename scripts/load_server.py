@@ -104,6 +104,20 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+#: What each plausibility refusal says (``ev_nav.trips.observations.check_plausible``).
+REFUSAL_REASONS = {"standard deviations from": "far from the prediction",
+                   "looks like kWh": "kWh/Wh mix-ups", "reads as no reading": "blank readings"}
+
+
+def _refusal_reasons(messages: list[str | None]) -> str:
+    """``11 far from the prediction, 1 blank readings``: refusals counted by their reason."""
+    counts = dict.fromkeys([*REFUSAL_REASONS.values(), "other"], 0)
+    for m in messages:
+        if m is not None:
+            counts[next((r for k, r in REFUSAL_REASONS.items() if k in m), "other")] += 1
+    return ", ".join(f"{n} {reason}" for reason, n in counts.items() if n)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vehicles", type=int, default=8, help="concurrent vehicles")
@@ -249,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean regret per trip by quarter of the run [Wh]: {quarters}")
     print(f"observations: acknowledged {len(acked)}, refused as implausible {refused}, "
           f"request errors {len(report.errors)}")
+    if refused:
+        print(f"refused: {100 * refused / max(len(acked) + refused, 1):.2f} % of the posted "
+              f"observations ({_refusal_reasons([t.refused for t in report.trips])})")
     if catch_up is not None:
         lag = f"it had absorbed the last acknowledged observation {catch_up:.1f} s after the " \
               "vehicles stopped"

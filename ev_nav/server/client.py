@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ev_nav.errors import ConfigError, EvNavError
+from ev_nav.roads.partial import driven_shares
 
 if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
@@ -356,7 +357,8 @@ def drive_fleet(
         route_s = client.last_seconds
         routes = doc["routes"]
         assert isinstance(routes, dict)
-        path = np.asarray(routes["planned"]["segments"], dtype=np.int64)
+        planned = routes["planned"]
+        path = np.asarray(planned["segments"], dtype=np.int64)
         with world_lock:
             energies = world.drive(path, rng)
             regret, energy, best = world.regret(
@@ -368,7 +370,12 @@ def drive_fleet(
             if observe == "segments":
                 ack = client.record_segments(trip, path.tolist(), energies.tolist())
             else:
-                ack = client.record_total(trip, float(energies.sum()))
+                # the trip computer measures the part of the first and last segment driven,
+                # which the server's prediction of the total counts (not the whole segments)
+                shares = driven_shares(
+                    path.size, float(planned["start_fraction"]), float(planned["end_fraction"])
+                )
+                ack = client.record_total(trip, float(shares @ energies))
             batch = int(ack["batch"])  # type: ignore[arg-type]
             acked_at = time.monotonic()
         except ServerError as exc:

@@ -12,6 +12,7 @@ program uses them directly (see the README's "Python API")::
 
 from ev_nav.trips.observations import (
     HARD_LIMIT_WH,
+    PLAUSIBLE_NOISE_SPREAD,
     PLAUSIBLE_SIGMAS,
     check_plausible,
     forget_trip,
@@ -35,6 +36,7 @@ from ev_nav.trips.session import (
 
 __all__ = [
     "HARD_LIMIT_WH",
+    "PLAUSIBLE_NOISE_SPREAD",
     "PLAUSIBLE_SIGMAS",
     "PlannedTrip",
     "Session",

@@ -32,8 +32,25 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "compiled", "compiled_pareto", "compiled_tree", "pareto_labels", "shortest_path", "tree_paths"
+    "compiled", "compiled_pareto", "compiled_tree", "counter_uniform", "pareto_labels",
+    "shortest_path", "tree_paths",
 ]
+
+
+def counter_uniform(key: Any, counter: Any) -> Any:
+    """A uniform number in (0, 1) that is a pure function of ``(key, counter)`` (uint64): the
+    ``counter + 1``-th output of the splitmix64 generator whose state starts at ``key``, its top
+    53 bits centred in their interval (never 0 or 1).
+
+    Plain integer arithmetic that NumPy runs on uint64 arrays (every counter at once) and numba
+    compiles for one counter (the router's lazy draws), with the same result bit for bit: unsigned
+    multiplication wraps modulo 2⁶⁴ in both, and ``(x >> 11) · 2⁻⁵³ + 2⁻⁵⁴`` is exact in float64.
+    """
+    x = key + (counter + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)) * 2.0**-53 + 2.0**-54
 
 
 def shortest_path(
@@ -65,6 +82,8 @@ def shortest_path(
     mean: Any,
     std: Any,
     score: Any,
+    score_of: Any,
+    score_key: Any,
     weight_stamp: Any,
     fault: Any,
 ) -> np.ndarray:
@@ -94,9 +113,11 @@ def shortest_path(
 
     Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
     computed the first time the search needs it, ``lower[v] + weight_of(mean[v] − lower[v],
-    std[v], score[v])`` (``weight_stamp[v] = stamp`` once done), so a query costs what it
-    explores including the weights. A weight that is not finite stops the search: ``fault[0]``
-    is set to its node and the result is empty. With ``weight_of`` ``None`` the five arrays are
+    std[v], z_v)`` (``weight_stamp[v] = stamp`` once done), so a query costs what it explores
+    including the weights. The score ``z_v`` is ``score[v]``, or, with ``score_of`` not
+    ``None``, ``score_of(score_key, v)`` (a counter-based draw, :func:`counter_uniform`: only
+    the nodes reached cost one). A weight that is not finite stops the search: ``fault[0]`` is
+    set to its node and the result is empty. With ``weight_of`` ``None`` the lazy arguments are
     not read (numba compiles that case without them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
@@ -201,8 +222,12 @@ def shortest_path(
                     continue  # on no start–goal path
             if weight_of is not None:
                 if weight_stamp[entered] != stamp:
+                    if score_of is not None:
+                        z = score_of(score_key, entered)
+                    else:
+                        z = score[entered]
                     value = lower[entered] + weight_of(
-                        mean[entered] - lower[entered], std[entered], score[entered]
+                        mean[entered] - lower[entered], std[entered], z
                     )
                     if not value < inf:  # NaN fails too
                         fault[0] = entered
@@ -538,12 +563,14 @@ def compiled() -> Callable[..., np.ndarray]:
     return nb.njit(cache=True, nogil=True)(shortest_path)
 
 
-def truncated_excess() -> Callable[[float, float, float], float]:
-    """A compiled ``(m, s, z) ↦`` :func:`ev_nav.bandits.indices.truncated_quantile` for one
-    value, for the kernel's lazy weights: the same SciPy special functions
-    (``scipy.special.cython_special``) in the same order, so the same number as the vectorised
-    form. It calls them through their C addresses, which numba cannot cache, so each process
-    compiles it (about a second) the first time it is needed."""
+def truncated_excess() -> tuple[Callable[[float, float, float], float], Callable[..., float]]:
+    """Two compiled functions for the kernel's lazy weights: ``(m, s, z) ↦``
+    :func:`ev_nav.bandits.indices.truncated_quantile` for one value, and ``(key, v) ↦
+    Φ⁻¹(counter_uniform(key, v))`` (a counter-based standard normal score). They use the same
+    SciPy special functions (``scipy.special.cython_special``) in the same order as the
+    vectorised forms, so they give the same numbers. They call them through their C addresses,
+    which numba cannot cache, so each process compiles them (about a second) the first time
+    they are needed."""
     import ctypes
 
     import numba as nb
@@ -562,4 +589,11 @@ def truncated_excess() -> Callable[[float, float, float], float]:
             return 0.0 if out < 0.0 else out
         return 0.0 if m < 0.0 else m
 
-    return nb.cfunc("float64(float64, float64, float64)", cache=False)(excess)
+    ndtri = signature(get_cython_function_address(module, "ndtri"))
+    uniform = nb.njit(counter_uniform)
+
+    def counter_score(key: Any, v: int) -> float:
+        return ndtri(uniform(key, np.uint64(v)))
+
+    return (nb.cfunc("float64(float64, float64, float64)", cache=False)(excess),
+            nb.cfunc("float64(uint64, int64)", cache=False)(counter_score))

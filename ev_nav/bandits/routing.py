@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
+from scipy.special import ndtri
 
 from ev_nav.bandits import _dijkstra
 from ev_nav.bandits.indices import truncated_quantile
@@ -81,7 +82,8 @@ class _Kernel:
 
     @classmethod
     def lazy_excess(cls) -> Any:
-        """The compiled truncated quantile lazy weights use (built on first use)."""
+        """The compiled truncated quantile and counter-based score lazy weights use (built on
+        first use; :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
         with cls.lock:
             if cls.excess is None:
                 cls.excess = _dijkstra.truncated_excess()
@@ -130,8 +132,37 @@ ACTIVE_LANDMARKS = 2
 _NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.empty(0),
                  np.empty(1))
 # the kernel's lazy-weight arguments when the weights are given
-_NO_LAZY = (None, np.empty(0), np.empty(0), np.empty(0), np.empty(0),
+_NO_LAZY = (None, np.empty(0), np.empty(0), np.empty(0), np.empty(0), None, np.uint64(0),
             np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class SeededScores:
+    """Independent standard normal scores, one per segment, from a counter-based generator:
+    segment ``e``'s score is ``Φ⁻¹(u)`` with ``u`` from the ``e + 1``-th output of splitmix64
+    started at state ``seed`` (:func:`ev_nav.bandits._dijkstra.counter_uniform`), a pure
+    function of ``(seed, e)``; splitmix64's output function decorrelates nearby seeds. A lazy
+    :class:`LossDraw` therefore draws only the segments its search reaches, and :meth:`values`
+    gives the same numbers for any set of segments at once.
+
+    Attributes
+    ----------
+    seed : int
+        The draw's seed, 0..2⁶⁴−1 (e.g. from the trip's ``numpy.random.Generator``).
+    """
+
+    seed: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= int(self.seed) < 2**64:
+            raise InvalidObservation(f"a score seed is in 0..2^64-1, got {self.seed}")
+
+    def values(self, segments: ArrayLike) -> NDArray[np.float64]:
+        """The scores of ``segments`` (ids ≥ 0), vectorised."""
+        ids = np.asarray(segments, dtype=np.int64)
+        if ids.size and ids.min() < 0:
+            raise InvalidObservation("segment ids for scores must be >= 0")
+        return ndtri(_dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64)))
 
 
 @dataclass(frozen=True)
@@ -146,18 +177,25 @@ class LossDraw:
     ----------
     mean, std : ndarray of float64
         Each segment's loss posterior mean and sd [Wh], before truncation.
-    score : ndarray of float64
-        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)).
+    score : ndarray of float64 or SeededScores
+        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)),
+        given, or drawn by a counter-based generator only for the segments the search reaches.
     """
 
     mean: NDArray[np.float64]
     std: NDArray[np.float64]
-    score: NDArray[np.float64]
+    score: NDArray[np.float64] | SeededScores
+
+    def scores(self) -> NDArray[np.float64]:
+        """Every segment's standard score."""
+        if isinstance(self.score, SeededScores):
+            return self.score.values(np.arange(self.mean.shape[0]))
+        return self.score
 
     def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
         """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
         lo = np.asarray(lower, dtype=np.float64)
-        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.scores())
 
 
 def landmark_tables(
@@ -336,8 +374,12 @@ class Router:
                 n = self.n_segments
                 self._lazy = (np.empty(n), np.zeros(n, dtype=np.int64), np.full(1, -1))
             w, stamps, fault = self._lazy
-            lazy = (_Kernel.lazy_excess(), self.lower, draw.mean, draw.std, draw.score,
-                    stamps, fault)
+            excess, counter_score = _Kernel.lazy_excess()
+            if isinstance(draw.score, SeededScores):
+                scores = (_NO_LAZY[4], counter_score, np.uint64(draw.score.seed))
+            else:
+                scores = (draw.score, None, np.uint64(0))
+            lazy = (excess, self.lower, draw.mean, draw.std, *scores, stamps, fault)
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
@@ -353,9 +395,11 @@ class Router:
                           self._stamp, keys, nodes, *landmarks, *lazy)
             if draw is not None and lazy[-1][0] >= 0:
                 e, lazy[-1][0] = int(lazy[-1][0]), -1
+                score = (draw.score.values([e])[0] if isinstance(draw.score, SeededScores)
+                         else draw.score[e])
                 raise InvalidObservation(
                     f"segment {e}'s weight is not finite (loss mean {draw.mean[e]}, sd "
-                    f"{draw.std[e]}, score {draw.score[e]})"
+                    f"{draw.std[e]}, score {score})"
                 )
         else:
             t0 = time.perf_counter()
@@ -388,10 +432,11 @@ class Router:
                 "goal-directed Router (Router(net, lower))"
             )
         n = self.n_segments
-        if not draw.mean.shape == draw.std.shape == draw.score.shape == (n,):
+        score = (n,) if isinstance(draw.score, SeededScores) else np.shape(draw.score)
+        if not draw.mean.shape == draw.std.shape == score == (n,):
             raise InvalidObservation(
                 f"a LossDraw needs {n} means, sds and scores, got shapes {draw.mean.shape}, "
-                f"{draw.std.shape}, {draw.score.shape}"
+                f"{draw.std.shape}, {score}"
             )
 
     def _goal_direction(

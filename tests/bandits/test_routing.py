@@ -369,6 +369,54 @@ def test_lazy_loss_draw_routes_like_its_vectorised_weights():
         router.route(LossDraw(a[:-1], a[:-1], a[:-1]), 0, 5)
 
 
+def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
+    """Counter-based scores: the kernel draws a segment's score only when its search reaches it,
+    and gets the numbers the vectorised form gives for all segments at once (bit for bit), so a
+    lazy draw routes like its vectorised weights. The draw depends on the seed only, and its
+    scores are standard normal and uncorrelated between neighbouring segments and seeds."""
+    from scipy import stats
+
+    from ev_nav.bandits.routing import LossDraw, SeededScores, _Kernel, compiled_kernel
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    compiled_kernel()
+    z = SeededScores(7).values(np.arange(100_000))
+    assert np.array_equal(z, SeededScores(7).values(np.arange(100_000)))  # no hidden state
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 0.02
+    assert abs(np.corrcoef(z, SeededScores(8).values(np.arange(100_000)))[0, 1]) < 0.02
+    # the kernel's compiled score, one segment at a time, in a shuffled order
+    _, counter_score = _Kernel.lazy_excess()
+    ids = np.random.default_rng(0).permutation(5000)
+    one_by_one = np.array([counter_score(np.uint64(7), int(e)) for e in ids])
+    assert np.array_equal(one_by_one, z[ids])
+
+    net = synthetic_town(2500, seed=8)
+    n = net.n_segments
+    lower, a = loss_lower_bound(net), loss_scale(net)
+    router = Router(net, lower)
+    rng = np.random.default_rng(5)
+    compared = 0
+    for _ in range(60):
+        draw = LossDraw(a, 0.3 * a, SeededScores(int(rng.integers(2**63))))
+        s, t = (int(x) for x in rng.integers(0, n, 2))
+        w = draw.weights(lower)
+        assert np.array_equal(draw.scores(), draw.score.values(np.arange(n)))
+        try:
+            eager = router.route(w, s, t)
+        except UnreachableError:
+            continue
+        lazy = router.route(draw, s, t)
+        assert lazy.tolist() == eager.tolist()
+        # every weight the search computed is the vectorised weight, bit for bit
+        reached = router._lazy[1] == router._stamp
+        assert reached.sum() > 0 and np.array_equal(router._lazy[0][reached], w[reached])
+        compared += 1
+    assert compared > 40 and router.fallbacks == 0
+    with pytest.raises(InvalidObservation, match="seed"):
+        SeededScores(-1)
+
+
 def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():
     """The learner's hook: an agent given the physical loss bound truncates its loss posterior
     there (every weight at least its bound, a TS draw otherwise as before) and routes with a

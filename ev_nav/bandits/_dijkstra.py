@@ -79,6 +79,7 @@ def shortest_path(
     pot_goal: float,
     weight_of: Any,
     lower: Any,
+    ids: Any,
     mean: Any,
     std: Any,
     score: Any,
@@ -112,13 +113,15 @@ def shortest_path(
     caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
 
     Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
-    computed the first time the search needs it, ``lower[v] + weight_of(mean[v] − lower[v],
-    std[v], z_v)`` (``weight_stamp[v] = stamp`` once done), so a query costs what it explores
-    including the weights. The score ``z_v`` is ``score[v]``, or, with ``score_of`` not
-    ``None``, ``score_of(score_key, v)`` (a counter-based draw, :func:`counter_uniform`: only
-    the nodes reached cost one). A weight that is not finite stops the search: ``fault[0]`` is
-    set to its node and the result is empty. With ``weight_of`` ``None`` the lazy arguments are
-    not read (numba compiles that case without them).
+    computed the first time the search needs it, ``lower[v] + weight_of(mean[e] − lower[v],
+    std[e], z_e)`` with ``e = ids[v]`` (the caller's number of node ``v``: ``mean``, ``std`` and
+    ``score`` are in the caller's order, ``lower`` in the graph's; ``weight_stamp[v] = stamp``
+    once done), so a query costs what it explores including the weights. The score ``z_e`` is
+    ``score[e]``, or, with ``score_of`` not ``None``, ``score_of(score_key, e)`` (a
+    counter-based draw, :func:`counter_uniform`: only the nodes reached cost one). A weight that
+    is not finite stops the search: ``fault[0]`` is set to its node (the graph's number) and the
+    result is empty. With ``weight_of`` ``None`` the lazy arguments are not read (numba
+    compiles that case without them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
     (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
@@ -222,13 +225,12 @@ def shortest_path(
                     continue  # on no start–goal path
             if weight_of is not None:
                 if weight_stamp[entered] != stamp:
+                    e = ids[entered]
                     if score_of is not None:
-                        z = score_of(score_key, entered)
+                        z = score_of(score_key, e)
                     else:
-                        z = score[entered]
-                    value = lower[entered] + weight_of(
-                        mean[entered] - lower[entered], std[entered], z
-                    )
+                        z = score[e]
+                    value = lower[entered] + weight_of(mean[e] - lower[entered], std[e], z)
                     if not value < inf:  # NaN fails too
                         fault[0] = entered
                         return np.empty(0, dtype=np.int64)

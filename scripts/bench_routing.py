@@ -228,7 +228,7 @@ def bench_region(net, queries: int) -> dict:
         "segments": n,
         "queries": queries,
         "setup_s": setup,
-        "landmarks": fast._lm_from.shape[1],
+        "landmarks": fast._lm_from.shape[0],
         "ms": ms,
         "with_weights_ms": with_weights,
         "cpu_ms": cpu_ms,

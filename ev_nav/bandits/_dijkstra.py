@@ -105,10 +105,11 @@ def shortest_path(
     ``max(d(L, goal) − d(L, v), d(v, L) − d(goal, L), 0)``, and ``π_start(v)`` the same for
     ``start → v``; ``d`` are costs under per-node lower bounds of the weights, so both are
     consistent (reduced costs ≥ 0) whenever every weight is at least its lower bound — the
-    caller's contract. ``lm_from[v K + L] = d(L, v)`` and ``lm_to[v K + L] = d(v, L)`` for the
-    ``K = n_landmarks`` landmarks (``inf`` where there is no path); ``query[4 a : 4 a + 4]``
-    holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the ``a``-th active landmark
-    (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
+    caller's contract. ``lm_from[L n + v] = d(L, v)`` and ``lm_to[L n + v] = d(v, L)`` for the
+    ``K = n_landmarks`` landmarks (landmark-major: a query reads only its active landmarks'
+    tables, and nearby nodes' entries share cache lines; ``inf`` where there is no path);
+    ``query[4 a : 4 a + 4]`` holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the
+    ``a``-th active landmark (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
     landmarks prove cannot lie on a start–goal path is never entered. ``pot`` (``n`` entries)
     caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
 
@@ -134,6 +135,7 @@ def shortest_path(
     n = len(dist) // 2
     cap = len(heap_keys) // 2
     n_active = len(active)
+    n_nodes = len(lm_from) // n_landmarks
     inf = np.inf
     size = [1, 1]  # each heap starts with its end node at key 0
     for side in range(2):
@@ -194,11 +196,10 @@ def shortest_path(
                     # first touch of this node in this query: its potential
                     to_goal = 0.0
                     from_start = 0.0
-                    base = nxt * n_landmarks
                     for a in range(n_active):
-                        landmark = active[a]
-                        d_from = lm_from[base + landmark]  # d(L, nxt)
-                        d_to = lm_to[base + landmark]  # d(nxt, L)
+                        at = active[a] * n_nodes + nxt
+                        d_from = lm_from[at]  # d(L, nxt)
+                        d_to = lm_to[at]  # d(nxt, L)
                         if d_from < inf:
                             bound = query[4 * a + 2] - d_from
                             if bound > to_goal:

@@ -327,7 +327,7 @@ class Router:
         self.fallbacks = 0
         self.lower: NDArray[np.float64] | None = None
         self._lower = np.empty(0)
-        self._lm_from = self._lm_to = np.empty((0, 0))
+        self._lm_from = self._lm_to = np.empty((0, 0))  # (landmarks, segments)
         if lower is not None:
             lo = np.ascontiguousarray(lower, dtype=np.float64)
             if lo.shape != (n,) or not (np.all(lo >= 0.0) and np.all(lo < np.inf)):
@@ -339,9 +339,10 @@ class Router:
                                          f"{landmarks}")
             self.lower = lo
             self._lower = np.ascontiguousarray(lo[self._order])  # internal order
-            self._lm_from, self._lm_to = landmark_tables(
+            # landmark-major (K, n) tables, the layout the kernel reads
+            self._lm_from, self._lm_to = (np.ascontiguousarray(t.T) for t in landmark_tables(
                 self._indptr, self._indices, self._lower, int(landmarks)
-            )
+            ))
 
     def _scratch_arrays(self) -> tuple[NDArray, ...]:
         if self._arrays is None:
@@ -437,7 +438,7 @@ class Router:
                 if not isinstance(self._pot, np.ndarray):
                     self._pot = np.empty(self.n_segments)
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
-                             self._lm_from.shape[1], *goal_directed[:2], self._pot,
+                             self._lm_from.shape[0], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
             path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
                           self._stamp, keys, nodes, *landmarks, *lazy)
@@ -458,7 +459,7 @@ class Router:
                     self._pot = [0.0] * self.n_segments
                 # landmark tables stay arrays: a query reads a few entries per node it reaches
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
-                             self._lm_from.shape[1], goal_directed[0].tolist(),
+                             self._lm_from.shape[0], goal_directed[0].tolist(),
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
                 *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
@@ -500,8 +501,8 @@ class Router:
             self.fallbacks += 1  # the potentials would not be consistent: plain search
             return None
         start, goal = self._rank[start], self._rank[goal]
-        d_ls, d_sl = self._lm_from[start], self._lm_to[start]
-        d_lg, d_gl = self._lm_from[goal], self._lm_to[goal]
+        d_ls, d_sl = self._lm_from[:, start], self._lm_to[:, start]
+        d_lg, d_gl = self._lm_from[:, goal], self._lm_to[:, goal]
         usable = np.isfinite(d_ls) & np.isfinite(d_sl) & np.isfinite(d_lg) & np.isfinite(d_gl)
         if not usable.any():
             return None

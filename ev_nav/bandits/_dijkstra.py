@@ -109,9 +109,10 @@ def shortest_path(
     ``K = n_landmarks`` landmarks (landmark-major: a query reads only its active landmarks'
     tables, and nearby nodes' entries share cache lines; ``inf`` where there is no path);
     ``query[4 a : 4 a + 4]`` holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the
-    ``a``-th active landmark (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
-    landmarks prove cannot lie on a start–goal path is never entered. ``pot`` (``n`` entries)
-    caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
+    ``a``-th active landmark (all finite), and ``pot_start``/``pot_goal`` the potential at the
+    two ends. A node that the landmarks prove cannot lie on a start–goal path is never entered.
+    ``pot`` (``n`` entries) caches each reached node's potential; valid where either side's
+    ``reached`` is ``stamp``.
 
     Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
     computed the first time the search needs it, ``lower[v] + weight_of(mean[e] − lower[v],

@@ -60,6 +60,10 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
     return np.asarray(path[::-1], dtype=np.int64)
 
 
+#: Node numbers in the search structures (successor lists, predecessors, heap entries): 32 bits
+#: halve the memory a query walks through (networks are far below 2³¹ segments).
+_NODE = np.int32
+
 #: Interpreted routing [s] after which a process switches to the compiled kernel: about what
 #: importing numba and loading the kernel's cached machine code costs. A one-shot command
 #: (``ev-nav route``: a few queries, milliseconds each) never pays it; a server or a simulation
@@ -98,10 +102,10 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             kernel = _dijkstra.compiled()
             # one query on a two-node graph, with the argument types Router.route passes, loads
             # the machine code now rather than inside a trip
-            ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int64)
+            ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=_NODE)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
-                   np.empty(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64),
+                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=np.int64),
+                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=_NODE),
                    *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
@@ -315,6 +319,8 @@ class Router:
         self._rindices = src[order]
         self._rindptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self._indices, minlength=n), out=self._rindptr[1:])
+        self._indices = self._indices.astype(_NODE)
+        self._rindices = self._rindices.astype(_NODE)
         self._stamp = 0
         # scratch of each form, made on its first query: (dist, pred, reached, settled,
         # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
@@ -349,11 +355,11 @@ class Router:
             n, heap = self.n_segments, 2 * (self._indices.size + 1)
             self._arrays = (
                 np.empty(2 * n, dtype=np.float64),
-                np.empty(2 * n, dtype=np.int64),
+                np.empty(2 * n, dtype=_NODE),
                 np.zeros(2 * n, dtype=np.int64),
                 np.zeros(2 * n, dtype=np.int64),
                 np.empty(heap, dtype=np.float64),
-                np.empty(heap, dtype=np.int64),
+                np.empty(heap, dtype=_NODE),
             )
         return self._arrays
 

@@ -63,6 +63,10 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
 #: Node numbers in the search structures (successor lists, predecessors, heap entries): 32 bits
 #: halve the memory a query walks through (networks are far below 2³¹ segments).
 _NODE = np.int32
+#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit;
+#: the one-to-many search marks targets with ``-stamp - 1``).
+_STAMP = np.int32
+_STAMP_LIMIT = 2**31 - 2
 
 #: Interpreted routing [s] after which a process switches to the compiled kernel: about what
 #: importing numba and loading the kernel's cached machine code costs. A one-shot command
@@ -104,8 +108,8 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             # the machine code now rather than inside a trip
             ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=_NODE)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
-                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=_NODE),
+                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP),
+                   np.zeros(4, dtype=_STAMP), 1, np.empty(6), np.empty(6, dtype=_NODE),
                    *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
@@ -137,7 +141,7 @@ _NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.em
                  np.empty(1))
 # the kernel's lazy-weight arguments when the weights are given
 _NO_LAZY = (None, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0), np.empty(0),
-            np.empty(0), None, np.uint64(0), np.empty(0, dtype=np.int64),
+            np.empty(0), None, np.uint64(0), np.empty(0, dtype=_STAMP),
             np.empty(0, dtype=np.int64))
 
 
@@ -350,14 +354,27 @@ class Router:
                 self._indptr, self._indices, self._lower, int(landmarks)
             ))
 
+    def _next_stamp(self) -> None:
+        """A stamp no entry of the scratch holds yet (32-bit stamps: after 2³¹ − 2 queries the
+        scratch is cleared once and numbering starts again)."""
+        self._stamp += 1
+        if self._stamp >= _STAMP_LIMIT:
+            for scratch in (self._arrays, self._lazy):
+                if scratch is not None:
+                    for a in scratch:
+                        if a.dtype == _STAMP:
+                            a[:] = 0
+            self._lists = None
+            self._stamp = 1
+
     def _scratch_arrays(self) -> tuple[NDArray, ...]:
         if self._arrays is None:
             n, heap = self.n_segments, 2 * (self._indices.size + 1)
             self._arrays = (
                 np.empty(2 * n, dtype=np.float64),
                 np.empty(2 * n, dtype=_NODE),
-                np.zeros(2 * n, dtype=np.int64),
-                np.zeros(2 * n, dtype=np.int64),
+                np.zeros(2 * n, dtype=_STAMP),
+                np.zeros(2 * n, dtype=_STAMP),
                 np.empty(heap, dtype=np.float64),
                 np.empty(heap, dtype=_NODE),
             )
@@ -411,7 +428,7 @@ class Router:
         w = self._check_draw(draw) if draw is not None else self._check_weights(weights)
         if start == goal:
             return np.array([start], dtype=np.int64)
-        self._stamp += 1
+        self._next_stamp()
         kernel = _Kernel.compiled
         if kernel is None and self.n_segments > INTERPRET_MAX_SEGMENTS:
             kernel = compiled_kernel()
@@ -424,7 +441,7 @@ class Router:
             assert self.lower is not None  # _check_draw
             if self._lazy is None:
                 n = self.n_segments
-                self._lazy = (np.empty(n), np.zeros(n, dtype=np.int64), np.full(1, -1))
+                self._lazy = (np.empty(n), np.zeros(n, dtype=_STAMP), np.full(1, -1))
             w, stamps, fault = self._lazy
             excess, counter_score = _Kernel.lazy_excess()
             if isinstance(draw.score, SeededScores):
@@ -551,7 +568,7 @@ class Router:
         if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
             raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
         dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_arrays()
-        self._stamp += 1
+        self._next_stamp()
         flat, off, cost = _tree_kernel()(
             self._indptr, self._indices, w[self._order], _WEIGHT_FLOOR, int(self._rank[start]),
             self._rank[tg], float(limit), dist, pred, reached, settled, self._stamp, heap_keys,

@@ -437,6 +437,38 @@ def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
         SeededScores(-1)
 
 
+def test_scratch_stamps_wrap_around_without_stale_entries():
+    """The 32-bit query stamps: when they run out the scratch is cleared once and numbering
+    starts again; queries on both sides of that point (plain, goal-directed, lazy, one-to-many)
+    answer what a fresh router answers."""
+    from ev_nav.bandits import routing
+    from ev_nav.bandits.routing import LossDraw, SeededScores, compiled_kernel
+    from ev_nav.potential import loss_scale
+
+    compiled_kernel()
+    net, lower, draw, rng = _goal_directed_case(1500, seed=3)
+    n, scale = net.n_segments, loss_scale(net)
+    old, fresh = Router(net, lower), Router(net, lower)
+    pairs = rng.integers(0, n, (12, 2))
+    lazy = LossDraw(scale, 0.3 * scale, SeededScores(11))
+    w = draw()
+    for i, (s, t) in enumerate(pairs.tolist()):
+        if i == 2:  # entries from the stamps before the wrap stay in the scratch
+            old._stamp = routing._STAMP_LIMIT - 3
+        for weights in (w, lazy):
+            try:
+                expected = fresh.route(weights, s, t).tolist()
+            except UnreachableError:
+                with pytest.raises(UnreachableError):
+                    old.route(weights, s, t)
+                continue
+            assert old.route(weights, s, t).tolist() == expected
+        expected_tree = fresh.tree(w, s, pairs[:, 1])
+        got_tree = old.tree(w, s, pairs[:, 1])
+        assert np.array_equal(got_tree[1], expected_tree[1])
+    assert 0 < old._stamp < 100
+
+
 def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():
     """The learner's hook: an agent given the physical loss bound truncates its loss posterior
     there (every weight at least its bound, a TS draw otherwise as before) and routes with a

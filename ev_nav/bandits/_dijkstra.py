@@ -32,8 +32,25 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "compiled", "compiled_pareto", "compiled_tree", "pareto_labels", "shortest_path", "tree_paths"
+    "compiled", "compiled_pareto", "compiled_tree", "counter_uniform", "pareto_labels",
+    "shortest_path", "tree_paths",
 ]
+
+
+def counter_uniform(key: Any, counter: Any) -> Any:
+    """A uniform number in (0, 1) that is a pure function of ``(key, counter)`` (uint64): the
+    ``counter + 1``-th output of the splitmix64 generator whose state starts at ``key``, its top
+    53 bits centred in their interval (never 0 or 1).
+
+    Plain integer arithmetic that NumPy runs on uint64 arrays (every counter at once) and numba
+    compiles for one counter (the router's lazy draws), with the same result bit for bit: unsigned
+    multiplication wraps modulo 2⁶⁴ in both, and ``(x >> 11) · 2⁻⁵³ + 2⁻⁵⁴`` is exact in float64.
+    """
+    x = key + (counter + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)) * 2.0**-53 + 2.0**-54
 
 
 def shortest_path(
@@ -62,9 +79,12 @@ def shortest_path(
     pot_goal: float,
     weight_of: Any,
     lower: Any,
+    ids: Any,
     mean: Any,
     std: Any,
     score: Any,
+    score_of: Any,
+    score_key: Any,
     weight_stamp: Any,
     fault: Any,
 ) -> np.ndarray:
@@ -85,19 +105,25 @@ def shortest_path(
     ``max(d(L, goal) − d(L, v), d(v, L) − d(goal, L), 0)``, and ``π_start(v)`` the same for
     ``start → v``; ``d`` are costs under per-node lower bounds of the weights, so both are
     consistent (reduced costs ≥ 0) whenever every weight is at least its lower bound — the
-    caller's contract. ``lm_from[v K + L] = d(L, v)`` and ``lm_to[v K + L] = d(v, L)`` for the
-    ``K = n_landmarks`` landmarks (``inf`` where there is no path); ``query[4 a : 4 a + 4]``
-    holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the ``a``-th active landmark
-    (all finite), and ``pot_start``/``pot_goal`` the potential at the two ends. A node that the
-    landmarks prove cannot lie on a start–goal path is never entered. ``pot`` (``n`` entries)
-    caches each reached node's potential; valid where either side's ``reached`` is ``stamp``.
+    caller's contract. ``lm_from[L n + v] = d(L, v)`` and ``lm_to[L n + v] = d(v, L)`` for the
+    ``K = n_landmarks`` landmarks (landmark-major: a query reads only its active landmarks'
+    tables, and nearby nodes' entries share cache lines; ``inf`` where there is no path);
+    ``query[4 a : 4 a + 4]`` holds ``d(L, start), d(start, L), d(L, goal), d(goal, L)`` of the
+    ``a``-th active landmark (all finite), and ``pot_start``/``pot_goal`` the potential at the
+    two ends. A node that the landmarks prove cannot lie on a start–goal path is never entered.
+    ``pot`` (``n`` entries) caches each reached node's potential; valid where either side's
+    ``reached`` is ``stamp``.
 
     Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
-    computed the first time the search needs it, ``lower[v] + weight_of(mean[v] − lower[v],
-    std[v], score[v])`` (``weight_stamp[v] = stamp`` once done), so a query costs what it
-    explores including the weights. A weight that is not finite stops the search: ``fault[0]``
-    is set to its node and the result is empty. With ``weight_of`` ``None`` the five arrays are
-    not read (numba compiles that case without them).
+    computed the first time the search needs it, ``lower[v] + weight_of(mean[e] − lower[v],
+    std[e], z_e)`` with ``e = ids[v]`` (the caller's number of node ``v``: ``mean``, ``std`` and
+    ``score`` are in the caller's order, ``lower`` in the graph's; ``weight_stamp[v] = stamp``
+    once done), so a query costs what it explores including the weights. The score ``z_e`` is
+    ``score[e]``, or, with ``score_of`` not ``None``, ``score_of(score_key, e)`` (a
+    counter-based draw, :func:`counter_uniform`: only the nodes reached cost one). A weight that
+    is not finite stops the search: ``fault[0]`` is set to its node (the graph's number) and the
+    result is empty. With ``weight_of`` ``None`` the lazy arguments are not read (numba
+    compiles that case without them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
     (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
@@ -110,6 +136,7 @@ def shortest_path(
     n = len(dist) // 2
     cap = len(heap_keys) // 2
     n_active = len(active)
+    n_nodes = len(lm_from) // n_landmarks
     inf = np.inf
     size = [1, 1]  # each heap starts with its end node at key 0
     for side in range(2):
@@ -170,11 +197,10 @@ def shortest_path(
                     # first touch of this node in this query: its potential
                     to_goal = 0.0
                     from_start = 0.0
-                    base = nxt * n_landmarks
                     for a in range(n_active):
-                        landmark = active[a]
-                        d_from = lm_from[base + landmark]  # d(L, nxt)
-                        d_to = lm_to[base + landmark]  # d(nxt, L)
+                        at = active[a] * n_nodes + nxt
+                        d_from = lm_from[at]  # d(L, nxt)
+                        d_to = lm_to[at]  # d(nxt, L)
                         if d_from < inf:
                             bound = query[4 * a + 2] - d_from
                             if bound > to_goal:
@@ -201,9 +227,12 @@ def shortest_path(
                     continue  # on no start–goal path
             if weight_of is not None:
                 if weight_stamp[entered] != stamp:
-                    value = lower[entered] + weight_of(
-                        mean[entered] - lower[entered], std[entered], score[entered]
-                    )
+                    e = ids[entered]
+                    if score_of is not None:
+                        z = score_of(score_key, e)
+                    else:
+                        z = score[e]
+                    value = lower[entered] + weight_of(mean[e] - lower[entered], std[e], z)
                     if not value < inf:  # NaN fails too
                         fault[0] = entered
                         return np.empty(0, dtype=np.int64)
@@ -538,12 +567,14 @@ def compiled() -> Callable[..., np.ndarray]:
     return nb.njit(cache=True, nogil=True)(shortest_path)
 
 
-def truncated_excess() -> Callable[[float, float, float], float]:
-    """A compiled ``(m, s, z) ↦`` :func:`ev_nav.bandits.indices.truncated_quantile` for one
-    value, for the kernel's lazy weights: the same SciPy special functions
-    (``scipy.special.cython_special``) in the same order, so the same number as the vectorised
-    form. It calls them through their C addresses, which numba cannot cache, so each process
-    compiles it (about a second) the first time it is needed."""
+def truncated_excess() -> tuple[Callable[[float, float, float], float], Callable[..., float]]:
+    """Two compiled functions for the kernel's lazy weights: ``(m, s, z) ↦``
+    :func:`ev_nav.bandits.indices.truncated_quantile` for one value, and ``(key, v) ↦
+    Φ⁻¹(counter_uniform(key, v))`` (a counter-based standard normal score). They use the same
+    SciPy special functions (``scipy.special.cython_special``) in the same order as the
+    vectorised forms, so they give the same numbers. They call them through their C addresses,
+    which numba cannot cache, so each process compiles them (about a second) the first time
+    they are needed."""
     import ctypes
 
     import numba as nb
@@ -562,4 +593,11 @@ def truncated_excess() -> Callable[[float, float, float], float]:
             return 0.0 if out < 0.0 else out
         return 0.0 if m < 0.0 else m
 
-    return nb.cfunc("float64(float64, float64, float64)", cache=False)(excess)
+    ndtri = signature(get_cython_function_address(module, "ndtri"))
+    uniform = nb.njit(counter_uniform)
+
+    def counter_score(key: Any, v: int) -> float:
+        return ndtri(uniform(key, np.uint64(v)))
+
+    return (nb.cfunc("float64(float64, float64, float64)", cache=False)(excess),
+            nb.cfunc("float64(uint64, int64)", cache=False)(counter_score))

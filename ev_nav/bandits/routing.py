@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
+from scipy.special import ndtri
 
 from ev_nav.bandits import _dijkstra
 from ev_nav.bandits.indices import truncated_quantile
@@ -59,6 +60,14 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
     return np.asarray(path[::-1], dtype=np.int64)
 
 
+#: Node numbers in the search structures (successor lists, predecessors, heap entries): 32 bits
+#: halve the memory a query walks through (networks are far below 2³¹ segments).
+_NODE = np.int32
+#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit;
+#: the one-to-many search marks targets with ``-stamp - 1``).
+_STAMP = np.int32
+_STAMP_LIMIT = 2**31 - 2
+
 #: Interpreted routing [s] after which a process switches to the compiled kernel: about what
 #: importing numba and loading the kernel's cached machine code costs. A one-shot command
 #: (``ev-nav route``: a few queries, milliseconds each) never pays it; a server or a simulation
@@ -81,7 +90,8 @@ class _Kernel:
 
     @classmethod
     def lazy_excess(cls) -> Any:
-        """The compiled truncated quantile lazy weights use (built on first use)."""
+        """The compiled truncated quantile and counter-based score lazy weights use (built on
+        first use; :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
         with cls.lock:
             if cls.excess is None:
                 cls.excess = _dijkstra.truncated_excess()
@@ -96,10 +106,10 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             kernel = _dijkstra.compiled()
             # one query on a two-node graph, with the argument types Router.route passes, loads
             # the machine code now rather than inside a trip
-            ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=np.int64)
+            ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=_NODE)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
-                   np.empty(4, dtype=np.int64), np.zeros(4, dtype=np.int64),
-                   np.zeros(4, dtype=np.int64), 1, np.empty(6), np.empty(6, dtype=np.int64),
+                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP),
+                   np.zeros(4, dtype=_STAMP), 1, np.empty(6), np.empty(6, dtype=_NODE),
                    *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
@@ -130,8 +140,38 @@ ACTIVE_LANDMARKS = 2
 _NO_LANDMARKS = (np.empty(0), np.empty(0), 1, np.empty(0, dtype=np.int64), np.empty(0),
                  np.empty(1))
 # the kernel's lazy-weight arguments when the weights are given
-_NO_LAZY = (None, np.empty(0), np.empty(0), np.empty(0), np.empty(0),
-            np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+_NO_LAZY = (None, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0), np.empty(0),
+            np.empty(0), None, np.uint64(0), np.empty(0, dtype=_STAMP),
+            np.empty(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class SeededScores:
+    """Independent standard normal scores, one per segment, from a counter-based generator:
+    segment ``e``'s score is ``Φ⁻¹(u)`` with ``u`` from the ``e + 1``-th output of splitmix64
+    started at state ``seed`` (:func:`ev_nav.bandits._dijkstra.counter_uniform`), a pure
+    function of ``(seed, e)``; splitmix64's output function decorrelates nearby seeds. A lazy
+    :class:`LossDraw` therefore draws only the segments its search reaches, and :meth:`values`
+    gives the same numbers for any set of segments at once.
+
+    Attributes
+    ----------
+    seed : int
+        The draw's seed, 0..2⁶⁴−1 (e.g. from the trip's ``numpy.random.Generator``).
+    """
+
+    seed: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= int(self.seed) < 2**64:
+            raise InvalidObservation(f"a score seed is in 0..2^64-1, got {self.seed}")
+
+    def values(self, segments: ArrayLike) -> NDArray[np.float64]:
+        """The scores of ``segments`` (ids ≥ 0), vectorised."""
+        ids = np.asarray(segments, dtype=np.int64)
+        if ids.size and ids.min() < 0:
+            raise InvalidObservation("segment ids for scores must be >= 0")
+        return ndtri(_dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64)))
 
 
 @dataclass(frozen=True)
@@ -146,18 +186,25 @@ class LossDraw:
     ----------
     mean, std : ndarray of float64
         Each segment's loss posterior mean and sd [Wh], before truncation.
-    score : ndarray of float64
-        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)).
+    score : ndarray of float64 or SeededScores
+        The standard score of each segment's draw (Thompson sampling: independent N(0, 1)),
+        given, or drawn by a counter-based generator only for the segments the search reaches.
     """
 
     mean: NDArray[np.float64]
     std: NDArray[np.float64]
-    score: NDArray[np.float64]
+    score: NDArray[np.float64] | SeededScores
+
+    def scores(self) -> NDArray[np.float64]:
+        """Every segment's standard score."""
+        if isinstance(self.score, SeededScores):
+            return self.score.values(np.arange(self.mean.shape[0]))
+        return self.score
 
     def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
         """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
         lo = np.asarray(lower, dtype=np.float64)
-        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.scores())
 
 
 def landmark_tables(
@@ -193,6 +240,32 @@ def landmark_tables(
     return np.column_stack(cols_from), np.column_stack(cols_to)
 
 
+def locality_order(net: RoadNetwork) -> NDArray[np.int64]:
+    """Segments sorted along a Z-order (Morton) curve through their midpoints: segments close on
+    the map get close numbers, so a search that spreads over the map reads its arrays in nearby
+    memory rather than at random (on the 1M-segment town a goal-directed query costs about a
+    quarter less than in the network's own order; ``scripts/bench_routing.py --region``).
+
+    Returns the segment ids in that order (``order[i]`` is the ``i``-th segment along the curve);
+    a graph without coordinates (an object with only ``routing_graph``) keeps its own order.
+    """
+    midpoints = getattr(net, "segment_midpoints", None)
+    if midpoints is None:
+        return np.arange(net.n_segments, dtype=np.int64)
+    mid = midpoints()
+    if mid.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    span = np.ptp(mid, axis=0)
+    cell = np.floor((mid - mid.min(axis=0)) / np.where(span > 0, span, 1.0) * 65535.0)
+    code = np.zeros(mid.shape[0], dtype=np.uint64)
+    q = cell.astype(np.uint64)
+    for bit in range(16):  # interleave the 16 bits of the two cell coordinates
+        b = np.uint64(bit)
+        code |= ((q[:, 0] >> b) & np.uint64(1)) << np.uint64(2 * bit)
+        code |= ((q[:, 1] >> b) & np.uint64(1)) << np.uint64(2 * bit + 1)
+    return np.argsort(code, kind="stable").astype(np.int64)
+
+
 class Router:
     """Dijkstra from a start segment to a goal segment with per-segment weights ≥ 0.
 
@@ -201,6 +274,10 @@ class Router:
     shared between threads). It runs interpreted (on Python lists, which index faster than
     arrays there) until the process has spent :data:`COMPILE_AFTER_S` doing so, then compiled
     (:func:`compiled_kernel`); the path is the same either way.
+
+    Inside, segments are renumbered along :func:`locality_order` (the search structures, the
+    scratch and the landmark tables are in that order; weights, segment ids and paths in and
+    out are the network's own).
 
     With ``lower`` (a lower bound of every segment's weight, fixed for the network and model)
     the search is goal-directed (ALT, :mod:`._dijkstra`): landmark costs under ``lower`` are
@@ -227,14 +304,27 @@ class Router:
         # every search structure below is built from this one graph: the line graph less the
         # turns OSM forbids (RoadNetwork.routing_graph)
         indptr, indices = net.routing_graph()
-        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self._indices = np.ascontiguousarray(indices, dtype=np.int64)
+        indptr = np.asarray(indptr, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64)
+        # internal number i is segment _order[i]; _rank maps back. Each segment keeps its
+        # successors in the network's order (ties between equal-cost paths break as before)
+        self._order = locality_order(net)
+        self._rank = np.empty(n, dtype=np.int64)
+        self._rank[self._order] = np.arange(n, dtype=np.int64)
+        degree = np.diff(indptr)[self._order]
+        self._indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(degree, out=self._indptr[1:])
+        take = np.repeat(indptr[self._order] - self._indptr[:-1], degree)
+        take += np.arange(take.size, dtype=np.int64)
+        self._indices = self._rank[indices[take]]
         # the reversed line graph, for the backward half of the search
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._indptr))
         order = np.argsort(self._indices, kind="stable")
         self._rindices = src[order]
         self._rindptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self._indices, minlength=n), out=self._rindptr[1:])
+        self._indices = self._indices.astype(_NODE)
+        self._rindices = self._rindices.astype(_NODE)
         self._stamp = 0
         # scratch of each form, made on its first query: (dist, pred, reached, settled,
         # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
@@ -246,7 +336,8 @@ class Router:
         #: queries routed by plain search because a weight was below its lower bound
         self.fallbacks = 0
         self.lower: NDArray[np.float64] | None = None
-        self._lm_from = self._lm_to = np.empty((0, 0))
+        self._lower = np.empty(0)
+        self._lm_from = self._lm_to = np.empty((0, 0))  # (landmarks, segments)
         if lower is not None:
             lo = np.ascontiguousarray(lower, dtype=np.float64)
             if lo.shape != (n,) or not (np.all(lo >= 0.0) and np.all(lo < np.inf)):
@@ -257,20 +348,35 @@ class Router:
                 raise InvalidObservation(f"a goal-directed router needs >= 1 landmark, got "
                                          f"{landmarks}")
             self.lower = lo
-            self._lm_from, self._lm_to = landmark_tables(
-                self._indptr, self._indices, lo, int(landmarks)
-            )
+            self._lower = np.ascontiguousarray(lo[self._order])  # internal order
+            # landmark-major (K, n) tables, the layout the kernel reads
+            self._lm_from, self._lm_to = (np.ascontiguousarray(t.T) for t in landmark_tables(
+                self._indptr, self._indices, self._lower, int(landmarks)
+            ))
+
+    def _next_stamp(self) -> None:
+        """A stamp no entry of the scratch holds yet (32-bit stamps: after 2³¹ − 2 queries the
+        scratch is cleared once and numbering starts again)."""
+        self._stamp += 1
+        if self._stamp >= _STAMP_LIMIT:
+            for scratch in (self._arrays, self._lazy):
+                if scratch is not None:
+                    for a in scratch:
+                        if a.dtype == _STAMP:
+                            a[:] = 0
+            self._lists = None
+            self._stamp = 1
 
     def _scratch_arrays(self) -> tuple[NDArray, ...]:
         if self._arrays is None:
             n, heap = self.n_segments, 2 * (self._indices.size + 1)
             self._arrays = (
                 np.empty(2 * n, dtype=np.float64),
-                np.empty(2 * n, dtype=np.int64),
-                np.zeros(2 * n, dtype=np.int64),
-                np.zeros(2 * n, dtype=np.int64),
+                np.empty(2 * n, dtype=_NODE),
+                np.zeros(2 * n, dtype=_STAMP),
+                np.zeros(2 * n, dtype=_STAMP),
                 np.empty(heap, dtype=np.float64),
-                np.empty(heap, dtype=np.int64),
+                np.empty(heap, dtype=_NODE),
             )
         return self._arrays
 
@@ -322,22 +428,30 @@ class Router:
         w = self._check_draw(draw) if draw is not None else self._check_weights(weights)
         if start == goal:
             return np.array([start], dtype=np.int64)
-        self._stamp += 1
+        self._next_stamp()
         kernel = _Kernel.compiled
         if kernel is None and self.n_segments > INTERPRET_MAX_SEGMENTS:
             kernel = compiled_kernel()
         if kernel is None and draw is not None:
             w, draw = self._check_weights(draw.weights(self.lower)), None
         goal_directed = self._goal_direction(w if draw is None else None, start, goal)
+        start, goal = int(self._rank[start]), int(self._rank[goal])  # internal numbers
         lazy = _NO_LAZY
         if draw is not None:
             assert self.lower is not None  # _check_draw
             if self._lazy is None:
                 n = self.n_segments
-                self._lazy = (np.empty(n), np.zeros(n, dtype=np.int64), np.full(1, -1))
+                self._lazy = (np.empty(n), np.zeros(n, dtype=_STAMP), np.full(1, -1))
             w, stamps, fault = self._lazy
-            lazy = (_Kernel.lazy_excess(), self.lower, draw.mean, draw.std, draw.score,
-                    stamps, fault)
+            excess, counter_score = _Kernel.lazy_excess()
+            if isinstance(draw.score, SeededScores):
+                scores = (_NO_LAZY[5], counter_score, np.uint64(draw.score.seed))
+            else:
+                scores = (draw.score, None, np.uint64(0))
+            lazy = (excess, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
+                    fault)
+        else:
+            w = w[self._order]
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
@@ -347,15 +461,17 @@ class Router:
                 if not isinstance(self._pot, np.ndarray):
                     self._pot = np.empty(self.n_segments)
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
-                             self._lm_from.shape[1], *goal_directed[:2], self._pot,
+                             self._lm_from.shape[0], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
             path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
                           self._stamp, keys, nodes, *landmarks, *lazy)
             if draw is not None and lazy[-1][0] >= 0:
-                e, lazy[-1][0] = int(lazy[-1][0]), -1
+                e, lazy[-1][0] = int(self._order[lazy[-1][0]]), -1
+                score = (draw.score.values([e])[0] if isinstance(draw.score, SeededScores)
+                         else draw.score[e])
                 raise InvalidObservation(
                     f"segment {e}'s weight is not finite (loss mean {draw.mean[e]}, sd "
-                    f"{draw.std[e]}, score {draw.score[e]})"
+                    f"{draw.std[e]}, score {score})"
                 )
         else:
             t0 = time.perf_counter()
@@ -366,7 +482,7 @@ class Router:
                     self._pot = [0.0] * self.n_segments
                 # landmark tables stay arrays: a query reads a few entries per node it reaches
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
-                             self._lm_from.shape[1], goal_directed[0].tolist(),
+                             self._lm_from.shape[0], goal_directed[0].tolist(),
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
                 *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
@@ -376,8 +492,9 @@ class Router:
             if _Kernel.interpreted_s > COMPILE_AFTER_S:
                 compiled_kernel()
         if path.size == 0:
-            raise UnreachableError(f"no route from segment {start} to segment {goal}")
-        return path
+            raise UnreachableError(f"no route from segment {self._order[start]} to segment "
+                                   f"{self._order[goal]}")
+        return self._order[path]
 
     def _check_draw(self, draw: LossDraw) -> None:
         """A lazy draw needs the router's bounds; its arrays are checked as the search reads
@@ -388,10 +505,11 @@ class Router:
                 "goal-directed Router (Router(net, lower))"
             )
         n = self.n_segments
-        if not draw.mean.shape == draw.std.shape == draw.score.shape == (n,):
+        score = (n,) if isinstance(draw.score, SeededScores) else np.shape(draw.score)
+        if not draw.mean.shape == draw.std.shape == score == (n,):
             raise InvalidObservation(
                 f"a LossDraw needs {n} means, sds and scores, got shapes {draw.mean.shape}, "
-                f"{draw.std.shape}, {draw.score.shape}"
+                f"{draw.std.shape}, {score}"
             )
 
     def _goal_direction(
@@ -405,8 +523,9 @@ class Router:
         if w is not None and not np.all(w >= self.lower):
             self.fallbacks += 1  # the potentials would not be consistent: plain search
             return None
-        d_ls, d_sl = self._lm_from[start], self._lm_to[start]
-        d_lg, d_gl = self._lm_from[goal], self._lm_to[goal]
+        start, goal = self._rank[start], self._rank[goal]
+        d_ls, d_sl = self._lm_from[:, start], self._lm_to[:, start]
+        d_lg, d_gl = self._lm_from[:, goal], self._lm_to[:, goal]
         usable = np.isfinite(d_ls) & np.isfinite(d_sl) & np.isfinite(d_lg) & np.isfinite(d_gl)
         if not usable.any():
             return None
@@ -449,11 +568,13 @@ class Router:
         if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
             raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
         dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_arrays()
-        self._stamp += 1
+        self._next_stamp()
         flat, off, cost = _tree_kernel()(
-            self._indptr, self._indices, w, _WEIGHT_FLOOR, start, tg, float(limit), dist,
-            pred, reached, settled, self._stamp, heap_keys, heap_nodes,
+            self._indptr, self._indices, w[self._order], _WEIGHT_FLOOR, int(self._rank[start]),
+            self._rank[tg], float(limit), dist, pred, reached, settled, self._stamp, heap_keys,
+            heap_nodes,
         )
+        flat = self._order[flat]
         return [flat[off[i]:off[i + 1]] for i in range(tg.size)], cost
 
     def pareto(
@@ -477,10 +598,11 @@ class Router:
             raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
         n, k = self.n_segments, max(1, int(max_labels))
         node, t, _, parent, alive, n_lab = _pareto_kernel()(
-            self._indptr, self._indices, tw, ew, start, float(energy_limit), k,
-            np.zeros(n, dtype=np.int64), np.empty(n * k, dtype=np.int64),
+            self._indptr, self._indices, tw[self._order], ew[self._order],
+            int(self._rank[start]), float(energy_limit), k, np.zeros(n, dtype=np.int64),
+            np.empty(n * k, dtype=np.int64),
         )
-        node, t, parent, alive = node[:n_lab], t[:n_lab], parent[:n_lab], alive[:n_lab]
+        node, t, parent, alive = self._order[node[:n_lab]], t[:n_lab], parent[:n_lab], alive[:n_lab]
         out = []
         for target in tg.tolist():
             labels = np.flatnonzero(alive & (node == target))
@@ -602,7 +724,8 @@ class Router:
             path = np.array([s], dtype=np.int64)
         elif s == g:
             # the goal lies behind the start on the same segment: leave it and come back
-            succ = self._indices[self._indptr[s] : self._indptr[s + 1]]
+            i = self._rank[s]
+            succ = self._order[self._indices[self._indptr[i] : self._indptr[i + 1]]]
             loops = []
             for n in succ:
                 try:

@@ -228,17 +228,32 @@ def _goal_directed_case(n_segments=3000, seed=1):
 def test_goal_directed_search_costs_what_scipy_dijkstra_costs_on_1000_pairs():
     """ALT with the physical loss bound against SciPy's one-to-all Dijkstra (independent code) on
     the same weights: 1,000 random pairs, the same cost every time (pairs an unreachable goal
-    are refused), and it explores less than plain bidirectional search."""
+    are refused), and it explores less than plain bidirectional search. Every path is a walk of
+    the network's connections. The same for a lazy Thompson draw (``LossDraw`` with
+    ``SeededScores``: scores and weights computed in the kernel where it reaches) against SciPy
+    on that draw's vectorised weights, on another 1,000 pairs."""
     import scipy.sparse as sp
     from scipy.sparse.csgraph import dijkstra
 
+    from ev_nav.bandits.routing import LossDraw, SeededScores, compiled_kernel
+    from ev_nav.potential import loss_scale
+
+    compiled_kernel()
     net, lower, draw, rng = _goal_directed_case()
     n = net.n_segments
+    scale = loss_scale(net)
     fast, plain = Router(net, lower), Router(net)
     settled = np.zeros(2)
     unreachable = 0
-    for _batch in range(4):
-        w = draw()
+    successors = [set(net.lg_indices[net.lg_indptr[e]:net.lg_indptr[e + 1]].tolist())
+                  for e in range(n)]
+    for batch in range(8):
+        lazy = None
+        if batch % 2:  # a Thompson draw of the loss posterior truncated at the bound
+            lazy = LossDraw(scale, 0.3 * scale, SeededScores(int(rng.integers(2**63))))
+            w = lazy.weights(lower)
+        else:
+            w = draw()
         matrix = sp.csr_matrix((w[net.lg_indices], net.lg_indices, net.lg_indptr), shape=(n, n))
         starts = rng.choice(n, 25, replace=False)
         dist = dijkstra(matrix, indices=starts)
@@ -246,17 +261,20 @@ def test_goal_directed_search_costs_what_scipy_dijkstra_costs_on_1000_pairs():
             for t in rng.choice(n, 10, replace=False):
                 if not np.isfinite(dist[i, t]):
                     with pytest.raises(UnreachableError):
-                        fast.route(w, s, t)
+                        fast.route(w if lazy is None else lazy, s, t)
                     unreachable += 1
                     continue
-                path = fast.route(w, s, t)
+                path = fast.route(w if lazy is None else lazy, s, t)
                 assert path[0] == s and path[-1] == t
+                assert all(b in successors[a] for a, b in zip(path[:-1], path[1:], strict=True))
                 assert w[path[1:]].sum() == pytest.approx(dist[i, t], rel=1e-9, abs=1e-9)
+                if lazy is not None:
+                    continue
                 settled[0] += fast.settled_count()
                 plain.route(w, s, t)
                 settled[1] += plain.settled_count()
     assert fast.fallbacks == 0
-    assert unreachable < 100
+    assert unreachable < 200
     assert settled[0] < 0.7 * settled[1]
 
 
@@ -367,6 +385,88 @@ def test_lazy_loss_draw_routes_like_its_vectorised_weights():
         Router(net).route(draw, 0, 5)
     with pytest.raises(InvalidObservation, match="means, sds and scores"):
         router.route(LossDraw(a[:-1], a[:-1], a[:-1]), 0, 5)
+
+
+def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
+    """Counter-based scores: the kernel draws a segment's score only when its search reaches it,
+    and gets the numbers the vectorised form gives for all segments at once (bit for bit), so a
+    lazy draw routes like its vectorised weights. The draw depends on the seed only, and its
+    scores are standard normal and uncorrelated between neighbouring segments and seeds."""
+    from scipy import stats
+
+    from ev_nav.bandits.routing import LossDraw, SeededScores, _Kernel, compiled_kernel
+    from ev_nav.potential import loss_lower_bound, loss_scale
+
+    compiled_kernel()
+    z = SeededScores(7).values(np.arange(100_000))
+    assert np.array_equal(z, SeededScores(7).values(np.arange(100_000)))  # no hidden state
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 0.02
+    assert abs(np.corrcoef(z, SeededScores(8).values(np.arange(100_000)))[0, 1]) < 0.02
+    # the kernel's compiled score, one segment at a time, in a shuffled order
+    _, counter_score = _Kernel.lazy_excess()
+    ids = np.random.default_rng(0).permutation(5000)
+    one_by_one = np.array([counter_score(np.uint64(7), int(e)) for e in ids])
+    assert np.array_equal(one_by_one, z[ids])
+
+    net = synthetic_town(2500, seed=8)
+    n = net.n_segments
+    lower, a = loss_lower_bound(net), loss_scale(net)
+    router = Router(net, lower)
+    rng = np.random.default_rng(5)
+    compared = 0
+    for _ in range(60):
+        draw = LossDraw(a, 0.3 * a, SeededScores(int(rng.integers(2**63))))
+        s, t = (int(x) for x in rng.integers(0, n, 2))
+        w = draw.weights(lower)
+        assert np.array_equal(draw.scores(), draw.score.values(np.arange(n)))
+        try:
+            eager = router.route(w, s, t)
+        except UnreachableError:
+            continue
+        lazy = router.route(draw, s, t)
+        assert lazy.tolist() == eager.tolist()
+        # every weight the search computed is the vectorised weight, bit for bit (the router's
+        # scratch is in its internal order)
+        reached = router._lazy[1] == router._stamp
+        assert reached.sum() > 0
+        assert np.array_equal(router._lazy[0][reached], w[router._order][reached])
+        compared += 1
+    assert compared > 40 and router.fallbacks == 0
+    with pytest.raises(InvalidObservation, match="seed"):
+        SeededScores(-1)
+
+
+def test_scratch_stamps_wrap_around_without_stale_entries():
+    """The 32-bit query stamps: when they run out the scratch is cleared once and numbering
+    starts again; queries on both sides of that point (plain, goal-directed, lazy, one-to-many)
+    answer what a fresh router answers."""
+    from ev_nav.bandits import routing
+    from ev_nav.bandits.routing import LossDraw, SeededScores, compiled_kernel
+    from ev_nav.potential import loss_scale
+
+    compiled_kernel()
+    net, lower, draw, rng = _goal_directed_case(1500, seed=3)
+    n, scale = net.n_segments, loss_scale(net)
+    old, fresh = Router(net, lower), Router(net, lower)
+    pairs = rng.integers(0, n, (12, 2))
+    lazy = LossDraw(scale, 0.3 * scale, SeededScores(11))
+    w = draw()
+    for i, (s, t) in enumerate(pairs.tolist()):
+        if i == 2:  # entries from the stamps before the wrap stay in the scratch
+            old._stamp = routing._STAMP_LIMIT - 3
+        for weights in (w, lazy):
+            try:
+                expected = fresh.route(weights, s, t).tolist()
+            except UnreachableError:
+                with pytest.raises(UnreachableError):
+                    old.route(weights, s, t)
+                continue
+            assert old.route(weights, s, t).tolist() == expected
+        expected_tree = fresh.tree(w, s, pairs[:, 1])
+        got_tree = old.tree(w, s, pairs[:, 1])
+        assert np.array_equal(got_tree[1], expected_tree[1])
+    assert 0 < old._stamp < 100
 
 
 def test_agent_with_a_loss_bound_plans_goal_directed_and_exactly():

@@ -326,8 +326,9 @@ def _leg_options(
     ``energy_limit`` [Wh of losses] — a target further than that cannot be reached on one
     charge. The other searches only look for the targets it reached, and stop at the largest
     cost any of them has along its least-energy path (the cheapest path under those weights
-    costs no more, so none is cut off). With ``pareto_labels`` > 0 the candidates are instead
-    every path no other beats in both time and energy (up to that many per segment)."""
+    costs no more, so none is cut off). With ``pareto_labels`` > 0 the candidates are the
+    least-energy path and every path no other beats in both time and energy (up to that many
+    per segment) instead of the priced ones."""
     minutes = net.travel_time_s / 60.0
     seen: set[tuple[int, int, bytes]] = set()
     src, dst, mu, tm, paths = [], [], [], [], []
@@ -353,14 +354,6 @@ def _leg_options(
             if points[j][1] >= fa:  # further along the same segment: no search needed
                 add(i, int(j), np.array([a], dtype=np.int64))
         js = js[~same]  # behind on the same segment would be a loop: not a leg
-        if pareto_labels:
-            # every time–energy trade-off (bicriteria search): exact route choice
-            fronts = router.pareto(minutes, weights[-1], a, seg[js], energy_limit,
-                                   pareto_labels)
-            for j, front in zip(js, fronts, strict=True):
-                for path in front:
-                    add(i, int(j), path)
-            continue
         found, cost = router.tree(weights[-1], a, seg[js], energy_limit)
         ok = np.isfinite(cost)
         for j, path in zip(js[ok], [p for p, k in zip(found, ok, strict=True) if k],
@@ -368,6 +361,15 @@ def _leg_options(
             add(i, int(j), path)
         js_ok = js[ok]
         if not js_ok.size:
+            continue
+        if pareto_labels:
+            # every time–energy trade-off (bicriteria search): exact route choice; the
+            # least-energy path above stays a candidate where a full label list dropped it
+            fronts = router.pareto(minutes, weights[-1], a, seg[js_ok], energy_limit,
+                                   pareto_labels)
+            for j, front in zip(js_ok, fronts, strict=True):
+                for path in front:
+                    add(i, int(j), path)
             continue
         for w in weights[:-1]:
             bound = max(float(w[path[1:]].sum()) for path, k in zip(found, ok, strict=True) if k)

@@ -22,7 +22,6 @@ import numpy as np
 from ev_nav.errors import InvalidObservation, UnknownSegmentError
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
-from ev_nav.potential import loss_scale
 from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import route_energy
 from ev_nav.trips.session import save_checkpoint
@@ -255,6 +254,9 @@ def plausible_noise_variance(
     share of each segment driven): ``ρ² Σ_e h_e a_e²``, independent noise per segment, as
     :meth:`~ev_nav.gp.posterior.SegmentModel.noise_variance` of a loss-scaled learner.
     """
+    # imported here: the potential needs SciPy, which 'history' and friends never load
+    from ev_nav.potential import loss_scale
+
     a = loss_scale(session.net, session.vehicle)
     if weights is None:
         return (PLAUSIBLE_NOISE_SPREAD * a[np.asarray(segment_ids, dtype=np.int64)]) ** 2

@@ -172,11 +172,21 @@ class LowerConfidenceIndex(_ScoredRule):
 
 @dataclass(frozen=True)
 class ThompsonIndex(_ScoredRule):
-    """Thompson sampling with independent per-segment draws ``μ̃ ~ N(μ, σ²)`` (spec §6)."""
+    """Thompson sampling: ``μ̃ ~ N(μ, σ²)`` per segment.
+
+    ``joint=False`` (``ts``, spec §6, the paper's form): each segment drawn independently.
+    ``joint=True`` (``ts-joint``, the textbook form): one draw from the model's joint
+    posterior (:meth:`~ev_nav.gp.posterior.SegmentPosterior.joint_scores`), so correlated
+    segments move together; models without a joint form (BI) draw exactly as ``ts`` does.
+    """
 
     name: str = "ts"
+    joint: bool = False
 
     def score(self, posterior: Posterior, t: int, rng: np.random.Generator):
+        joint_scores = getattr(posterior, "joint_scores", None)
+        if self.joint and joint_scores is not None:
+            return joint_scores(rng)
         return rng.standard_normal(posterior.mean.shape[0])
 
 
@@ -207,7 +217,8 @@ class SafeIndex(_ScoredRule):
 def make_index(
     policy: str, *, beta_scale: float = 1.0, omega: float = 1.0, xi: float = 1.0
 ) -> IndexRule:
-    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ts``, ``mean`` or ``safe``."""
+    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ts``, ``ts-joint``,
+    ``mean`` or ``safe``."""
     policy = policy.lower()
     if policy == "ucb":
         return LowerConfidenceIndex(BetaSchedule("ucb", scale=beta_scale), name="ucb")
@@ -221,12 +232,14 @@ def make_index(
         )
     if policy == "ts":
         return ThompsonIndex()
+    if policy == "ts-joint":
+        return ThompsonIndex(name="ts-joint", joint=True)
     if policy == "mean":
         return MeanIndex()
     if policy == "safe":
         return SafeIndex()
     raise ConfigError(
-        f"unknown policy {policy!r}; choose ts, bucb, bucb-quantile, ucb, mean or safe"
+        f"unknown policy {policy!r}; choose ts, ts-joint, bucb, bucb-quantile, ucb, mean or safe"
     )
 
 

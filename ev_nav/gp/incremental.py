@@ -51,7 +51,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +69,7 @@ from ev_nav.gp.incremental_state import (
     CACHE_KEEP,
     CHECKPOINT_KIND,
     MAX_EXACT_SEGMENTS,
+    SAMPLE_JITTERS,
     STATE_VERSION,
     ExactPosterior,
     IncrementalConfig,
@@ -255,10 +257,38 @@ class IncrementalGP:
         """Exact posterior mean and std of every segment's expected energy [Wh] (cached)."""
         if self._post is None:
             cov = self._covariance()
+            std = marginal_std(cov)
             self._post = SegmentPosterior(
-                mean=self._mean.copy(), std=marginal_std(cov), noise_std=self.noise_std
+                mean=self._mean.copy(),
+                std=std,
+                noise_std=self.noise_std,
+                joint_draw=self._joint_draw(std),
             )
         return self._post
+
+    def _joint_draw(
+        self, std: NDArray[np.float64]
+    ) -> Callable[[np.random.Generator], NDArray[np.float64]]:
+        """The posterior's ``joint_draw``: ``z = L ε / σ`` with ``LLᵀ = Σ`` and one
+        ``rng.standard_normal(N)`` draw ``ε`` (so it takes from the generator what an independent
+        draw takes). ``L`` is factorised on the first draw (O(N³/3), once per posterior) and
+        read from the covariance as it is then: a draw from a posterior the model has since
+        updated is refused. A tiny relative jitter (from 1e-10 of the mean variance) is added
+        only where LAPACK finds the covariance singular to working precision."""
+        factor: list[NDArray[np.float64]] = []
+
+        def draw(rng: np.random.Generator) -> NDArray[np.float64]:
+            # every change of the model drops its cached posterior (and with it this closure)
+            if self._post is None or self._post.joint_draw is not draw:
+                raise ModelStateError("a joint draw from a posterior the model has updated since")
+            if not factor:
+                factor.append(cholesky(self._covariance(), ladder=SAMPLE_JITTERS))
+            eps = rng.standard_normal(std.shape[0])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = (factor[0] @ eps) / std
+            return np.where(std > 0, z, 0.0)
+
+        return draw
 
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Learn from one observation per listed segment (repeats allowed) [Wh]."""
@@ -389,21 +419,26 @@ class IncrementalGP:
             self._mean = self._mean.copy()
             self._shared = False
 
-    def refit(self) -> None:
+    def refit(self, cancel: threading.Event | None = None) -> bool:
         """Fit the hyperparameters (if learned) and refresh the posterior at them, and schedule
         the next refit (``fit_growth`` times the updates so far, at most ``fit_max_gap`` later).
 
         Called by the schedule after an update (or by the model's owner when
-        :attr:`defer_refits` is set).
+        :attr:`defer_refits` is set). ``cancel`` (set from another thread) stops a fit between
+        two evaluations of its objective; the model is then left as it was and ``False`` is
+        returned (a server shutting down must not leave a thread inside torch at exit).
         """
-        if self.config.learn_hyperparameters:
-            self._fit()
+        if self.config.learn_hyperparameters and not self._fit(cancel):
+            return False
+        if cancel is not None and cancel.is_set():
+            return False
         self._refresh()
         cfg = self.config
         self.next_refresh = self.n_updates + max(
             1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
         )
         self.refit_due = False
+        return True
 
     def _join_support(self, ids: NDArray[np.int64]) -> None:
         new = np.unique(ids[~self._in_support[ids]])
@@ -584,7 +619,7 @@ class IncrementalGP:
         return _Rows([rows.pos[i] for i in keep], [rows.wts[i] for i in keep],
                      rows.resid[keep], rows.noise[keep])
 
-    def _fit(self) -> None:
+    def _fit(self, cancel: threading.Event | None = None) -> bool:
         """Type-II MAP of the hyperparameters on the sufficient statistics (L-BFGS, autograd).
 
         Negative log posterior of ``[log κ, log ℓ₁, log ℓ₂, log s₁, log s₂, log ς²]``: the
@@ -592,10 +627,11 @@ class IncrementalGP:
         the within-segment scatter ``Σ (y − ȳ_e)²`` (which only ς² explains), plus the
         log-normal priors. The graph block is the raw ``(cI + Δ)^(-ν)`` with the scale
         ``s₁/z`` (:meth:`GraphMaternKernel.raw_block`), converted back once at the end.
+        Returns ``False`` (nothing changed) when ``cancel`` was set during the fit.
         """
         rows = self._fit_rows()
         if len(rows.pos) < 2:
-            return
+            return True
         cfg = self.config
         dim = self.kernel.features.shape[1]
         graph = self.kernel.graph
@@ -634,6 +670,8 @@ class IncrementalGP:
         best = {"nll": math.inf, "theta": start.clone()}
 
         def closure() -> Tensor:
+            if cancel is not None and cancel.is_set():
+                raise _FitCancelled
             opt.zero_grad()
             t = theta.exp()
             raw = fixed_raw if fixed_raw is not None else graph.raw_block(segs, segs, kappa=t[0])
@@ -667,6 +705,8 @@ class IncrementalGP:
             opt.step(closure)
         except (RuntimeError, ValueError):  # a failed line search keeps the best point seen
             pass
+        except _FitCancelled:
+            return False
         fitted = best["theta"]
         # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)
         self._set_hyper(torch.cat([fitted[:1], theta0[1:]]))
@@ -676,6 +716,7 @@ class IncrementalGP:
             {"update": self.n_updates, "rows": len(rows.pos), "nll": float(best["nll"]),
              **self.hyperparameters()}
         )
+        return True
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
@@ -762,6 +803,10 @@ class IncrementalGP:
         self.fits = [dict(f) for f in state["fits"]]
         self._post = None
         return self
+
+
+class _FitCancelled(Exception):
+    """Raised inside the L-BFGS objective when a fit's ``cancel`` event is set."""
 
 
 def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:

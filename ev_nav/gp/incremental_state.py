@@ -57,6 +57,9 @@ MAX_EXACT_SEGMENTS = 12_000
 #: Cache files of each kind (prior kernel, posterior) kept in a cache folder (the newest).
 CACHE_KEEP = 2
 _JITTERS = (0.0, 1e-10, 1e-8, 1e-6)
+#: Jitter ladder for factorising a whole posterior covariance to draw from it: a posterior that
+#: has learned many segments is singular to working precision more often than a data block.
+SAMPLE_JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
 #: The raw (unconstrained) kernel hyperparameters a checkpoint stores, in key order.
 HYPER_FIELDS = ("raw_kappa", "raw_ls_1", "raw_ls_2", "raw_s_1", "raw_s_2")
 
@@ -143,11 +146,14 @@ class IncrementalConfig:
 
 
 # ----------------------------------------------------------------------------- linear algebra
-def cholesky(a: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Lower Cholesky factor of an SPD matrix; a tiny relative jitter only if LAPACK refuses."""
+def cholesky(
+    a: NDArray[np.float64], ladder: tuple[float, ...] = _JITTERS
+) -> NDArray[np.float64]:
+    """Lower Cholesky factor of an SPD matrix (only its lower triangle is read); a tiny
+    relative jitter from ``ladder`` only if LAPACK refuses."""
     chol, _ = cholesky_jitter_np(
         a,
-        ladder=_JITTERS,
+        ladder=ladder,
         error=ModelStateError,
         message="posterior covariance is not positive definite even with jitter; the "
         "hyperparameters are degenerate (refit or reset them)",

@@ -13,8 +13,8 @@ so every model rejects bad input with the same named errors and leaves its state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,11 +35,18 @@ class SegmentPosterior:
         Posterior standard deviation σ_e of the expected energy (not including noise) [Wh].
     noise_std : float
         Observation-noise standard deviation ς of one segment observation [Wh].
+    joint_draw : callable, optional
+        ``rng -> z``: the standard scores ``(f − μ)/σ`` of one draw of every segment from the
+        model's *joint* posterior (correlations included), for models that hold one (the exact
+        learner). ``None``: the segments' posteriors are treated as independent.
     """
 
     mean: NDArray[np.float64]
     std: NDArray[np.float64]
     noise_std: float
+    joint_draw: Callable[[np.random.Generator], NDArray[np.float64]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         for arr in (self.mean, self.std):
@@ -49,6 +56,17 @@ class SegmentPosterior:
     def n_segments(self) -> int:
         """Number of segments covered."""
         return int(self.mean.shape[0])
+
+    def joint_scores(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        """Standard scores ``(f − μ)/σ`` of one joint posterior draw of every segment.
+
+        Where the model gives no joint form the scores are independent standard normals, one
+        ``rng.standard_normal(n)`` draw, which is what the joint form reduces to for independent
+        segments (BI) and what the paper's Thompson index draws.
+        """
+        if self.joint_draw is None:
+            return rng.standard_normal(self.n_segments)
+        return self.joint_draw(rng)
 
     def path_mean(self, segment_ids: ArrayLike) -> float:
         """Predicted total energy of a path (sum of means) [Wh]."""

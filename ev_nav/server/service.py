@@ -428,6 +428,10 @@ class FleetService:
         #: a refit in a background thread: (model generation, refitted copy, batch it covers)
         self._refitted: tuple[int, SegmentModel, int] | None = None
         self._refitting = False
+        #: set on close: a running refit stops at its next objective evaluation, so no thread
+        #: is inside torch when the interpreter exits (a daemon thread there aborts the process)
+        self._refit_cancel = threading.Event()
+        self._refit_thread: threading.Thread | None = None
         self._can_refit = False
         self._absorbed_rows = 0
         #: bumped whenever the live model is replaced by a rebuilt one (a forgotten trip): a
@@ -936,7 +940,8 @@ class FleetService:
             _lower_priority()
             t0 = time.perf_counter()
             try:
-                copy_.refit()  # type: ignore[attr-defined]
+                if copy_.refit(cancel=self._refit_cancel) is False:  # type: ignore[attr-defined]
+                    return  # cancelled: the service is closing
                 self.refit_seconds = round(time.perf_counter() - t0, 3)
                 self._refitted = (generation, copy_, upto)
                 self._refit_rows = rows
@@ -947,7 +952,10 @@ class FleetService:
                 self._refitting = False
                 self._jobs.put(_Job("wake"))
 
-        threading.Thread(target=run, name="ev-nav-model-refit", daemon=True).start()
+        # not a daemon (explicitly: a thread inherits it from the daemon writer): the interpreter
+        # waits for it at exit, which `close` keeps short
+        self._refit_thread = threading.Thread(target=run, name="ev-nav-model-refit", daemon=False)
+        self._refit_thread.start()
 
     def _refit_wanted(self, model: object) -> bool:
         """Whether the schedule calls for a refit now (and the model can be refitted)."""
@@ -1050,10 +1058,15 @@ class FleetService:
         update (a hyperparameter fit), which cannot be interrupted and is not worth waiting
         for: its input is in the store.
         """
+        deadline = time.monotonic() + timeout_s
+        self._refit_cancel.set()
         if not self._closed:
             self._closed = True
             self._jobs.put(_Job("stop"))
         self._thread.join(timeout=timeout_s)
+        refit = self._refit_thread
+        if refit is not None:
+            refit.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._thread.is_alive():
             # still learning: the state stays claimed until it ends (or the process exits)
             return False

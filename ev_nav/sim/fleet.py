@@ -116,9 +116,10 @@ def load_network(spec: NetworkSpec, cache_dir: str | Path | None = None) -> Road
 class AgentSpec:
     """A learning agent: a model (``gp``/``bi``) and an index rule, or ``random`` routing.
 
-    ``policy``: ``ts``, ``bucb``, ``bucb-quantile``, ``ucb``, ``mean`` or ``random`` (uniform
-    random routes between the endpoints: Dijkstra on i.i.d. exponential weights, the baseline of
-    the CI check). ``lengthscale`` is the agent's initial feature-kernel lengthscale.
+    ``policy``: ``ts``, ``ts-joint``, ``bucb``, ``bucb-quantile``, ``ucb``, ``mean`` or
+    ``random`` (uniform random routes between the endpoints: Dijkstra on i.i.d. exponential
+    weights, the baseline of the CI check). ``lengthscale`` is the agent's initial
+    feature-kernel lengthscale.
     ``rectification``: ``"reduced"`` (the product default) rectifies the index in reduced-cost
     space and so keeps downhill regeneration (:func:`ev_nav.bandits.indices.rectified_weights`);
     ``"paper"`` rectifies each segment's energy as the paper's Algorithm 2 does.

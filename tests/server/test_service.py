@@ -141,3 +141,57 @@ def test_one_service_per_state(tmp_path) -> None:
         assert first.close()
     with FleetService(path, poll_s=0.05) as again:
         assert again.health()["status"] == "ok"
+
+
+def test_close_stops_a_running_refit(state, monkeypatch) -> None:
+    """A refit runs in its own (non-daemon) thread; closing the service cancels it and waits, so
+    no thread is left inside torch when the interpreter exits (a daemon thread there aborted
+    the server with SIGABRT on shutdown)."""
+    import time
+
+    import ev_nav.server.service as service_module
+    from ev_nav.gp.incremental import IncrementalGP
+
+    inside = threading.Event()
+    seen: list[threading.Event | None] = []
+
+    def long_refit(self, cancel=None):  # a fit that checks its event between evaluations
+        seen.append(cancel)
+        inside.set()
+        assert cancel is not None and cancel.wait(120), "close never cancelled the refit"
+        return False
+
+    monkeypatch.setattr(IncrementalGP, "refit", long_refit)
+    monkeypatch.setattr(service_module, "REFIT_FIRST_ROWS", 1)
+    svc = FleetService(state, poll_s=0.05)
+    origin, goal = _far(svc.net)
+    first = svc.plan(origin, goal, policy="mean")
+    svc.record(first["trip"], total_wh=_plausible(first))
+    assert inside.wait(120), "no refit started"
+    assert svc.refitting
+    t0 = time.monotonic()
+    assert svc.close(timeout_s=60)
+    assert time.monotonic() - t0 < 60
+    assert not svc._refit_thread.is_alive() and not svc._refit_thread.daemon
+    assert not svc.refitting
+    assert svc._refitted is None  # a cancelled refit is not adopted
+
+
+def test_a_cancelled_fit_leaves_the_model_unchanged() -> None:
+    from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
+    from ev_nav.gp.testing import load_real, random_route, subnetwork
+
+    net = subnetwork(load_real(), 80, seed=1)
+    model = IncrementalGP(net, config=IncrementalConfig(first_fit=10_000), seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        path = random_route(net, 8, rng)
+        model.update(path, model.prior_mean[path] + rng.normal(0.0, 3.0, path.size))
+    before = model.posterior()
+    hyper, fits = model.hyperparameters(), len(model.fits)
+    cancel = threading.Event()
+    cancel.set()
+    assert model.refit(cancel=cancel) is False
+    assert model.hyperparameters() == hyper and len(model.fits) == fits
+    assert model.posterior() is before
+    assert model.refit() is True and len(model.fits) == fits + 1

@@ -14,6 +14,9 @@ command line's start-up stay light):
   :func:`read_osm_chargers`, :func:`read_charger_csv`, :func:`generated_chargers`;
 * charging stops (``docs/charging.md``): :func:`plan_charging` with :class:`ChargeSettings`
   and the sites a car can use (:func:`vehicle_sites`), giving a :class:`ChargingPlan`;
+* roads that change (``docs/changes.md``): :class:`ChangeDetector` with :class:`ChangeConfig`,
+  flagging :class:`ChangeEvent` s (a per-segment CUSUM; the learners forget a changed road's
+  old readings through ``reset_segments``);
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
   :func:`loss_lower_bound`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
@@ -51,6 +54,9 @@ _EXPORTS: dict[str, str] = {
     "read_osm_chargers": "ev_nav.roads.chargers",
     "read_charger_csv": "ev_nav.roads.chargers",
     "generated_chargers": "ev_nav.roads.synthetic",
+    "ChangeDetector": "ev_nav.gp.changes",
+    "ChangeConfig": "ev_nav.gp.changes",
+    "ChangeEvent": "ev_nav.gp.changes",
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
     "catalogue": "ev_nav.vehicles",

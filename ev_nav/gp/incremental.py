@@ -89,6 +89,7 @@ from ev_nav.gp.incremental_state import (
     stored_log_entry,
     syrk_down,
     total_noise,
+    uncondition_segments,
     write_matrix,
 )
 from ev_nav.gp.kernels import DTYPE, GraphMaternKernel, SegmentKernel
@@ -99,6 +100,7 @@ from ev_nav.gp.posterior import (
     combine_weights,
     stored_total,
     validate_observations,
+    validate_reset,
     validate_total,
 )
 from ev_nav.roads.network import RoadNetwork
@@ -230,6 +232,10 @@ class IncrementalGP:
         self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
         self._in_support = np.zeros(n, dtype=bool)
         self.support = np.empty(0, dtype=np.int64)
+        #: per-segment variance [Wh²] added to the prior's diagonal where a change of the road
+        #: was detected (``reset_segments``): the changed road is no longer what its neighbours
+        #: and features suggest, by about one prior standard deviation
+        self.extra_var = np.zeros(n, dtype=np.float64)
         self._cov: NDArray[np.float64] | None = None  # built by the first refresh
         self._mean = self.prior_mean.copy()
 
@@ -240,6 +246,7 @@ class IncrementalGP:
             "sum_r2": self.sum_r2.copy(),
             "support": self.support.copy(),
             "n_totals": len(self.totals),
+            "extra_var": self.extra_var.copy(),
         }
 
     # ------------------------------------------------------------------ protocol
@@ -371,6 +378,86 @@ class IncrementalGP:
         u, h = combine_weights(segment_ids, weights)
         return total_noise(h, u, self.noise_scale) * self.noise_var
 
+    def reset_segments(
+        self, segment_ids: ArrayLike, counts: ArrayLike, sums: ArrayLike, sums_sq: ArrayLike
+    ) -> None:
+        """Forget every per-segment reading of ``segment_ids`` and keep instead readings with
+        the given statistics (per segment: count, Σy [Wh], Σy² [Wh²]; zeros forget them all).
+
+        What a detected change of a road needs (:mod:`ev_nav.gp.changes`): its readings from
+        before the change stop counting, so its posterior — and through the kernel its
+        neighbours' — widens again and returns to the prior where nothing else informs it.
+        Trip totals that include the segments are kept (a total cannot be split). Exact: the
+        old readings' information is removed by a rank-k downdate and the kept readings are
+        conditioned on (:func:`~ev_nav.gp.incremental_state.uncondition_segments`; N²k flops,
+        like an update), or — where the downdate is not positive definite in floating point —
+        the posterior is recomputed from the statistics. The reset enters the replay log, so a
+        checkpoint reproduces it bit for bit; it does not count as an update for the refit
+        schedule.
+        """
+        ids, cnt, s1, s2 = validate_reset(segment_ids, counts, sums, sums_sq, self.n)
+        if ids.size == 0:
+            return
+        s1_, s2_ = self.kernel.k_f.outputscale, self.kernel.k_f2.outputscale
+        tau2 = np.full(ids.size, float(s1_) + float(s2_))  # mean prior variance of a segment
+        if self.scale is not None:
+            tau2 = tau2 * self.scale[ids] ** 2
+        self._log.append(
+            ("rst", ids.copy(), np.concatenate([cnt, s1, s2, tau2]).astype(np.float64))
+        )
+        self._apply_reset(ids, cnt, s1, s2, tau2)
+        self._post = None
+
+    def _apply_reset(
+        self,
+        ids: NDArray[np.int64],
+        cnt: NDArray[np.int64],
+        s1: NDArray[np.float64],
+        s2: NDArray[np.float64],
+        tau2: NDArray[np.float64],
+        posterior: bool = True,
+    ) -> None:
+        e = self.prior_mean[ids]
+        r1 = s1 - cnt * e  # the learner's statistics are residuals y − E_det
+        r2 = np.maximum(s2 - 2.0 * e * s1 + cnt * e * e, 0.0)
+        refresh = False
+        if posterior:
+            self._covariance()  # first: building it (the first refresh) also sets the mean
+            self._own_arrays()
+            old = ids[self.n_obs[ids] > 0]
+            if old.size and not uncondition_segments(
+                self._cov, self._mean, self.prior_mean, self.noise_var, old,
+                self.n_obs[old], self.sum_r[old], self.noise_scale,
+            ):
+                refresh = True
+        self.n_obs[ids] = cnt
+        self.sum_r[ids] = r1
+        self.sum_r2[ids] = r2
+        self.extra_var[ids] += tau2
+        self._join_support(ids[cnt > 0])
+        if not posterior:
+            return
+        # with their readings removed nothing observes these segments any more, so the extra
+        # prior variance adds to their posterior variance alone; a trip total over one of them
+        # still observes it, and then the posterior is recomputed
+        in_totals = any(np.isin(u, ids).any() for u, _, _ in self.totals)
+        if refresh or in_totals:
+            self._refresh(reset_log=False)
+            return
+        self._cov.flat[ids * (self.n + 1)] += tau2
+        keep = cnt > 0
+        if keep.any():
+            condition_segments(
+                self._cov, self._mean, self.prior_mean, self.noise_var, ids[keep], cnt[keep],
+                r1[keep], self.noise_scale,
+            )
+
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one observation of each listed segment: ``ς² s_e``."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        scale = 1.0 if self.noise_scale is None else self.noise_scale[ids]
+        return np.broadcast_to(scale * self.noise_var, ids.shape).astype(np.float64)
+
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""
         k = self.kernel
@@ -496,6 +583,8 @@ class IncrementalGP:
         and ``Xᵀ = L⁻¹ Cᵀ``: O(N² D) for D observation rows, once per schedule step.
         """
         cov = self._prior_covariance()
+        if self.extra_var.any():  # changed roads (reset_segments): K + diag(extra)
+            cov.flat[:: self.n + 1] += self.extra_var
         self._cov = None
         rows = self._rows()
         mean = self.prior_mean.copy()
@@ -641,6 +730,7 @@ class IncrementalGP:
         lpos = [local[p] for p in rows.pos]
         x = self.kernel.features[torch.as_tensor(segs)]
         amp = None if self.scale is None else torch.as_tensor(self.scale[segs])
+        extra = torch.as_tensor(self.extra_var[segs]) if self.extra_var[segs].any() else None
         r = torch.as_tensor(rows.resid)
         noise_factor = torch.as_tensor(rows.noise_factor())
         observed = self.n_obs > 0
@@ -679,6 +769,8 @@ class IncrementalGP:
             k = k + t[i_s1 + 1] * matern52(x, x, t[1 + dim : i_s1])
             if amp is not None:
                 k = amp[:, None] * k * amp[None, :]
+            if extra is not None:
+                k = k + torch.diag(extra)
             noise = t[i_s1 + 2]
             g = _row_combination(_row_combination(k, lpos, rows.wts).T.contiguous(), lpos,
                                  rows.wts)
@@ -769,6 +861,10 @@ class IncrementalGP:
             if any(a.shape != (self.n,) for a in arrays.values()):
                 raise ModelStateError("checkpoint statistics have the wrong length")
             support = np.asarray(base["support"], dtype=np.int64)
+            # absent: written before change detection (no road flagged as changed)
+            extra_var = np.asarray(base.get("extra_var", np.zeros(self.n)), dtype=np.float64)
+            if extra_var.shape != (self.n,):
+                raise ModelStateError("checkpoint statistics have the wrong length")
             totals = [stored_total(t) for t in state["totals"]]
             log = [stored_log_entry(str(kind), i, y) for kind, i, y in state["log"]]
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
@@ -781,6 +877,7 @@ class IncrementalGP:
         self.totals = totals
         self.support = support.copy()
         self._in_support[support] = True
+        self.extra_var = extra_var.copy()
         self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
         self._base = self._snapshot()
         self._log = []
@@ -791,6 +888,10 @@ class IncrementalGP:
             self._log.append((kind, ids, y))
             if kind == "seg":
                 self._apply_segments(ids, y, posterior=cached is None)
+            elif kind == "rst":
+                k = ids.size
+                self._apply_reset(ids, y[:k].astype(np.int64), y[k : 2 * k],
+                                  y[2 * k : 3 * k], y[3 * k :], posterior=cached is None)
             else:
                 self._apply_total(ids, y[1:], float(y[0]), posterior=cached is None)
         if cached is not None:

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.lapack import syrk_lower, trtrs_lower
+from ev_nav.gp.lapack import potrf, syrk_lower, trtrs_lower
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
     SegmentPosterior,
@@ -250,6 +250,39 @@ def condition_segments(
     syrk_down(cov, w)
 
 
+def uncondition_segments(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    prior_mean: NDArray[np.float64],
+    noise_var: float,
+    u: NDArray[np.int64],
+    cnt: NDArray[np.int64],
+    s1: NDArray[np.float64],
+    noise_scale: NDArray[np.float64] | None = None,
+) -> bool:
+    """Undo :func:`condition_segments` in place: remove the information of the mean residuals
+    ``s1 / cnt`` of segments ``u`` (all their readings so far) from ``(μ, Σ)``.
+
+    Removing observations ``y = Hf + ε`` (``ε ~ N(0, R)``) takes their precision ``HᵀR⁻¹H``
+    away: with ``M = R − Σ[T, T] = L Lᵀ`` (positive definite when the posterior holds them:
+    it knows each segment better than its readings alone) and ``W = L⁻¹ Σ[T, :]``,
+    ``Σ ← Σ + WᵀW`` and ``μ ← μ + Wᵀ L⁻¹(μ_T − ȳ)`` — the same N²k flops as an update. Returns
+    ``False``, with nothing changed, when ``M`` is not positive definite in floating point
+    (the caller recomputes the posterior from its statistics instead).
+    """
+    a = sym_rows(cov, u)  # Σ[T, :]
+    m = np.diag(noise_var * _scale(noise_scale, u) / cnt) - a[:, u]
+    m = np.array(0.5 * (m + m.T), order="F")
+    if potrf(m) != 0:
+        return False
+    np.copyto(m, 0.0, where=~np.tri(m.shape[0], dtype=bool))
+    w = trtrs_lower(m, a)
+    z = trtrs_lower(m, mean[u] - (prior_mean[u] + s1 / cnt))
+    mean += w.T @ z
+    syrk_lower(cov, w, alpha=1.0)
+    return True
+
+
 def condition_total(
     cov: NDArray[np.float64],
     mean: NDArray[np.float64],
@@ -357,6 +390,9 @@ def posterior_key(
     for key, dtype in (("n_obs", np.int64), ("sum_r", np.float64), ("sum_r2", np.float64),
                        ("support", np.int64)):
         digest.update(np.ascontiguousarray(base[key], dtype=dtype).tobytes())
+    extra = base.get("extra_var")  # only where a road was flagged as changed: older keys stay
+    if extra is not None and np.any(np.asarray(extra) != 0):
+        digest.update(b"extra_var" + np.ascontiguousarray(extra, dtype=np.float64).tobytes())
     for entry in totals:  # (ids, weights, total), or (ids, total) as older checkpoints hold
         u, h, total = stored_total(entry)
         digest.update(u.tobytes() + h.tobytes() + np.float64(total).tobytes())
@@ -528,6 +564,12 @@ class ExactPosterior:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``."""
         u, h = combine_weights(segment_ids, weights)
         return total_noise(h, u, self.noise_scale) * self.noise_var
+
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one observation of each listed segment."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        scale = 1.0 if self.noise_scale is None else self.noise_scale[ids]
+        return np.broadcast_to(scale * self.noise_var, ids.shape).astype(np.float64)
 
     # ------------------------------------------------------------------ pending observations
     @property

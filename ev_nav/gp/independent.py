@@ -21,6 +21,7 @@ from ev_nav.gp.posterior import (
     SegmentPosterior,
     combine_weights,
     validate_observations,
+    validate_reset,
     validate_total,
 )
 from ev_nav.roads.network import RoadNetwork
@@ -147,6 +148,25 @@ class BIModel:
         ``ς² Σ weights·a²`` (``a = 1`` when uniform)."""
         u, h = combine_weights(segment_ids, weights)
         return float(h @ self.scale2[u]) * self._noise_var
+
+    def reset_segments(
+        self, segment_ids: ArrayLike, counts: ArrayLike, sums: ArrayLike, sums_sq: ArrayLike
+    ) -> None:
+        """Forget everything learned about ``segment_ids`` and learn instead from readings with
+        the given statistics (per segment: count, Σy [Wh], Σy² [Wh²]); see
+        :meth:`ev_nav.gp.incremental.IncrementalGP.reset_segments`. BI keeps no correlations,
+        so what trip totals taught these segments goes too."""
+        ids, cnt, s1, _ = validate_reset(segment_ids, counts, sums, sums_sq, self.n_segments)
+        prior = self.prior_var * self.scale2[ids]
+        noise = self._noise_var * self.scale2[ids]
+        self.precision[ids] = 1.0 / prior + cnt / noise
+        self.eta[ids] = self.prior_mean[ids] / prior + s1 / noise
+        self.n_obs[ids] = cnt
+        self._cache = None
+
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one observation of each listed segment: ``ς² a_e²``."""
+        return self.scale2[np.asarray(segment_ids, dtype=np.int64)] * self._noise_var
 
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent)."""

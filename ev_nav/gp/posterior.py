@@ -116,6 +116,11 @@ class SegmentModel(Protocol):
         scale ``s`` (``segment_scale="loss"``)."""
         ...
 
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one observation of each listed segment (vectorised):
+        ``ς²``, or ``ς² s_e`` with per-segment noise scales."""
+        ...
+
     def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
         ...
@@ -127,6 +132,35 @@ class SegmentModel(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> Any:
         """Restore a state produced by :meth:`state_dict` of a model on the same network."""
         ...
+
+
+def validate_reset(
+    segment_ids: ArrayLike,
+    counts: ArrayLike,
+    sums: ArrayLike,
+    sums_sq: ArrayLike,
+    n_segments: int,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Check the arguments of a model's ``reset_segments`` (distinct ids; per id a count ≥ 0 and
+    the sum [Wh] and sum of squares [Wh²] of the readings kept)."""
+    ids = np.asarray(segment_ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise UnknownSegmentError("segment ids must be a 1-D array of integers")
+    ids = ids.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= n_segments):
+        raise UnknownSegmentError(f"segment ids must lie in 0..{n_segments - 1}")
+    if np.unique(ids).size != ids.size:
+        raise InvalidObservation("reset_segments takes each segment once")
+    cnt = np.asarray(counts)
+    s1 = np.asarray(sums, dtype=np.float64)
+    s2 = np.asarray(sums_sq, dtype=np.float64)
+    if not (cnt.shape == s1.shape == s2.shape == ids.shape):
+        raise InvalidObservation("counts, sums and sums of squares need one entry per segment")
+    if cnt.size and (not np.issubdtype(cnt.dtype, np.integer) or cnt.min() < 0):
+        raise InvalidObservation("counts must be integers >= 0")
+    if not (np.all(np.isfinite(s1)) and np.all(np.isfinite(s2))):
+        raise InvalidObservation("sums must be finite")
+    return ids, cnt.astype(np.int64), s1, s2
 
 
 def validate_observations(

@@ -336,6 +336,11 @@ class SVGPModel:
         _, w = combine_weights(segment_ids, weights)
         return float(w.sum()) * self.noise_std**2
 
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one observation of each listed segment: ``ς²`` each."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        return np.full(ids.shape, self.noise_std**2)
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         """Algorithm 3 for one trip: record observations, refresh Z, take G steps [Wh]."""
         ids, y = validate_observations(segment_ids, energies, self.n)

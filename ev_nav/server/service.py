@@ -224,6 +224,10 @@ class _SnapshotView:
         with self._snap.lock:
             return self._snap.model.noise_variance(segment_ids, weights)
 
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        with self._snap.lock:
+            return self._snap.model.noise_variances(segment_ids)
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
 

@@ -1,0 +1,277 @@
+"""Per-segment change detection: a two-sided CUSUM on standardised residuals, and the response.
+
+Roads change (roadworks, a new speed limit, a resurfaced road): a model that keeps every old
+reading believes the old road for a long time. Each reading ``y`` of segment ``e`` is scored
+against what the model predicted for it *before* learning from it,
+
+    z = (y − μ_e) / √(σ_e² + ν_e)          (posterior variance plus one reading's noise),
+
+which is standard normal while the road is as the model believes. Misfit shared by all segments
+(a noise scale fitted 20 % low, say) would otherwise look like change everywhere, so the scores
+are divided by a running root-mean-square of all scores (winsorised at 3, so that changed roads
+do not inflate it; ``calibrate=False`` turns this off). Per segment two one-sided CUSUMs
+
+    S⁺ ← max(0, S⁺ + z − k),   S⁻ ← max(0, S⁻ − z − k)
+
+accumulate evidence of a rise or a fall of at least ``2k`` standard deviations (``shift``); the
+segment is flagged when either exceeds ``h``. ``h`` follows from the false-alarm rate asked for,
+per reading of an unchanged segment, through Siegmund's approximation of the CUSUM's in-control
+run length, ``ARL₀ ≈ (e^{2kb} − 2kb − 1) / 2k²`` with ``b = h + 1.166`` (each side gets half the
+rate). The delay to detect a shift of ``δ`` standard deviations is then about
+``(h + 1.166) / (δ − k)`` readings; no detector with that false-alarm rate can be much faster
+than Lorden's bound ``ln(ARL₀) / (δ²/2)`` (``docs/changes.md`` has the numbers).
+
+**Response.** The change point is estimated as the last reading at which the alarming side
+stood at 0, and the statistics of the readings since then are kept per side; on an alarm the
+model forgets the segment's readings from before that point and keeps those after
+(``reset_segments``, where the model has it: the exact learner and BI). A flagged segment's
+CUSUM starts afresh at once. Through the kernel the
+segment's neighbours lose what they had learned from its old readings too, so exploration
+returns where the road changed and nowhere else. Nothing is deleted here: the events say what
+was forgotten, and the readings stay wherever the caller keeps them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.errors import ConfigError, InvalidObservation
+
+__all__ = ["ChangeConfig", "ChangeDetector", "ChangeEvent", "cusum_threshold"]
+
+#: Scores are winsorised at this many standard deviations for the running scale.
+_WINSOR = 3.0
+#: E[min(Z², 9)] for a standard normal Z: the running mean of winsorised squares is divided by
+#: it, so that the scale is 1 for a calibrated model.
+_WINSOR_MEAN = (math.erf(_WINSOR / math.sqrt(2.0))
+                - 2.0 * _WINSOR * math.exp(-0.5 * _WINSOR**2) / math.sqrt(2.0 * math.pi)
+                + _WINSOR**2 * math.erfc(_WINSOR / math.sqrt(2.0)))
+#: Readings scored before the running scale is trusted (until then it is 1).
+_SCALE_MIN_READINGS = 200
+
+
+def cusum_threshold(drift: float, run_length: float) -> float:
+    """Decision threshold ``h`` of a one-sided CUSUM with reference value ``drift`` (``k``)
+    whose in-control average run length is ``run_length`` readings (Siegmund's approximation,
+    solved by bisection)."""
+    if not (drift > 0 and run_length > 1):
+        raise ConfigError("the CUSUM drift must be > 0 and the run length > 1")
+
+    def arl(h: float) -> float:
+        b = 2.0 * drift * (h + 1.166)
+        return (math.expm1(b) - b) / (2.0 * drift * drift)
+
+    lo, hi = 0.0, 1.0
+    while arl(hi) < run_length:
+        hi *= 2.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if arl(mid) < run_length else (lo, mid)
+    return hi
+
+
+@dataclass(frozen=True)
+class ChangeConfig:
+    """Settings of :class:`ChangeDetector`.
+
+    Attributes
+    ----------
+    shift : float
+        The shift, in standard deviations of a reading's prediction error, the detector is
+        tuned to find fastest (the CUSUM's reference value is half of it). Larger shifts are
+        found faster still.
+    false_alarm_rate : float
+        Alarms per reading of an unchanged segment (both directions together). Half of the 1
+        per 1,000 the product promises: a change leaks through the kernel into its neighbours'
+        predictions until it is found, which adds alarms next to changed roads
+        (``docs/changes.md``).
+    calibrate : bool
+        Divide the scores by their running RMS over all segments (see the module doc).
+    """
+
+    shift: float = 1.0
+    false_alarm_rate: float = 5e-4
+    calibrate: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.shift > 0 and 0 < self.false_alarm_rate < 0.5):
+            raise ConfigError("shift must be > 0 and false_alarm_rate in (0, 0.5)")
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One flagged segment.
+
+    Attributes
+    ----------
+    segment : int
+        The segment id.
+    reading : int
+        How many readings of the segment the detector had scored at the alarm.
+    direction : int
+        ``+1``: it costs more energy than the model believed; ``-1``: less.
+    evidence : float
+        The CUSUM statistic at the alarm (in standard deviations; the threshold is ``h``).
+    readings_since : int
+        Readings since the estimated change point (kept by the response).
+    shift_wh : float
+        Mean of those readings minus the model's predictions for them [Wh].
+    kept_sum_wh, kept_sum_sq : float
+        Sum [Wh] and sum of squares [Wh²] of those readings (what the response keeps).
+    """
+
+    segment: int
+    reading: int
+    direction: int
+    evidence: float
+    readings_since: int
+    shift_wh: float
+    kept_sum_wh: float
+    kept_sum_sq: float
+
+
+class ChangeDetector:
+    """Two-sided CUSUM per segment on standardised residuals (module doc).
+
+    Parameters
+    ----------
+    n_segments : int
+        Segments of the network.
+    config : ChangeConfig, optional
+    """
+
+    def __init__(self, n_segments: int, config: ChangeConfig | None = None) -> None:
+        self.config = config or ChangeConfig()
+        self.n_segments = int(n_segments)
+        self.drift = 0.5 * self.config.shift
+        self.threshold = cusum_threshold(self.drift, 2.0 / self.config.false_alarm_rate)
+        n = self.n_segments
+        self.readings = np.zeros(n, dtype=np.int64)
+        # per side (0: up, 1: down): the statistic, and since it last stood at 0 the count,
+        # sum and sum of squares of the readings [Wh, Wh²] and the sum of residuals [Wh]
+        self.stat = np.zeros((2, n))
+        self.count = np.zeros((2, n), dtype=np.int64)
+        self.sum_y = np.zeros((2, n))
+        self.sum_y2 = np.zeros((2, n))
+        self.sum_resid = np.zeros((2, n))
+        self.sum_sq_scores = 0.0  # winsorised squares of all raw scores
+        self.n_scores = 0
+
+    @property
+    def scale(self) -> float:
+        """The running RMS of the raw scores (1 until enough readings, or without calibration)."""
+        if not self.config.calibrate or self.n_scores < _SCALE_MIN_READINGS:
+            return 1.0
+        return math.sqrt(self.sum_sq_scores / self.n_scores / _WINSOR_MEAN)
+
+    def observe(
+        self,
+        segment_ids: ArrayLike,
+        energies: ArrayLike,
+        mean: ArrayLike,
+        variance: ArrayLike,
+    ) -> list[ChangeEvent]:
+        """Score one batch of readings and return the segments flagged by it.
+
+        Parameters
+        ----------
+        segment_ids : array of int
+            The segment of each reading (repeats allowed: taken in order).
+        energies : array of float
+            The readings [Wh].
+        mean, variance : array of float
+            The model's predictive mean [Wh] and variance [Wh²] of each reading, from before it
+            learned from this batch: ``μ_e`` and ``σ_e² + ν_e``.
+        """
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        y = np.asarray(energies, dtype=np.float64)
+        mu = np.asarray(mean, dtype=np.float64)
+        var = np.asarray(variance, dtype=np.float64)
+        if not (ids.shape == y.shape == mu.shape == var.shape) or ids.ndim != 1:
+            raise InvalidObservation("one segment id, reading, mean and variance per reading")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.n_segments):
+            raise InvalidObservation(f"segment ids must lie in 0..{self.n_segments - 1}")
+        if not (np.all(np.isfinite(y)) and np.all(np.isfinite(mu)) and np.all(var > 0)):
+            raise InvalidObservation("readings and means must be finite, variances > 0")
+        resid = y - mu
+        raw = resid / np.sqrt(var)
+        scale = self.scale  # of the readings before this batch: the batch cannot mask itself
+        self.sum_sq_scores += float(np.minimum(raw * raw, _WINSOR**2).sum())
+        self.n_scores += int(raw.size)
+        z = raw / scale
+        events: list[ChangeEvent] = []
+        # a trip may read a segment twice: the k-th readings of every segment form layer k, and
+        # the layers are applied in order (each a vectorised step)
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        first = np.r_[0, np.flatnonzero(np.diff(sorted_ids)) + 1]
+        rank = np.arange(ids.size) - np.repeat(first, np.diff(np.r_[first, ids.size]))
+        layer_of = np.empty(ids.size, dtype=np.int64)
+        layer_of[order] = rank
+        for layer in range(int(layer_of.max()) + 1 if ids.size else 0):
+            sel = np.flatnonzero(layer_of == layer)
+            events.extend(self._step(ids[sel], y[sel], z[sel], resid[sel]))
+        return events
+
+    def _step(
+        self,
+        u: NDArray[np.int64],
+        y: NDArray[np.float64],
+        z: NDArray[np.float64],
+        resid: NDArray[np.float64],
+    ) -> list[ChangeEvent]:
+        self.readings[u] += 1
+        for side, signed in ((0, z), (1, -z)):
+            s = self.stat[side, u] + signed - self.drift
+            alive = s > 0
+            self.stat[side, u] = np.where(alive, s, 0.0)
+            # readings since the side last stood at 0: this one joins them, or they restart
+            for arr, val in ((self.count, 1), (self.sum_y, y), (self.sum_y2, y * y),
+                             (self.sum_resid, resid)):
+                arr[side, u] = np.where(alive, arr[side, u] + val, 0)
+        hit = np.flatnonzero((self.stat[:, u] > self.threshold).any(axis=0))
+        events = []
+        for e in u[hit]:  # alarms are rare: a loop over the flagged segments only
+            side = int(np.argmax(self.stat[:, e]))
+            n_since = int(self.count[side, e])
+            events.append(
+                ChangeEvent(
+                    segment=int(e),
+                    reading=int(self.readings[e]),
+                    direction=1 if side == 0 else -1,
+                    evidence=float(self.stat[side, e]),
+                    readings_since=n_since,
+                    shift_wh=float(self.sum_resid[side, e] / max(n_since, 1)),
+                    kept_sum_wh=float(self.sum_y[side, e]),
+                    kept_sum_sq=float(self.sum_y2[side, e]),
+                )
+            )
+        if hit.size:  # a flagged segment starts afresh: the next alarm needs new evidence
+            flagged = u[hit]
+            self.stat[:, flagged] = 0.0
+            for arr in (self.count, self.sum_y, self.sum_y2, self.sum_resid):
+                arr[:, flagged] = 0
+        return events
+
+    @staticmethod
+    def respond(model: object, events: list[ChangeEvent]) -> bool:
+        """Make ``model`` forget the flagged segments' readings from before their change points
+        and keep those after (one ``reset_segments`` call for all of them; a segment flagged
+        twice keeps what its last event kept). Returns whether the model could: models without
+        ``reset_segments`` only get the flags."""
+        reset = getattr(model, "reset_segments", None)
+        if not events or reset is None:
+            return False
+        last = {ev.segment: ev for ev in events}
+        evs = [last[e] for e in sorted(last)]
+        reset(
+            np.array([ev.segment for ev in evs], dtype=np.int64),
+            np.array([ev.readings_since for ev in evs], dtype=np.int64),
+            np.array([ev.kept_sum_wh for ev in evs]),
+            np.array([ev.kept_sum_sq for ev in evs]),
+        )
+        return True

@@ -63,10 +63,11 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
 #: Node numbers in the search structures (successor lists, predecessors, heap entries): 32 bits
 #: halve the memory a query walks through (networks are far below 2³¹ segments).
 _NODE = np.int32
-#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit;
-#: the one-to-many search marks targets with ``-stamp - 1``).
+#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit:
+#: the point-to-point search marks a settled node ``2 stamp + 1``, the one-to-many search marks
+#: targets with ``-stamp - 1``).
 _STAMP = np.int32
-_STAMP_LIMIT = 2**31 - 2
+_STAMP_LIMIT = 2**30 - 1
 
 #: Interpreted routing [s] after which a process switches to the compiled kernel: about what
 #: importing numba and loading the kernel's cached machine code costs. A one-shot command
@@ -108,8 +109,8 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             # the machine code now rather than inside a trip
             ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=_NODE)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
-                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP),
-                   np.zeros(4, dtype=_STAMP), 1, np.empty(6), np.empty(6, dtype=_NODE),
+                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP), 1, np.empty(6),
+                   np.empty(6, dtype=_NODE),
                    *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
             _Kernel.compiled = kernel
     return _Kernel.compiled
@@ -326,10 +327,12 @@ class Router:
         self._indices = self._indices.astype(_NODE)
         self._rindices = self._rindices.astype(_NODE)
         self._stamp = 0
-        # scratch of each form, made on its first query: (dist, pred, reached, settled,
-        # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
+        # scratch of each form, made on its first query: (dist, pred, reached, heap_keys,
+        # heap_nodes), forward side first (see _dijkstra.shortest_path)
         self._arrays: tuple[NDArray, ...] | None = None
         self._lists: tuple[list, ...] | None = None  # the graph, then the scratch
+        # the one-to-many search's own stamps (reached, settled); it shares the rest
+        self._tree_marks: tuple[NDArray, NDArray] | None = None
         self._pot: NDArray[np.float64] | list | None = None  # scratch potential, goal-directed
         # scratch of lazy weights: the weights, their stamps, the faulty segment (-1: none)
         self._lazy: tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]] | None = None
@@ -359,7 +362,7 @@ class Router:
         scratch is cleared once and numbering starts again)."""
         self._stamp += 1
         if self._stamp >= _STAMP_LIMIT:
-            for scratch in (self._arrays, self._lazy):
+            for scratch in (self._arrays, self._lazy, self._tree_marks):
                 if scratch is not None:
                     for a in scratch:
                         if a.dtype == _STAMP:
@@ -374,11 +377,19 @@ class Router:
                 np.empty(2 * n, dtype=np.float64),
                 np.empty(2 * n, dtype=_NODE),
                 np.zeros(2 * n, dtype=_STAMP),
-                np.zeros(2 * n, dtype=_STAMP),
                 np.empty(heap, dtype=np.float64),
                 np.empty(heap, dtype=_NODE),
             )
         return self._arrays
+
+    def _scratch_tree(self) -> tuple[NDArray, ...]:
+        """The one-to-many search's scratch: distances and predecessors shared with the
+        point-to-point search (valid where the stamps say so), its own stamps, the heap."""
+        dist, pred, _, heap_keys, heap_nodes = self._scratch_arrays()
+        if self._tree_marks is None:
+            n = self.n_segments
+            self._tree_marks = (np.zeros(n, dtype=_STAMP), np.zeros(n, dtype=_STAMP))
+        return (dist, pred, *self._tree_marks, heap_keys, heap_nodes)
 
     def _scratch_lists(self) -> tuple[list, ...]:
         if self._lists is None:
@@ -387,7 +398,6 @@ class Router:
             self._lists = (
                 *(a.tolist() for a in graph),
                 [0.0] * (2 * n),
-                [0] * (2 * n),
                 [0] * (2 * n),
                 [0] * (2 * n),
                 [0.0] * heap,
@@ -455,7 +465,7 @@ class Router:
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
-            dist, pred, reached, settled, keys, nodes = self._scratch_arrays()
+            dist, pred, reached, keys, nodes = self._scratch_arrays()
             landmarks = _NO_LANDMARKS + (0.0, 0.0)
             if goal_directed is not None:
                 if not isinstance(self._pot, np.ndarray):
@@ -463,7 +473,7 @@ class Router:
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
                              self._lm_from.shape[0], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
-            path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
+            path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached,
                           self._stamp, keys, nodes, *landmarks, *lazy)
             if draw is not None and lazy[-1][0] >= 0:
                 e, lazy[-1][0] = int(self._order[lazy[-1][0]]), -1
@@ -475,7 +485,7 @@ class Router:
                 )
         else:
             t0 = time.perf_counter()
-            *graph, dist, pred, reached, settled, keys, nodes = self._scratch_lists()
+            *graph, dist, pred, reached, keys, nodes = self._scratch_lists()
             landmarks = _NO_LANDMARKS + (0.0, 0.0)
             if goal_directed is not None:
                 if not isinstance(self._pot, list):
@@ -485,7 +495,7 @@ class Router:
                              self._lm_from.shape[0], goal_directed[0].tolist(),
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
-                *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
+                *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached,
                 self._stamp, keys, nodes, *landmarks, *_NO_LAZY,
             )
             _Kernel.interpreted_s += time.perf_counter() - t0
@@ -542,10 +552,11 @@ class Router:
     def settled_count(self) -> int:
         """Segments the last :meth:`route` query settled, both sides together (a diagnostic:
         what a search strategy explores; O(segments) to count)."""
+        settled = 2 * self._stamp + 1
         if self._arrays is not None and self._lists is None:
-            return int(np.count_nonzero(self._arrays[3] == self._stamp))
+            return int(np.count_nonzero(self._arrays[2] == settled))
         if self._lists is not None:
-            return self._lists[7].count(self._stamp)
+            return self._lists[6].count(settled)
         return 0
 
     def tree(
@@ -567,7 +578,7 @@ class Router:
         tg = np.ascontiguousarray(targets, dtype=np.int64)
         if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
             raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
-        dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_arrays()
+        dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_tree()
         self._next_stamp()
         flat, off, cost = _tree_kernel()(
             self._indptr, self._indices, w[self._order], _WEIGHT_FLOOR, int(self._rank[start]),

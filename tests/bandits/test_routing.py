@@ -197,12 +197,12 @@ def test_interpreted_and_compiled_kernels_return_the_same_paths():
             for run, as_lists in ((kernel, False), (_dijkstra.shortest_path, True),
                                   (_dijkstra.shortest_path, False)):
                 scratch = [np.empty(2 * n), np.empty(2 * n, dtype=np.int64),
-                           np.zeros(2 * n, dtype=np.int64), np.zeros(2 * n, dtype=np.int64),
-                           np.empty(heap), np.empty(heap, dtype=np.int64)]
+                           np.zeros(2 * n, dtype=np.int64), np.empty(heap),
+                           np.empty(heap, dtype=np.int64)]
                 args = [*graph, np.asarray(w, dtype=np.float64)]
                 if as_lists:
                     args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
-                paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:],
+                paths.append(run(*args, 1e-12, s, t, *scratch[:3], 1, *scratch[3:],
                                  *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY).tolist())
             assert paths[0] == paths[1] == paths[2], (q, s, t)
 

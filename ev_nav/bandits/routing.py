@@ -111,7 +111,7 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
                    np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP), 1, np.empty(6),
                    np.empty(6, dtype=_NODE),
-                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
+                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY, True)
             _Kernel.compiled = kernel
     return _Kernel.compiled
 
@@ -474,7 +474,7 @@ class Router:
                              self._lm_from.shape[0], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
             path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached,
-                          self._stamp, keys, nodes, *landmarks, *lazy)
+                          self._stamp, keys, nodes, *landmarks, *lazy, True)
             if draw is not None and lazy[-1][0] >= 0:
                 e, lazy[-1][0] = int(self._order[lazy[-1][0]]), -1
                 score = (draw.score.values([e])[0] if isinstance(draw.score, SeededScores)
@@ -496,7 +496,7 @@ class Router:
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
                 *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached,
-                self._stamp, keys, nodes, *landmarks, *_NO_LAZY,
+                self._stamp, keys, nodes, *landmarks, *_NO_LAZY, False,
             )
             _Kernel.interpreted_s += time.perf_counter() - t0
             if _Kernel.interpreted_s > COMPILE_AFTER_S:

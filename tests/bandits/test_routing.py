@@ -203,7 +203,7 @@ def test_interpreted_and_compiled_kernels_return_the_same_paths():
                 if as_lists:
                     args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
                 paths.append(run(*args, 1e-12, s, t, *scratch[:3], 1, *scratch[3:],
-                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY).tolist())
+                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY, run is kernel).tolist())
             assert paths[0] == paths[1] == paths[2], (q, s, t)
 
 

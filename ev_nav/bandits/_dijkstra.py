@@ -117,11 +117,12 @@ def shortest_path(
 
     Lazy weights (``weight_of`` not ``None``): ``weights`` is scratch, and a node's weight is
     computed the first time the search needs it, ``lower[v] + weight_of(mean[e] − lower[v],
-    std[e], z_e)`` with ``e = ids[v]`` (the caller's number of node ``v``: ``mean``, ``std`` and
+    std[e], x_e)`` with ``e = ids[v]`` (the caller's number of node ``v``: ``mean``, ``std`` and
     ``score`` are in the caller's order, ``lower`` in the graph's; ``weight_stamp[v] = stamp``
-    once done), so a query costs what it explores including the weights. The score ``z_e`` is
-    ``score[e]``, or, with ``score_of`` not ``None``, ``score_of(score_key, e)`` (a
-    counter-based draw, :func:`counter_uniform`: only the nodes reached cost one). A weight that
+    once done), so a query costs what it explores including the weights. The draw's ``x_e``
+    (a score, or what ``weight_of`` takes in its place) is ``score[e]``, or, with ``score_of``
+    not ``None``, ``score_of(score_key, e)`` (a counter-based draw, :func:`counter_uniform`:
+    only the nodes reached cost one). A weight that
     is not finite stops the search: ``fault[0]`` is set to its node (the graph's number) and the
     result is empty. With ``weight_of`` ``None`` the lazy arguments are not read (numba
     compiles that case without them).
@@ -266,10 +267,10 @@ def shortest_path(
                 if weight_stamp[entered] != stamp:
                     e = ids[entered]
                     if score_of is not None:
-                        z = score_of(score_key, e)
+                        x = score_of(score_key, e)
                     else:
-                        z = score[e]
-                    value = lower[entered] + weight_of(mean[e] - lower[entered], std[e], z)
+                        x = score[e]
+                    value = lower[entered] + weight_of(mean[e] - lower[entered], std[e], x)
                     if not value < inf:  # NaN fails too
                         fault[0] = entered
                         return np.empty(0, dtype=np.int64)
@@ -650,14 +651,16 @@ def compiled() -> Callable[..., np.ndarray]:
     return nb.njit(cache=True, nogil=True)(shortest_path)
 
 
-def truncated_excess() -> tuple[Callable[[float, float, float], float], Callable[..., float]]:
-    """Two compiled functions for the kernel's lazy weights: ``(m, s, z) ↦``
-    :func:`ev_nav.bandits.indices.truncated_quantile` for one value, and ``(key, v) ↦
-    Φ⁻¹(counter_uniform(key, v))`` (a counter-based standard normal score). They use the same
-    SciPy special functions (``scipy.special.cython_special``) in the same order as the
-    vectorised forms, so they give the same numbers. They call them through their C addresses,
-    which numba cannot cache, so each process compiles them (about a second) the first time
-    they are needed."""
+def truncated_excess() -> tuple[Callable[..., float], Callable[..., float], Callable[..., float]]:
+    """Three compiled functions for the kernel's lazy weights: ``(m, s, z) ↦``
+    :func:`ev_nav.bandits.indices.truncated_quantile` for one value, ``(m, s, t) ↦``
+    :func:`~ev_nav.bandits.indices.truncated_quantile_from_tail` (``t = log Φ(−z)``), and
+    ``(key, v) ↦ log(1 − counter_uniform(key, v))``, the ``t`` of the counter-based standard
+    normal score ``Φ⁻¹(counter_uniform(key, v))`` (one ``log1p`` where the score and its
+    ``log Φ(−z)`` would take ``Φ⁻¹`` and ``log Φ``). They use the same SciPy special functions
+    (``scipy.special.cython_special``) in the same order as the vectorised forms, so they give
+    the same numbers. They call them through their C addresses, which numba cannot cache, so
+    each process compiles them (about a second) the first time they are needed."""
     import ctypes
 
     import numba as nb
@@ -666,21 +669,26 @@ def truncated_excess() -> tuple[Callable[[float, float, float], float], Callable
     signature = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)
     module = "scipy.special.cython_special"
     ndtri_exp = signature(get_cython_function_address(module, "ndtri_exp"))
-    # the double-argument specialisation of the fused log_ndtr
+    # the double-argument specialisations of the fused log_ndtr and log1p
     log_ndtr = signature(get_cython_function_address(module, "__pyx_fuse_1log_ndtr"))
+    log1p = signature(get_cython_function_address(module, "__pyx_fuse_1log1p"))
 
-    def excess(m: float, s: float, z: float) -> float:
+    @nb.njit
+    def from_tail(m: float, s: float, t: float) -> float:
         # like np.maximum(x, 0.0): a NaN stays NaN (the kernel then reports the segment)
         if s > 0.0:
-            out = m - s * ndtri_exp(log_ndtr(-z) + log_ndtr(m / s))
+            out = m - s * ndtri_exp(t + log_ndtr(m / s))
             return 0.0 if out < 0.0 else out
         return 0.0 if m < 0.0 else m
 
-    ndtri = signature(get_cython_function_address(module, "ndtri"))
+    def excess(m: float, s: float, z: float) -> float:
+        return from_tail(m, s, log_ndtr(-z))
+
     uniform = nb.njit(counter_uniform)
 
-    def counter_score(key: Any, v: int) -> float:
-        return ndtri(uniform(key, np.uint64(v)))
+    def counter_tail(key: Any, v: int) -> float:
+        return log1p(-uniform(key, np.uint64(v)))
 
     return (nb.cfunc("float64(float64, float64, float64)", cache=False)(excess),
-            nb.cfunc("float64(uint64, int64)", cache=False)(counter_score))
+            nb.cfunc("float64(float64, float64, float64)", cache=False)(from_tail.py_func),
+            nb.cfunc("float64(uint64, int64)", cache=False)(counter_tail))

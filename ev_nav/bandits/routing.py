@@ -27,10 +27,10 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
-from scipy.special import ndtri
+from scipy.special import log1p, ndtri
 
 from ev_nav.bandits import _dijkstra
-from ev_nav.bandits.indices import truncated_quantile
+from ev_nav.bandits.indices import truncated_quantile, truncated_quantile_from_tail
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -91,8 +91,9 @@ class _Kernel:
 
     @classmethod
     def lazy_excess(cls) -> Any:
-        """The compiled truncated quantile and counter-based score lazy weights use (built on
-        first use; :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
+        """The compiled truncated quantiles (from a score, from its tail) and counter-based
+        tail that lazy weights use (built on first use;
+        :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
         with cls.lock:
             if cls.excess is None:
                 cls.excess = _dijkstra.truncated_excess()
@@ -169,10 +170,19 @@ class SeededScores:
 
     def values(self, segments: ArrayLike) -> NDArray[np.float64]:
         """The scores of ``segments`` (ids ≥ 0), vectorised."""
+        return ndtri(self._uniforms(segments))
+
+    def log_tails(self, segments: ArrayLike) -> NDArray[np.float64]:
+        """``log Φ(−z)`` of the scores of ``segments``, vectorised: ``log(1 − u)`` for the score
+        ``z = Φ⁻¹(u)``, the form a :class:`LossDraw` evaluates (it equals
+        ``log_ndtr(−values(segments))`` to rounding, without ``Φ⁻¹`` and ``log Φ``)."""
+        return log1p(-self._uniforms(segments))
+
+    def _uniforms(self, segments: ArrayLike) -> NDArray[np.float64]:
         ids = np.asarray(segments, dtype=np.int64)
         if ids.size and ids.min() < 0:
             raise InvalidObservation("segment ids for scores must be >= 0")
-        return ndtri(_dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64)))
+        return _dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64))
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,9 @@ class LossDraw:
     [Wh] (:func:`ev_nav.bandits.indices.truncated_quantile`; the bound plays the part 0 plays in
     :func:`~ev_nav.bandits.indices.rectified_weights`). Every such weight respects the bound, and
     a goal-directed :meth:`Router.route` computes it only for the segments its search reaches.
+    With :class:`SeededScores` the quantile is taken from each score's ``log Φ(−z)``
+    (:meth:`SeededScores.log_tails`, :func:`~ev_nav.bandits.indices.truncated_quantile_from_tail`):
+    the same draw to rounding (within 1e-12 of the weight), at half the special functions.
 
     Attributes
     ----------
@@ -205,7 +218,10 @@ class LossDraw:
     def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
         """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
         lo = np.asarray(lower, dtype=np.float64)
-        return lo + truncated_quantile(self.mean - lo, self.std, self.scores())
+        if isinstance(self.score, SeededScores):
+            tails = self.score.log_tails(np.arange(self.mean.shape[0]))
+            return lo + truncated_quantile_from_tail(self.mean - lo, self.std, tails)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
 
 
 def landmark_tables(
@@ -453,12 +469,14 @@ class Router:
                 n = self.n_segments
                 self._lazy = (np.empty(n), np.zeros(n, dtype=_STAMP), np.full(1, -1))
             w, stamps, fault = self._lazy
-            excess, counter_score = _Kernel.lazy_excess()
+            excess, excess_from_tail, counter_tail = _Kernel.lazy_excess()
             if isinstance(draw.score, SeededScores):
-                scores = (_NO_LAZY[5], counter_score, np.uint64(draw.score.seed))
+                # the kernel's per-segment input is the score's log Φ(−z), as in weights()
+                quantile, scores = excess_from_tail, (_NO_LAZY[5], counter_tail,
+                                                      np.uint64(draw.score.seed))
             else:
-                scores = (draw.score, None, np.uint64(0))
-            lazy = (excess, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
+                quantile, scores = excess, (draw.score, None, np.uint64(0))
+            lazy = (quantile, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
                     fault)
         else:
             w = w[self._order]

@@ -122,10 +122,10 @@ def shortest_path(
     once done), so a query costs what it explores including the weights. The draw's ``x_e``
     (a score, or what ``weight_of`` takes in its place) is ``score[e]``, or, with ``score_of``
     not ``None``, ``score_of(score_key, e)`` (a counter-based draw, :func:`counter_uniform`:
-    only the nodes reached cost one). A weight that
-    is not finite stops the search: ``fault[0]`` is set to its node (the graph's number) and the
-    result is empty. With ``weight_of`` ``None`` the lazy arguments are not read (numba
-    compiles that case without them).
+    only the nodes reached cost one). A weight that is not finite stops the search:
+    ``fault[0]`` is set to its node (the graph's number) and the result is empty. With
+    ``weight_of`` ``None`` the lazy arguments are not read (numba compiles that case without
+    them).
 
     The arguments are 1-D sequences that support ``len`` and integer indexing: NumPy arrays
     (compiled or interpreted) or Python lists (interpreted, where they index faster). Scratch
@@ -136,14 +136,15 @@ def shortest_path(
     than every earlier call's with these arrays: their entries read as unreached, so nothing is
     reset, and ``dist``/``pred`` are valid where ``reached`` is at least ``2 stamp``. The heaps
     are 4-ary (a node's children lie side by side, and a pop descends half as many levels as
-    in a binary heap, which on the 1M-segment town makes a query about a tenth cheaper) with
-    lazy deletion (a node is pushed again when its distance improves).
+    in a binary heap: on the 1M-segment town a query costs about a tenth less) with lazy
+    deletion (a node is pushed again when its distance improves).
 
     ``prefetching`` (compiled form only): before a node's edges are scanned, the memory they
     will read about each neighbour (its state, distance, potential, landmark costs, weight
     inputs) is requested from the cache hierarchy at once, and so is the next node's after a
     pop, so that those misses overlap instead of stalling one after another (on the 1M-segment
-    town a query costs about a seventh less). It changes no result.
+    town a query costs about a seventh less; both measured as in docs/results/README.md, "Speed
+    of a trip"). It changes no result.
     """
     n = len(dist) // 2
     cap = len(heap_keys) // 2

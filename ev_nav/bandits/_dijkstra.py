@@ -624,9 +624,11 @@ def _compile_prefetch() -> None:
                                           wraparound=False)
             byte_ptr = ir.IntType(8).as_pointer()
             i32 = ir.IntType(32)
+            # named for an i8* argument, as LLVM before opaque pointers needs; later LLVM
+            # renames it to its own spelling when it reads the module
             hint = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
-                "llvm.prefetch.p0",
+                "llvm.prefetch.p0i8",
             )
             # read (0), high temporal locality (3), data cache (1)
             builder.call(hint, [builder.bitcast(at, byte_ptr), ir.Constant(i32, 0),

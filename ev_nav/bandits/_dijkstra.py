@@ -143,7 +143,7 @@ def shortest_path(
     will read about each neighbour (its state, distance, potential, landmark costs, weight
     inputs) is requested from the cache hierarchy at once, and so is the next node's after a
     pop, so that those misses overlap instead of stalling one after another (on the 1M-segment
-    town a query costs about a seventh less; both measured as in docs/results/README.md, "Speed
+    town a query costs about a quarter less; both measured as in docs/results/README.md, "Speed
     of a trip"). It changes no result.
     """
     n = len(dist) // 2
@@ -205,6 +205,14 @@ def shortest_path(
             prefetch(reached, mine + top)
             prefetch(dist, mine + top)
             prefetch(indptr if side == 0 else rindptr, top)
+            if weight_of is not None and side == 1:
+                # a backward scan enters the popped node itself: its weight inputs
+                prefetch(weight_stamp, top)
+                prefetch(ids, top)
+                prefetch(lower, top)
+                e = ids[top]
+                prefetch(mean, e)
+                prefetch(std, e)
         if reached[mine + node] != mark or key > dist[mine + node]:
             continue  # stale entry (settled, or improved since)
         reached[mine + node] = mark + 1
@@ -223,10 +231,14 @@ def shortest_path(
                     for a in range(n_active):
                         prefetch(lm_from, active[a] * n_nodes + nxt)
                         prefetch(lm_to, active[a] * n_nodes + nxt)
-                if weight_of is not None:
+                if weight_of is not None and side == 0:
+                    # a forward scan enters the neighbour: its weight inputs (the posterior
+                    # in the caller's order, found through the neighbour's id)
                     prefetch(weight_stamp, nxt)
-                    prefetch(ids, nxt)
                     prefetch(lower, nxt)
+                    e = ids[nxt]
+                    prefetch(mean, e)
+                    prefetch(std, e)
         for j in range(lo, hi):
             nxt = indices[j] if side == 0 else rindices[j]
             # entering a node costs its weight: the head of the original edge u → v

@@ -194,7 +194,8 @@ class LossDraw:
     a goal-directed :meth:`Router.route` computes it only for the segments its search reaches.
     With :class:`SeededScores` the quantile is taken from each score's ``log Φ(−z)``
     (:meth:`SeededScores.log_tails`, :func:`~ev_nav.bandits.indices.truncated_quantile_from_tail`):
-    the same draw to rounding (within 1e-12 of the weight), at half the special functions.
+    the same draw to rounding (within 1e-12 of the weight), with one ``log1p`` in place of
+    ``Φ⁻¹`` and one ``log Φ`` per segment.
 
     Attributes
     ----------

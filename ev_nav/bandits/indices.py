@@ -266,11 +266,24 @@ def truncated_quantile(
     accurate in the tails). It is ``m + z s`` when the constraint is far (``m ≫ s``), always
     positive when ``s > 0``, and ``max(m, 0)`` where ``s = 0``.
     """
-    m = np.asarray(mean, dtype=np.float64)
-    s = np.asarray(std, dtype=np.float64)
     z = np.asarray(score, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = m - s * ndtri_exp(log_ndtr(-z) + log_ndtr(m / s))
+        return truncated_quantile_from_tail(mean, std, log_ndtr(-z))
+
+
+def truncated_quantile_from_tail(
+    mean: ArrayLike, std: ArrayLike, log_tail: ArrayLike
+) -> NDArray[np.float64]:
+    """:func:`truncated_quantile` given ``log Φ(−z)`` (the log of the probability above the
+    level ``Φ(z)``) instead of the score ``z`` [Wh]. A score drawn by inversion, ``z = Φ⁻¹(u)``,
+    has ``log Φ(−z) = log(1 − u)``, which needs neither ``Φ⁻¹`` nor ``log Φ``
+    (:meth:`ev_nav.bandits.routing.SeededScores.log_tails`).
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    s = np.asarray(std, dtype=np.float64)
+    t = np.asarray(log_tail, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = m - s * ndtri_exp(t + log_ndtr(m / s))
     return np.where(s > 0, np.maximum(out, 0.0), np.maximum(m, 0.0))
 
 

@@ -27,10 +27,10 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford, dijkstra
-from scipy.special import ndtri
+from scipy.special import log1p, ndtri
 
 from ev_nav.bandits import _dijkstra
-from ev_nav.bandits.indices import truncated_quantile
+from ev_nav.bandits.indices import truncated_quantile, truncated_quantile_from_tail
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
@@ -63,10 +63,11 @@ def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> N
 #: Node numbers in the search structures (successor lists, predecessors, heap entries): 32 bits
 #: halve the memory a query walks through (networks are far below 2³¹ segments).
 _NODE = np.int32
-#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit;
-#: the one-to-many search marks targets with ``-stamp - 1``).
+#: Query stamps in the scratch arrays (:meth:`Router._next_stamp` keeps them below the limit:
+#: the point-to-point search marks a settled node ``2 stamp + 1``, the one-to-many search marks
+#: targets with ``-stamp - 1``).
 _STAMP = np.int32
-_STAMP_LIMIT = 2**31 - 2
+_STAMP_LIMIT = 2**30 - 1
 
 #: Interpreted routing [s] after which a process switches to the compiled kernel: about what
 #: importing numba and loading the kernel's cached machine code costs. A one-shot command
@@ -90,8 +91,9 @@ class _Kernel:
 
     @classmethod
     def lazy_excess(cls) -> Any:
-        """The compiled truncated quantile and counter-based score lazy weights use (built on
-        first use; :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
+        """The compiled truncated quantiles (from a score, from its tail) and counter-based
+        tail that lazy weights use (built on first use;
+        :func:`ev_nav.bandits._dijkstra.truncated_excess`)."""
         with cls.lock:
             if cls.excess is None:
                 cls.excess = _dijkstra.truncated_excess()
@@ -108,9 +110,9 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
             # the machine code now rather than inside a trip
             ptr, idx = np.array([0, 1, 2], dtype=np.int64), np.array([1, 0], dtype=_NODE)
             kernel(ptr, idx, ptr, idx, np.ones(2), _WEIGHT_FLOOR, 0, 1, np.empty(4),
-                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP),
-                   np.zeros(4, dtype=_STAMP), 1, np.empty(6), np.empty(6, dtype=_NODE),
-                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY)
+                   np.empty(4, dtype=_NODE), np.zeros(4, dtype=_STAMP), 1, np.empty(6),
+                   np.empty(6, dtype=_NODE),
+                   *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY, True)
             _Kernel.compiled = kernel
     return _Kernel.compiled
 
@@ -168,10 +170,19 @@ class SeededScores:
 
     def values(self, segments: ArrayLike) -> NDArray[np.float64]:
         """The scores of ``segments`` (ids ≥ 0), vectorised."""
+        return ndtri(self._uniforms(segments))
+
+    def log_tails(self, segments: ArrayLike) -> NDArray[np.float64]:
+        """``log Φ(−z)`` of the scores of ``segments``, vectorised: ``log(1 − u)`` for the score
+        ``z = Φ⁻¹(u)``, the form a :class:`LossDraw` evaluates (it equals
+        ``log_ndtr(−values(segments))`` to rounding, without ``Φ⁻¹`` and ``log Φ``)."""
+        return log1p(-self._uniforms(segments))
+
+    def _uniforms(self, segments: ArrayLike) -> NDArray[np.float64]:
         ids = np.asarray(segments, dtype=np.int64)
         if ids.size and ids.min() < 0:
             raise InvalidObservation("segment ids for scores must be >= 0")
-        return ndtri(_dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64)))
+        return _dijkstra.counter_uniform(np.uint64(self.seed), ids.astype(np.uint64))
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,10 @@ class LossDraw:
     [Wh] (:func:`ev_nav.bandits.indices.truncated_quantile`; the bound plays the part 0 plays in
     :func:`~ev_nav.bandits.indices.rectified_weights`). Every such weight respects the bound, and
     a goal-directed :meth:`Router.route` computes it only for the segments its search reaches.
+    With :class:`SeededScores` the quantile is taken from each score's ``log Φ(−z)``
+    (:meth:`SeededScores.log_tails`, :func:`~ev_nav.bandits.indices.truncated_quantile_from_tail`):
+    the same draw to rounding (within 1e-12 of the weight), with one ``log1p`` in place of
+    ``Φ⁻¹`` and one ``log Φ`` per segment.
 
     Attributes
     ----------
@@ -204,7 +219,10 @@ class LossDraw:
     def weights(self, lower: ArrayLike) -> NDArray[np.float64]:
         """All segments' weights at once (the vectorised form of the same numbers) [Wh]."""
         lo = np.asarray(lower, dtype=np.float64)
-        return lo + truncated_quantile(self.mean - lo, self.std, self.scores())
+        if isinstance(self.score, SeededScores):
+            tails = self.score.log_tails(np.arange(self.mean.shape[0]))
+            return lo + truncated_quantile_from_tail(self.mean - lo, self.std, tails)
+        return lo + truncated_quantile(self.mean - lo, self.std, self.score)
 
 
 def landmark_tables(
@@ -326,10 +344,12 @@ class Router:
         self._indices = self._indices.astype(_NODE)
         self._rindices = self._rindices.astype(_NODE)
         self._stamp = 0
-        # scratch of each form, made on its first query: (dist, pred, reached, settled,
-        # heap_keys, heap_nodes), forward side first (see _dijkstra.shortest_path)
+        # scratch of each form, made on its first query: (dist, pred, reached, heap_keys,
+        # heap_nodes), forward side first (see _dijkstra.shortest_path)
         self._arrays: tuple[NDArray, ...] | None = None
         self._lists: tuple[list, ...] | None = None  # the graph, then the scratch
+        # the one-to-many search's own stamps (reached, settled); it shares the rest
+        self._tree_marks: tuple[NDArray, NDArray] | None = None
         self._pot: NDArray[np.float64] | list | None = None  # scratch potential, goal-directed
         # scratch of lazy weights: the weights, their stamps, the faulty segment (-1: none)
         self._lazy: tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]] | None = None
@@ -359,7 +379,7 @@ class Router:
         scratch is cleared once and numbering starts again)."""
         self._stamp += 1
         if self._stamp >= _STAMP_LIMIT:
-            for scratch in (self._arrays, self._lazy):
+            for scratch in (self._arrays, self._lazy, self._tree_marks):
                 if scratch is not None:
                     for a in scratch:
                         if a.dtype == _STAMP:
@@ -374,11 +394,19 @@ class Router:
                 np.empty(2 * n, dtype=np.float64),
                 np.empty(2 * n, dtype=_NODE),
                 np.zeros(2 * n, dtype=_STAMP),
-                np.zeros(2 * n, dtype=_STAMP),
                 np.empty(heap, dtype=np.float64),
                 np.empty(heap, dtype=_NODE),
             )
         return self._arrays
+
+    def _scratch_tree(self) -> tuple[NDArray, ...]:
+        """The one-to-many search's scratch: distances and predecessors shared with the
+        point-to-point search (valid where the stamps say so), its own stamps, the heap."""
+        dist, pred, _, heap_keys, heap_nodes = self._scratch_arrays()
+        if self._tree_marks is None:
+            n = self.n_segments
+            self._tree_marks = (np.zeros(n, dtype=_STAMP), np.zeros(n, dtype=_STAMP))
+        return (dist, pred, *self._tree_marks, heap_keys, heap_nodes)
 
     def _scratch_lists(self) -> tuple[list, ...]:
         if self._lists is None:
@@ -387,7 +415,6 @@ class Router:
             self._lists = (
                 *(a.tolist() for a in graph),
                 [0.0] * (2 * n),
-                [0] * (2 * n),
                 [0] * (2 * n),
                 [0] * (2 * n),
                 [0.0] * heap,
@@ -443,19 +470,21 @@ class Router:
                 n = self.n_segments
                 self._lazy = (np.empty(n), np.zeros(n, dtype=_STAMP), np.full(1, -1))
             w, stamps, fault = self._lazy
-            excess, counter_score = _Kernel.lazy_excess()
+            excess, excess_from_tail, counter_tail = _Kernel.lazy_excess()
             if isinstance(draw.score, SeededScores):
-                scores = (_NO_LAZY[5], counter_score, np.uint64(draw.score.seed))
+                # the kernel's per-segment input is the score's log Φ(−z), as in weights()
+                quantile, scores = excess_from_tail, (_NO_LAZY[5], counter_tail,
+                                                      np.uint64(draw.score.seed))
             else:
-                scores = (draw.score, None, np.uint64(0))
-            lazy = (excess, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
+                quantile, scores = excess, (draw.score, None, np.uint64(0))
+            lazy = (quantile, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
                     fault)
         else:
             w = w[self._order]
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
-            dist, pred, reached, settled, keys, nodes = self._scratch_arrays()
+            dist, pred, reached, keys, nodes = self._scratch_arrays()
             landmarks = _NO_LANDMARKS + (0.0, 0.0)
             if goal_directed is not None:
                 if not isinstance(self._pot, np.ndarray):
@@ -463,8 +492,8 @@ class Router:
                 landmarks = (self._lm_from.ravel(), self._lm_to.ravel(),
                              self._lm_from.shape[0], *goal_directed[:2], self._pot,
                              *goal_directed[2:])
-            path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                          self._stamp, keys, nodes, *landmarks, *lazy)
+            path = kernel(*graph, w, _WEIGHT_FLOOR, start, goal, dist, pred, reached,
+                          self._stamp, keys, nodes, *landmarks, *lazy, True)
             if draw is not None and lazy[-1][0] >= 0:
                 e, lazy[-1][0] = int(self._order[lazy[-1][0]]), -1
                 score = (draw.score.values([e])[0] if isinstance(draw.score, SeededScores)
@@ -475,7 +504,7 @@ class Router:
                 )
         else:
             t0 = time.perf_counter()
-            *graph, dist, pred, reached, settled, keys, nodes = self._scratch_lists()
+            *graph, dist, pred, reached, keys, nodes = self._scratch_lists()
             landmarks = _NO_LANDMARKS + (0.0, 0.0)
             if goal_directed is not None:
                 if not isinstance(self._pot, list):
@@ -485,8 +514,8 @@ class Router:
                              self._lm_from.shape[0], goal_directed[0].tolist(),
                              goal_directed[1].tolist(), self._pot, *goal_directed[2:])
             path = _dijkstra.shortest_path(
-                *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached, settled,
-                self._stamp, keys, nodes, *landmarks, *_NO_LAZY,
+                *graph, w.tolist(), _WEIGHT_FLOOR, start, goal, dist, pred, reached,
+                self._stamp, keys, nodes, *landmarks, *_NO_LAZY, False,
             )
             _Kernel.interpreted_s += time.perf_counter() - t0
             if _Kernel.interpreted_s > COMPILE_AFTER_S:
@@ -542,10 +571,11 @@ class Router:
     def settled_count(self) -> int:
         """Segments the last :meth:`route` query settled, both sides together (a diagnostic:
         what a search strategy explores; O(segments) to count)."""
+        settled = 2 * self._stamp + 1
         if self._arrays is not None and self._lists is None:
-            return int(np.count_nonzero(self._arrays[3] == self._stamp))
+            return int(np.count_nonzero(self._arrays[2] == settled))
         if self._lists is not None:
-            return self._lists[7].count(self._stamp)
+            return self._lists[6].count(settled)
         return 0
 
     def tree(
@@ -567,7 +597,7 @@ class Router:
         tg = np.ascontiguousarray(targets, dtype=np.int64)
         if tg.size and (tg.min() < 0 or tg.max() >= self.n_segments):
             raise UnknownSegmentError(f"target ids must be in 0..{self.n_segments - 1}")
-        dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_arrays()
+        dist, pred, reached, settled, heap_keys, heap_nodes = self._scratch_tree()
         self._next_stamp()
         flat, off, cost = _tree_kernel()(
             self._indptr, self._indices, w[self._order], _WEIGHT_FLOOR, int(self._rank[start]),

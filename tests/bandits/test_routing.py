@@ -197,13 +197,13 @@ def test_interpreted_and_compiled_kernels_return_the_same_paths():
             for run, as_lists in ((kernel, False), (_dijkstra.shortest_path, True),
                                   (_dijkstra.shortest_path, False)):
                 scratch = [np.empty(2 * n), np.empty(2 * n, dtype=np.int64),
-                           np.zeros(2 * n, dtype=np.int64), np.zeros(2 * n, dtype=np.int64),
-                           np.empty(heap), np.empty(heap, dtype=np.int64)]
+                           np.zeros(2 * n, dtype=np.int64), np.empty(heap),
+                           np.empty(heap, dtype=np.int64)]
                 args = [*graph, np.asarray(w, dtype=np.float64)]
                 if as_lists:
                     args, scratch = [a.tolist() for a in args], [a.tolist() for a in scratch]
-                paths.append(run(*args, 1e-12, s, t, *scratch[:4], 1, *scratch[4:],
-                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY).tolist())
+                paths.append(run(*args, 1e-12, s, t, *scratch[:3], 1, *scratch[3:],
+                                 *_NO_LANDMARKS, 0.0, 0.0, *_NO_LAZY, run is kernel).tolist())
             assert paths[0] == paths[1] == paths[2], (q, s, t)
 
 
@@ -391,9 +391,13 @@ def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
     """Counter-based scores: the kernel draws a segment's score only when its search reaches it,
     and gets the numbers the vectorised form gives for all segments at once (bit for bit), so a
     lazy draw routes like its vectorised weights. The draw depends on the seed only, and its
-    scores are standard normal and uncorrelated between neighbouring segments and seeds."""
+    scores are standard normal and uncorrelated between neighbouring segments and seeds. Both
+    evaluate the quantile from the score's ``log Φ(−z) = log(1 − u)``: that is the draw of the
+    score form ``truncated_quantile(…, z)`` to rounding (checked against it, weight by weight)."""
     from scipy import stats
+    from scipy.special import log_ndtr
 
+    from ev_nav.bandits.indices import truncated_quantile
     from ev_nav.bandits.routing import LossDraw, SeededScores, _Kernel, compiled_kernel
     from ev_nav.potential import loss_lower_bound, loss_scale
 
@@ -403,11 +407,14 @@ def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
     assert stats.kstest(z, "norm").pvalue > 1e-3
     assert abs(np.corrcoef(z[:-1], z[1:])[0, 1]) < 0.02
     assert abs(np.corrcoef(z, SeededScores(8).values(np.arange(100_000)))[0, 1]) < 0.02
-    # the kernel's compiled score, one segment at a time, in a shuffled order
-    _, counter_score = _Kernel.lazy_excess()
+    # the scores' tails: log(1 - u) is log Φ(-z) to rounding
+    tails = SeededScores(7).log_tails(np.arange(100_000))
+    np.testing.assert_allclose(tails, log_ndtr(-z), rtol=1e-13, atol=0.0)
+    # the kernel's compiled tail, one segment at a time, in a shuffled order
+    _, _, counter_tail = _Kernel.lazy_excess()
     ids = np.random.default_rng(0).permutation(5000)
-    one_by_one = np.array([counter_score(np.uint64(7), int(e)) for e in ids])
-    assert np.array_equal(one_by_one, z[ids])
+    one_by_one = np.array([counter_tail(np.uint64(7), int(e)) for e in ids])
+    assert np.array_equal(one_by_one, tails[ids])
 
     net = synthetic_town(2500, seed=8)
     n = net.n_segments
@@ -420,6 +427,9 @@ def test_seeded_scores_drawn_lazily_are_the_vectorised_draw():
         s, t = (int(x) for x in rng.integers(0, n, 2))
         w = draw.weights(lower)
         assert np.array_equal(draw.scores(), draw.score.values(np.arange(n)))
+        # the same draw as the score form of the quantile, to rounding
+        by_score = lower + truncated_quantile(a - lower, 0.3 * a, draw.scores())
+        np.testing.assert_allclose(w, by_score, rtol=1e-12, atol=0.0)
         try:
             eager = router.route(w, s, t)
         except UnreachableError:

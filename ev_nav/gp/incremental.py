@@ -83,6 +83,7 @@ from ev_nav.gp.incremental_state import (
     read_matrix,
     read_posterior,
     route_covariance,
+    segment_noise,
     segment_residuals,
     stored_log_entry,
     syrk_down,
@@ -340,6 +341,12 @@ class IncrementalGP:
         (``s_e = a_e²`` with ``segment_scale="loss"``, else 1)."""
         u, h = combine_weights(segment_ids, weights)
         return total_noise(h, u, self.noise_scale) * self.noise_var
+
+    def segment_noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Each listed segment's noise variance [Wh²] alone (:meth:`noise_variance` of that
+        one segment, for many segments in one call)."""
+        return segment_noise(np.asarray(segment_ids, dtype=np.int64), self.noise_scale,
+                             self.noise_var)
 
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""

@@ -218,6 +218,14 @@ def total_noise(
     return float(h.sum()) if noise_scale is None else float(h @ noise_scale[u])
 
 
+def segment_noise(
+    u: NDArray[np.int64], noise_scale: NDArray[np.float64] | None, noise_var: float
+) -> NDArray[np.float64]:
+    """Each listed segment's own observation-noise variance [Wh²], ``ς² s_e``: for every
+    segment the very number :func:`total_noise` · ς² gives for that segment driven alone."""
+    return (np.ones(u.size) if noise_scale is None else noise_scale[u]) * noise_var
+
+
 def condition_segments(
     cov: NDArray[np.float64],
     mean: NDArray[np.float64],
@@ -522,6 +530,12 @@ class ExactPosterior:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``."""
         u, h = combine_weights(segment_ids, weights)
         return total_noise(h, u, self.noise_scale) * self.noise_var
+
+    def segment_noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Each listed segment's noise variance [Wh²] alone (:meth:`noise_variance` of that
+        one segment, for many segments in one call)."""
+        return segment_noise(np.asarray(segment_ids, dtype=np.int64), self.noise_scale,
+                             self.noise_var)
 
     # ------------------------------------------------------------------ pending observations
     @property

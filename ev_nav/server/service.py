@@ -224,6 +224,19 @@ class _SnapshotView:
         with self._snap.lock:
             return self._snap.model.noise_variance(segment_ids, weights)
 
+    @property
+    def segment_noise_variances(self) -> Callable[[ArrayLike], NDArray[np.float64]]:
+        """The model's per-segment noise variances, where it offers them (else AttributeError,
+        so ``getattr(view, name, None)`` tells)."""
+        per_segment = self._snap.model.segment_noise_variances  # type: ignore[attr-defined]
+        lock = self._snap.lock
+
+        def locked(segment_ids: ArrayLike) -> NDArray[np.float64]:
+            with lock:
+                return per_segment(segment_ids)
+
+        return locked
+
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
 
@@ -437,6 +450,7 @@ class FleetService:
         self.refits = 0
         self.refit_seconds = 0.0
         self._layers_lock = threading.Lock()
+        self._stores = threading.local()  # each request thread's store connection
         self._layers_cache: tuple[tuple[int, int], bytes] | None = None
         self._geometry: list[str] | None = None
         import os
@@ -475,17 +489,25 @@ class FleetService:
 
     @contextmanager
     def _session(self, snap: Snapshot, *, read_only_model: bool) -> Iterator[Session]:
-        """A per-request session on the snapshot: its own store connection (SQLite connections
-        belong to one thread) and the snapshot's model behind its lock, or a read-only view."""
-        from ev_nav.store import Store
+        """A per-request session on the snapshot: the thread's store connection
+        (:meth:`_store`) and the snapshot's model behind its lock, or a read-only view."""
         from ev_nav.trips.session import Session
 
-        store = Store.open(self.state)
         model = _SnapshotView(snap) if read_only_model else _LockedModel(snap)
-        try:
-            yield Session(store, self.net, self.vehicle, model, applied_upto=snap.applied_upto)
-        finally:
-            store.close()
+        yield Session(self._store(), self.net, self.vehicle, model, applied_upto=snap.applied_upto)
+
+    def _store(self) -> Store:
+        """The calling thread's connection to the state's store (SQLite connections belong to
+        one thread), opened by its first request and kept: opening one (a look at the file, a
+        read-only look at its schema, the pragmas) cost every request half a millisecond. Each
+        transaction sees the newest commits; the connections close with the service object
+        or their thread."""
+        from ev_nav.store import Store
+
+        store: Store | None = getattr(self._stores, "store", None)
+        if store is None:
+            store = self._stores.store = Store.open(self.state)
+        return store
 
     def plan(
         self,
@@ -548,9 +570,12 @@ class FleetService:
                 avoid=avoid,
                 time_weight=time_weight,
             )
+            # another car's forecast and arrival charge need each route's energy; a plain
+            # request (most of a fleet's) has its prediction in the document already
             energies = {
                 name: _shifted(route_energy(session.model, r.segments, r.shares), shift, r)
                 for name, r in trip.routes.items()
+                if model_car is not None or soc_wh is not None
             }
             arrivals = {
                 name: arrival_forecast(soc_wh, reserve_wh, capacity, energies[name])
@@ -711,12 +736,10 @@ class FleetService:
 
     def health(self) -> dict[str, object]:
         """What is served and how fresh the model is."""
-        from ev_nav.store import Store
-
         snap = self.snapshot
-        with Store.open(self.state) as store:
-            trips, newest = store.n_trips(), store.last_batch_id()
-            behind = store.n_batches_after(snap.applied_upto)
+        store = self._store()
+        trips, newest = store.n_trips(), store.last_batch_id()
+        behind = store.n_batches_after(snap.applied_upto)
         lon0, lat0, lon1, lat1 = self.net.bounds()
         if not self._thread.is_alive():
             status = "writer stopped"
@@ -754,11 +777,8 @@ class FleetService:
     def layers_geojson(self) -> bytes:
         """The learned layers (:data:`LAYER_TITLES`) of every segment as a GeoJSON
         FeatureCollection (UTF-8 bytes), cached per snapshot and visit counts."""
-        from ev_nav.store import Store
-
         snap = self.snapshot
-        with Store.open(self.state) as store:
-            visits = store.visit_counts(self.net.n_segments)
+        visits = self._store().visit_counts(self.net.n_segments)
         key = (snap.version, int(visits.sum()))
         with self._layers_lock:
             cached = self._layers_cache

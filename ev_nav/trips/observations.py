@@ -236,10 +236,16 @@ def record_segments(
 
 
 def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
-    """Each listed segment's observation-noise variance [Wh²] (one model call per distinct
-    segment of one observation: a command's work, not a routing hot path)."""
+    """Each listed segment's observation-noise variance [Wh²]: one call for all of them where
+    the model offers ``segment_noise_variances`` (the exact learner and its snapshots: a
+    server checks every posted observation), else one ``noise_variance`` call per distinct
+    segment (any :class:`~ev_nav.gp.posterior.SegmentModel`)."""
     uniq, inv = np.unique(ids, return_inverse=True)
-    var = np.array([model.noise_variance(uniq[i : i + 1]) for i in range(uniq.size)])
+    per_segment = getattr(model, "segment_noise_variances", None)
+    if per_segment is not None:
+        var = np.asarray(per_segment(uniq), dtype=np.float64)
+    else:
+        var = np.array([model.noise_variance(uniq[i : i + 1]) for i in range(uniq.size)])
     return var[inv.reshape(-1)]
 
 

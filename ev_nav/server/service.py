@@ -76,9 +76,10 @@ LOCK_NAME = "serve.lock"
 #: few hundred; far more is not one trip's data).
 MAX_SEGMENTS_PER_OBSERVATION = 100_000
 
-#: After a wake, the writer waits this long [s] for more observations before it absorbs them
-#: together: at a fleet's rate of posts one update and one snapshot cover several (the model
-#: lag grows by at most this).
+#: An observation's wake is acted on once it is this old [s]: what arrives meanwhile is absorbed
+#: with it, so at a fleet's rate of posts one update and one snapshot cover several (the model
+#: lag grows by at most this; a wake that waited through the writer's previous pass is acted on
+#: at once).
 GATHER_S = 0.4
 
 #: Most observation batches the writer absorbs in one update before publishing a snapshot: a
@@ -285,6 +286,7 @@ class _Job:
     kind: str  # "wake" | "forget" | "stop"
     trip_id: int = 0
     done: Future[dict[str, object]] | None = None
+    queued: float = field(default_factory=time.monotonic)  # when it was put in the queue [s]
 
 
 @contextmanager
@@ -890,9 +892,11 @@ class FleetService:
             return []
         # gather what arrives shortly after a wake into the same pass: one update and one
         # snapshot for many observations (each snapshot costs a copy of Σ), at a lag of at most
-        # this interval
+        # this interval. It counts from when the wake was queued: one that waited through the
+        # previous pass (a busy fleet) has gathered its batches already, and absorbing them at
+        # once keeps the model lag at one pass rather than a pass and the interval
         if jobs[0].kind == "wake":
-            time.sleep(GATHER_S)
+            time.sleep(max(0.0, GATHER_S - (time.monotonic() - jobs[0].queued)))
         while True:
             try:
                 jobs.append(self._jobs.get_nowait())

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -353,6 +354,10 @@ class Router:
         self._pot: NDArray[np.float64] | list | None = None  # scratch potential, goal-directed
         # scratch of lazy weights: the weights, their stamps, the faulty segment (-1: none)
         self._lazy: tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]] | None = None
+        # while a query of several searches runs (route_through, route_between): its weights,
+        # validated once, and the same in internal order, made by its first search
+        self._trusted: NDArray[np.float64] | None = None
+        self._ordered: NDArray[np.float64] | None = None
         #: queries routed by plain search because a weight was below its lower bound
         self.fallbacks = 0
         self.lower: NDArray[np.float64] | None = None
@@ -431,6 +436,8 @@ class Router:
         return int(e)
 
     def _check_weights(self, weights: ArrayLike) -> NDArray[np.float64]:
+        if weights is self._trusted:  # validated by the query in progress
+            return self._trusted
         w = np.ascontiguousarray(weights, dtype=np.float64)
         if w.shape != (self.n_segments,):
             raise InvalidObservation(
@@ -439,6 +446,30 @@ class Router:
         if not (np.all(w >= 0.0) and np.all(w < np.inf)):  # NaN fails both
             raise InvalidObservation("Dijkstra weights must be finite and non-negative")
         return w
+
+    @contextmanager
+    def _query(self, weights: ArrayLike) -> Iterator[NDArray[np.float64]]:
+        """The validated weights of a query made of several searches (the up to 2 × 2
+        candidate pairs of each leg): each search then skips the O(segments) validation and
+        reordering its weights would cost it alone (a server plans four routes a request)."""
+        if weights is self._trusted and self._trusted is not None:  # nested in the same query
+            yield self._trusted
+            return
+        w = self._check_weights(weights)
+        outer = self._trusted, self._ordered
+        self._trusted, self._ordered = w, None
+        try:
+            yield w
+        finally:
+            self._trusted, self._ordered = outer
+
+    def _internal_order(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``w`` in the search's internal segment order (made once per query)."""
+        if w is not self._trusted:
+            return w[self._order]
+        if self._ordered is None:
+            self._ordered = w[self._order]
+        return self._ordered
 
     def route(
         self, weights: ArrayLike | LossDraw, start: int, goal: int
@@ -480,7 +511,7 @@ class Router:
             lazy = (quantile, self._lower, self._order, draw.mean, draw.std, *scores, stamps,
                     fault)
         else:
-            w = w[self._order]
+            w = self._internal_order(w)
         if kernel is not None:
             self._lists = None  # the interpreted form's scratch is not needed any more
             graph = (self._indptr, self._indices, self._rindptr, self._rindices)
@@ -668,7 +699,15 @@ class Router:
         UnreachableError
             No candidate pair is connected.
         """
-        w = self._check_weights(weights)
+        with self._query(weights) as w:
+            return self._route_between(w, origin, goal)
+
+    def _route_between(
+        self,
+        w: NDArray[np.float64],
+        origin: Sequence[tuple[int, float]],
+        goal: Sequence[tuple[int, float]],
+    ) -> PartialPath:
         if any(s == g and abs(fg - fs) < _MIN_SHARE for s, fs in origin for g, fg in goal):
             raise InvalidObservation(
                 "origin and destination are the same place on the road; a trip needs two "
@@ -705,7 +744,12 @@ class Router:
         """
         if len(stops) < 2:
             raise InvalidObservation("a route needs an origin and a goal")
-        w = self._check_weights(weights)
+        with self._query(weights) as w:
+            return self._route_through(w, stops)
+
+    def _route_through(
+        self, w: NDArray[np.float64], stops: Sequence[Sequence[tuple[int, float]]]
+    ) -> PartialPath:
         # best[c]: (cost, legs) of the cheapest route from the origin to candidate c of a stop
         best: dict[tuple[int, float], tuple[float, list[PartialPath]]] = {
             (int(e), float(f)): (0.0, []) for e, f in stops[0]
@@ -717,7 +761,7 @@ class Router:
                 d = (int(d[0]), float(d[1]))
                 for c, (cost, legs) in best.items():
                     try:
-                        leg = self.route_between(w, [c], [d])
+                        leg = self._route_between(w, [c], [d])
                     except UnreachableError as exc:
                         unreachable = exc
                         continue

@@ -85,6 +85,7 @@ from ev_nav.gp.incremental_state import (
     read_matrix,
     read_posterior,
     route_covariance,
+    segment_noise,
     segment_residuals,
     stored_log_entry,
     syrk_down,
@@ -454,9 +455,8 @@ class IncrementalGP:
 
     def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Noise variance [Wh²] of one observation of each listed segment: ``ς² s_e``."""
-        ids = np.asarray(segment_ids, dtype=np.int64)
-        scale = 1.0 if self.noise_scale is None else self.noise_scale[ids]
-        return np.broadcast_to(scale * self.noise_var, ids.shape).astype(np.float64)
+        return segment_noise(np.asarray(segment_ids, dtype=np.int64), self.noise_scale,
+                             self.noise_var)
 
     def hyperparameters(self) -> dict[str, float | list[float]]:
         """Current hyperparameters (κ, lengthscales, outputscales [Wh²], noise variance [Wh²])."""

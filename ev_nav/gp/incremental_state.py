@@ -224,6 +224,14 @@ def total_noise(
     return float(h.sum()) if noise_scale is None else float(h @ noise_scale[u])
 
 
+def segment_noise(
+    u: NDArray[np.int64], noise_scale: NDArray[np.float64] | None, noise_var: float
+) -> NDArray[np.float64]:
+    """Each listed segment's own observation-noise variance [Wh²], ``ς² s_e``: for every
+    segment the very number :func:`total_noise` · ς² gives for that segment driven alone."""
+    return (np.ones(u.size) if noise_scale is None else noise_scale[u]) * noise_var
+
+
 def condition_segments(
     cov: NDArray[np.float64],
     mean: NDArray[np.float64],
@@ -567,9 +575,8 @@ class ExactPosterior:
 
     def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Noise variance [Wh²] of one observation of each listed segment."""
-        ids = np.asarray(segment_ids, dtype=np.int64)
-        scale = 1.0 if self.noise_scale is None else self.noise_scale[ids]
-        return np.broadcast_to(scale * self.noise_var, ids.shape).astype(np.float64)
+        return segment_noise(np.asarray(segment_ids, dtype=np.int64), self.noise_scale,
+                             self.noise_var)
 
     # ------------------------------------------------------------------ pending observations
     @property

@@ -76,9 +76,10 @@ LOCK_NAME = "serve.lock"
 #: few hundred; far more is not one trip's data).
 MAX_SEGMENTS_PER_OBSERVATION = 100_000
 
-#: After a wake, the writer waits this long [s] for more observations before it absorbs them
-#: together: at a fleet's rate of posts one update and one snapshot cover several (the model
-#: lag grows by at most this).
+#: An observation's wake is acted on once it is this old [s]: what arrives meanwhile is absorbed
+#: with it, so at a fleet's rate of posts one update and one snapshot cover several (the model
+#: lag grows by at most this; a wake that waited through the writer's previous pass is acted on
+#: at once).
 GATHER_S = 0.4
 
 #: Most observation batches the writer absorbs in one update before publishing a snapshot: a
@@ -276,6 +277,7 @@ class _Job:
     kind: str  # "wake" | "forget" | "stop"
     trip_id: int = 0
     done: Future[dict[str, object]] | None = None
+    queued: float = field(default_factory=time.monotonic)  # when it was put in the queue [s]
 
 
 @contextmanager
@@ -445,6 +447,7 @@ class FleetService:
         self.refits = 0
         self.refit_seconds = 0.0
         self._layers_lock = threading.Lock()
+        self._stores = threading.local()  # each request thread's store connection
         self._layers_cache: tuple[tuple[int, int], bytes] | None = None
         self._geometry: list[str] | None = None
         import os
@@ -483,17 +486,25 @@ class FleetService:
 
     @contextmanager
     def _session(self, snap: Snapshot, *, read_only_model: bool) -> Iterator[Session]:
-        """A per-request session on the snapshot: its own store connection (SQLite connections
-        belong to one thread) and the snapshot's model behind its lock, or a read-only view."""
-        from ev_nav.store import Store
+        """A per-request session on the snapshot: the thread's store connection
+        (:meth:`_store`) and the snapshot's model behind its lock, or a read-only view."""
         from ev_nav.trips.session import Session
 
-        store = Store.open(self.state)
         model = _SnapshotView(snap) if read_only_model else _LockedModel(snap)
-        try:
-            yield Session(store, self.net, self.vehicle, model, applied_upto=snap.applied_upto)
-        finally:
-            store.close()
+        yield Session(self._store(), self.net, self.vehicle, model, applied_upto=snap.applied_upto)
+
+    def _store(self) -> Store:
+        """The calling thread's connection to the state's store (SQLite connections belong to
+        one thread), opened by its first request and kept: opening one (a look at the file, a
+        read-only look at its schema, the pragmas) cost every request half a millisecond. Each
+        transaction sees the newest commits; the connections close with the service object
+        or their thread."""
+        from ev_nav.store import Store
+
+        store: Store | None = getattr(self._stores, "store", None)
+        if store is None:
+            store = self._stores.store = Store.open(self.state)
+        return store
 
     def plan(
         self,
@@ -556,9 +567,12 @@ class FleetService:
                 avoid=avoid,
                 time_weight=time_weight,
             )
+            # another car's forecast and arrival charge need each route's energy; a plain
+            # request (most of a fleet's) has its prediction in the document already
             energies = {
                 name: _shifted(route_energy(session.model, r.segments, r.shares), shift, r)
                 for name, r in trip.routes.items()
+                if model_car is not None or soc_wh is not None
             }
             arrivals = {
                 name: arrival_forecast(soc_wh, reserve_wh, capacity, energies[name])
@@ -719,12 +733,10 @@ class FleetService:
 
     def health(self) -> dict[str, object]:
         """What is served and how fresh the model is."""
-        from ev_nav.store import Store
-
         snap = self.snapshot
-        with Store.open(self.state) as store:
-            trips, newest = store.n_trips(), store.last_batch_id()
-            behind = store.n_batches_after(snap.applied_upto)
+        store = self._store()
+        trips, newest = store.n_trips(), store.last_batch_id()
+        behind = store.n_batches_after(snap.applied_upto)
         lon0, lat0, lon1, lat1 = self.net.bounds()
         if not self._thread.is_alive():
             status = "writer stopped"
@@ -762,11 +774,8 @@ class FleetService:
     def layers_geojson(self) -> bytes:
         """The learned layers (:data:`LAYER_TITLES`) of every segment as a GeoJSON
         FeatureCollection (UTF-8 bytes), cached per snapshot and visit counts."""
-        from ev_nav.store import Store
-
         snap = self.snapshot
-        with Store.open(self.state) as store:
-            visits = store.visit_counts(self.net.n_segments)
+        visits = self._store().visit_counts(self.net.n_segments)
         key = (snap.version, int(visits.sum()))
         with self._layers_lock:
             cached = self._layers_cache
@@ -878,9 +887,11 @@ class FleetService:
             return []
         # gather what arrives shortly after a wake into the same pass: one update and one
         # snapshot for many observations (each snapshot costs a copy of Σ), at a lag of at most
-        # this interval
+        # this interval. It counts from when the wake was queued: one that waited through the
+        # previous pass (a busy fleet) has gathered its batches already, and absorbing them at
+        # once keeps the model lag at one pass rather than a pass and the interval
         if jobs[0].kind == "wake":
-            time.sleep(GATHER_S)
+            time.sleep(max(0.0, GATHER_S - (time.monotonic() - jobs[0].queued)))
         while True:
             try:
                 jobs.append(self._jobs.get_nowait())

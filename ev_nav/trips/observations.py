@@ -236,10 +236,10 @@ def record_segments(
 
 
 def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
-    """Each listed segment's observation-noise variance [Wh²] (one model call per distinct
-    segment of one observation: a command's work, not a routing hot path)."""
+    """Each listed segment's observation-noise variance [Wh²], one protocol call for all of
+    them (``SegmentModel.noise_variances``: a server checks every posted observation)."""
     uniq, inv = np.unique(ids, return_inverse=True)
-    var = np.array([model.noise_variance(uniq[i : i + 1]) for i in range(uniq.size)])
+    var = np.asarray(model.noise_variances(uniq), dtype=np.float64)
     return var[inv.reshape(-1)]
 
 

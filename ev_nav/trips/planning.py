@@ -23,6 +23,7 @@ from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
     from ev_nav.bandits.routing import Router
+    from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentPosterior
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.trips.charging import ChargingPlan
@@ -44,6 +45,7 @@ class _PlanningCache(threading.local):
     def __init__(self) -> None:
         self.router: tuple[RoadNetwork, Router] | None = None
         self.weights: dict[str, tuple[SegmentPosterior, np.ndarray, np.ndarray]] = {}
+        self.dphi: tuple[RoadNetwork, Vehicle, np.ndarray] | None = None
 
 
 _CACHE = _PlanningCache()
@@ -56,6 +58,20 @@ def _router(net: RoadNetwork) -> Router:
     if held is None or held[0] is not net:
         held = _CACHE.router = (net, Router(net))
     return held[1]
+
+
+def _potential_change(net: RoadNetwork, vehicle: Vehicle) -> np.ndarray:
+    """``ΔΦ`` per segment [Wh] (:func:`ev_nav.potential.potential_change`), made once per
+    thread for the network and vehicle last planned for (a fraction of a millisecond per
+    request for a server, whose network and vehicle never change)."""
+    from ev_nav.potential import potential_change
+
+    held = _CACHE.dphi
+    if held is None or held[0] is not net or held[1] != vehicle:
+        dphi = potential_change(net, vehicle)
+        dphi.setflags(write=False)
+        held = _CACHE.dphi = (net, vehicle, dphi)
+    return held[2]
 
 
 def _fixed_weights(rule: str, post: SegmentPosterior, dphi: np.ndarray) -> np.ndarray:
@@ -228,7 +244,6 @@ def plan_trip(
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
-    from ev_nav.potential import potential_change
     from ev_nav.store import TripPlan
 
     options = RouteOptions(tuple(via), tuple(avoid), time_weight)
@@ -249,7 +264,7 @@ def plan_trip(
             "via_segments": list(router.via_segments),
         }
     post = model.posterior()
-    dphi = potential_change(net, session.vehicle)
+    dphi = _potential_change(net, session.vehicle)
     # the routes that do not depend on the trip id, described before the write transaction:
     # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
     # shown beside an exploring plan so the driver sees what exploring costs; the safe route;

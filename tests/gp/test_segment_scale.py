@@ -140,3 +140,19 @@ def test_bi_with_loss_scales(small):
         BIModel(small, segment_scale="per-km")
     with pytest.raises(ConfigError):
         IncrementalConfig(segment_scale="per-km")
+
+
+@pytest.mark.parametrize("scale", ["uniform", "loss"])
+def test_per_segment_noise_is_each_segment_alone(small, scale):
+    # what the plausibility checks read for every posted segment in one call: the very
+    # number noise_variance gives for that segment alone, for the learner and its snapshot
+    cfg = IncrementalConfig(learn_hyperparameters=False, first_fit=5, segment_scale=scale)
+    model = IncrementalGP(small, config=cfg, seed=0)
+    model.update(np.arange(12), model.prior_mean[:12] + 1.0)
+    ids = np.array([7, 3, 3, 0, small.n_segments - 1])
+    for m in (model, model.frozen_posterior()):
+        alone = np.array([m.noise_variance(ids[i : i + 1]) for i in range(ids.size)])
+        assert np.array_equal(m.noise_variances(ids), alone)
+    a2 = loss_scale(small)[ids] ** 2 if scale == "loss" else np.ones(ids.size)
+    np.testing.assert_allclose(model.noise_variances(ids), a2 * model.noise_var,
+                               rtol=1e-12)

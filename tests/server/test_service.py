@@ -195,3 +195,43 @@ def test_a_cancelled_fit_leaves_the_model_unchanged() -> None:
     assert model.hyperparameters() == hyper and len(model.fits) == fits
     assert model.posterior() is before
     assert model.refit() is True and len(model.fits) == fits + 1
+
+
+def test_answers_are_the_json_fastapi_would_send(state) -> None:
+    """The API serialises the service's documents once, in the request's thread
+    (``app.json_body``): the bytes FastAPI's own path sends for a returned dict (validated
+    against ``dict[str, object]``, then dumped), and the document's JSON values."""
+    import json
+
+    from pydantic import TypeAdapter
+
+    from ev_nav.server.app import json_body
+
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = _far(svc.net)
+        planned = svc.plan(origin, goal, policy="ts", soc="80%", vehicle_model="nissan-leaf-eplus")
+        ack = svc.record(planned["trip"], total_wh=_plausible(planned))
+        health = svc.health()
+    fastapi_way = TypeAdapter(dict[str, object])
+    for doc in (planned, ack, health):
+        body = json_body(doc).body
+        assert body == fastapi_way.dump_json(fastapi_way.validate_python(doc))
+        assert json.loads(body) == json.loads(json.dumps(doc))
+    assert len(planned["routes"]["planned"]["coordinates"]) > 2
+
+
+def test_requests_see_what_other_connections_commit(state) -> None:
+    """Request threads keep their store connection between requests; each request still sees
+    what was committed meanwhile through another connection ('ev-nav route' in a shell)."""
+    from ev_nav.trips.planning import plan_trip
+    from ev_nav.trips.session import open_session
+
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = _far(svc.net)
+        first = svc.plan(origin, goal, policy="mean")  # this thread's connection is opened
+        assert svc.health()["trips"] == 1
+        with open_session(state, planning=True) as other:
+            elsewhere = plan_trip(other, goal, origin, policy="mean")
+        assert svc.health()["trips"] == 2
+        assert [t["trip"] for t in svc.history()] == [first["trip"], elsewhere.trip_id]
+        assert svc.plan(origin, goal, policy="mean")["trip"] == elsewhere.trip_id + 1

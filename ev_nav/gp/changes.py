@@ -34,12 +34,14 @@ was forgotten, and the readings stay wherever the caller keeps them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import ConfigError, InvalidObservation
+from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
 
 __all__ = ["ChangeConfig", "ChangeDetector", "ChangeEvent", "cusum_threshold"]
 
@@ -256,6 +258,47 @@ class ChangeDetector:
             for arr in (self.count, self.sum_y, self.sum_y2, self.sum_resid):
                 arr[:, flagged] = 0
         return events
+
+    def state_dict(self) -> dict[str, object]:
+        """Everything needed to continue detecting where it stopped (plain arrays)."""
+        return {
+            "kind": "change-detector",
+            "config": [self.config.shift, self.config.false_alarm_rate, self.config.calibrate],
+            "readings": self.readings.copy(),
+            "stat": self.stat.copy(),
+            "count": self.count.copy(),
+            "sum_y": self.sum_y.copy(),
+            "sum_y2": self.sum_y2.copy(),
+            "sum_resid": self.sum_resid.copy(),
+            "scores": [self.sum_sq_scores, self.n_scores],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> ChangeDetector:
+        """Restore a :meth:`state_dict` of a detector with the same settings and network."""
+        try:
+            if state["kind"] != "change-detector":
+                raise ValueError("not a change detector's state")
+            shift, rate, calibrate = state["config"]
+            if ChangeConfig(float(shift), float(rate), bool(calibrate)) != self.config:
+                raise ValueError("it was saved with other settings")
+            arrays = {k: np.asarray(state[k]) for k in
+                      ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid")}
+            n = self.n_segments
+            if arrays["readings"].shape != (n,) or any(
+                arrays[k].shape != (2, n) for k in arrays if k != "readings"
+            ):
+                raise ValueError("it was saved for another network")
+            sum_sq, n_scores = state["scores"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelStateError(f"cannot restore the change detector: {exc}") from None
+        self.readings = arrays["readings"].astype(np.int64)
+        self.stat = arrays["stat"].astype(np.float64)
+        self.count = arrays["count"].astype(np.int64)
+        self.sum_y = arrays["sum_y"].astype(np.float64)
+        self.sum_y2 = arrays["sum_y2"].astype(np.float64)
+        self.sum_resid = arrays["sum_resid"].astype(np.float64)
+        self.sum_sq_scores, self.n_scores = float(sum_sq), int(n_scores)
+        return self
 
     @staticmethod
     def respond(model: object, events: list[ChangeEvent]) -> bool:

@@ -62,6 +62,12 @@ class TruthSpec:
         noise has sd ``ρ·a_e`` [Wh], ``a_e`` its deterministic loss (ignored by the others).
     path : str, optional
         The CSV file of ``kind="file"`` (columns ``segment``, ``expected_wh``, ``noise_sd_wh``).
+    drift_rounds : tuple of int
+        Rounds at whose start roads change (``docs/changes.md``; physical world only): a stretch
+        of ``drift_segments`` consecutive segments in the middle of the then energy-optimal
+        route of the run's fixed trip (or of a random trip) gets its losses raised by the
+        factor ``1 + drift_size`` (roadworks: slower, stop-and-go). Empty: a world that never
+        changes.
     optimum : str
         How each trip's optimal route p* is defined. ``"exact"`` (spec §1): the energy-optimal
         path under the true energies by Johnson/Bellman–Ford; draws with a negative-energy cycle
@@ -78,6 +84,20 @@ class TruthSpec:
     loss_spread: float = 0.25
     noise_spread: float = 0.2
     path: str | None = None
+    drift_rounds: tuple[int, ...] = ()
+    drift_size: float = 0.5
+    drift_segments: int = 5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "drift_rounds", tuple(int(r) for r in self.drift_rounds))
+        if self.drift_rounds and (
+            self.kind != "physical" or not self.drift_size > -1 or self.drift_segments < 1
+            or min(self.drift_rounds) < 1
+        ):
+            raise ConfigError(
+                "drift needs kind = 'physical', drift_size > -1, drift_segments >= 1 and "
+                "drift_rounds >= 1"
+            )
 
 
 @dataclass
@@ -104,6 +124,24 @@ class Environment:
     oracle: Any
     redraws: int = 0
     info: dict[str, Any] = field(default_factory=dict)
+    #: the node potential Φ [Wh] of the physical world (None for the others)
+    potential: NDArray[np.float64] | None = None
+
+    def raise_losses(self, segments: ArrayLike, size: float) -> None:
+        """A change of the road (drift): the listed segments' true losses ``f − ΔΦ`` are
+        multiplied by ``1 + size``; the optimum follows (physical world only)."""
+        if self.potential is None:
+            raise ConfigError("roads can change only in the physical world")
+        seg = np.asarray(segments, dtype=np.int64)
+        net = self.net
+        dphi = self.potential[net.seg_v[seg]] - self.potential[net.seg_u[seg]]
+        f = self.true_energy.copy()
+        f[seg] = dphi + (f[seg] - dphi) * (1.0 + size)
+        self.true_energy = f
+        if isinstance(self.oracle, RectifiedOracle):
+            self.oracle = RectifiedOracle(net, f, self.noise_std)
+        else:
+            self.oracle = Oracle(net, f, node_potential=self.potential)
 
     @classmethod
     def create(
@@ -139,7 +177,7 @@ class Environment:
                     f"and {truth.noise_spread}"
                 )
             phi = node_potential(net, vehicle)
-            base = replace(truth, kind="gp")
+            base = replace(truth, kind="gp", drift_rounds=())  # the draw underneath
             f_gp = _draw(net, vehicle, settings, base, int(seed) * 1_000_003, cache_dir)
             f = physical_truth(net, vehicle, phi, f_gp, settings.outputscale, truth.loss_spread)
             sd = truth.noise_spread * loss_scale(net, vehicle)
@@ -153,7 +191,7 @@ class Environment:
                 "relative_noise_sd": truth.noise_spread,
             }
             return cls(net=net, true_energy=f, noise_std=sd, oracle=oracle, redraws=0,
-                       info=info)
+                       info=info, potential=phi)
         for k in range(truth.max_redraws + 1):
             f = _draw(net, vehicle, settings, truth, int(seed) * 1_000_003 + k, cache_dir)
             if truth.optimum == "rectified":

@@ -32,8 +32,9 @@ from ev_nav.bandits.indices import make_index
 from ev_nav.bandits.routing import Router
 from ev_nav.checkpoints import decode as decode_checkpoint
 from ev_nav.checkpoints import encode as encode_checkpoint
-from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound
+from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound, UnreachableError
 from ev_nav.faults import crash_point
+from ev_nav.gp.changes import ChangeDetector
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
@@ -130,6 +131,8 @@ class AgentSpec:
     ``kernel_mode`` configure the SVGP only. ``segment_scale`` (GP with the exact learner, BI):
     ``"uniform"`` (the paper's one prior and noise variance) or ``"loss"`` (both scale with
     each segment's deterministic loss, the physical world's model; ``docs/objective.md``).
+    ``detect_changes``: run the change detector (:mod:`ev_nav.gp.changes`) on every reading
+    and let the model forget a changed road's old readings (labelled ``…+detect``).
     """
 
     model: str = "gp"
@@ -147,6 +150,7 @@ class AgentSpec:
     rectification: str = "reduced"
     learner: str = "exact"
     segment_scale: str = "uniform"
+    detect_changes: bool = False
 
     @property
     def label(self) -> str:
@@ -160,6 +164,8 @@ class AgentSpec:
             label += f"(w={self.omega:g},xi={self.xi:g})"
         if self.beta_scale != 1.0:
             label += f"(beta x{self.beta_scale:g})"
+        if self.detect_changes:
+            label += "+detect"
         return label
 
 
@@ -208,6 +214,11 @@ class RunSpec:
             del fields["truth"]["path"]
         if fields["agent"]["segment_scale"] == "uniform":
             del fields["agent"]["segment_scale"]
+        if not fields["agent"]["detect_changes"]:
+            del fields["agent"]["detect_changes"]
+        if not fields["truth"]["drift_rounds"]:
+            for key in ("drift_rounds", "drift_size", "drift_segments"):
+                del fields["truth"][key]
         digest = hashlib.sha256(
             json.dumps(fields, sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
@@ -359,6 +370,7 @@ class RunState:
     rng_trips: dict[str, Any]
     rng_random: dict[str, Any]
     visits: Any = None
+    detector: Any = None
 
 
 #: A run's checkpoint file (pickle-free, :mod:`ev_nav.checkpoints`). Runs of older versions left
@@ -387,7 +399,9 @@ def _load_checkpoint(path: Path) -> RunState | None:
     if not path.is_file():
         return None
     data = decode_checkpoint(path.read_bytes())
-    if not isinstance(data, dict) or set(data) != {f.name for f in dataclasses.fields(RunState)}:
+    names = {f.name for f in dataclasses.fields(RunState)}
+    # checkpoints from before change detection have no "detector"
+    if not isinstance(data, dict) or not (names - {"detector"} <= set(data) <= names):
         raise ModelStateError(f"{path} is not a fleet run checkpoint")
     return RunState(**data)
 
@@ -435,6 +449,7 @@ class _Driver:
     rng_noise: np.random.Generator
     rng_random: np.random.Generator
     visits: NDArray[np.int64]
+    detector: ChangeDetector | None = None
 
     def plan(self, start: int, goal: int, t: int) -> NDArray[np.int64]:
         if self.agent is None:
@@ -452,11 +467,14 @@ class _Driver:
             rng_trips=self.trips.rng.bit_generator.state,
             rng_random=self.rng_random.bit_generator.state,
             visits=self.visits,
+            detector=self.detector.state_dict() if self.detector is not None else None,
         )
 
     def restore(self, state: RunState) -> None:
         if state.visits is not None:
             self.visits = np.asarray(state.visits, dtype=np.int64)
+        if self.detector is not None and state.detector is not None:
+            self.detector.load_state_dict(state.detector)
         if self.model is not None and self.agent is not None:
             self.model.load_state_dict(state.model)
             self.agent.load_state(state.agent)
@@ -487,6 +505,9 @@ def _driver(
             )
         dphi = potential_change(net) if spec.agent.rectification == "reduced" else None
         agent = Agent(net, model, rule, seed=agent_seed, router=router, potential_change=dphi)
+    detector = ChangeDetector(net.n_segments) if spec.agent.detect_changes else None
+    if detector is not None and model is None:
+        raise ConfigError("detect_changes needs a learning agent (not random routing)")
     return _Driver(
         net=net,
         env=env,
@@ -497,6 +518,7 @@ def _driver(
         rng_noise=np.random.default_rng(_seed("noise", spec.seed)),
         rng_random=np.random.default_rng(agent_seed),
         visits=np.zeros(net.n_segments, dtype=np.int64),
+        detector=detector,
     )
 
 
@@ -550,6 +572,9 @@ def run_one(
         if state is not None:
             t0, rows = state.t, state.rows
             drv.restore(state)
+            for r in sorted(spec.truth.drift_rounds):  # the world as it was at the checkpoint
+                if r <= t0:
+                    drift(spec, drv, r)
 
     bar = None
     if progress:
@@ -584,6 +609,8 @@ def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
         "agent": spec.agent.label,
         "seed": spec.seed,
     }
+    if t in spec.truth.drift_rounds:
+        drift(spec, drv, t)
     rows, paths, observed = [], [], []
     for vehicle in range(spec.trips.vehicles):
         start, goal = drv.trips.next()
@@ -608,8 +635,46 @@ def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
         observed.append(obs)
         np.add.at(drv.visits, path, 1)
     if drv.model is not None:
-        drv.model.update(np.concatenate(paths), np.concatenate(observed))
+        ids, y = np.concatenate(paths), np.concatenate(observed)
+        events = []
+        if drv.detector is not None:  # scored against the prediction before learning them
+            post = drv.model.posterior()
+            var = post.std[ids] ** 2 + drv.model.noise_variances(ids)
+            events = drv.detector.observe(ids, y, post.mean[ids], var)
+        drv.model.update(ids, y)
+        if events:
+            drv.detector.respond(drv.model, events)  # type: ignore[union-attr]
     return rows
+
+
+def drift_stretch(spec: RunSpec, env: Environment, t: int) -> NDArray[np.int64]:
+    """The segments that change at round ``t``: ``drift_segments`` consecutive ones in the
+    middle of the energy-optimal route (under the world as it is then) of the run's fixed trip,
+    or of a trip drawn for the change from its own seeded generator (random trips)."""
+    k = spec.truth.drift_segments
+    net = env.net
+    if spec.trips.kind == "fixed":
+        gen = TripGenerator(spec.trips, net, spec.seed)
+        path, _ = env.oracle.optimal(*gen.next())
+    else:
+        rng = np.random.default_rng(_seed("drift", spec.seed, t))
+        for _ in range(1000):
+            s, g = (int(x) for x in rng.integers(net.n_segments, size=2))
+            try:
+                path, _ = env.oracle.optimal(s, g)
+            except UnreachableError:
+                continue
+            if path.size >= k + 2:
+                break
+        else:
+            raise ConfigError("no route long enough for drift_segments in this network")
+    mid = max(0, (path.size - k) // 2)
+    return np.asarray(path[mid : mid + k], dtype=np.int64)
+
+
+def drift(spec: RunSpec, drv: _Driver, t: int) -> None:
+    """Apply the change of round ``t`` to the world (see :class:`TruthSpec`)."""
+    drv.env.raise_losses(drift_stretch(spec, drv.env, t), spec.truth.drift_size)
 
 
 def write_run(

@@ -53,13 +53,6 @@ class Change:
     delay: float = math.inf
 
 
-def data_dir() -> Path:
-    for base in (REPO.parent / "shared" / "data", Path("/work/shared/data")):
-        if base.is_dir():
-            return base
-    sys.exit("bench_drift: ../shared/data is missing")
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = p.add_mutually_exclusive_group()
@@ -79,6 +72,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
+    from ev_nav import settings
     from ev_nav.bandits.routing import Router
     from ev_nav.gp.changes import ChangeConfig, ChangeDetector
     from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
@@ -91,7 +85,10 @@ def main() -> int:
         spec = NetworkSpec(kind="synthetic", n_segments=400, seed=2)
         rounds, n_changes, warmup = args.rounds or 100, args.changes or 16, args.warmup or 30
     else:
-        spec = NetworkSpec(kind="osm", path=str(data_dir() / "most_monaco.osm.gz"))
+        osm = settings.data_dir() / "most_monaco.osm.gz"
+        if not osm.is_file():
+            sys.exit(f"bench_drift: {osm} is missing (set EV_NAV_DATA)")
+        spec = NetworkSpec(kind="osm", path=str(osm))
         rounds = args.rounds or (320 if args.quick else 700)
         n_changes = args.changes or (80 if args.quick else 240)
         warmup = args.warmup or 100

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.lapack import potrf, syrk_lower, trtrs_lower
+from ev_nav.gp.lapack import syrk_lower, trtrs_lower
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
     SegmentPosterior,
@@ -251,11 +251,26 @@ def condition_segments(
     a = sym_rows(cov, u)  # Σ[T, :]  (k, N)
     m = a[:, u] + np.diag(noise_var * _scale(noise_scale, u) / cnt)
     chol = cholesky(0.5 * (m + m.T))
+    _gain_step(cov, mean, a, chol, prior_mean[u] + s1 / cnt - mean[u], alpha=-1.0)
+
+
+def _gain_step(
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    a: NDArray[np.float64],
+    chol: NDArray[np.float64],
+    innov: NDArray[np.float64],
+    alpha: float,
+) -> None:
+    """``W = L⁻¹ A``, ``μ ← μ + Wᵀ L⁻¹ innov``, ``Σ ← Σ + α WᵀW`` in place (``α = −1``: an
+    update, :func:`condition_segments`; ``+1``: its undoing, :func:`uncondition_segments`)."""
     w = trtrs_lower(chol, a)  # L⁻¹ Σ[T, :]
-    innov = prior_mean[u] + s1 / cnt - mean[u]
     z = trtrs_lower(chol, innov)
     mean += w.T @ z
-    syrk_down(cov, w)
+    if alpha < 0:
+        syrk_down(cov, w)
+    else:
+        syrk_lower(cov, w, alpha=alpha)
 
 
 def uncondition_segments(
@@ -280,14 +295,11 @@ def uncondition_segments(
     """
     a = sym_rows(cov, u)  # Σ[T, :]
     m = np.diag(noise_var * _scale(noise_scale, u) / cnt) - a[:, u]
-    m = np.array(0.5 * (m + m.T), order="F")
-    if potrf(m) != 0:
+    try:  # no jitter: a jittered M would remove other information than the readings had
+        chol = cholesky(0.5 * (m + m.T), ladder=(0.0,))
+    except ModelStateError:
         return False
-    np.copyto(m, 0.0, where=~np.tri(m.shape[0], dtype=bool))
-    w = trtrs_lower(m, a)
-    z = trtrs_lower(m, mean[u] - (prior_mean[u] + s1 / cnt))
-    mean += w.T @ z
-    syrk_lower(cov, w, alpha=1.0)
+    _gain_step(cov, mean, a, chol, mean[u] - (prior_mean[u] + s1 / cnt), alpha=1.0)
     return True
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ev_nav.provenance import atomic_write_text
 from ev_nav.sim import paper
@@ -55,16 +57,30 @@ def criteria(res: pd.DataFrame, rounds: tuple[int, ...], window: int) -> str:
         lines.append(f"| {net} | {agent} | {r['mean']:,.1f} ± {r['sem']:,.1f} | "
                      f"{int(r['count'])} |")
     lines += ["", f"Mean per-trip regret [Wh] in the {window} trips before each change and in "
-              f"trips {window}–{2 * window} after it:", "",
-              "| network | agent | change at | before | after | after / before |",
-              "|---|---|---|---|---|---|"]
+              f"trips {window}–{2 * window} after it. Returned: the paired per-seed difference "
+              "(after − before) is not significantly above zero (one-sided t-test, 5 %); the "
+              "upper bound is a one-sided 95 % bound on the difference:", "",
+              "| network | agent | change at | before | after | after / before | "
+              "after − before (± SE) | 95 % upper bound | returned |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for (net, agent), g in res.groupby(["network", "agent"]):
         for c in rounds:
-            before = g[(g["t"] > c - window) & (g["t"] <= c)]["regret_wh"].mean()
-            after = g[(g["t"] > c + window) & (g["t"] <= c + 2 * window)]["regret_wh"].mean()
+            in_before = (g["t"] > c - window) & (g["t"] <= c)
+            in_after = (g["t"] > c + window) & (g["t"] <= c + 2 * window)
+            before_s = g[in_before].groupby("seed")["regret_wh"].mean()
+            after_s = g[in_after].groupby("seed")["regret_wh"].mean()
+            diff = (after_s - before_s).dropna()
+            before, after = float(before_s.mean()), float(after_s.mean())
             ratio = after / before if before > 0 else float("nan")
+            n = len(diff)
+            se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+            upper = float(diff.mean() + stats.t.ppf(0.95, n - 1) * se) if n > 1 else float("nan")
+            # not significantly above zero: the one-sided 95 % lower bound reaches 0
+            lower = float(diff.mean() - stats.t.ppf(0.95, n - 1) * se) if n > 1 else float("nan")
+            verdict = "yes" if lower <= 0 else "**no**"
             lines.append(f"| {net} | {agent} | {c} | {before:.3f} | {after:.3f} | "
-                         f"{ratio:.2f} |")
+                         f"{ratio:.2f} | {diff.mean():+.2f} ± {se:.2f} | {upper:+.2f} | "
+                         f"{verdict} |")
     return "\n".join(lines) + "\n"
 
 

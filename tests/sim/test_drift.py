@@ -143,3 +143,5 @@ def test_reproduce_drift_quick(tmp_path):
     assert set(res["agent"]) == {"GP-TS", "GP-TS+detect", "BI-TS"} and res["t"].max() == 40
     crit = (out / "criteria.md").read_text()
     assert "| monaco | GP-TS+detect | 12 |" in crit and (out / "regret.png").is_file()
+    # the slope-return verdict per change: a paired per-seed difference and its test
+    assert "| after − before (± SE) | 95 % upper bound | returned |" in crit

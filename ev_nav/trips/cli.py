@@ -639,11 +639,21 @@ def _cmd_map(args: argparse.Namespace) -> int:
                     title=title,
                     path=out,
                     standalone=args.standalone,
+                    changes=_change_labels(session),
                 )
         except OSError as exc:  # a read-only folder, a path through a file, ...
             raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
         print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0
+
+
+def _change_labels(session: Session) -> dict[int, str]:
+    """The state's flagged roads with a tooltip each, for the maps."""
+    return {
+        c.segment: f"flagged as changed {c.created[:10]}, {c.shift_wh:+.1f} Wh "
+        f"({c.shift_sd:+.1f} sd) against the prediction, {c.set_aside} older readings set aside"
+        for c in session.store.segment_changes()
+    }
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

@@ -70,10 +70,10 @@ def test_the_server_answers_on_the_checkpoint_and_learns_the_backlog_after(
     release = threading.Event()
     real_apply = session_module.apply_batches
 
-    def held_apply(model, batches):  # the writer waits here until the test has looked
+    def held_apply(model, batches, *resets):  # the writer waits here until the test has looked
         if batches:
             assert release.wait(120), "test never released the writer"
-        real_apply(model, batches)
+        real_apply(model, batches, *resets)
 
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
     with FleetService(state, poll_s=0.05) as svc:

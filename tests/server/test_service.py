@@ -43,11 +43,11 @@ def test_routes_are_answered_while_the_writer_learns(state, monkeypatch) -> None
     inside, release = threading.Event(), threading.Event()
     real_apply = session_module.apply_batches
 
-    def held_apply(model, batches):
+    def held_apply(model, batches, *resets):
         if batches:  # (opening the state replays none)
             inside.set()
             assert release.wait(120), "test never released the writer"
-        real_apply(model, batches)
+        real_apply(model, batches, *resets)
 
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
     with FleetService(state, poll_s=0.05) as svc:
@@ -80,7 +80,7 @@ def test_acknowledged_means_stored_before_learned(state, monkeypatch) -> None:
     real_apply = session_module.apply_batches
     monkeypatch.setattr(
         session_module, "apply_batches",
-        lambda m, b: (not b or release.wait(120), real_apply(m, b)),
+        lambda m, b, *r: (not b or release.wait(120), real_apply(m, b, *r)),
     )
     with FleetService(state, poll_s=0.05) as svc:
         origin, goal = _far(svc.net)

@@ -32,6 +32,7 @@ import numpy as np
 from ev_nav.errors import InvalidObservation, ModelStateError, UnknownSegmentError
 from ev_nav.gp.changes import ChangeConfig, ChangeDetector, ChangeEvent
 from ev_nav.store.changes import ChangeRecord, SegmentChange
+from ev_nav.trips.session import apply_batches, save_checkpoint
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -46,6 +47,7 @@ __all__ = [
     "absorb_new",
     "change_rows",
     "dismiss_changes",
+    "learn_new",
     "load_detector",
     "parse_segments",
 ]
@@ -89,6 +91,16 @@ def load_detector(store: Store, n_segments: int) -> tuple[ChangeDetector, int]:
     return detector, upto
 
 
+def learn_new(session: Session) -> list[ChangeRecord]:
+    """Learn every batch committed since ``session``'s model was loaded, scoring them for
+    changes of roads (:func:`absorb_new`); the changes flagged are also added to
+    ``session.flagged``. What ``ev-nav observe`` runs after recording."""
+    flagged = absorb_new(session, session.store.observations(after_batch=session.applied_upto))
+    session.flagged += flagged.flagged
+    session.behind = 0
+    return flagged.flagged
+
+
 def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     """Let ``session.model`` learn ``batches`` (committed after ``session.applied_upto``, in
     commit order), scoring those the detector has not scored yet, and respond to what it flags.
@@ -102,7 +114,6 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     rebuilt from the store.
     """
     from ev_nav.checkpoints import encode
-    from ev_nav.trips.session import apply_batches
 
     store, model = session.store, session.model
     if not batches:
@@ -222,8 +233,6 @@ def dismiss_changes(session: Session, segment_ids: np.ndarray) -> list[SegmentCh
     InvalidObservation
         If a listed segment has no flagged change (nothing is dismissed then).
     """
-    from ev_nav.trips.session import save_checkpoint
-
     gone = session.store.dismiss_changes(segment_ids)
     session.load_model()
     save_checkpoint(session)

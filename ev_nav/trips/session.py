@@ -174,7 +174,7 @@ class Session:
     behind: int = 0
     #: checkpoints passed over while loading (damaged, old pickle format): one line each
     skipped: list[str] = field(default_factory=list)
-    #: changes of roads this session's :meth:`catch_up` flagged (:mod:`ev_nav.trips.changes`)
+    #: changes of roads flagged while this session learned (:func:`ev_nav.trips.changes.learn_new`)
     flagged: list[ChangeRecord] = field(default_factory=list)
 
     def close(self) -> None:
@@ -226,14 +226,13 @@ class Session:
         self.behind = len(batches) - len(keep)
 
     def catch_up(self) -> None:
-        """Apply the observation batches committed since the model was loaded, scoring them for
-        changes of roads first (:func:`ev_nav.trips.changes.absorb_new`: what it flags is
-        recorded, the model forgets the changed roads' old readings, and :attr:`flagged` lists
-        it)."""
-        from ev_nav.trips.changes import absorb_new
-
+        """Apply the observation batches committed since the model was loaded, with the changes
+        of roads recorded among them. (Where observations are learned for the first time,
+        :func:`ev_nav.trips.changes.learn_new` scores them for changes as well.)"""
         batches = self.store.observations(after_batch=self.applied_upto)
-        self.flagged += absorb_new(self, batches).flagged
+        upto = max([self.applied_upto, *(b.id for b in batches)])
+        apply_batches(self.model, batches, self.store.resets(self.applied_upto, upto))
+        self.applied_upto = upto
         self.behind = 0
 
     def notice(self) -> str | None:

@@ -204,6 +204,39 @@ def test_forget_removes_what_the_user_asks(changed) -> None:
     np.testing.assert_allclose(mean, plain.posterior().mean, rtol=0, atol=1e-9)
 
 
+def test_a_backlog_is_scored_only_in_its_newest_batches(tmp_path, monkeypatch) -> None:
+    """Batches committed but not learned (another process recorded them) are learned by the
+    next observe; only the newest MAX_SCORED_BATCHES of them are scored, against the model
+    that learned the older ones. The detector's stored state round-trips."""
+    import ev_nav.trips.changes as changes_mod
+    from ev_nav.trips.changes import learn_new, load_detector
+
+    monkeypatch.setattr(changes_mod, "MAX_SCORED_BATCHES", 2)
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        route = _route(session.net)
+        readings = _readings(session, route)[:BEFORE]
+        for wh in readings:
+            trip = session.store.add_trip(
+                origin_segment=int(route[0]), goal_segment=int(route[-1]), policy="mean",
+                route=route, predicted_wh=1.0, predicted_sd_wh=1.0, length_m=100.0,
+                time_s=10.0,
+            )
+            record_segments(session, trip, route, wh, force=True, absorb=False)
+        assert learn_new(session) == []
+        last = session.store.last_batch_id()
+        assert session.applied_upto == last
+        detector, scored = load_detector(session.store, session.net.n_segments)
+        assert scored == last
+        assert detector.readings[route].tolist() == [2] * route.size
+        assert detector.readings.sum() == 2 * route.size
+        # every reading was learned
+        plain = build_model("gp", session.net, session.vehicle)
+        apply_batches(plain, session.store.observations())
+        np.testing.assert_allclose(session.model.posterior().mean, plain.posterior().mean,
+                                   rtol=0, atol=1e-9)
+
+
 def test_observe_prints_the_flag_and_the_map_marks_it(tmp_path, capsys) -> None:
     state = tmp_path / "state"
     with create_state(state, synthetic=TOWN, model="gp") as session:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DETECTOR_CONFIG",
+    "MAX_SCORED_BATCHES",
     "Absorbed",
     "absorb_new",
     "change_rows",
@@ -51,6 +52,11 @@ __all__ = [
     "load_detector",
     "parse_segments",
 ]
+
+#: Most batches one pass scores: they are all scored against the model as it was before the
+#: pass, which is only a fair prediction for a few trips. A longer backlog (a restart after a
+#: crash, a state from before detection) is learned unscored but for its newest batches.
+MAX_SCORED_BATCHES = 64
 
 #: The detector's settings in a driver's state (the defaults of ``docs/changes.md``: tuned for
 #: shifts of one predictive sd, 5 × 10⁻⁴ false alarms per reading of an unchanged segment).
@@ -85,10 +91,42 @@ def load_detector(store: Store, n_segments: int) -> tuple[ChangeDetector, int]:
         return detector, 0
     upto, blob = saved
     try:
-        detector.load_state_dict(decode(blob, tensors=False))
+        detector.load_state_dict(_unpack(decode(blob, tensors=False), n_segments))
     except (ModelStateError, UnsafeCheckpointError):
         return ChangeDetector(n_segments, DETECTOR_CONFIG), upto
     return detector, upto
+
+
+_PER_SEGMENT = ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid")
+
+
+def _pack(detector: ChangeDetector) -> dict[str, object]:
+    """The detector's state with its per-segment arrays kept only for the segments it has
+    scored (a driver's few hundred roads, not the network's every segment: the state is
+    written at every observation)."""
+    state = detector.state_dict()
+    touched = np.flatnonzero(detector.readings > 0)
+    state["touched"] = touched
+    for k in _PER_SEGMENT:
+        state[k] = np.asarray(state[k])[..., touched]
+    return state
+
+
+def _unpack(state: dict[str, object], n_segments: int) -> dict[str, object]:
+    """:func:`_pack`'s inverse (raises :class:`ModelStateError` for a damaged state)."""
+    try:
+        touched = np.asarray(state["touched"], dtype=np.int64)
+        if touched.size and (touched.min() < 0 or touched.max() >= n_segments):
+            raise ValueError("segment ids outside the network")
+        full = dict(state)
+        for k in _PER_SEGMENT:
+            packed = np.asarray(state[k])
+            arr = np.zeros(packed.shape[:-1] + (n_segments,), dtype=packed.dtype)
+            arr[..., touched] = packed
+            full[k] = arr
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ModelStateError(f"cannot restore the change detector: {exc}") from None
+    return full
 
 
 def learn_new(session: Session) -> list[ChangeRecord]:
@@ -124,6 +162,10 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     if done:
         apply_batches(model, done, store.resets(session.applied_upto, done[-1].id))
         session.applied_upto = done[-1].id
+    if len(new) > MAX_SCORED_BATCHES:
+        backlog, new = new[:-MAX_SCORED_BATCHES], new[-MAX_SCORED_BATCHES:]
+        apply_batches(model, backlog)
+        session.applied_upto = backlog[-1].id
     if not new:
         return Absorbed()
     seg = [b for b in new if b.kind == "segment"]
@@ -144,7 +186,7 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
         _records(store, events, ids, bids, var, before, at, detector.threshold, can_reset)
         if events else []
     )
-    if not store.record_detection(scored, at, encode(detector.state_dict()), records):
+    if not store.record_detection(scored, at, encode(_pack(detector)), records):
         session.load_model()
         return Absorbed(rebuilt=True)
     if any(r.reset for r in records):

@@ -64,6 +64,7 @@ def test_a_command_replays_at_most_the_limit_and_says_how_far_behind(
 def test_the_server_answers_on_the_checkpoint_and_learns_the_backlog_after(
     tmp_path, monkeypatch
 ):
+    import ev_nav.trips.changes as changes_module
     import ev_nav.trips.session as session_module
 
     state, last = _state_with_backlog(tmp_path, 30)
@@ -76,6 +77,7 @@ def test_the_server_answers_on_the_checkpoint_and_learns_the_backlog_after(
         real_apply(model, batches, *resets)
 
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
+    monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
         # serving already, on the checkpoint: the backlog is not learned yet, and health says so
         assert svc.snapshot.applied_upto < last

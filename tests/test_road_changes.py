@@ -175,6 +175,59 @@ def test_dismissing_takes_the_readings_back_durably(changed, capsys) -> None:
         assert code != 0 and words in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_bi_state_flags_rebuilds_and_dismisses(tmp_path) -> None:
+    """BI (independent segments) forgets, replays and takes readings back the same way."""
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="bi") as session:
+        route = _route(session.net)
+        for wh in _readings(session, route):
+            _drive(session, route, wh)
+        (c,) = session.store.segment_changes()
+        assert c.segment == int(route[CHANGED]) and c.set_aside == BEFORE
+    mean, std = _posterior(state)
+    with Store.open(state) as store:
+        store._conn.execute("DELETE FROM checkpoints")
+    rebuilt = _posterior(state)
+    assert np.array_equal(rebuilt[0], mean) and np.array_equal(rebuilt[1], std)
+    with open_session(state, with_model=False) as s:
+        dismiss_changes(s, np.array([c.segment]))
+        plain = build_model("bi", s.net, s.vehicle)
+        apply_batches(plain, s.store.observations())
+    np.testing.assert_allclose(_posterior(state)[0], plain.posterior().mean, rtol=0, atol=1e-9)
+
+
+def test_two_writers_never_both_record(changed, monkeypatch) -> None:
+    """A writer whose detector state is stale (another process scored the batches since it
+    read it) records nothing and rebuilds its model from the store."""
+    import ev_nav.trips.changes as changes_mod
+    from ev_nav.gp.changes import ChangeDetector
+    from ev_nav.trips.changes import absorb_new
+
+    state, route, readings, _ = changed
+    with Store.open(state) as store:
+        upto, blob = store.detector_state()
+        assert not store.record_detection(upto - 1, upto + 5, blob, [])  # moved on: refused
+        assert store.detector_state() == (upto, blob)
+    with open_session(state) as s:
+        trip = s.store.add_trip(
+            origin_segment=int(route[0]), goal_segment=int(route[-1]), policy="mean",
+            route=route, predicted_wh=1.0, predicted_sd_wh=1.0, length_m=100.0, time_s=10.0,
+        )
+        # a trip the stale detector scores again (60 Wh below the prediction on one road)
+        wh = s.model.posterior().mean[route].copy()
+        wh[0] -= 60.0
+        record_segments(s, trip, route, wh, force=True, absorb=False)
+        monkeypatch.setattr(changes_mod, "load_detector",
+                            lambda store, n: (ChangeDetector(n), 0))
+        done = absorb_new(s, s.store.observations(after_batch=s.applied_upto))
+        assert done.rebuilt and done.flagged == []
+        assert len(s.store.segment_changes()) == 1
+        mean = s.model.posterior().mean.copy()
+    monkeypatch.undo()
+    with open_session(state) as s:
+        np.testing.assert_allclose(s.model.posterior().mean, mean, rtol=0, atol=1e-9)
+
+
 def test_dismiss_errors_from_the_library(changed) -> None:
     state, route, _, _ = changed
     with open_session(state, with_model=False) as s:

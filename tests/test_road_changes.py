@@ -311,6 +311,9 @@ def test_observe_prints_the_flag_and_the_map_marks_it(tmp_path, capsys) -> None:
     assert code == 0, err
     page = (state / "maps" / "mean.html").read_text()
     assert "ev-nav-change" in page and "road flagged as changed (1)" in page
+    code, out, err = run_cli(capsys, "map", state, "--layer", "visits")
+    assert code == 0, err
+    assert "road flagged as changed (1)" in (state / "maps" / "visits.html").read_text()
 
 
 def test_a_schema_4_state_opens_and_keeps_what_it_learned(tmp_path) -> None:

@@ -620,7 +620,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
                 counts = session.store.visit_counts(net.n_segments).astype(float)
                 visits_map(
                     net, counts, legend_title=titles["visits"], title=title, path=out,
-                    standalone=args.standalone,
+                    standalone=args.standalone, changes=_change_labels(session),
                 )
             else:
                 post = session.model.posterior()

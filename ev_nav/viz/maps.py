@@ -1043,6 +1043,7 @@ def visits_map(
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
     standalone: bool = False,
+    changes: Mapping[int, str] | None = None,
 ) -> folium.Map:
     """Exploration map: segments coloured by how often they were driven (log scale).
 
@@ -1050,7 +1051,7 @@ def visits_map(
     explored corridors stand out as in the exploration figures of the paper. ``highlight`` routes
     (e.g. the optimal path) are drawn on top; the view shows the whole network. The colour bar
     runs from 1 to the true maximum count (never a percentile that would clip the most driven
-    segments).
+    segments). ``changes`` marks the roads flagged as changed, as in :func:`network_map`.
     """
     counts = _as_values(net, visits, "visits")
     if np.any(counts < 0) or not np.all(np.isfinite(counts)):
@@ -1075,6 +1076,7 @@ def visits_map(
         fit_to_routes=False,
         standalone=standalone,
         chargers=False,  # an exploration map: where the car drove, not where it can charge
+        changes=changes,
     )
 
 

@@ -16,7 +16,8 @@ command line's start-up stay light):
   and the sites a car can use (:func:`vehicle_sites`), giving a :class:`ChargingPlan`;
 * roads that change (``docs/changes.md``): :class:`ChangeDetector` with :class:`ChangeConfig`,
   flagging :class:`ChangeEvent` s (a per-segment CUSUM; the learners forget a changed road's
-  old readings through ``reset_segments``);
+  old readings through ``reset_segments``); in a state, :func:`dismiss_changes` un-flags a
+  road (``Store.segment_changes`` lists the flagged ones);
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
   :func:`loss_lower_bound`;
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "ChangeDetector": "ev_nav.gp.changes",
     "ChangeConfig": "ev_nav.gp.changes",
     "ChangeEvent": "ev_nav.gp.changes",
+    "dismiss_changes": "ev_nav.trips.changes",
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
     "catalogue": "ev_nav.vehicles",

@@ -20,7 +20,7 @@ from ev_nav.errors import EvNavError
 # Modules that contribute sub-commands, in the order they appear in ``--help``.
 COMMAND_MODULES: tuple[str, ...] = (
     "ev_nav.roads.cli",  # network build | info | fetch
-    "ev_nav.trips.cli",  # init | route | observe | map | history | vehicles
+    "ev_nav.trips.cli",  # init | route | observe | map | history | changes | vehicles
     "ev_nav.store.doctor",  # doctor
     "ev_nav.server.cli",  # serve
     "ev_nav.sim.cli",  # fleet run | report | grid, routes pick
@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "observe": ("ev_nav.trips.cli", "record the energy a planned trip used"),
     "map": ("ev_nav.trips.cli", "HTML map of the learned network"),
     "history": ("ev_nav.trips.cli", "past trips: predicted vs observed energy"),
+    "changes": ("ev_nav.trips.cli", "roads flagged as changed: list them, or dismiss a flag"),
     "vehicles": ("ev_nav.trips.cli", "the vehicle catalogue: EV models init can use"),
     "doctor": (
         "ev_nav.store.doctor",

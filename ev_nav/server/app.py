@@ -442,6 +442,22 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         return json_body(service.history(limit))
 
     @app.get(
+        "/api/changes",
+        tags=["model"],
+        summary="roads flagged as changed, with the evidence",
+        response_model=list[dict[str, object]],
+        description="One row per flagged change (as 'ev-nav changes --json'): segment, road "
+        "class and length, when flagged, direction, CUSUM statistic and threshold [sd], mean "
+        "shift of the readings since the change [Wh and predictive sd], readings since, and "
+        "how many older readings the model set aside (kept in the state). all=true adds the "
+        "dismissed ones (dismissed: when).",
+    )
+    def changes(
+        all: Annotated[bool, Query(description="include dismissed changes")] = False,  # noqa: A002
+    ) -> Response:
+        return json_body(service.changes(include_dismissed=all))
+
+    @app.get(
         "/api/layers",
         tags=["model"],
         summary="the learned layers of every segment as GeoJSON",

@@ -32,6 +32,10 @@ How many vehicles are served at once
   tells which version is being served.
 * **Forgetting goes through the writer** (it rebuilds the model without the trip and must not
   race a checkpoint); the request waits for it.
+* **Changes of roads.** The writer scores what it absorbs for changed roads as ``ev-nav
+  observe`` does (:func:`ev_nav.trips.changes.absorb_new`); :meth:`FleetService.changes` lists
+  the flagged ones, and a dismissal by ``ev-nav changes --dismiss`` makes the writer rebuild
+  its model (as a trip forgotten by another process does).
 * **One service per state.** The service holds an exclusive lock on ``STATE/serve.lock`` for
   its life (:class:`ServeLock`): a second one, in this process or another, is refused with one
   line naming the first. The operating system drops the lock when its holder exits, however
@@ -443,6 +447,8 @@ class FleetService:
         #: bumped whenever the live model is replaced by a rebuilt one (a forgotten trip): a
         #: refit of an older generation is discarded
         self._generation = 0
+        #: changes of roads dismissed in the store when the live model was last rebuilt
+        self._dismissed = 0
         #: refits adopted so far, and the last one's duration [s] (health)
         self.refits = 0
         self.refit_seconds = 0.0
@@ -731,6 +737,13 @@ class FleetService:
         rows = trip_history(self.state, with_vehicle=True)
         return rows if limit is None else rows[max(len(rows) - int(limit), 0) :]
 
+    def changes(self, include_dismissed: bool = False) -> list[dict[str, object]]:
+        """The roads flagged as changed, as ``ev-nav changes --json`` (oldest first)."""
+        from ev_nav.trips.changes import change_rows
+
+        store = self._store()
+        return change_rows(store.segment_changes(include_dismissed=include_dismissed), self.net)
+
     def health(self) -> dict[str, object]:
         """What is served and how fresh the model is."""
         snap = self.snapshot
@@ -835,6 +848,7 @@ class FleetService:
             self.vehicle: Vehicle = session.vehicle
             self.model_kind: str = session.store.model_kind
             self._absorbed_rows = self._rows_upto(session.store, session.applied_upto)
+            self._dismissed = session.store.n_dismissed_changes()
             self._refit_rows = self._absorbed_rows  # the checkpoint's model is as fitted
             self._can_refit = hasattr(session.model, "refit")
             self._defer_refits(session)
@@ -906,7 +920,7 @@ class FleetService:
     def _absorb_new(self, session: Session) -> bool:
         """Apply batches committed since the last snapshot; publish if any. Returns whether the
         model changed."""
-        from ev_nav.trips.session import apply_batches
+        from ev_nav.trips.changes import absorb_new
 
         store = session.store
         batches = store.observations(after_batch=session.applied_upto)
@@ -914,7 +928,13 @@ class FleetService:
         # so fewer rows than absorbed + new means observations were forgotten by another
         # process ('ev-nav observe --undo'): rebuild the model from the store then
         rows_now = store.n_observations()
-        if rows_now < self._absorbed_rows + sum(b.energy_wh.size for b in batches):
+        # so does a change of a road dismissed by another process ('ev-nav changes --dismiss')
+        dismissed = store.n_dismissed_changes()
+        if (
+            rows_now < self._absorbed_rows + sum(b.energy_wh.size for b in batches)
+            or dismissed != self._dismissed
+        ):
+            self._dismissed = dismissed
             session.load_model()
             self._generation += 1
             self._defer_refits(session)
@@ -929,8 +949,10 @@ class FleetService:
         # a snapshot, so route requests see a long backlog's progress
         for lo in range(0, len(batches), ABSORB_CHUNK):
             chunk = batches[lo : lo + ABSORB_CHUNK]
-            apply_batches(session.model, chunk)
-            session.applied_upto = chunk[-1].id
+            # scored for changes of roads as by 'ev-nav observe' (ev_nav.trips.changes)
+            if absorb_new(session, chunk).rebuilt:
+                self._generation += 1  # another writer scored them: rebuilt from the store
+                self._defer_refits(session)
             self._absorbed_rows += sum(b.energy_wh.size for b in chunk)
             self._publish(session)
         return True
@@ -1002,7 +1024,7 @@ class FleetService:
 
         since = [b for b in session.store.observations(after_batch=upto)
                  if b.id <= session.applied_upto]
-        apply_batches(model, since)
+        apply_batches(model, since, session.store.resets(upto, session.applied_upto))
         session.model = model
         self._defer_refits(session)
         self.refits += 1

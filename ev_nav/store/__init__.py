@@ -33,10 +33,12 @@ Typical use::
 The package is split by concept behind the one facade :class:`Store` (see
 :mod:`ev_nav.store.facade`): ``connection`` (file, transactions, errors), ``schema``
 (migrations), ``vehicles``, ``trips``, ``observations``, ``checkpoints``, ``caches`` (the verified
-derived files of ``STATE/cache/``); ``doctor`` checks and repairs a state (``ev-nav doctor``).
+derived files of ``STATE/cache/``), ``changes`` (flagged changes of roads); ``doctor`` checks
+and repairs a state (``ev-nav doctor``).
 """
 
 from ev_nav.store.caches import CACHE_FOLDER
+from ev_nav.store.changes import ChangeRecord, SegmentChange, SegmentReset
 from ev_nav.store.checkpoints import KEEP_CHECKPOINTS, Checkpoint, CheckpointRecord
 from ev_nav.store.connection import BUSY_TIMEOUT_MS, DB_NAME, SQLITE_MAGIC, io_problem
 from ev_nav.store.facade import MODEL_KINDS, Store
@@ -49,6 +51,7 @@ from ev_nav.store.vehicles import RegisteredVehicle
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "CACHE_FOLDER",
+    "ChangeRecord",
     "Checkpoint",
     "CheckpointRecord",
     "DB_NAME",
@@ -59,6 +62,8 @@ __all__ = [
     "RegisteredVehicle",
     "SCHEMA_VERSION",
     "SQLITE_MAGIC",
+    "SegmentChange",
+    "SegmentReset",
     "StateCache",
     "Store",
     "TRIP_STATUSES",

@@ -195,7 +195,7 @@ def _check_contents(
             if repair:
                 store.delete_checkpoints(bad)
                 model = build_model(store.model_kind, net, vehicle)
-                apply_batches(model, batches)
+                apply_batches(model, batches, store.resets())
                 session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
                 save_checkpoint(session)
                 report.repairs.append(

@@ -24,6 +24,7 @@ from typing import Any
 
 from ev_nav.errors import StateError, StateIOError
 from ev_nav.store.caches import CachesMixin
+from ev_nav.store.changes import ChangesMixin
 from ev_nav.store.checkpoints import CheckpointsMixin
 from ev_nav.store.connection import StoreConnection, _db_error, _utcnow
 from ev_nav.store.observations import ObservationsMixin
@@ -39,6 +40,7 @@ class Store(
     ObservationsMixin,
     CheckpointsMixin,
     CachesMixin,
+    ChangesMixin,
     VehiclesMixin,
     SchemaMixin,
     StoreConnection,

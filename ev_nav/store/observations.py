@@ -207,6 +207,13 @@ class ObservationsMixin(StoreConnection):
             if not ids:
                 raise InvalidObservation(f"trip {trip.id} has no observations to forget")
             first = min(ids)
+            # a change flagged by a reading of this trip goes with its evidence (the readings
+            # it set aside are counted again); the changes module explains the rows
+            conn.execute(
+                "DELETE FROM segment_changes WHERE alarm_batch IN "
+                "(SELECT id FROM observation_batches WHERE trip_id = ?)",
+                (trip.id,),
+            )
             conn.execute("DELETE FROM observations WHERE trip_id = ?", (trip.id,))
             conn.execute("DELETE FROM observation_batches WHERE trip_id = ?", (trip.id,))
             conn.execute("DELETE FROM checkpoints WHERE last_batch_id >= ?", (first,))

@@ -145,12 +145,55 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_v5(conn: sqlite3.Connection) -> None:
+    """Schema 5: changes of roads detected on the observations (:mod:`ev_nav.store.changes`).
+
+    ``segment_changes`` holds one row per flagged change: where in the commit order the model
+    set the segment's old readings aside (``at_batch``), from which batch on its readings are
+    kept (``kept_from_batch``; the segment's readings of earlier batches are the ones set aside,
+    still in ``observations``), the evidence, and whether the user dismissed it.
+    ``change_detector`` holds the detector's running state and the newest batch it scored.
+    Earlier states have no changes and a detector that has scored nothing yet.
+    """
+    conn.execute(
+        """CREATE TABLE segment_changes (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            segment_id      INTEGER NOT NULL CHECK (segment_id >= 0),
+            at_batch        INTEGER NOT NULL,
+            alarm_batch     INTEGER NOT NULL,
+            kept_from_batch INTEGER NOT NULL CHECK (kept_from_batch <= at_batch),
+            direction       INTEGER NOT NULL CHECK (direction IN (-1, 1)),
+            statistic       REAL NOT NULL,
+            threshold       REAL NOT NULL,
+            shift_wh        REAL NOT NULL,
+            shift_sd        REAL NOT NULL,
+            readings_since  INTEGER NOT NULL CHECK (readings_since >= 1),
+            reset           INTEGER NOT NULL CHECK (reset IN (0, 1)),
+            created         TEXT NOT NULL,
+            dismissed       TEXT
+        )"""
+    )
+    conn.execute("CREATE INDEX segment_changes_segment ON segment_changes(segment_id)")
+    conn.execute(
+        """CREATE TABLE change_detector (
+            id          INTEGER PRIMARY KEY CHECK (id = 1),
+            scored_upto INTEGER NOT NULL,
+            sha256      TEXT NOT NULL CHECK (length(sha256) = 64),
+            blob        BLOB NOT NULL,
+            updated     TEXT NOT NULL
+        )"""
+    )
+    # the readings of one segment in commit order: what a change sets aside and keeps
+    conn.execute("CREATE INDEX observations_segment ON observations(segment_id, batch_id)")
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v1,
     _migrate_v2,
     _migrate_v3,
     _migrate_v4,
+    _migrate_v5,
 )
 
 #: The schema version this code writes.

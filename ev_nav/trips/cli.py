@@ -1,5 +1,5 @@
-"""Per-trip commands on a persistent state: ``init``, ``route``, ``observe``, ``map``, ``history``;
-and ``vehicles``, the catalogue ``init --vehicle`` takes names from.
+"""Per-trip commands on a persistent state: ``init``, ``route``, ``observe``, ``map``, ``history``,
+``changes``; and ``vehicles``, the catalogue ``init --vehicle`` takes names from.
 
 Parse, call the library (:mod:`ev_nav.trips`), print. The session logic — opening a state,
 restoring the model, planning, checking and recording observations — lives there.
@@ -230,6 +230,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("state", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_history)
+
+    p = subparsers.add_parser(
+        "changes", help="roads flagged as changed: list them, or dismiss a flag"
+    )
+    p.add_argument("state", type=Path)
+    p.add_argument(
+        "--dismiss",
+        action="append",
+        metavar="SEGMENT",
+        help="un-flag this segment (repeatable, or a comma list): the road did not change, the "
+        "model takes its set-aside readings back",
+    )
+    p.add_argument("--all", action="store_true", help="list dismissed changes too")
+    p.add_argument("--network", type=Path, help="network file, if it moved since init")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_changes)
 
     p = subparsers.add_parser("vehicles", help="the vehicle catalogue: EV models init can use")
     p.add_argument("--json", action="store_true", help="machine-readable output, with sources")
@@ -530,7 +546,16 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             )
         if not args.json:
             print("model updated")
+            _print_flagged(session, args.state)
     return 0
+
+
+def _print_flagged(session: Session, state: Path) -> None:
+    """One line per road the observation flagged as changed."""
+    for c in session.flagged:
+        print(f"road change flagged on segment {c.segment}: {c.shift_wh:+.1f} Wh "
+              f"({c.shift_sd:+.1f} sd) against the prediction; its older readings are set aside "
+              f"('ev-nav changes {state}' lists it)")
 
 
 def _observe_gpx(args: argparse.Namespace) -> int:
@@ -570,6 +595,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"observed {rec.observed_wh:.1f} Wh on {rec.segment_ids.size} segments")
             print("model updated")
+            _print_flagged(session, args.state)
     return 0
 
 
@@ -594,7 +620,7 @@ def _cmd_map(args: argparse.Namespace) -> int:
                 counts = session.store.visit_counts(net.n_segments).astype(float)
                 visits_map(
                     net, counts, legend_title=titles["visits"], title=title, path=out,
-                    standalone=args.standalone,
+                    standalone=args.standalone, changes=_change_labels(session),
                 )
             else:
                 post = session.model.posterior()
@@ -613,11 +639,21 @@ def _cmd_map(args: argparse.Namespace) -> int:
                     title=title,
                     path=out,
                     standalone=args.standalone,
+                    changes=_change_labels(session),
                 )
         except OSError as exc:  # a read-only folder, a path through a file, ...
             raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
         print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
     return 0
+
+
+def _change_labels(session: Session) -> dict[int, str]:
+    """The state's flagged roads with a tooltip each, for the maps."""
+    return {
+        c.segment: f"flagged as changed {c.created[:10]}, {c.shift_wh:+.1f} Wh "
+        f"({c.shift_sd:+.1f} sd) against the prediction, {c.set_aside} older readings set aside"
+        for c in session.store.segment_changes()
+    }
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -637,6 +673,43 @@ def _cmd_history(args: argparse.Namespace) -> int:
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
         print(f"{head}{pred:>20}{obs:>13}")
+    return 0
+
+
+def _cmd_changes(args: argparse.Namespace) -> int:
+    from ev_nav.trips.changes import change_rows, dismiss_changes, parse_segments
+
+    with _session(args.state, args.network, with_model=False) as session:
+        if args.dismiss:
+            ids = parse_segments(args.dismiss, session.net.n_segments)
+            gone = dismiss_changes(session, ids)
+            segs = sorted({c.segment for c in gone})
+            if args.json:
+                print(json.dumps({"dismissed": segs, "changes": len(gone)}))
+            else:
+                print(f"dismissed {len(gone)} change(s) on segment(s) "
+                      f"{', '.join(map(str, segs))}; the model uses their readings again")
+            return 0
+        rows = change_rows(
+            session.store.segment_changes(include_dismissed=args.all), session.net
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no road flagged as changed")
+        return 0
+    print(f"{'segment':>8}  {'road':<14}{'flagged':<21}{'shift Wh':>9}{'sd':>6}{'CUSUM':>7}"
+          f"{'since':>6}{'set aside':>10}")
+    for r in rows:
+        state = f"  dismissed {r['dismissed']}" if r["dismissed"] else ""
+        print(f"{r['segment']:>8}  {r['road']:<14}{r['flagged']:<21}{r['shift_wh']:>+9.1f}"
+              f"{r['shift_sd']:>+6.1f}{r['statistic']:>7.1f}{r['traversals_since']:>6}"
+              f"{r['set_aside']:>10}{state}")
+    print("shift: mean of the readings since the change minus the prediction (Wh, and in "
+          "predictive sd); CUSUM: the evidence at the alarm (threshold "
+          f"{rows[0]['threshold']:g}); since: readings after the flag; set aside: older readings "
+          "the model no longer uses (kept in the state). Dismiss a flag with --dismiss SEGMENT")
     return 0
 
 

@@ -24,6 +24,7 @@ from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import route_energy
+from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | N
     if on_recorded is not None:
         on_recorded(batch)
     crash_point("observe-acknowledged")
-    session.catch_up()
+    learn_new(session)  # scored for changes of roads, then learned
     crash_point("observe-model-updated")
     save_checkpoint(session)
 

@@ -17,6 +17,7 @@ model every observation so far has produced.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'h
     from ev_nav.gp.incremental_state import ExactPosterior
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
-    from ev_nav.store import ObservationBatch, Store
+    from ev_nav.store import ChangeRecord, ObservationBatch, SegmentReset, Store
     from ev_nav.store.state_cache import StateCache
 
 __all__ = [
@@ -109,13 +110,34 @@ def state_cache(store: Store) -> StateCache:
 SUPERSEDED_KINDS = {"svgp": "the previous GP learner (Algorithm 3)"}
 
 
-def apply_batches(model: SegmentModel | ExactPosterior, batches: list[ObservationBatch]) -> None:
-    """Feed stored observation batches to a model.
+def apply_batches(
+    model: SegmentModel | ExactPosterior,
+    batches: list[ObservationBatch],
+    resets: Sequence[SegmentReset] = (),
+) -> None:
+    """Feed stored observation batches to a model, with the flagged changes of roads among them.
 
     The exact GP (and its read-only posterior) takes them all as one rank-k update
     (``absorb``: exact, and far cheaper than one update per batch for a backlog); other models
-    take them one by one, in commit order.
+    take them one by one, in commit order. ``resets`` (:meth:`ev_nav.store.Store.resets` for the
+    same batches) are applied each right after the batch it follows (``reset_segments``), as
+    when the change was detected (:mod:`ev_nav.trips.changes`).
     """
+    start = 0
+    for r in resets:
+        stop = start
+        while stop < len(batches) and batches[stop].id <= r.at_batch:
+            stop += 1
+        _apply(model, batches[start:stop])
+        start = stop
+        reset = getattr(model, "reset_segments", None)
+        if reset is None:
+            raise ModelStateError("this model cannot replay a flagged change of a road")
+        reset(r.segment_ids, r.counts, r.sums, r.sums_sq)
+    _apply(model, batches[start:])
+
+
+def _apply(model: SegmentModel | ExactPosterior, batches: list[ObservationBatch]) -> None:
     if not batches:
         return
     absorb = getattr(model, "absorb", None)
@@ -152,6 +174,8 @@ class Session:
     behind: int = 0
     #: checkpoints passed over while loading (damaged, old pickle format): one line each
     skipped: list[str] = field(default_factory=list)
+    #: changes of roads flagged while this session learned (:func:`ev_nav.trips.changes.learn_new`)
+    flagged: list[ChangeRecord] = field(default_factory=list)
 
     def close(self) -> None:
         """Close the store."""
@@ -195,16 +219,20 @@ class Session:
         model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
         batches = self.store.observations(after_batch=after)
         keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
-        apply_batches(model, keep)
+        upto = max([after, *(b.id for b in keep)])
+        apply_batches(model, keep, self.store.resets(after, upto))
         self.model = model
         self.applied_upto = max([after, *(b.id for b in keep)])
         self.behind = len(batches) - len(keep)
 
     def catch_up(self) -> None:
-        """Apply the observation batches committed since the model was loaded."""
+        """Apply the observation batches committed since the model was loaded, with the changes
+        of roads recorded among them. (Where observations are learned for the first time,
+        :func:`ev_nav.trips.changes.learn_new` scores them for changes as well.)"""
         batches = self.store.observations(after_batch=self.applied_upto)
-        apply_batches(self.model, batches)
-        self.applied_upto = max([self.applied_upto, *(b.id for b in batches)])
+        upto = max([self.applied_upto, *(b.id for b in batches)])
+        apply_batches(self.model, batches, self.store.resets(self.applied_upto, upto))
+        self.applied_upto = upto
         self.behind = 0
 
     def notice(self) -> str | None:
@@ -292,6 +320,8 @@ def restore_posterior(
     keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
     if len(keep) > post.updates_before_refresh:
         return None
+    if keep and store.resets(newest.last_batch_id, keep[-1].id):
+        return None  # a flagged change to replay: only the learner can forget readings
     apply_batches(post, keep)
     return post, max([newest.last_batch_id, *(b.id for b in keep)]), len(batches) - len(keep)
 

@@ -72,6 +72,9 @@ START_CLASS = "ev-nav-start"
 END_CLASS = "ev-nav-end"
 #: CSS class of the charging-site markers (:attr:`RoadNetwork.chargers`).
 CHARGER_CLASS = "ev-nav-charger"
+#: CSS class and colour of the roads flagged as changed (:mod:`ev_nav.trips.changes`).
+CHANGE_CLASS = "ev-nav-change"
+CHANGE_COLOR = "#e6007e"
 
 #: Above this many polyline vertices the offline SVG omits the network background (file size).
 FALLBACK_MAX_NETWORK_VERTICES = 60_000
@@ -847,6 +850,28 @@ def _add_chargers(m: folium.Map, net: RoadNetwork) -> str | None:
     )
 
 
+def _add_changes(
+    m: folium.Map, net: RoadNetwork, changes: Mapping[int, str]
+) -> tuple[str, list[tuple[NDArray[np.float64], str, float, str]]]:
+    """Draw the roads flagged as changed (``changes``: segment -> tooltip text) as one layer of
+    wide magenta lines over the network; return the legend row and their SVG lines."""
+    group = folium.FeatureGroup(name="changed roads").add_to(m)
+    svg = []
+    for e, text in changes.items():
+        latlon = route_latlon(net, [int(e)])
+        folium.PolyLine(
+            latlon.tolist(), color=CHANGE_COLOR, weight=7.0, opacity=0.85, line_cap="round",
+            class_name=CHANGE_CLASS, tooltip=html.escape(f"segment {int(e)}: {text}"),
+        ).add_to(group)
+        svg.append((latlon, CHANGE_COLOR, 7.0, CHANGE_CLASS))
+    row = (
+        '<div class="ev-nav-legend-changes" style="margin-top:3px">'
+        f'<span style="display:inline-block;width:18px;height:5px;background:{CHANGE_COLOR};'
+        f'vertical-align:middle"></span> road flagged as changed ({len(changes):,})</div>'
+    )
+    return row, svg
+
+
 def network_map(
     net: RoadNetwork,
     values: ArrayLike | None = None,
@@ -868,6 +893,7 @@ def network_map(
     fit_to_routes: bool = True,
     standalone: bool = False,
     chargers: bool = True,
+    changes: Mapping[int, str] | None = None,
 ) -> folium.Map:
     """The whole network coloured by a per-segment value, with a colour legend and tooltips.
 
@@ -903,6 +929,9 @@ def network_map(
     chargers : bool
         Draw the network's charging sites (:attr:`RoadNetwork.chargers`), each with its name
         and plug powers in a tooltip.
+    changes : mapping segment id -> str, optional
+        Roads flagged as changed (``ev-nav changes``), drawn over the network with the text as
+        their tooltip and counted in the legend.
     """
     v = _as_values(net, values, "values")
     mean = _as_values(net, mean_wh, "mean_wh")
@@ -944,6 +973,11 @@ def network_map(
     charger_row = _add_chargers(m, net) if chargers else None
     if charger_row is not None:
         parts.append(charger_row)
+    if changes:
+        _check_segments(net, list(changes), "the changed roads")
+        change_row, change_lines = _add_changes(m, net, changes)
+        parts.append(change_row)
+        svg_lines = [*svg_lines, *change_lines]
     folium.LayerControl(collapsed=True).add_to(m)
     m.add_child(_legend(parts, title))
     m.add_child(_fallback_svg(assets, svg_lines, colors))
@@ -1009,6 +1043,7 @@ def visits_map(
     tiles: str | None = "OpenStreetMap",
     path: str | Path | None = None,
     standalone: bool = False,
+    changes: Mapping[int, str] | None = None,
 ) -> folium.Map:
     """Exploration map: segments coloured by how often they were driven (log scale).
 
@@ -1016,7 +1051,7 @@ def visits_map(
     explored corridors stand out as in the exploration figures of the paper. ``highlight`` routes
     (e.g. the optimal path) are drawn on top; the view shows the whole network. The colour bar
     runs from 1 to the true maximum count (never a percentile that would clip the most driven
-    segments).
+    segments). ``changes`` marks the roads flagged as changed, as in :func:`network_map`.
     """
     counts = _as_values(net, visits, "visits")
     if np.any(counts < 0) or not np.all(np.isfinite(counts)):
@@ -1041,6 +1076,7 @@ def visits_map(
         fit_to_routes=False,
         standalone=standalone,
         chargers=False,  # an exploration map: where the car drove, not where it can charge
+        changes=changes,
     )
 
 

@@ -64,18 +64,20 @@ def test_a_command_replays_at_most_the_limit_and_says_how_far_behind(
 def test_the_server_answers_on_the_checkpoint_and_learns_the_backlog_after(
     tmp_path, monkeypatch
 ):
+    import ev_nav.trips.changes as changes_module
     import ev_nav.trips.session as session_module
 
     state, last = _state_with_backlog(tmp_path, 30)
     release = threading.Event()
     real_apply = session_module.apply_batches
 
-    def held_apply(model, batches):  # the writer waits here until the test has looked
+    def held_apply(model, batches, *resets):  # the writer waits here until the test has looked
         if batches:
             assert release.wait(120), "test never released the writer"
-        real_apply(model, batches)
+        real_apply(model, batches, *resets)
 
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
+    monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
         # serving already, on the checkpoint: the backlog is not learned yet, and health says so
         assert svc.snapshot.applied_upto < last

@@ -38,18 +38,20 @@ def _plausible(trip: dict) -> float:
 def test_routes_are_answered_while_the_writer_learns(state, monkeypatch) -> None:
     """The writer is held inside a model update (an event it waits on): a route request still
     completes, on the previous snapshot; once released, the next snapshot includes the data."""
+    import ev_nav.trips.changes as changes_module
     import ev_nav.trips.session as session_module
 
     inside, release = threading.Event(), threading.Event()
     real_apply = session_module.apply_batches
 
-    def held_apply(model, batches):
+    def held_apply(model, batches, *resets):
         if batches:  # (opening the state replays none)
             inside.set()
             assert release.wait(120), "test never released the writer"
-        real_apply(model, batches)
+        real_apply(model, batches, *resets)
 
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
+    monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
         origin, goal = _far(svc.net)
         first = svc.plan(origin, goal, policy="mean")
@@ -73,15 +75,18 @@ def test_routes_are_answered_while_the_writer_learns(state, monkeypatch) -> None
 
 def test_acknowledged_means_stored_before_learned(state, monkeypatch) -> None:
     """The acknowledgement comes after the store commit and before any model update."""
+    import ev_nav.trips.changes as changes_module
     import ev_nav.trips.session as session_module
     from ev_nav.store import Store
 
     release = threading.Event()
     real_apply = session_module.apply_batches
-    monkeypatch.setattr(
-        session_module, "apply_batches",
-        lambda m, b: (not b or release.wait(120), real_apply(m, b)),
-    )
+
+    def held_apply(m, b, *r):
+        return not b or release.wait(120), real_apply(m, b, *r)
+
+    monkeypatch.setattr(session_module, "apply_batches", held_apply)
+    monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
         origin, goal = _far(svc.net)
         trip = svc.plan(origin, goal, policy="mean")

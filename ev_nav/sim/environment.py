@@ -75,6 +75,14 @@ class TruthSpec:
         drive — Dijkstra on ``E[max(0, f + ε)]`` of the true energies — used where almost every
         draw has a negative cycle (MoST Monaco: 20 of 20 draws, LuST: 19 of 20, measured), which
         makes the exact optimum undefined; regret is still measured in true energies.
+    temperature_mean_c : float, optional
+        A seasonal temperature cycle (physical world only; ``docs/temperature.md``): round
+        ``t`` has the ambient temperature ``mean − amplitude·cos(2π t/period)`` plus a weather
+        deviation of sd ``temperature_noise_c`` [°C], and every energy of that round is the
+        world's at that temperature (:mod:`ev_nav.sim.climate`, fixed from AAA's 2019
+        measurements). None (the default): no temperature, the world as before.
+    temperature_amplitude_c, temperature_period_rounds, temperature_noise_c
+        The cycle's amplitude [K], period [rounds] and weather sd [K].
     """
 
     kind: str = "physical"
@@ -87,8 +95,22 @@ class TruthSpec:
     drift_rounds: tuple[int, ...] = ()
     drift_size: float = 0.5
     drift_segments: int = 5
+    temperature_mean_c: float | None = None
+    temperature_amplitude_c: float = 10.0
+    temperature_period_rounds: int = 365
+    temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
+        if self.temperature_mean_c is not None and (
+            self.kind != "physical" or self.temperature_period_rounds < 1
+            or not (self.temperature_amplitude_c >= 0 and self.temperature_noise_c >= 0)
+            or not -40.0 <= self.temperature_mean_c <= 40.0
+        ):
+            raise ConfigError(
+                "a temperature cycle needs kind = 'physical', temperature_mean_c in -40..40, "
+                "temperature_amplitude_c >= 0, temperature_noise_c >= 0 and "
+                "temperature_period_rounds >= 1"
+            )
         object.__setattr__(self, "drift_rounds", tuple(int(r) for r in self.drift_rounds))
         if self.drift_rounds and (
             self.kind != "physical" or not self.drift_size > -1 or self.drift_segments < 1
@@ -142,6 +164,21 @@ class Environment:
             self.oracle = RectifiedOracle(net, f, self.noise_std)
         else:
             self.oracle = Oracle(net, f, node_potential=self.potential)
+
+    def at_temperature(self, temperature_c: float) -> Environment:
+        """The world on a day at ``temperature_c`` [°C]: every segment's energy as
+        :func:`ev_nav.sim.climate.energy_at` gives it, the same noise, and the optimum under
+        those energies (physical world only: its node potential stays feasible)."""
+        from ev_nav.sim.climate import energy_at
+
+        if self.potential is None:
+            raise ConfigError("a temperature cycle needs the physical world")
+        f = energy_at(self.net, self.true_energy, temperature_c)
+        if isinstance(self.oracle, RectifiedOracle):
+            oracle: Any = RectifiedOracle(self.net, f, self.noise_std)
+        else:
+            oracle = Oracle(self.net, f, node_potential=self.potential)
+        return replace(self, true_energy=f, oracle=oracle)
 
     @classmethod
     def create(

@@ -550,6 +550,8 @@ class ExactPosterior:
             counters = int(state["n_updates"]), int(state["next_refresh"])
         except (ModelStateError, KeyError, TypeError, ValueError):
             return None
+        if "climate" in state:  # temperature coefficients: only the learner restores them
+            return None
         cached = read_posterior(cache, key, n_segments)
         if cached is None or prior_mean.shape != (n_segments,):
             return None
@@ -631,6 +633,11 @@ class ExactPosterior:
         """Absorb many observation batches at once (per-segment ``(ids, energies)`` and trip
         totals ``(ids, total, weights)``), exactly as the learner's :meth:`absorb` does: one
         rank-k update, counted as one update per batch."""
+        if any(len(b) > 2 for b in segments) or any(len(b) > 3 for b in totals):
+            raise ModelStateError(
+                "observations with a temperature need the learner (the temperature "
+                "coefficients); restore the full model to apply them"
+            )
         seg = [validate_observations(i, y, self.n) for i, y in segments]
         seg = [(i, y) for i, y in seg if i.size]
         tot = [validate_total(i, t, self.n, w) for i, t, w in totals]

@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.energy import ClimateModel, check_temperature, climate_basis
-from ev_nav.errors import ModelStateError
+from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.incremental_state import cholesky, syrk_down
 from ev_nav.gp.lapack import trtrs_lower
 from ev_nav.roads.network import RoadNetwork
@@ -250,4 +250,64 @@ def within_information(
     return phi_bar, r_bar, info, vec
 
 
-__all__ = ["N_COEF", "TemperatureTerm", "condition_rows_t", "within_information"]
+__all__ = ["N_COEF", "AtTemperature", "TemperatureTerm", "condition_rows_t",
+           "within_information"]
+
+
+class AtTemperature:
+    """A model's read side for trips at one ambient temperature: what planning reads
+    (:meth:`posterior`, :meth:`predict_sum`, :meth:`route_covariance`, the noise) at
+    ``temperature_c``, so the planning code needs no temperature argument of its own.
+
+    Raises
+    ------
+    ConfigError
+        If the model takes no temperature (the inducing-point learner, or the read-only
+        posterior planning restores without the learner: open the learner instead).
+    InvalidObservation
+        If the temperature is not a number in −60..60 °C.
+    """
+
+    def __init__(self, model: Any, temperature_c: float) -> None:
+        if getattr(model, "temp", None) is None:
+            raise ConfigError(
+                f"{type(model).__name__} takes no ambient temperature; the exact learner and BI "
+                "do (docs/temperature.md)"
+            )
+        self.model = model
+        self.temperature_c = float(check_temperature(temperature_c))
+        self._post: Any = None
+
+    @property
+    def checkpoint_kind(self) -> str:
+        """The wrapped model's checkpoint kind."""
+        return str(self.model.checkpoint_kind)
+
+    @property
+    def noise_std(self) -> float:
+        """Observation-noise standard deviation ς [Wh]."""
+        return float(self.model.noise_std)
+
+    def posterior(self) -> Any:
+        """Every segment's posterior at the temperature (computed once per view)."""
+        if self._post is None:
+            self._post = self.model.posterior(temperature=self.temperature_c)
+        return self._post
+
+    def predict_sum(
+        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+    ) -> tuple[float, float]:
+        """Mean [Wh] and variance [Wh²] of a weighted sum at the temperature."""
+        return self.model.predict_sum(segment_ids, weights, temperature=self.temperature_c)
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Joint covariance [Wh²] of ``segment_ids`` at the temperature."""
+        return self.model.route_covariance(segment_ids, temperature=self.temperature_c)
+
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed weighted sum (temperature-independent)."""
+        return float(self.model.noise_variance(segment_ids, weights))
+
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one reading of each listed segment."""
+        return self.model.noise_variances(segment_ids)

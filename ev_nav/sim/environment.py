@@ -214,7 +214,7 @@ class Environment:
                     f"and {truth.noise_spread}"
                 )
             phi = node_potential(net, vehicle)
-            base = replace(truth, kind="gp", drift_rounds=())  # the draw underneath
+            base = replace(truth, kind="gp", drift_rounds=(), temperature_mean_c=None)  # draw
             f_gp = _draw(net, vehicle, settings, base, int(seed) * 1_000_003, cache_dir)
             f = physical_truth(net, vehicle, phi, f_gp, settings.outputscale, truth.loss_spread)
             sd = truth.noise_spread * loss_scale(net, vehicle)

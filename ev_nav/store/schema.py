@@ -145,12 +145,23 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_v5(conn: sqlite3.Connection) -> None:
+    """Schema 5: the ambient temperature of a drive (``docs/temperature.md``).
+
+    ``observation_batches.temperature_c`` [°C] is the temperature the batch's readings were made
+    at, which the model learns with on every replay; NULL (every earlier batch) means not
+    recorded, the model's reference conditions.
+    """
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN temperature_c REAL")
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v1,
     _migrate_v2,
     _migrate_v3,
     _migrate_v4,
+    _migrate_v5,
 )
 
 #: The schema version this code writes.

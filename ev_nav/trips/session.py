@@ -114,23 +114,29 @@ def apply_batches(model: SegmentModel | ExactPosterior, batches: list[Observatio
 
     The exact GP (and its read-only posterior) takes them all as one rank-k update
     (``absorb``: exact, and far cheaper than one update per batch for a backlog); other models
-    take them one by one, in commit order.
+    take them one by one, in commit order. A batch's ambient temperature, where it has one,
+    goes with it (``docs/temperature.md``).
     """
     if not batches:
         return
     absorb = getattr(model, "absorb", None)
+
+    def temp(b: ObservationBatch) -> tuple[float, ...]:  # only where recorded: old call shapes
+        return () if b.temperature_c is None else (b.temperature_c,)
+
     if absorb is not None:
         absorb(
-            [(b.segment_ids, b.energy_wh) for b in batches if b.kind == "segment"],
-            [(b.segment_ids, float(b.energy_wh[0]), b.weights) for b in batches
+            [(b.segment_ids, b.energy_wh, *temp(b)) for b in batches if b.kind == "segment"],
+            [(b.segment_ids, float(b.energy_wh[0]), b.weights, *temp(b)) for b in batches
              if b.kind != "segment"],
         )
         return
     for b in batches:
+        kw = {} if b.temperature_c is None else {"temperature": b.temperature_c}
         if b.kind == "segment":
-            model.update(b.segment_ids, b.energy_wh)
+            model.update(b.segment_ids, b.energy_wh, **kw)
         else:
-            model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights)
+            model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights, **kw)
 
 
 @dataclass
@@ -292,6 +298,8 @@ def restore_posterior(
     keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
     if len(keep) > post.updates_before_refresh:
         return None
+    if any(b.temperature_c is not None for b in keep):
+        return None  # the temperature coefficients live in the learner only
     apply_batches(post, keep)
     return post, max([newest.last_batch_id, *(b.id for b in keep)]), len(batches) - len(keep)
 

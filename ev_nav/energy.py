@@ -364,6 +364,13 @@ class ClimateModel:
     learners treat each coefficient as unknown with a Gaussian prior of relative standard
     deviation ``coefficient_sd`` around these values (``docs/temperature.md``).
 
+    How heating and the battery grow in the cold is not known to be linear, so the learners
+    also get *shape* features: for each knot ``k`` of ``shape_knots_c`` the degrees below it,
+    ``max(0, k − T)``, times the travel time and times the traction energy, with coefficients of
+    prior mean 0 (the physics above) and the prior spread of the heating and battery
+    coefficients. Together the features make piecewise-linear heating-power and battery curves
+    with kinks at ``t_heat_c`` and the knots; the physics energy uses only the first three.
+
     Attributes
     ----------
     t_heat_c, t_cool_c : float
@@ -375,6 +382,8 @@ class ClimateModel:
         Extra share of the traction energy [1/K] per kelvin below ``t_heat_c``.
     coefficient_sd : float
         Prior standard deviation of each coefficient, relative to its value.
+    shape_knots_c : tuple of float
+        Knots [°C] of the learners' shape features (empty: the three physics features only).
     """
 
     t_heat_c: float = 18.0
@@ -383,8 +392,12 @@ class ClimateModel:
     cool_w_per_k: float = 50.0
     battery_per_k: float = 0.005
     coefficient_sd: float = 1.0
+    shape_knots_c: tuple[float, ...] = (24.0, 8.0)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "shape_knots_c", tuple(float(k) for k in self.shape_knots_c))
+        if not all(np.isfinite(k) for k in self.shape_knots_c):
+            raise ConfigError(f"climate shape knots must be finite, got {self.shape_knots_c}")
         for name in ("heat_w_per_k", "cool_w_per_k", "battery_per_k", "coefficient_sd"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
@@ -399,9 +412,17 @@ class ClimateModel:
 
     @property
     def coefficients(self) -> NDArray[np.float64]:
-        """``[heat_w_per_k, cool_w_per_k, battery_per_k]``: the weights of
-        :func:`climate_basis`'s columns."""
-        return np.array([self.heat_w_per_k, self.cool_w_per_k, self.battery_per_k])
+        """``[heat_w_per_k, cool_w_per_k, battery_per_k, 0, 0, …]``: the physics weights of
+        :func:`climate_basis`'s columns (the shape features' are 0)."""
+        base = [self.heat_w_per_k, self.cool_w_per_k, self.battery_per_k]
+        return np.array(base + [0.0, 0.0] * len(self.shape_knots_c))
+
+    @property
+    def scales(self) -> NDArray[np.float64]:
+        """Each coefficient's typical size (its prior sd is ``coefficient_sd`` times it): the
+        physics values, and for each knot the heating and battery ones."""
+        base = [self.heat_w_per_k, self.cool_w_per_k, self.battery_per_k]
+        return np.array(base + [self.heat_w_per_k, self.battery_per_k] * len(self.shape_knots_c))
 
 
 def check_temperature(temperature_c: ArrayLike, n: int | None = None) -> NDArray[np.float64]:
@@ -441,18 +462,22 @@ def climate_basis(
     traction_wh: ArrayLike,
     climate: ClimateModel | None = None,
 ) -> NDArray[np.float64]:
-    """The temperature features of readings, shape ``(k, 3)``: heating degrees × hours
-    [K·h], cooling degrees × hours [K·h] and heating degrees × traction energy [K·Wh]
-    (:class:`ClimateModel`); their product with ``climate.coefficients`` is the extra energy
-    [Wh]. ``temperature_c``, ``hours`` (travel time) and ``traction_wh`` broadcast together."""
+    """The temperature features of readings, shape ``(k, 3 + 2·knots)``: heating degrees ×
+    hours [K·h], cooling degrees × hours [K·h], heating degrees × traction energy [K·Wh], then
+    per shape knot the degrees below it × hours and × traction energy (:class:`ClimateModel`);
+    their product with ``climate.coefficients`` is the physics model's extra energy [Wh].
+    ``temperature_c``, ``hours`` (travel time) and ``traction_wh`` broadcast together."""
     c = climate or ClimateModel()
     t = np.asarray(temperature_c, dtype=np.float64)
     heat = np.maximum(c.t_heat_c - t, 0.0)
     cool = np.maximum(t - c.t_cool_c, 0.0)
     hours_a = np.asarray(hours, dtype=np.float64)
     trac = np.asarray(traction_wh, dtype=np.float64)
-    cols = np.broadcast_arrays(heat * hours_a, cool * hours_a, heat * trac)
-    return np.stack(cols, axis=-1).reshape(-1, 3)
+    cols = [heat * hours_a, cool * hours_a, heat * trac]
+    for knot in c.shape_knots_c:
+        below = np.maximum(knot - t, 0.0)
+        cols += [below * hours_a, below * trac]
+    return np.stack(np.broadcast_arrays(*cols), axis=-1).reshape(-1, len(cols))
 
 
 def segment_energy_wh(

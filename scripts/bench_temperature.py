@@ -143,10 +143,10 @@ def main() -> int:
     if cold:
         print(f"  held-out trips below 5 °C ({len(cold)}): with {100 * np.mean(cold):.1f} %, "
               f"without {100 * np.mean(cold0):.1f} %")
-    print("learned temperature coefficients (heating W/K, cooling W/K, battery 1/K): "
-          + ", ".join(f"{m:.3g} ± {s:.2g}" for m, s in zip(coef["mean"], coef["sd"],
+    print("learned physics coefficients (heating W/K, cooling W/K, battery 1/K): "
+          + ", ".join(f"{m:.3g} ± {s:.2g}" for m, s in zip(coef["mean"][:3], coef["sd"][:3],
                                                             strict=True))
-          + " (prior " + ", ".join(f"{m:.3g}" for m in coef["prior_mean"]) + ")")
+          + " (prior " + ", ".join(f"{m:.3g}" for m in coef["prior_mean"][:3]) + ")")
     z = np.asarray(scores)
     bands = [(-99, 5), (5, 15), (15, 99)]
     print("standardised errors (measured − predicted)/sd by temperature: " + "; ".join(

@@ -49,6 +49,7 @@ in :mod:`ev_nav.gp.incremental_state`).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import threading
@@ -106,7 +107,7 @@ from ev_nav.gp.posterior import (
     validate_reset,
     validate_total,
 )
-from ev_nav.gp.temperature import N_COEF, TemperatureTerm, condition_rows_t, within_information
+from ev_nav.gp.temperature import TemperatureTerm, condition_rows_t, within_information
 from ev_nav.roads.network import RoadNetwork
 
 if TYPE_CHECKING:
@@ -261,13 +262,13 @@ class IncrementalGP:
         everything observed so far had none, so the slope and the information start at 0."""
         if self.temp.active:
             return
-        n = self.n
+        n, m = self.n, self.temp.m
         self.temp.active = True
-        self._t_phi = np.zeros((n, N_COEF))
-        self._t_phiphi = np.zeros((n, N_COEF, N_COEF))
-        self._t_phir = np.zeros((n, N_COEF))
-        self._t_psi = [np.zeros(N_COEF) for _ in self.totals]
-        self.slope = None if self._cov is None else np.zeros((n, N_COEF))
+        self._t_phi = np.zeros((n, m))
+        self._t_phiphi = np.zeros((n, m, m))
+        self._t_phir = np.zeros((n, m))
+        self._t_psi = [np.zeros(m) for _ in self.totals]
+        self.slope = None if self._cov is None else np.zeros((n, m))
         self._post = None
         if log:
             self._log.append(("act", np.empty(0, np.int64), np.empty(0)))
@@ -286,7 +287,7 @@ class IncrementalGP:
                 "phi": self._t_phi.copy(),
                 "phiphi": self._t_phiphi.copy(),
                 "phir": self._t_phir.copy(),
-                "psi": np.array(self._t_psi, dtype=np.float64).reshape(-1, N_COEF),
+                "psi": np.array(self._t_psi, dtype=np.float64).reshape(-1, self.temp.m),
             }
         return snap
 
@@ -348,7 +349,7 @@ class IncrementalGP:
         of the coefficients to the conditional one."""
         t = None if temperature is None else float(check_temperature(temperature))
         cov = self._covariance()
-        slope = self.slope if self.slope is not None else np.zeros((self.n, N_COEF))
+        slope = self.slope if self.slope is not None else np.zeros((self.n, self.temp.m))
         mean, var = self.temp.marginals(self._mean, np.clip(np.diagonal(cov), 0.0, None),
                                         slope, t)
         std = np.sqrt(np.clip(var, 0.0, None))
@@ -514,7 +515,7 @@ class IncrementalGP:
         )
 
     def _slope(self) -> NDArray[np.float64]:
-        return self.slope if self.slope is not None else np.zeros((self.n, N_COEF))
+        return self.slope if self.slope is not None else np.zeros((self.n, self.temp.m))
 
     def predict_sum(
         self,
@@ -661,13 +662,25 @@ class IncrementalGP:
         """A read-only view of the current posterior (mean, covariance, noise) that later
         updates of this model do not change: it shares the arrays, and the model copies them
         (copy on write, one N × N memory copy) before its next update instead of the view
-        copying the whole model. What a server publishes to its route requests."""
+        copying the whole model. What a server publishes to its route requests.
+
+        Raises
+        ------
+        ModelStateError
+            Once the model has temperature coefficients (the view has none: copy the model).
+        """
+        if self.temp.active:
+            raise ModelStateError("the read-only posterior view has no temperature "
+                                  "coefficients; copy the model instead")
         cov = self._covariance()
         self._shared = True
-        return ExactPosterior(
+        view = ExactPosterior(
             self._mean, cov, self.noise_var, self.prior_mean, self.n_updates, self.next_refresh,
             self.noise_scale,
         )
+        view.temp = copy.copy(self.temp)  # inactive: the prior only; its own (empty) arrays
+        view.temp.reset_information()
+        return view
 
     def _own_arrays(self) -> None:
         """Copy Σ and μ before changing them in place if a frozen view shares them."""
@@ -844,7 +857,7 @@ class IncrementalGP:
         """Mean features ``φ̄`` of the segment rows and ``ψ`` of the totals (as :meth:`_rows`)."""
         segs = np.flatnonzero(self.n_obs > 0)
         phi = self._t_phi[segs] / self.n_obs[segs, None].astype(np.float64)
-        return np.vstack([phi, *[p[None, :] for p in self._t_psi]]).reshape(-1, N_COEF)
+        return np.vstack([phi, *[p[None, :] for p in self._t_psi]]).reshape(-1, self.temp.m)
 
     def _refresh_temperature(
         self,
@@ -857,7 +870,7 @@ class IncrementalGP:
         the information ``ZᵀZ``, ``Zᵀ L⁻¹ r``, plus each segment's spread of readings."""
         term = self.temp
         term.reset_information()
-        self.slope = np.zeros((self.n, N_COEF))
+        self.slope = np.zeros((self.n, self.temp.m))
         if chol is not None:
             zr = trtrs_lower(chol, self._temperature_rows())
             self.slope -= xt.T @ zr
@@ -1170,12 +1183,12 @@ class IncrementalGP:
             try:
                 self._activate_temperature(log=False)
                 self._t_phi = np.asarray(temp_base["phi"], dtype=np.float64).reshape(
-                    self.n, N_COEF).copy()
+                    self.n, self.temp.m).copy()
                 self._t_phiphi = np.asarray(temp_base["phiphi"], dtype=np.float64).reshape(
-                    self.n, N_COEF, N_COEF).copy()
+                    self.n, self.temp.m, self.temp.m).copy()
                 self._t_phir = np.asarray(temp_base["phir"], dtype=np.float64).reshape(
-                    self.n, N_COEF).copy()
-                psi = np.asarray(temp_base["psi"], dtype=np.float64).reshape(-1, N_COEF)
+                    self.n, self.temp.m).copy()
+                psi = np.asarray(temp_base["psi"], dtype=np.float64).reshape(-1, self.temp.m)
             except (KeyError, TypeError, ValueError) as exc:
                 raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
             if psi.shape[0] != len(self.totals):

@@ -109,11 +109,11 @@ class BIModel:
     def _activate_temperature(self) -> None:
         if self.temp.active:
             return
-        n = self.n_segments
+        n, m = self.n_segments, self.temp.m
         self.temp.active = True
-        self._u = np.zeros((n, 3))
-        self._q = np.zeros((n, 3, 3))
-        self._w = np.zeros((n, 3))
+        self._u = np.zeros((n, m))
+        self._q = np.zeros((n, m, m))
+        self._w = np.zeros((n, m))
 
     def _conditional(self) -> tuple[NDArray[np.float64], NDArray[np.float64],
                                     NDArray[np.float64]]:
@@ -138,7 +138,7 @@ class BIModel:
             t = None if temperature is None else float(check_temperature(temperature))
             if not self.temp.active:
                 mean, var = self.eta / self.precision, 1.0 / self.precision
-                slope = np.zeros((self.n_segments, 3))
+                slope = np.zeros((self.n_segments, self.temp.m))
             else:
                 mean, var, slope = self._conditional()
             mean, var = self.temp.marginals(mean, var, slope, t)
@@ -230,7 +230,7 @@ class BIModel:
                 mean, var, slope = self._conditional()
             else:
                 mean, var = self.eta / self.precision, 1.0 / self.precision
-                slope = np.zeros((self.n_segments, 3))
+                slope = np.zeros((self.n_segments, self.temp.m))
             return self.temp.sum_moments(u, h, float(h @ mean[u]), float(h**2 @ var[u]),
                                          slope, t)
         post = self.posterior()
@@ -277,7 +277,7 @@ class BIModel:
         if self.temp.active:
             _, var, slope = self._conditional()
         else:
-            var, slope = 1.0 / self.precision, np.zeros((self.n_segments, 3))
+            var, slope = 1.0 / self.precision, np.zeros((self.n_segments, self.temp.m))
         return self.temp.route_covariance(ids, np.diag(var[ids]), slope, t)
 
     def state_dict(self) -> dict[str, Any]:
@@ -331,10 +331,10 @@ class BIModel:
             self.temp.check_state(temp["climate"])
             self._activate_temperature()
             try:
-                n = self.n_segments
-                self._u = np.asarray(temp["u"], dtype=np.float64).reshape(n, 3).copy()
-                self._q = np.asarray(temp["q"], dtype=np.float64).reshape(n, 3, 3).copy()
-                self._w = np.asarray(temp["w"], dtype=np.float64).reshape(n, 3).copy()
+                n, m = self.n_segments, self.temp.m
+                self._u = np.asarray(temp["u"], dtype=np.float64).reshape(n, m).copy()
+                self._q = np.asarray(temp["q"], dtype=np.float64).reshape(n, m, m).copy()
+                self._w = np.asarray(temp["w"], dtype=np.float64).reshape(n, m).copy()
             except (KeyError, TypeError, ValueError) as exc:
                 raise ModelStateError(f"damaged BI checkpoint: {exc}") from None
         self._cache = None

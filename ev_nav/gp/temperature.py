@@ -44,9 +44,6 @@ from ev_nav.gp.incremental_state import cholesky, syrk_down
 from ev_nav.gp.lapack import trtrs_lower
 from ev_nav.roads.network import RoadNetwork
 
-#: Number of temperature coefficients (columns of :func:`ev_nav.energy.climate_basis`).
-N_COEF = 3
-
 
 class TemperatureTerm:
     """The temperature coefficients' prior, features and posterior (shared by the learners).
@@ -69,15 +66,17 @@ class TemperatureTerm:
         self.hours = np.asarray(net.travel_time_s, dtype=np.float64) / 3600.0
         self.traction = np.maximum(np.asarray(e_det, dtype=np.float64), 0.0)
         self.beta0 = self.climate.coefficients
-        self.prior_var = (self.climate.coefficient_sd * self.beta0) ** 2
+        self.prior_var = (self.climate.coefficient_sd * self.climate.scales) ** 2
+        #: number of coefficients (columns of :func:`ev_nav.energy.climate_basis`)
+        self.m = int(self.beta0.size)
         #: whether any reading carried a temperature (until then nothing below is used)
         self.active = False
         self.reset_information()
 
     def reset_information(self) -> None:
         """Forget what the data said about the coefficients (``A``, ``b``)."""
-        self.info = np.zeros((N_COEF, N_COEF))
-        self.info_vec = np.zeros(N_COEF)
+        self.info = np.zeros((self.m, self.m))
+        self.info_vec = np.zeros(self.m)
         self._coef: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
 
     # ------------------------------------------------------------------ features
@@ -86,7 +85,7 @@ class TemperatureTerm:
         (the reference conditions: no heating, no cooling)."""
         ids = np.asarray(ids, dtype=np.int64)
         if temperature_c is None:
-            return np.zeros((ids.size, N_COEF))
+            return np.zeros((ids.size, self.m))
         t = check_temperature(temperature_c, ids.size)
         return climate_basis(t, self.hours[ids], self.traction[ids], self.climate)
 
@@ -100,7 +99,7 @@ class TemperatureTerm:
         if self._coef is None:
             prec = np.diag(1.0 / self.prior_var) + 0.5 * (self.info + self.info.T)
             chol = cholesky(prec)
-            inv_l = trtrs_lower(chol, np.eye(N_COEF))
+            inv_l = trtrs_lower(chol, np.eye(self.m))
             cov = inv_l.T @ inv_l
             self._coef = (cov @ self.info_vec, cov)
         return self._coef
@@ -175,7 +174,7 @@ class TemperatureTerm:
         """One draw of ``δ − m`` from its posterior (three standard normals from ``rng``)."""
         _, s = self.coefficients()
         chol = cholesky(s)
-        return chol @ rng.standard_normal(N_COEF)
+        return chol @ rng.standard_normal(self.m)
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:
@@ -183,11 +182,14 @@ class TemperatureTerm:
         c = self.climate
         return {"t_heat_c": c.t_heat_c, "t_cool_c": c.t_cool_c,
                 "heat_w_per_k": c.heat_w_per_k, "cool_w_per_k": c.cool_w_per_k,
-                "battery_per_k": c.battery_per_k, "coefficient_sd": c.coefficient_sd}
+                "battery_per_k": c.battery_per_k, "coefficient_sd": c.coefficient_sd,
+                "shape_knots_c": list(c.shape_knots_c)}
 
     def check_state(self, state: Mapping[str, Any]) -> None:
         """Refuse a checkpoint whose temperature prior differs from this model's."""
-        if dict(state) != self.state():
+        saved = {**dict(state), "shape_knots_c": [float(k) for k in state.get(
+            "shape_knots_c", [])]}
+        if saved != self.state():
             raise ModelStateError(
                 "the checkpoint's temperature model differs from this model's; load it with "
                 "the same ClimateModel"
@@ -239,7 +241,7 @@ def within_information(
     deviations from the group means: ``Σ (φ−φ̄)(φ−φ̄)ᵀ/v`` and ``Σ (φ−φ̄)(r−r̄)/v``. Exact: the
     readings' likelihood is the groups' means' times this.
     """
-    sums = np.zeros((cnt.size, N_COEF))
+    sums = np.zeros((cnt.size, phi.shape[1]))
     np.add.at(sums, inv, phi)
     phi_bar = sums / cnt[:, None]
     r_bar = np.bincount(inv, weights=r, minlength=cnt.size) / cnt
@@ -250,7 +252,7 @@ def within_information(
     return phi_bar, r_bar, info, vec
 
 
-__all__ = ["N_COEF", "AtTemperature", "TemperatureTerm", "condition_rows_t",
+__all__ = ["AtTemperature", "TemperatureTerm", "condition_rows_t",
            "within_information"]
 
 

@@ -19,6 +19,7 @@ from ev_nav.gp.independent import BIModel
 from ev_nav.gp.testing import load_real, random_route, subnetwork
 
 FIXED = IncrementalConfig(learn_hyperparameters=False, first_fit=10**9)
+M = ClimateModel().coefficients.size  # coefficients: three physics ones and the shape ones
 
 
 @pytest.fixture(scope="module")
@@ -30,19 +31,25 @@ def _features(net, e_det, ids, t):
     """φ of readings written out from the definition (travel time [h], traction energy)."""
     c = ClimateModel()
     hours = net.length_m[ids] / net.speed_mps[ids] / 3600.0
+    trac = np.maximum(e_det[ids], 0.0)
     heat = max(c.t_heat_c - t, 0.0)
     cool = max(t - c.t_cool_c, 0.0)
-    return np.column_stack([heat * hours, cool * hours, heat * np.maximum(e_det[ids], 0.0)])
+    cols = [heat * hours, cool * hours, heat * trac]
+    for knot in c.shape_knots_c:
+        cols += [max(knot - t, 0.0) * hours, max(knot - t, 0.0) * trac]
+    return np.column_stack(cols)
 
 
 def _dense(prior_cov_g, prior_mean_g, rows, y, noise):
     """Posterior mean and covariance of ``[g, β]`` from rows of the augmented design."""
     c = ClimateModel()
     beta0 = c.coefficients
-    n = prior_cov_g.shape[0]
-    k = np.zeros((n + 3, n + 3))
+    n, m = prior_cov_g.shape[0], beta0.size
+    k = np.zeros((n + m, n + m))
     k[:n, :n] = prior_cov_g
-    k[n:, n:] = np.diag((c.coefficient_sd * beta0) ** 2)
+    scales = [c.heat_w_per_k, c.cool_w_per_k, c.battery_per_k]
+    scales += [c.heat_w_per_k, c.battery_per_k] * len(c.shape_knots_c)
+    k[n:, n:] = np.diag((c.coefficient_sd * np.array(scales)) ** 2)
     mu0 = np.concatenate([prior_mean_g, beta0])
     h = np.asarray(rows)
     g = h @ k @ h.T + np.diag(noise)
@@ -62,13 +69,13 @@ def _simulate(model, net, rng, n_trips=10):
         path = random_route(net, 10, rng)
         path = np.concatenate([path, path[:1]])  # a segment twice in one trip
         t = None if trip == 1 else float(rng.uniform(-10.0, 35.0))
-        phi = np.zeros((path.size, 3)) if t is None else _features(net, e_det, path, t)
-        extra = phi @ np.array([150.0, 30.0, 0.01])  # a world unlike the prior
+        phi = np.zeros((path.size, M)) if t is None else _features(net, e_det, path, t)
+        extra = phi[:, :3] @ np.array([150.0, 30.0, 0.01])  # a world unlike the prior
         if trip % 4 == 3:
             total = float((truth[path] + extra).sum() + rng.normal(0.0, 4.0))
             model.update_total(path, total, temperature=t)
             u, cnt = np.unique(path, return_counts=True)
-            row = np.zeros(n + 3)
+            row = np.zeros(n + M)
             row[u] = cnt
             row[n:] = phi.sum(axis=0)
             rows.append(row)
@@ -78,7 +85,7 @@ def _simulate(model, net, rng, n_trips=10):
             y = truth[path] + extra + rng.normal(0.0, 2.0, path.size)
             model.update(path, y, temperature=t)
             for i, e in enumerate(path):
-                row = np.zeros(n + 3)
+                row = np.zeros(n + M)
                 row[e] = 1.0
                 row[n:] = phi[i]
                 rows.append(row)
@@ -92,7 +99,7 @@ def _check_against_dense(model, net, prior_cov, rows, ys, noise):
     mean, cov = _dense(prior_cov, model.prior_mean, rows, ys, noise)
     e_det = model.prior_mean
     for t in (-12.0, 10.0, 30.0, None):
-        phi = (np.zeros((n, 3)) if t is None
+        phi = (np.zeros((n, M)) if t is None
                else _features(net, e_det, np.arange(n), t))
         design = np.hstack([np.eye(n), phi])
         want_mean = design @ mean
@@ -102,7 +109,7 @@ def _check_against_dense(model, net, prior_cov, rows, ys, noise):
         np.testing.assert_allclose(post.std**2, want_var, rtol=1e-6, atol=1e-7)
         route = np.array([0, 3, 3, 7])
         w = np.array([0.5, 1.0, 1.0, 0.25])
-        h = np.zeros(n + 3)
+        h = np.zeros(n + M)
         np.add.at(h, route, w)
         h[n:] = w @ phi[route]
         m, v = model.predict_sum(route, w, temperature=t)
@@ -124,7 +131,7 @@ def test_exact_learner_with_temperatures_is_the_dense_posterior(small):
     mean, _ = _check_against_dense(model, small, prior_cov, rows, ys, noise)
     # the learned coefficients are the dense ones
     coef = model.temp.posterior_coefficients()
-    np.testing.assert_allclose(coef["mean"], mean[-3:], rtol=1e-7)
+    np.testing.assert_allclose(coef["mean"], mean[-M:], rtol=1e-7, atol=1e-9)
     # a checkpoint restores the very bits; a refresh from the statistics the same numbers
     restored = IncrementalGP(small, config=FIXED, seed=0).load_state_dict(
         decode(encode(model.state_dict()))
@@ -152,10 +159,10 @@ def test_bi_with_temperatures_matches_the_dense_posterior(small):
         path = random_route(small, 10, rng)
         t = float(rng.uniform(-10.0, 35.0))
         phi = _features(small, e_det, path, t)
-        y = e_det[path] + phi @ np.array([150.0, 30.0, 0.01]) + rng.normal(0, 2.0, path.size)
+        y = e_det[path] + phi[:, :3] @ np.array([150.0, 30.0, 0.01]) + rng.normal(0, 2.0, path.size)
         model.update(path, y, temperature=t)
         for i, e in enumerate(path):
-            row = np.zeros(n + 3)
+            row = np.zeros(n + M)
             row[e] = 1.0
             row[n:] = phi[i]
             rows.append(row)
@@ -210,4 +217,9 @@ def test_bad_temperatures_are_refused_and_change_nothing(small):
 def test_climate_basis_matches_its_definition():
     c = ClimateModel()
     phi = climate_basis([-2.0, 20.0, 30.0], 0.5, 100.0, c)
-    np.testing.assert_allclose(phi, [[10.0, 0.0, 2000.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
+    # per knot (24 °C, 8 °C): degrees below it × hours, × traction energy
+    np.testing.assert_allclose(phi, [
+        [10.0, 0.0, 2000.0, 13.0, 2600.0, 5.0, 1000.0],
+        [0.0, 0.0, 0.0, 2.0, 400.0, 0.0, 0.0],
+        [0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    ])

@@ -388,7 +388,7 @@ def test_migration_from_v1_preserves_data(tmp_path: Path) -> None:
     state = tmp_path / "old"
     _make_v1_state(state)
     with Store.open(state) as s:
-        assert s.schema_version == SCHEMA_VERSION == 4
+        assert s.schema_version == SCHEMA_VERSION == 5
         (batch,) = s.observations()  # an old total batch covers the planned route
         assert batch.segment_ids.tolist() == [1, 2, 3]
         v = s.vehicle()
@@ -426,7 +426,7 @@ def test_migration_to_v4_records_cache_checksums(tmp_path: Path) -> None:
     old = np.arange(12.0).reshape(3, 4)
     np.save(cache.folder / "prior-old.npy", old)  # written by an ev-nav before schema 4
     with Store.open(state) as s:
-        assert s.schema_version == 4
+        assert s.schema_version == SCHEMA_VERSION
         assert s.cache_checksums() == {}
         assert s.integrity_check() == ["ok"]
     with pytest.warns(StateNotice, match="no checksum recorded"):

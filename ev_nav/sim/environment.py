@@ -148,6 +148,8 @@ class Environment:
     info: dict[str, Any] = field(default_factory=dict)
     #: the node potential Φ [Wh] of the physical world (None for the others)
     potential: NDArray[np.float64] | None = None
+    #: the car whose energies these are (None: the paper's default EV)
+    vehicle: Vehicle | None = None
 
     def raise_losses(self, segments: ArrayLike, size: float) -> None:
         """A change of the road (drift): the listed segments' true losses ``f − ΔΦ`` are
@@ -173,7 +175,7 @@ class Environment:
 
         if self.potential is None:
             raise ConfigError("a temperature cycle needs the physical world")
-        f = energy_at(self.net, self.true_energy, temperature_c)
+        f = energy_at(self.net, self.true_energy, temperature_c, self.vehicle)
         if isinstance(self.oracle, RectifiedOracle):
             oracle: Any = RectifiedOracle(self.net, f, self.noise_std)
         else:
@@ -228,7 +230,7 @@ class Environment:
                 "relative_noise_sd": truth.noise_spread,
             }
             return cls(net=net, true_energy=f, noise_std=sd, oracle=oracle, redraws=0,
-                       info=info, potential=phi)
+                       info=info, potential=phi, vehicle=vehicle)
         for k in range(truth.max_redraws + 1):
             f = _draw(net, vehicle, settings, truth, int(seed) * 1_000_003 + k, cache_dir)
             if truth.optimum == "rectified":

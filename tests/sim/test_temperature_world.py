@@ -21,14 +21,19 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_temperature.py
 
 
 def test_the_world_reproduces_the_aaa_figures_on_the_reference_drive():
-    """On AAA's reference drive (34.1 km/h at 0.15 kWh/km) the world's consumption factors are
-    the measured ones: range −41 % at −6.7 °C and −17 % at 35 °C with climate control (traction
-    is the whole reference energy), and no effect at 23.9 °C."""
-    per_hour_wh = 0.15 * 34.1 * 1000.0
-    for t, range_loss in ((-6.7, 0.41), (35.0, 0.17)):
-        factor = 1.0 + climate.battery_factor(t) + climate.cabin_power_w(t) / per_hour_wh
-        assert factor == pytest.approx(1.0 / (1.0 - range_loss), rel=1e-3)
-    assert climate.cabin_power_w(23.9) == 0.0 and climate.battery_factor(23.9) == 0.0
+    """On the reference drive (a flat road at 34.1 km/h, all of its energy traction) the
+    world's consumption factors are AAA's measured ones: range −41 % at −6.7 °C and −17 % at
+    35 °C with climate control, and no effect at 23.9 °C; for the default car and another."""
+    from ev_nav.energy import get_vehicle, segment_energy_wh
+
+    for car in (None, get_vehicle("van")):
+        wh_per_hour = float(segment_energy_wh(34_100.0, 34.1 / 3.6, 0.0, car))
+        assert climate.reference_power_w(car) == pytest.approx(wh_per_hour, rel=1e-12)
+        for t, range_loss in ((-6.7, 0.41), (35.0, 0.17)):
+            factor = (1.0 + climate.battery_factor(t)
+                      + climate.cabin_power_w(t, car) / wh_per_hour)
+            assert factor == pytest.approx(1.0 / (1.0 - range_loss), rel=1e-12)
+        assert climate.cabin_power_w(23.9, car) == 0.0 and climate.battery_factor(23.9) == 0.0
 
 
 def test_the_cycle_is_seasonal_seeded_and_the_same_on_every_call():

@@ -101,6 +101,12 @@ class TruthSpec:
     temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
+        numbers = (self.temperature_mean_c, self.temperature_amplitude_c,
+                   self.temperature_noise_c, self.temperature_period_rounds)
+        if self.temperature_mean_c is not None and any(
+            isinstance(x, bool) or not isinstance(x, int | float) for x in numbers
+        ):
+            raise ConfigError(f"the temperature cycle's settings must be numbers, got {numbers}")
         if self.temperature_mean_c is not None and (
             self.kind != "physical" or self.temperature_period_rounds < 1
             or not (self.temperature_amplitude_c >= 0 and self.temperature_noise_c >= 0)

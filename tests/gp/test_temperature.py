@@ -223,3 +223,37 @@ def test_climate_basis_matches_its_definition():
         [0.0, 0.0, 0.0, 2.0, 400.0, 0.0, 0.0],
         [0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0],
     ])
+
+
+def test_a_reset_road_forgets_its_temperatures_too_and_restores_exactly(small):
+    """Change detection on a learner with temperatures: the reset segment's readings (and their
+    temperature statistics) go, the kept readings count at the reference conditions, and a
+    checkpoint replays the reset to the same bits."""
+    model = IncrementalGP(small, config=FIXED, seed=0)
+    rng = np.random.default_rng(9)
+    _simulate(model, small, rng, n_trips=6)
+    e = int(np.flatnonzero(model.n_obs > 0)[0])
+    before = model.posterior(temperature=-5.0).std[e]
+    model.reset_segments([e], [0], [0.0], [0.0])
+    assert model._t_phi[e].tolist() == [0.0] * model.temp.m
+    assert model.posterior(temperature=-5.0).std[e] > before
+    restored = IncrementalGP(small, config=FIXED, seed=0).load_state_dict(
+        decode(encode(model.state_dict()))
+    )
+    assert np.array_equal(restored.posterior(temperature=-5.0).mean,
+                          model.posterior(temperature=-5.0).mean)
+
+
+def test_bi_trip_totals_with_a_temperature_move_the_trip_towards_the_reading(small):
+    """BI learns a total at a temperature as it learns totals (marginals at the coefficients'
+    posterior mean): the trip's prediction at that temperature moves towards the reading."""
+    model = BIModel(small)
+    route = random_route(small, 8, np.random.default_rng(2))
+    m0, _ = model.predict_sum(route, temperature=-5.0)
+    model.update_total(route, m0 + 50.0, temperature=-5.0)
+    m1, _ = model.predict_sum(route, temperature=-5.0)
+    assert m0 < m1 < m0 + 50.0
+    state = decode(encode(model.state_dict()))
+    again = BIModel(small).load_state_dict(state)
+    assert again.predict_sum(route, temperature=-5.0) == model.predict_sum(route,
+                                                                            temperature=-5.0)

@@ -14,7 +14,15 @@ import pytest
 from ev_nav.errors import ConfigError
 from ev_nav.sim import climate
 from ev_nav.sim.environment import Environment, TruthSpec
-from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network, run_one
+from ev_nav.sim.fleet import (
+    AgentSpec,
+    NetworkSpec,
+    RunSpec,
+    TripSpec,
+    load_network,
+    run_one,
+    specs_from_toml,
+)
 
 NET = NetworkSpec(kind="synthetic", n_segments=300, seed=4)
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_temperature.py"
@@ -55,11 +63,20 @@ def test_a_cold_day_costs_more_and_keeps_the_optimum_defined():
     assert best == pytest.approx(cold.oracle.path_energy(path))
 
 
-def test_temperature_options_are_checked():
+def test_temperature_options_are_checked(tmp_path):
     with pytest.raises(ConfigError):
         TruthSpec(kind="gp", temperature_mean_c=10.0)
     with pytest.raises(ConfigError):
         TruthSpec(temperature_mean_c=10.0, temperature_period_rounds=0)
+    with pytest.raises(ConfigError):
+        TruthSpec(temperature_mean_c="ten")
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 5\n[network]\nkind = "synthetic"\nn_segments = 300\n'
+                   '[[agents]]\nmodel = "gp"\ntemperature = true\n'
+                   '[truth]\ntemperature_mean_c = 4.0\ntemperature_amplitude_c = 6.0\n')
+    (spec,), _ = specs_from_toml(cfg)
+    assert spec.agent.temperature and spec.truth.temperature_mean_c == 4.0
+    assert spec.agent.label.endswith("+temp")
 
 
 def test_a_fleet_run_in_the_seasons_resumes_exactly(tmp_path):

@@ -54,11 +54,15 @@ def main() -> int:
                    help="held-out trips use at least this much energy [Wh] (expected, on their "
                    "day): a percentage error of a trip that nearly breaks even downhill says "
                    "nothing")
+    p.add_argument("--no-shape", action="store_true",
+                   help="the learner with temperature gets the three physics features only "
+                   "(ClimateModel(shape_knots_c=()))")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
     from ev_nav import settings
     from ev_nav.bandits.routing import Router
+    from ev_nav.energy import ClimateModel
     from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
     from ev_nav.potential import loss_scale
     from ev_nav.sim.climate import energy_at, seasonal_temperature
@@ -93,7 +97,8 @@ def main() -> int:
 
     learn = not args.smoke
     config = IncrementalConfig(segment_scale="loss", learn_hyperparameters=learn)
-    with_t = IncrementalGP(net, config=config, seed=args.seed)
+    climate = ClimateModel(shape_knots_c=()) if args.no_shape else ClimateModel()
+    with_t = IncrementalGP(net, config=config, seed=args.seed, climate=climate)
     without = IncrementalGP(net, config=config, seed=args.seed)
     trips = TripGenerator(TripSpec(kind="random", min_distance_m=1000.0), net, args.seed)
     noise_rng = np.random.default_rng(args.seed + 1)

@@ -655,7 +655,7 @@ def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
         ids, y = np.concatenate(paths), np.concatenate(observed)
         events = []
         if drv.detector is not None:  # scored against the prediction before learning them
-            post = drv.model.posterior()
+            post = drv.model.posterior(temperature=temp) if use_temp else drv.model.posterior()
             var = post.std[ids] ** 2 + drv.model.noise_variances(ids)
             events = drv.detector.observe(ids, y, post.mean[ids], var)
         if use_temp:

@@ -56,3 +56,27 @@ def test_routes_and_observations_take_a_temperature(state) -> None:
     with Store.open(state) as store:
         batch = store.observations()[-1]
         assert batch.temperature_c == -8.0
+
+
+def test_the_http_api_takes_and_checks_a_temperature(server, served_town) -> None:
+    """Over HTTP: a route at a temperature is predicted at it; a temperature outside −60..60 °C
+    or not a number is a one-line 422, nothing recorded."""
+    import httpx
+
+    from ev_nav.server.client import RoutingClient, ServerError
+
+    origin, goal = _far(served_town)
+    with RoutingClient(server.url, token="fleet-secret-42") as client:
+        mild = client.plan(origin, goal, policy="mean")
+        cold = client.plan(origin, goal, policy="mean", temperature=-10.0)
+        assert (cold["routes"]["shortest"]["predicted_wh"]
+                > mild["routes"]["shortest"]["predicted_wh"])
+        with pytest.raises(ServerError) as bad:
+            client.record_total(cold["trip"], 100.0, temperature=95.0)
+        assert bad.value.status == 422
+        (row,) = [r for r in client.history() if r["trip"] == cold["trip"]]
+        assert row["observed_wh"] is None
+    body = {"origin": list(origin), "goal": list(goal), "temperature": "cold"}
+    r = httpx.post(f"{server.url}/api/routes", json=body, timeout=60.0,
+                   headers={"Authorization": "Bearer fleet-secret-42"})
+    assert r.status_code == 422 and "error" in r.json()

@@ -25,7 +25,7 @@ regeneration efficiency η⁻ from public figures; see ``docs/objective.md``.
 Ambient temperature (optional, :class:`ClimateModel`): heating below ``t_heat_c`` and cooling
 above ``t_cool_c`` draw a cabin power proportional to the degrees beyond the threshold for the
 time the segment takes, and a cold battery (higher internal resistance) costs a share of the
-traction energy per degree below ``t_heat_c``. The three coefficients are linear in the
+traction energy per degree below ``t_heat_c``. The energy is linear in the coefficients of the
 :func:`climate_basis` features, which is what lets the learners correct them from trips
 (``docs/temperature.md``). Without a temperature nothing changes.
 """

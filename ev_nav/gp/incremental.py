@@ -252,7 +252,7 @@ class IncrementalGP:
         # temperature (mod:`ev_nav.gp.temperature`): off until a reading carries one
         self.temp.active = False
         self.temp.reset_information()
-        #: M: the posterior mean's slope in the temperature coefficients (N × 3), when active
+        #: M: the posterior mean's slope in the temperature coefficients (N × m), when active
         self.slope: NDArray[np.float64] | None = None
         self._t_phi = self._t_phiphi = self._t_phir = None  # per-segment Σφ, Σφφᵀ, Σφr
         self._t_psi: list[NDArray[np.float64]] = []  # each total's Σ h φ

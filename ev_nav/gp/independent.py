@@ -5,7 +5,7 @@ sum ``s_e`` the posterior precision is ``1/σ0² + n_e/ς²`` and the mean
 ``(E_det/σ0² + s_e/ς²) / precision``. State is the pair (precision, precision-weighted mean),
 updated with ``np.add.at`` so repeated segments in one batch are handled exactly.
 
-Ambient temperature (:mod:`ev_nav.gp.temperature`): readings with a temperature share three
+Ambient temperature (:mod:`ev_nav.gp.temperature`): readings with a temperature share the
 coefficients ``β`` across segments. Given ``δ = β − β₀`` each segment is still its own conjugate
 Gaussian, with a mean ``(η_e − U_eᵀδ)/λ_e`` affine in ``δ`` (``U_e = Σ φ_i/v_i`` over its
 readings); integrating the segments out gives ``δ``'s exact posterior, so per-segment readings

@@ -6,18 +6,18 @@ segment ``e`` on a trip at temperature ``T`` is
 
     y = E_det(e) + φ(T, e)ᵀ β + g(e) + ε,        β ~ N(β₀, diag(τ²)),  g ~ GP(0, k),
 
-with the three features ``φ`` of :func:`ev_nav.energy.climate_basis` (heating and cooling
-degrees × the segment's travel time, heating degrees × its traction energy) and coefficients
-``β`` shared by all segments, their prior centred on the physics model's
-(:class:`~ev_nav.energy.ClimateModel`). In kernel terms the latent energy has covariance
-``k(e, e') + φ(T, e)ᵀ diag(τ²) φ(T', e')`` over (segment, temperature) pairs: a winter trip's
-prediction is learned from winter readings wherever they are and carried over from summer ones
-through ``g``, as far as the data allow.
+with the features ``φ`` of :func:`ev_nav.energy.climate_basis` (heating and cooling degrees ×
+the segment's travel time, heating degrees × its traction energy, and the same below each shape
+knot) and coefficients ``β`` shared by all segments, their prior centred on the physics model's
+(:class:`~ev_nav.energy.ClimateModel`: the shape coefficients on 0). In kernel terms the latent
+energy has covariance ``k(e, e') + φ(T, e)ᵀ diag(τ²) φ(T', e')`` over (segment, temperature)
+pairs: a winter trip's prediction is learned from winter readings wherever they are and carried
+over from summer ones through ``g``, as far as the data allow.
 
 Exact inference without touching the N × N machinery (``docs/temperature.md``): conditional on
 the deviation ``δ = β − β₀`` every reading is an ordinary observation of ``g`` (its residual
 moved by ``φᵀδ``), so the learner's posterior given ``δ`` has the covariance it already keeps
-and a mean affine in ``δ``, ``μ + M δ``. The learner carries ``M`` (N × 3) through each rank-k
+and a mean affine in ``δ``, ``μ + M δ``. The learner carries ``M`` (N × m) through each rank-k
 step with the same gain as ``μ``, and the information its innovations carry about ``δ``
 (``A``, ``b``: the log-likelihood is ``−½ δᵀAδ + bᵀδ`` up to a constant). Then
 
@@ -81,7 +81,7 @@ class TemperatureTerm:
 
     # ------------------------------------------------------------------ features
     def features(self, ids: ArrayLike, temperature_c: ArrayLike | None) -> NDArray[np.float64]:
-        """``φ(T, e)`` of readings of segments ``ids`` (k × 3); zeros without a temperature
+        """``φ(T, e)`` of readings of segments ``ids`` (k × m); zeros without a temperature
         (the reference conditions: no heating, no cooling)."""
         ids = np.asarray(ids, dtype=np.int64)
         if temperature_c is None:
@@ -105,7 +105,8 @@ class TemperatureTerm:
         return self._coef
 
     def posterior_coefficients(self) -> dict[str, list[float]]:
-        """The coefficients ``β`` [W/K, W/K, 1/K]: prior and posterior means and sds."""
+        """The coefficients ``β`` (heating and cooling [W/K], battery [1/K], then per shape
+        knot heating [W/K] and battery [1/K]): prior and posterior means and sds."""
         m, s = self.coefficients()
         return {
             "prior_mean": self.beta0.tolist(),
@@ -132,7 +133,7 @@ class TemperatureTerm:
         temperature_c: float | None,
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Every segment's posterior mean [Wh] and variance [Wh²] at ``temperature_c`` from the
-        learner's conditional ones (``mean``, ``var``) and its slope ``M`` (N × 3)."""
+        learner's conditional ones (``mean``, ``var``) and its slope ``M`` (N × m)."""
         m, s = self.coefficients()
         phi = self.features(np.arange(self.n), temperature_c)
         a = slope + phi
@@ -171,7 +172,7 @@ class TemperatureTerm:
         return cov + a @ s @ a.T
 
     def draw(self, rng: np.random.Generator) -> NDArray[np.float64]:
-        """One draw of ``δ − m`` from its posterior (three standard normals from ``rng``)."""
+        """One draw of ``δ − m`` from its posterior (``m`` standard normals from ``rng``)."""
         _, s = self.coefficients()
         chol = cholesky(s)
         return chol @ rng.standard_normal(self.m)
@@ -210,7 +211,7 @@ def condition_rows_t(
     """One exact rank-k step of the temperature-aware learner, in place.
 
     Rows ``H g + Φ δ`` with ``A = H Σ`` (k × N), ``m = H Σ Hᵀ + R`` (k × k), conditional
-    innovation ``innov`` (at ``δ = 0``), ``Φ`` (k × 3) and ``H M`` (k × 3). With ``m = L Lᵀ``
+    innovation ``innov`` (at ``δ = 0``), ``Φ`` (k × m) and ``H M`` (k × m). With ``m = L Lᵀ``
     and ``W = L⁻¹ A``: ``μ ← μ + Wᵀ L⁻¹ innov``, ``M ← M + Wᵀ L⁻¹ C`` with ``C = −(Φ + H M)``
     (the innovation's slope in ``δ``), ``Σ ← Σ − WᵀW``, and ``A``, ``b`` gain the rows'
     information about ``δ``.
@@ -235,9 +236,9 @@ def within_information(
     """Split readings of the same segments into their per-segment means and what their
     spread says about ``δ`` alone.
 
-    ``phi`` (k × 3) and residuals ``r`` of readings grouped by ``inv`` (``cnt`` readings per
+    ``phi`` (k × m) and residuals ``r`` of readings grouped by ``inv`` (``cnt`` readings per
     group), each with noise variance ``noise`` [Wh²] (the same within a group). Returns the
-    groups' mean features (g × 3) and mean residuals, and the information ``(A, b)`` of the
+    groups' mean features (g × m) and mean residuals, and the information ``(A, b)`` of the
     deviations from the group means: ``Σ (φ−φ̄)(φ−φ̄)ᵀ/v`` and ``Σ (φ−φ̄)(r−r̄)/v``. Exact: the
     readings' likelihood is the groups' means' times this.
     """
@@ -250,10 +251,6 @@ def within_information(
     info = dphi.T @ (dphi / noise[:, None])
     vec = dphi.T @ (dr / noise)
     return phi_bar, r_bar, info, vec
-
-
-__all__ = ["AtTemperature", "TemperatureTerm", "condition_rows_t",
-           "within_information"]
 
 
 class AtTemperature:
@@ -313,3 +310,7 @@ class AtTemperature:
     def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Noise variance [Wh²] of one reading of each listed segment."""
         return self.model.noise_variances(segment_ids)
+
+
+__all__ = ["AtTemperature", "TemperatureTerm", "condition_rows_t",
+           "within_information"]

@@ -53,6 +53,13 @@ def test_observe_with_a_temperature_is_stored_learned_and_replayed(tmp_path, cap
     with Store.open(state) as store:
         (batch,) = store.observations()
         assert batch.temperature_c == -5.0
+    # planning after it goes through the learner (the torch-free posterior has no coefficients)
+    from ev_nav.trips.session import restore_posterior
+
+    with open_session(state, with_model=False) as session:
+        assert restore_posterior(session.store, session.net) is None
+    assert _plan(capsys, state, net, "--dry-run")["routes"]["planned"]["predicted_wh"] > 0
+    assert _plan(capsys, state, net, "--dry-run", "--temperature", "20")["routes"]
     # replayed from the recorded observations (no checkpoint): the same model
     with open_session(state) as session:
         kept = session.model.predict_sum([1, 2, 3], temperature=-5.0)

@@ -20,6 +20,9 @@ command line's start-up stay light):
   road (``Store.segment_changes`` lists the flagged ones);
 * physics: :func:`node_potential`, :func:`potential_change`, :func:`loss_scale`,
   :func:`loss_lower_bound`;
+* ambient temperature (``docs/temperature.md``): :class:`ClimateModel` (the physics model's
+  heating, cooling and cold-battery terms; the learners' ``temperature=`` arguments) and
+  :class:`AtTemperature` (a model read at one temperature, for planning);
 * simulation: :class:`RunSpec`, :func:`run_one`, :func:`run_grid`, :func:`save_truth` (a
   world as a truth file for ``[truth] kind = "file"``);
 * errors: :class:`EvNavError` (every user-facing error derives from it).
@@ -62,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     "Vehicle": "ev_nav.energy",
     "get_vehicle": "ev_nav.energy",
     "catalogue": "ev_nav.vehicles",
+    "ClimateModel": "ev_nav.energy",
+    "AtTemperature": "ev_nav.gp.temperature",
     "node_potential": "ev_nav.potential",
     "potential_change": "ev_nav.potential",
     "loss_scale": "ev_nav.potential",

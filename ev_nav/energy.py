@@ -21,6 +21,13 @@ whose default (0) switches it off, so the presets reproduce the paper's numbers 
 
 The catalogue vehicles (:mod:`ev_nav.vehicles`) set both, and a drivetrain efficiency η⁺ and a
 regeneration efficiency η⁻ from public figures; see ``docs/objective.md``.
+
+Ambient temperature (optional, :class:`ClimateModel`): heating below ``t_heat_c`` and cooling
+above ``t_cool_c`` draw a cabin power proportional to the degrees beyond the threshold for the
+time the segment takes, and a cold battery (higher internal resistance) costs a share of the
+traction energy per degree below ``t_heat_c``. The energy is linear in the coefficients of the
+:func:`climate_basis` features, which is what lets the learners correct them from trips
+(``docs/temperature.md``). Without a temperature nothing changes.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import ConfigError, NetworkFileNotFound
+from ev_nav.errors import ConfigError, InvalidObservation, NetworkFileNotFound
 
 J_PER_WH = 3600.0
 
@@ -338,6 +345,141 @@ def load_vehicle(path: str | Path) -> Vehicle:
     return base.replace(**data)
 
 
+#: Lowest and highest ambient temperature [°C] a trip may carry (beyond the records of inhabited
+#: places: a value outside is a unit or typing error).
+TEMPERATURE_RANGE_C = (-60.0, 60.0)
+
+
+@dataclass(frozen=True)
+class ClimateModel:
+    """The physics model's temperature terms (the prior the learners start from).
+
+    ``E(T) = E + P_heat·h_T·t + P_cool·c_T·t + b·h_T·E⁺`` per segment, with the heating degrees
+    ``h_T = max(0, t_heat_c − T)``, cooling degrees ``c_T = max(0, T − t_cool_c)`` [K], the
+    travel time ``t`` [h] and the traction energy ``E⁺ = max(E, 0)`` [Wh].
+
+    Defaults are round figures of the right size, not a fit: a resistive cabin heater drawing
+    about 2.5 kW at −7 °C (100 W/K below 18 °C), air conditioning about 0.5 kW at 34 °C (50 W/K
+    above 24 °C), and 0.5 % more traction energy per kelvin below 18 °C for a cold battery. The
+    learners treat each coefficient as unknown with a Gaussian prior of relative standard
+    deviation ``coefficient_sd`` around these values (``docs/temperature.md``).
+
+    How heating and the battery grow in the cold is not known to be linear, so the learners
+    also get *shape* features: for each knot ``k`` of ``shape_knots_c`` the degrees below it,
+    ``max(0, k − T)``, times the travel time and times the traction energy, with coefficients of
+    prior mean 0 (the physics above) and the prior spread of the heating and battery
+    coefficients. Together the features make piecewise-linear heating-power and battery curves
+    with kinks at ``t_heat_c`` and the knots; the physics energy uses only the first three.
+
+    Attributes
+    ----------
+    t_heat_c, t_cool_c : float
+        Thresholds [°C] below which the car heats (and the battery is cold) and above which it
+        cools.
+    heat_w_per_k, cool_w_per_k : float
+        Cabin power [W] per kelvin below ``t_heat_c`` / above ``t_cool_c``.
+    battery_per_k : float
+        Extra share of the traction energy [1/K] per kelvin below ``t_heat_c``.
+    coefficient_sd : float
+        Prior standard deviation of each coefficient, relative to its value.
+    shape_knots_c : tuple of float
+        Knots [°C] of the learners' shape features (empty: the three physics features only).
+    """
+
+    t_heat_c: float = 18.0
+    t_cool_c: float = 24.0
+    heat_w_per_k: float = 100.0
+    cool_w_per_k: float = 50.0
+    battery_per_k: float = 0.005
+    coefficient_sd: float = 1.0
+    shape_knots_c: tuple[float, ...] = (24.0, 8.0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape_knots_c", tuple(float(k) for k in self.shape_knots_c))
+        if not all(np.isfinite(k) for k in self.shape_knots_c):
+            raise ConfigError(f"climate shape knots must be finite, got {self.shape_knots_c}")
+        for name in ("heat_w_per_k", "cool_w_per_k", "battery_per_k", "coefficient_sd"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ConfigError(f"climate parameter {name} must be a positive number, "
+                                  f"got {value}")
+        if not (np.isfinite(self.t_heat_c) and np.isfinite(self.t_cool_c)
+                and self.t_heat_c <= self.t_cool_c):
+            raise ConfigError(
+                f"climate thresholds need t_heat_c <= t_cool_c, got {self.t_heat_c} and "
+                f"{self.t_cool_c}"
+            )
+
+    @property
+    def coefficients(self) -> NDArray[np.float64]:
+        """``[heat_w_per_k, cool_w_per_k, battery_per_k, 0, 0, …]``: the physics weights of
+        :func:`climate_basis`'s columns (the shape features' are 0)."""
+        base = [self.heat_w_per_k, self.cool_w_per_k, self.battery_per_k]
+        return np.array(base + [0.0, 0.0] * len(self.shape_knots_c))
+
+    @property
+    def scales(self) -> NDArray[np.float64]:
+        """Each coefficient's typical size (its prior sd is ``coefficient_sd`` times it): the
+        physics values, and for each knot the heating and battery ones."""
+        base = [self.heat_w_per_k, self.cool_w_per_k, self.battery_per_k]
+        return np.array(base + [self.heat_w_per_k, self.battery_per_k] * len(self.shape_knots_c))
+
+
+def check_temperature(temperature_c: ArrayLike, n: int | None = None) -> NDArray[np.float64]:
+    """Ambient temperature(s) [°C] as a float array (a scalar broadcast to ``n`` values).
+
+    Raises
+    ------
+    InvalidObservation
+        If a value is not a finite number within :data:`TEMPERATURE_RANGE_C`, or the array does
+        not have one value per reading.
+    """
+    try:
+        t = np.asarray(temperature_c, dtype=np.float64)
+    except (TypeError, ValueError):
+        msg = f"temperature must be a number [°C], got {temperature_c!r}"
+        raise InvalidObservation(msg) from None
+    lo, hi = TEMPERATURE_RANGE_C
+    if not (np.all(np.isfinite(t)) and np.all(t >= lo) and np.all(t <= hi)):
+        raise InvalidObservation(
+            f"temperature must be a number of degrees Celsius in {lo:g}..{hi:g}, got "
+            f"{temperature_c!r}"
+        )
+    if n is not None:
+        if t.ndim == 0:
+            t = np.full(n, float(t))
+        elif t.shape != (n,):
+            raise InvalidObservation(
+                f"{n} readings but temperatures of shape {t.shape}: one temperature per trip "
+                "or per reading"
+            )
+    return t
+
+
+def climate_basis(
+    temperature_c: ArrayLike,
+    hours: ArrayLike,
+    traction_wh: ArrayLike,
+    climate: ClimateModel | None = None,
+) -> NDArray[np.float64]:
+    """The temperature features of readings, shape ``(k, 3 + 2·knots)``: heating degrees ×
+    hours [K·h], cooling degrees × hours [K·h], heating degrees × traction energy [K·Wh], then
+    per shape knot the degrees below it × hours and × traction energy (:class:`ClimateModel`);
+    their product with ``climate.coefficients`` is the physics model's extra energy [Wh].
+    ``temperature_c``, ``hours`` (travel time) and ``traction_wh`` broadcast together."""
+    c = climate or ClimateModel()
+    t = np.asarray(temperature_c, dtype=np.float64)
+    heat = np.maximum(c.t_heat_c - t, 0.0)
+    cool = np.maximum(t - c.t_cool_c, 0.0)
+    hours_a = np.asarray(hours, dtype=np.float64)
+    trac = np.asarray(traction_wh, dtype=np.float64)
+    cols = [heat * hours_a, cool * hours_a, heat * trac]
+    for knot in c.shape_knots_c:
+        below = np.maximum(knot - t, 0.0)
+        cols += [below * hours_a, below * trac]
+    return np.stack(np.broadcast_arrays(*cols), axis=-1).reshape(-1, len(cols))
+
+
 def segment_energy_wh(
     length_m: ArrayLike,
     speed_mps: ArrayLike,
@@ -345,6 +487,8 @@ def segment_energy_wh(
     vehicle: Vehicle | None = None,
     *,
     headwind_mps: ArrayLike = 0.0,
+    temperature_c: float | None = None,
+    climate: ClimateModel | None = None,
 ) -> NDArray[np.float64]:
     """Battery energy to drive each segment (Eq. 8 with η⁺/η⁻, plus the vehicle's auxiliary
     load and urban stop-and-go terms when it sets them; module docstring), vectorised.
@@ -361,6 +505,11 @@ def segment_energy_wh(
         Vehicle parameters; the paper's default EV when omitted.
     headwind_mps : array_like, optional
         Head-wind speed [m/s] added to the air speed (negative = tail wind).
+    temperature_c : float, optional
+        Ambient temperature [°C]: adds the cabin climate and cold-battery terms of ``climate``
+        (:class:`ClimateModel`; its defaults when omitted). None: no temperature terms.
+    climate : ClimateModel, optional
+        The temperature model (used only with ``temperature_c``).
 
     Returns
     -------
@@ -397,4 +546,11 @@ def segment_energy_wh(
         battery_wh = battery_wh + np.where(
             urban, veh.stops_per_km * length / 1000.0 * per_stop_wh, 0.0
         )
+    if temperature_c is not None:
+        t = check_temperature(temperature_c)
+        hours = np.divide(length, speed, out=np.zeros(np.broadcast(length, speed).shape),
+                          where=speed > 0) / 3600.0
+        basis = climate_basis(t, hours, np.maximum(battery_wh, 0.0), climate)
+        extra = basis @ (climate or ClimateModel()).coefficients
+        battery_wh = battery_wh + extra.reshape(np.shape(battery_wh))
     return battery_wh

@@ -144,12 +144,17 @@ class Agent:
         self.router = router or Router(net, loss_bound)
         self.rng = np.random.default_rng(seed)
         self.t = 0  # trips planned so far
+        #: ambient temperature [°C] of the trips planned now (None: not known, or a model
+        #: without temperature): the posterior is read at it
+        self.temperature: float | None = None
 
     def weights(self, t: int | None = None) -> NDArray[np.float64]:
         """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
         t = self.t + 1 if t is None else t
+        post = (self.model.posterior() if self.temperature is None
+                else self.model.posterior(temperature=self.temperature))
         return rectified_weights(
-            self.rule, self.model.posterior(), t, self.rng, self.potential_change, self.loss_bound
+            self.rule, post, t, self.rng, self.potential_change, self.loss_bound
         )
 
     def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:

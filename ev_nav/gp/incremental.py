@@ -49,6 +49,7 @@ in :mod:`ev_nav.gp.incremental_state`).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import threading
@@ -62,7 +63,7 @@ from numpy.typing import ArrayLike, NDArray
 from torch import Tensor
 
 from ev_nav.checkpoints import check_model_header
-from ev_nav.energy import Vehicle
+from ev_nav.energy import ClimateModel, Vehicle, check_temperature
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.incremental_state import (
@@ -88,6 +89,7 @@ from ev_nav.gp.incremental_state import (
     segment_noise,
     segment_residuals,
     stored_log_entry,
+    sym_rows,
     syrk_down,
     total_noise,
     uncondition_segments,
@@ -98,12 +100,14 @@ from ev_nav.gp.lapack import trtrs_lower
 from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import (
     SegmentPosterior,
+    TemperatureArg,
     combine_weights,
     stored_total,
     validate_observations,
     validate_reset,
     validate_total,
 )
+from ev_nav.gp.temperature import TemperatureTerm, condition_rows_t, within_information
 from ev_nav.roads.network import RoadNetwork
 
 if TYPE_CHECKING:
@@ -152,6 +156,9 @@ class IncrementalGP:
         and evaluating the kernel again. A file is used only if its bytes match the checksum
         the state's store recorded when it was written; a missing, foreign, tampered or
         damaged one is recomputed, and at most :data:`CACHE_KEEP` files of a kind are kept.
+    climate : ClimateModel, optional
+        The physics prior of the temperature coefficients (:mod:`ev_nav.gp.temperature`); used
+        once a reading carries an ambient temperature.
     """
 
     #: The ``kind`` its checkpoints carry.
@@ -164,6 +171,7 @@ class IncrementalGP:
         config: IncrementalConfig | None = None,
         seed: int = 0,
         cache: StateCache | None = None,
+        climate: ClimateModel | None = None,
     ) -> None:
         self.config = cfg = config or IncrementalConfig()
         if net.n_segments > MAX_EXACT_SEGMENTS:
@@ -204,6 +212,8 @@ class IncrementalGP:
         self.noise_var = float(noise)
         self._prior_log = self._log_hyper()  # centres of the hyperparameter priors
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
+        #: the temperature coefficients (inactive until a reading carries a temperature)
+        self.temp = TemperatureTerm(net, self.prior_mean, climate)
         self.rng = np.random.default_rng(self.seed)
         self.n_updates = 0
         self.next_refresh = cfg.first_fit
@@ -239,9 +249,32 @@ class IncrementalGP:
         self.extra_var = np.zeros(n, dtype=np.float64)
         self._cov: NDArray[np.float64] | None = None  # built by the first refresh
         self._mean = self.prior_mean.copy()
+        # temperature (mod:`ev_nav.gp.temperature`): off until a reading carries one
+        self.temp.active = False
+        self.temp.reset_information()
+        #: M: the posterior mean's slope in the temperature coefficients (N × m), when active
+        self.slope: NDArray[np.float64] | None = None
+        self._t_phi = self._t_phiphi = self._t_phir = None  # per-segment Σφ, Σφφᵀ, Σφr
+        self._t_psi: list[NDArray[np.float64]] = []  # each total's Σ h φ
+
+    def _activate_temperature(self, log: bool = True) -> None:
+        """Start carrying the temperature coefficients (the first reading with a temperature):
+        everything observed so far had none, so the slope and the information start at 0."""
+        if self.temp.active:
+            return
+        n, m = self.n, self.temp.m
+        self.temp.active = True
+        self._t_phi = np.zeros((n, m))
+        self._t_phiphi = np.zeros((n, m, m))
+        self._t_phir = np.zeros((n, m))
+        self._t_psi = [np.zeros(m) for _ in self.totals]
+        self.slope = None if self._cov is None else np.zeros((n, m))
+        self._post = None
+        if log:
+            self._log.append(("act", np.empty(0, np.int64), np.empty(0)))
 
     def _snapshot(self) -> dict[str, Any]:
-        return {
+        snap = {
             "n_obs": self.n_obs.copy(),
             "sum_r": self.sum_r.copy(),
             "sum_r2": self.sum_r2.copy(),
@@ -249,6 +282,14 @@ class IncrementalGP:
             "n_totals": len(self.totals),
             "extra_var": self.extra_var.copy(),
         }
+        if self.temp.active:
+            snap["temperature"] = {
+                "phi": self._t_phi.copy(),
+                "phiphi": self._t_phiphi.copy(),
+                "phir": self._t_phir.copy(),
+                "psi": np.array(self._t_psi, dtype=np.float64).reshape(-1, self.temp.m),
+            }
+        return snap
 
     # ------------------------------------------------------------------ protocol
     @property
@@ -261,8 +302,12 @@ class IncrementalGP:
         """D, the number of distinct segments that observations touched."""
         return int(self.support.size)
 
-    def posterior(self) -> SegmentPosterior:
-        """Exact posterior mean and std of every segment's expected energy [Wh] (cached)."""
+    def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
+        """Exact posterior mean and std of every segment's expected energy [Wh] (cached), on a
+        trip at ``temperature`` [°C] (None: without temperature terms, the reference
+        conditions; see :mod:`ev_nav.gp.temperature`)."""
+        if temperature is not None or self.temp.active:
+            return self._posterior_at(temperature)
         if self._post is None:
             cov = self._covariance()
             std = marginal_std(cov)
@@ -298,27 +343,79 @@ class IncrementalGP:
 
         return draw
 
-    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
-        """Learn from one observation per listed segment (repeats allowed) [Wh]."""
+    def _posterior_at(self, temperature: TemperatureArg) -> SegmentPosterior:
+        """The marginals at ``temperature`` (:meth:`TemperatureTerm.marginals
+        <ev_nav.gp.temperature.TemperatureTerm.marginals>`), with a joint draw that adds a draw
+        of the coefficients to the conditional one."""
+        t = None if temperature is None else float(check_temperature(temperature))
+        cov = self._covariance()
+        slope = self.slope if self.slope is not None else np.zeros((self.n, self.temp.m))
+        mean, var = self.temp.marginals(self._mean, np.clip(np.diagonal(cov), 0.0, None),
+                                        slope, t)
+        std = np.sqrt(np.clip(var, 0.0, None))
+        if self._post is None:  # the conditional posterior: its draw and the update guard
+            self._post = SegmentPosterior(
+                mean=self._mean.copy(), std=marginal_std(cov), noise_std=self.noise_std,
+                joint_draw=self._joint_draw(marginal_std(cov)),
+            )
+        base = self._post
+        a = slope + self.temp.features(np.arange(self.n), t)
+
+        def draw(rng: np.random.Generator) -> NDArray[np.float64]:
+            if self._post is not base:
+                raise ModelStateError("a joint draw from a posterior the model has updated since")
+            dev = base.joint_scores(rng) * base.std + a @ self.temp.draw(rng)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = dev / std
+            return np.where(std > 0, z, 0.0)
+
+        return SegmentPosterior(mean=mean, std=std, noise_std=self.noise_std, joint_draw=draw)
+
+    def update(
+        self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
+    ) -> None:
+        """Learn from one observation per listed segment (repeats allowed) [Wh], made at
+        ``temperature`` [°C] (one value, or one per reading; None: not recorded)."""
         ids, y = validate_observations(segment_ids, energies, self.n)
         if ids.size == 0:
             return
-        self._log.append(("seg", ids.copy(), y.copy()))
-        self._apply_segments(ids, y)
+        if temperature is None and not self.temp.active:
+            self._log.append(("seg", ids.copy(), y.copy()))
+            self._apply_segments(ids, y)
+            self._after_update()
+            return
+        temps = None if temperature is None else check_temperature(temperature, ids.size)
+        self._activate_temperature()
+        if temps is None:
+            self._log.append(("seg", ids.copy(), y.copy()))
+        else:
+            self._log.append(("sgt", ids.copy(), np.concatenate([y, temps])))
+        self._apply_segments(ids, y, temps=temps)
         self._after_update()
 
     def update_total(
-        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        total_energy: float,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> None:
         """Learn from the total energy [Wh] of driving the listed segments.
 
         ``weights`` (default 1 each) is the share of each listed segment driven: a partly
         driven first or last segment of a trip counts with its fraction (see
-        :func:`~ev_nav.gp.posterior.validate_total`).
+        :func:`~ev_nav.gp.posterior.validate_total`). ``temperature``: the trip's ambient
+        temperature [°C] (None: not recorded).
         """
         u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
-        self._log.append(("tot", u.copy(), np.concatenate([[total], h])))
-        self._apply_total(u, h, total)
+        if temperature is None:
+            self._log.append(("tot", u.copy(), np.concatenate([[total], h])))
+            self._apply_total(u, h, total)
+        else:
+            t = float(check_temperature(temperature))
+            self._activate_temperature()
+            self._log.append(("ttt", u.copy(), np.concatenate([[total, t], h])))
+            self._apply_total(u, h, total, temp=t)
         self._after_update()
 
     def absorb(
@@ -336,6 +433,11 @@ class IncrementalGP:
         so hyperparameters are refitted (at most once, at the end) after as many absorbed
         batches as if they had come one by one. Each batch enters the replay log as it would.
         """
+        if self.temp.active or any(len(b) > 2 for b in segments) or any(
+            len(b) > 3 for b in totals
+        ):
+            self._absorb_in_turn(segments, totals)
+            return
         seg = [validate_observations(i, y, self.n) for i, y in segments]
         seg = [(i, y) for i, y in seg if i.size]
         tot = [validate_total(i, t, self.n, w) for i, t, w in totals]
@@ -358,20 +460,78 @@ class IncrementalGP:
         )
         self._after_update(len(seg) + len(tot))
 
-    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
-        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``.
+    def _absorb_in_turn(
+        self,
+        segments: Sequence[tuple[Any, ...]],
+        totals: Sequence[tuple[Any, ...]],
+    ) -> None:
+        """:meth:`absorb` where temperatures are involved: batches ``(ids, energies[, °C])``
+        and ``(ids, total, weights[, °C])`` applied one after the other (the same exact
+        posterior), each logged as its own update would be; one refit at most, at the end."""
+        seg = []
+        for b in segments:
+            ids, y = validate_observations(b[0], b[1], self.n)
+            t = b[2] if len(b) > 2 else None
+            if ids.size:
+                seg.append((ids, y, None if t is None else check_temperature(t, ids.size)))
+        tot = []
+        for b in totals:
+            t = b[3] if len(b) > 3 else None
+            tot.append((*validate_total(b[0], b[1], self.n, b[2]),
+                        None if t is None else float(check_temperature(t))))
+        if not seg and not tot:
+            return
+        if any(t is not None for *_, t in seg) or any(t is not None for *_, t in tot):
+            self._activate_temperature()
+        for ids, y, t in seg:
+            if t is None:
+                self._log.append(("seg", ids.copy(), y.copy()))
+            else:
+                self._log.append(("sgt", ids.copy(), np.concatenate([y, t])))
+            self._apply_segments(ids, y, temps=t)
+        for u, h, total, t in tot:
+            if t is None:
+                self._log.append(("tot", u.copy(), np.concatenate([[total], h])))
+            else:
+                self._log.append(("ttt", u.copy(), np.concatenate([[total, t], h])))
+            self._apply_total(u, h, total, temp=t)
+        self._after_update(len(seg) + len(tot))
+
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: TemperatureArg = None
+    ) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids`` (on a
+        trip at ``temperature`` [°C]).
 
         Exact, including the correlations along the route (its segments share graph and
         feature kernels), so a route's variance is not the sum of its segments' variances.
         """
-        return route_covariance(self._covariance(), segment_ids)
+        cov = route_covariance(self._covariance(), segment_ids)
+        if temperature is None and not self.temp.active:
+            return cov
+        t = None if temperature is None else float(check_temperature(temperature))
+        return self.temp.route_covariance(
+            np.asarray(segment_ids, dtype=np.int64), cov, self._slope(), t
+        )
+
+    def _slope(self) -> NDArray[np.float64]:
+        return self.slope if self.slope is not None else np.zeros((self.n, self.temp.m))
 
     def predict_sum(
-        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> tuple[float, float]:
-        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1) on
+        a trip at ``temperature`` [°C] (None: without temperature terms)."""
         cov = self._covariance()  # first: building it (the first refresh) also sets the mean
-        return predict_sum(cov, self._mean, segment_ids, weights)
+        mean, var = predict_sum(cov, self._mean, segment_ids, weights)
+        if temperature is None and not self.temp.active:
+            return mean, var
+        t = None if temperature is None else float(check_temperature(temperature))
+        u, h = combine_weights(segment_ids, weights)
+        return self.temp.sum_moments(u, h, mean, var, self._slope(), t)
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``
@@ -421,6 +581,17 @@ class IncrementalGP:
         e = self.prior_mean[ids]
         r1 = s1 - cnt * e  # the learner's statistics are residuals y − E_det
         r2 = np.maximum(s2 - 2.0 * e * s1 + cnt * e * e, 0.0)
+        if self.temp.active:  # the kept readings carry no temperature: recompute
+            self._t_phi[ids] = 0.0
+            self._t_phiphi[ids] = 0.0
+            self._t_phir[ids] = 0.0
+            self.n_obs[ids] = cnt
+            self.sum_r[ids] = r1
+            self.sum_r2[ids] = r2
+            self.extra_var[ids] += tau2
+            self._join_support(ids[cnt > 0])
+            self._refresh(reset_log=False)
+            return
         refresh = False
         if posterior:
             self._covariance()  # first: building it (the first refresh) also sets the mean
@@ -491,13 +662,25 @@ class IncrementalGP:
         """A read-only view of the current posterior (mean, covariance, noise) that later
         updates of this model do not change: it shares the arrays, and the model copies them
         (copy on write, one N × N memory copy) before its next update instead of the view
-        copying the whole model. What a server publishes to its route requests."""
+        copying the whole model. What a server publishes to its route requests.
+
+        Raises
+        ------
+        ModelStateError
+            Once the model has temperature coefficients (the view has none: copy the model).
+        """
+        if self.temp.active:
+            raise ModelStateError("the read-only posterior view has no temperature "
+                                  "coefficients; copy the model instead")
         cov = self._covariance()
         self._shared = True
-        return ExactPosterior(
+        view = ExactPosterior(
             self._mean, cov, self.noise_var, self.prior_mean, self.n_updates, self.next_refresh,
             self.noise_scale,
         )
+        view.temp = copy.copy(self.temp)  # inactive: the prior only; its own (empty) arrays
+        view.temp.reset_information()
+        return view
 
     def _own_arrays(self) -> None:
         """Copy Σ and μ before changing them in place if a frozen view shares them."""
@@ -534,8 +717,15 @@ class IncrementalGP:
             self.support = np.concatenate([self.support, new])
 
     def _apply_segments(
-        self, ids: NDArray[np.int64], y: NDArray[np.float64], posterior: bool = True
+        self,
+        ids: NDArray[np.int64],
+        y: NDArray[np.float64],
+        posterior: bool = True,
+        temps: NDArray[np.float64] | None = None,
     ) -> None:
+        if self.temp.active:
+            self._apply_segments_t(ids, y, temps)
+            return
         r, u, cnt, s1 = segment_residuals(ids, y, self.prior_mean)
         if posterior:
             cov = self._covariance()  # first: building it also sets the mean
@@ -549,9 +739,62 @@ class IncrementalGP:
         np.add.at(self.sum_r, ids, r)
         np.add.at(self.sum_r2, ids, r * r)
 
-    def _apply_total(
-        self, u: NDArray[np.int64], h: NDArray[np.float64], total: float, posterior: bool = True
+    def _apply_segments_t(
+        self, ids: NDArray[np.int64], y: NDArray[np.float64], temps: NDArray[np.float64] | None
     ) -> None:
+        """:meth:`_apply_segments` with the temperature coefficients: each segment's batch
+        mean is one row ``g(e) + φ̄ᵀδ``, and the readings' spread around it informs ``δ``
+        alone (:func:`~ev_nav.gp.temperature.within_information`)."""
+        term = self.temp
+        phi = term.features(ids, temps)
+        r = y - self.prior_mean[ids] - term.offset(phi)
+        u, inv, cnt = np.unique(ids, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        noise = np.broadcast_to(
+            self.noise_var * (1.0 if self.noise_scale is None else self.noise_scale[ids]),
+            ids.shape,
+        ).astype(np.float64)
+        phi_bar, r_bar, info, vec = within_information(phi, r, inv, cnt, noise)
+        self._covariance()  # first: building it also sets the mean and the slope
+        self._own_arrays()
+        a = sym_rows(self._cov, u)
+        seg_noise = self.noise_var * (1.0 if self.noise_scale is None else self.noise_scale[u])
+        m = a[:, u] + np.diag(seg_noise / cnt)
+        innov = self.prior_mean[u] + r_bar - self._mean[u]
+        condition_rows_t(self._cov, self._mean, self.slope, term, a, m, innov, phi_bar,
+                         self.slope[u])
+        term.info += info
+        term.info_vec += vec
+        self._join_support(u)
+        np.add.at(self.n_obs, ids, 1)
+        np.add.at(self.sum_r, ids, r)
+        np.add.at(self.sum_r2, ids, r * r)
+        np.add.at(self._t_phi, ids, phi)
+        np.add.at(self._t_phiphi, ids, phi[:, :, None] * phi[:, None, :])
+        np.add.at(self._t_phir, ids, phi * r[:, None])
+
+    def _apply_total(
+        self,
+        u: NDArray[np.int64],
+        h: NDArray[np.float64],
+        total: float,
+        posterior: bool = True,
+        temp: float | None = None,
+    ) -> None:
+        if self.temp.active:
+            psi = h @ self.temp.features(u, temp)
+            self._covariance()  # first: building it also sets the mean and the slope
+            self._own_arrays()
+            a = (h @ sym_rows(self._cov, u))[None, :]
+            m = np.array([[float(a[0, u] @ h) + total_noise(h, u, self.noise_scale)
+                           * self.noise_var]])
+            innov = np.array([total - float(psi @ self.temp.beta0) - float(h @ self._mean[u])])
+            condition_rows_t(self._cov, self._mean, self.slope, self.temp, a, m, innov,
+                             psi[None, :], (h @ self.slope[u])[None, :])
+            self._join_support(u)
+            self.totals.append((u.copy(), h.copy(), float(total)))
+            self._t_psi.append(psi)
+            return
         if posterior:
             self._covariance()  # first: building it also sets the mean
             self._own_arrays()
@@ -568,10 +811,11 @@ class IncrementalGP:
         resid = list(self.sum_r[segs] / self.n_obs[segs])
         seg_scale = 1.0 if self.noise_scale is None else self.noise_scale[segs]
         noise = list(seg_scale / self.n_obs[segs].astype(np.float64))
-        for u, h, total in self.totals:
+        for k, (u, h, total) in enumerate(self.totals):
             pos.append(u)
             wts.append(h)
-            resid.append(total - float(h @ self.prior_mean[u]))
+            offset = float(self._t_psi[k] @ self.temp.beta0) if self.temp.active else 0.0
+            resid.append(total - float(h @ self.prior_mean[u]) - offset)
             noise.append(total_noise(h, u, self.noise_scale))
         return _Rows(pos, wts, np.asarray(resid, dtype=np.float64),
                      np.asarray(noise, dtype=np.float64))
@@ -597,6 +841,10 @@ class IncrementalGP:
             beta = trtrs_lower(chol, rows.resid)
             mean += xt.T @ beta
             cov = syrk_down(cov, xt)
+            if self.temp.active:
+                self._refresh_temperature(chol, xt, beta)
+        elif self.temp.active:
+            self._refresh_temperature(None, None, None)
         self._cov = cov
         self._mean = mean
         self._shared = False  # new arrays: a frozen view keeps the old ones
@@ -604,6 +852,40 @@ class IncrementalGP:
         if reset_log:
             self._base = self._snapshot()
             self._log = []
+
+    def _temperature_rows(self) -> NDArray[np.float64]:
+        """Mean features ``φ̄`` of the segment rows and ``ψ`` of the totals (as :meth:`_rows`)."""
+        segs = np.flatnonzero(self.n_obs > 0)
+        phi = self._t_phi[segs] / self.n_obs[segs, None].astype(np.float64)
+        return np.vstack([phi, *[p[None, :] for p in self._t_psi]]).reshape(-1, self.temp.m)
+
+    def _refresh_temperature(
+        self,
+        chol: NDArray[np.float64] | None,
+        xt: NDArray[np.float64] | None,
+        beta: NDArray[np.float64] | None,
+    ) -> None:
+        """The slope ``M`` and the coefficients' information from the statistics (batch form
+        of the rank-k steps): with the rows' features ``Φ`` and ``Z = L⁻¹Φ``, ``M = −XZ`` and
+        the information ``ZᵀZ``, ``Zᵀ L⁻¹ r``, plus each segment's spread of readings."""
+        term = self.temp
+        term.reset_information()
+        self.slope = np.zeros((self.n, self.temp.m))
+        if chol is not None:
+            zr = trtrs_lower(chol, self._temperature_rows())
+            self.slope -= xt.T @ zr
+            term.add_information(-zr, beta)
+        segs = np.flatnonzero(self.n_obs > 0)
+        if segs.size:
+            n = self.n_obs[segs].astype(np.float64)
+            v = self.noise_var * (1.0 if self.noise_scale is None else self.noise_scale[segs])
+            v = np.broadcast_to(v, n.shape)
+            phi = self._t_phi[segs]
+            within = self._t_phiphi[segs] - phi[:, :, None] * phi[:, None, :] / n[:, None, None]
+            term.info += np.einsum("eij,e->ij", within, 1.0 / v)
+            wvec = self._t_phir[segs] - phi * (self.sum_r[segs] / n)[:, None]
+            term.info_vec += wvec.T @ (1.0 / v)
+            term._coef = None
 
     def _prior_covariance(self) -> NDArray[np.float64]:
         """K over all segments, column-major (SYRK updates it in place), from the cache if any."""
@@ -640,7 +922,7 @@ class IncrementalGP:
         Derived data: the restored posterior is the very same array, bit for bit; without the
         file, loading recomputes it. Does nothing without a ``cache``.
         """
-        if self.cache is None:
+        if self.cache is None or self.temp.active:  # (no cached form of the temperature part)
             return
         both = np.empty((self.n, self.n + 1), dtype=np.float64, order="F")
         both[:, : self.n] = self._covariance()
@@ -701,6 +983,10 @@ class IncrementalGP:
     def _fit_rows(self) -> _Rows:
         """The observation rows of the marginal likelihood (a random subset beyond the cap)."""
         rows = self._rows()
+        if self.temp.active:  # at the current coefficient estimate (see _fit)
+            d = self.temp.coefficients()[0]
+            rows = _Rows(rows.pos, rows.wts, rows.resid - self._temperature_rows() @ d,
+                         rows.noise)
         cap = self.config.fit_max_rows
         if len(rows.pos) <= cap:
             return rows
@@ -735,7 +1021,16 @@ class IncrementalGP:
         noise_factor = torch.as_tensor(rows.noise_factor())
         observed = self.n_obs > 0
         n_all = self.n_obs[observed].astype(np.float64)
-        scatter = self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all
+        sum_r, sum_r2 = self.sum_r[observed], self.sum_r2[observed]
+        if self.temp.active:
+            # residuals at the current coefficient estimate δ̂ (a plug-in: the fit does not
+            # integrate over δ; the posterior given the hyperparameters stays exact)
+            d = self.temp.coefficients()[0]
+            sum_r2 = (sum_r2 - 2.0 * self._t_phir[observed] @ d
+                      + np.einsum("eij,i,j->e", self._t_phiphi[observed], d, d))
+            sum_r = sum_r - self._t_phi[observed] @ d
+        scatter = np.maximum(sum_r2 - sum_r**2 / n_all, 0.0) if self.temp.active else (
+            sum_r2 - sum_r**2 / n_all)
         if self.noise_scale is not None:  # each segment's scatter in units of its noise scale
             scatter = scatter / self.noise_scale[observed]
         ssw = float(np.sum(scatter))
@@ -813,7 +1108,7 @@ class IncrementalGP:
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
         """Hyperparameters, statistics at the last refresh and the observations since (arrays)."""
-        return {
+        state = {
             "kind": CHECKPOINT_KIND,
             "version": STATE_VERSION,
             "config": asdict(self.config),
@@ -834,6 +1129,9 @@ class IncrementalGP:
             "prior_log": self._prior_log.clone(),
             "fits": [dict(f) for f in self.fits],
         }
+        if self.temp.active:  # only then: a model without temperatures saves what it did
+            state["climate"] = self.temp.state()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> IncrementalGP:
         """Restore a :meth:`state_dict` (same network and config): refresh, then replay."""
@@ -869,6 +1167,9 @@ class IncrementalGP:
             log = [stored_log_entry(str(kind), i, y) for kind, i, y in state["log"]]
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
+        if "climate" in state:
+            self.temp.check_state(state["climate"])
+        temp_base = base.get("temperature")
         self.prior_mean = np.asarray(state["prior_mean"], dtype=np.float64).copy()
         self._reset_data()
         self.n_obs = arrays["n_obs"].astype(np.int64).copy()
@@ -878,15 +1179,39 @@ class IncrementalGP:
         self.support = support.copy()
         self._in_support[support] = True
         self.extra_var = extra_var.copy()
+        if temp_base is not None:
+            try:
+                self._activate_temperature(log=False)
+                self._t_phi = np.asarray(temp_base["phi"], dtype=np.float64).reshape(
+                    self.n, self.temp.m).copy()
+                self._t_phiphi = np.asarray(temp_base["phiphi"], dtype=np.float64).reshape(
+                    self.n, self.temp.m, self.temp.m).copy()
+                self._t_phir = np.asarray(temp_base["phir"], dtype=np.float64).reshape(
+                    self.n, self.temp.m).copy()
+                psi = np.asarray(temp_base["psi"], dtype=np.float64).reshape(-1, self.temp.m)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ModelStateError(f"damaged incremental-GP checkpoint: {exc}") from None
+            if psi.shape[0] != len(self.totals):
+                raise ModelStateError("damaged incremental-GP checkpoint: temperature totals")
+            self._t_psi = [p.copy() for p in psi]
         self._prior_log = torch.as_tensor(state["prior_log"], dtype=DTYPE).clone()
         self._base = self._snapshot()
         self._log = []
-        cached = read_posterior(self.cache, self._digest_after(log), self.n)
+        with_temperature = temp_base is not None or any(k == "act" for k, _, _ in log)
+        cached = None if with_temperature else read_posterior(
+            self.cache, self._digest_after(log), self.n)
         if cached is None:
             self._refresh()
         for kind, ids, y in log:
             self._log.append((kind, ids, y))
-            if kind == "seg":
+            if kind == "act":
+                self._activate_temperature(log=False)
+            elif kind == "sgt":
+                k = ids.size
+                self._apply_segments(ids, y[:k], temps=y[k:])
+            elif kind == "ttt":
+                self._apply_total(ids, y[2:], float(y[0]), temp=float(y[1]))
+            elif kind == "seg":
                 self._apply_segments(ids, y, posterior=cached is None)
             elif kind == "rst":
                 k = ids.size

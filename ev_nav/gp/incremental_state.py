@@ -507,6 +507,10 @@ class ExactPosterior:
         self.n_updates = int(n_updates)
         self.next_refresh = int(next_refresh)
         self._post: SegmentPosterior | None = None
+        #: the temperature prior (:class:`~ev_nav.gp.temperature.TemperatureTerm`) of a learner
+        #: that has seen no temperature yet, where the view was made by one: predictions at a
+        #: temperature add the physics prior (None: the view takes no temperature)
+        self.temp: Any = None
 
     @classmethod
     def from_checkpoint(
@@ -550,6 +554,8 @@ class ExactPosterior:
             counters = int(state["n_updates"]), int(state["next_refresh"])
         except (ModelStateError, KeyError, TypeError, ValueError):
             return None
+        if "climate" in state:  # temperature coefficients: only the learner restores them
+            return None
         cached = read_posterior(cache, key, n_segments)
         if cached is None or prior_mean.shape != (n_segments,):
             return None
@@ -562,23 +568,54 @@ class ExactPosterior:
         """Observation-noise standard deviation ς [Wh]."""
         return math.sqrt(self.noise_var)
 
-    def posterior(self) -> SegmentPosterior:
-        """Posterior mean and std of every segment's expected energy [Wh] (cached)."""
+    def posterior(self, temperature: float | None = None) -> SegmentPosterior:
+        """Posterior mean and std of every segment's expected energy [Wh] (cached), on a trip
+        at ``temperature`` [°C] (the physics prior's temperature terms: see :attr:`temp`)."""
+        if temperature is not None:
+            mean, var = self._temp().marginals(
+                self._mean, np.clip(np.diagonal(self._cov), 0.0, None), self._no_slope(),
+                temperature,
+            )
+            return SegmentPosterior(mean=mean, std=np.sqrt(np.clip(var, 0.0, None)),
+                                    noise_std=self.noise_std)
         if self._post is None:
             self._post = SegmentPosterior(
                 mean=self._mean.copy(), std=marginal_std(self._cov), noise_std=self.noise_std
             )
         return self._post
 
-    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+    def _temp(self) -> Any:
+        if self.temp is None:
+            raise ConfigError("this restored posterior takes no temperature; open the learner "
+                              "(docs/temperature.md)")
+        return self.temp
+
+    def _no_slope(self) -> NDArray[np.float64]:
+        return np.zeros((self.n, self._temp().m))
+
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: float | None = None
+    ) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
-        return route_covariance(self._cov, segment_ids)
+        cov = route_covariance(self._cov, segment_ids)
+        if temperature is None:
+            return cov
+        return self._temp().route_covariance(np.asarray(segment_ids, dtype=np.int64), cov,
+                                             self._no_slope(), temperature)
 
     def predict_sum(
-        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: float | None = None,
     ) -> tuple[float, float]:
-        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1)."""
-        return predict_sum(self._cov, self._mean, segment_ids, weights)
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1), on
+        a trip at ``temperature`` [°C] where given."""
+        mean, var = predict_sum(self._cov, self._mean, segment_ids, weights)
+        if temperature is None:
+            return mean, var
+        u, h = combine_weights(segment_ids, weights)
+        return self._temp().sum_moments(u, h, mean, var, self._no_slope(), temperature)
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``."""
@@ -631,6 +668,11 @@ class ExactPosterior:
         """Absorb many observation batches at once (per-segment ``(ids, energies)`` and trip
         totals ``(ids, total, weights)``), exactly as the learner's :meth:`absorb` does: one
         rank-k update, counted as one update per batch."""
+        if any(len(b) > 2 for b in segments) or any(len(b) > 3 for b in totals):
+            raise ModelStateError(
+                "observations with a temperature need the learner (the temperature "
+                "coefficients); restore the full model to apply them"
+            )
         seg = [validate_observations(i, y, self.n) for i, y in segments]
         seg = [(i, y) for i, y in seg if i.size]
         tot = [validate_total(i, t, self.n, w) for i, t, w in totals]

@@ -4,6 +4,13 @@ Prior ``N(E_det(e), σ0²)`` for every segment, known noise ``ς²``; after ``n_
 sum ``s_e`` the posterior precision is ``1/σ0² + n_e/ς²`` and the mean
 ``(E_det/σ0² + s_e/ς²) / precision``. State is the pair (precision, precision-weighted mean),
 updated with ``np.add.at`` so repeated segments in one batch are handled exactly.
+
+Ambient temperature (:mod:`ev_nav.gp.temperature`): readings with a temperature share the
+coefficients ``β`` across segments. Given ``δ = β − β₀`` each segment is still its own conjugate
+Gaussian, with a mean ``(η_e − U_eᵀδ)/λ_e`` affine in ``δ`` (``U_e = Σ φ_i/v_i`` over its
+readings); integrating the segments out gives ``δ``'s exact posterior, so per-segment readings
+are learned exactly. A trip total with a temperature is learned as BI learns totals (marginals,
+correlations dropped) at the coefficients' posterior mean.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
-from ev_nav.energy import Vehicle
+from ev_nav.energy import ClimateModel, Vehicle, check_temperature
 from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.posterior import (
     SegmentPosterior,
+    TemperatureArg,
     combine_weights,
     validate_observations,
     validate_reset,
@@ -47,6 +55,9 @@ class BIModel:
         and noise variance ``ς² a_e²`` with its deterministic loss ``a_e`` [Wh]
         (:func:`ev_nav.potential.loss_scale`); σ0² and ς² are then relative (defaults 0.25² and
         0.2²), as in the exact learner's ``segment_scale``.
+    climate : ClimateModel, optional
+        The physics prior of the temperature coefficients (used once a reading has a
+        temperature).
     """
 
     #: The ``kind`` its checkpoints carry.
@@ -59,6 +70,7 @@ class BIModel:
         prior_var: float | None = None,
         noise_var: float | None = None,
         segment_scale: str = "uniform",
+        climate: ClimateModel | None = None,
     ) -> None:
         from ev_nav.gp.groundtruth import PriorSettings  # local: groundtruth imports kernels
         from ev_nav.gp.incremental_state import SEGMENT_SCALES
@@ -88,14 +100,49 @@ class BIModel:
         self.eta = self.prior_mean / (self.prior_var * self.scale2)  # precision-weighted mean
         self.n_obs = np.zeros(self.n_segments, dtype=np.int64)
         self._cache: SegmentPosterior | None = None
+        from ev_nav.gp.temperature import TemperatureTerm
+
+        self.temp = TemperatureTerm(net, self.prior_mean, climate)
+        # per segment Σ φ/v, Σ φφᵀ/v, Σ φ r/v over readings with a temperature (when active)
+        self._u = self._q = self._w = None
+
+    def _activate_temperature(self) -> None:
+        if self.temp.active:
+            return
+        n, m = self.n_segments, self.temp.m
+        self.temp.active = True
+        self._u = np.zeros((n, m))
+        self._q = np.zeros((n, m, m))
+        self._w = np.zeros((n, m))
+
+    def _conditional(self) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                    NDArray[np.float64]]:
+        """Mean and variance given ``δ = 0`` and the slope ``M = −U/λ``; sets the coefficients'
+        information ``A = Σ(Q_e − U_eU_eᵀ/λ_e)``, ``b = Σ(W_e − U_e η_e/λ_e)``."""
+        var = 1.0 / self.precision
+        slope = -self._u * var[:, None]
+        term = self.temp
+        term.info = self._q.sum(axis=0) - (self._u * var[:, None]).T @ self._u
+        term.info_vec = self._w.sum(axis=0) - self._u.T @ (self.eta * var)
+        term._coef = None
+        return self.eta * var, var, slope
 
     @property
     def noise_std(self) -> float:
         """Observation-noise standard deviation ς [Wh]."""
         return float(np.sqrt(self._noise_var))
 
-    def posterior(self) -> SegmentPosterior:
-        """Independent posterior means and stds of all segments."""
+    def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
+        """Posterior means and stds of all segments (on a trip at ``temperature`` [°C])."""
+        if temperature is not None or self.temp.active:
+            t = None if temperature is None else float(check_temperature(temperature))
+            if not self.temp.active:
+                mean, var = self.eta / self.precision, 1.0 / self.precision
+                slope = np.zeros((self.n_segments, self.temp.m))
+            else:
+                mean, var, slope = self._conditional()
+            mean, var = self.temp.marginals(mean, var, slope, t)
+            return SegmentPosterior(mean=mean, std=np.sqrt(var), noise_std=self.noise_std)
         if self._cache is None:
             var = 1.0 / self.precision
             self._cache = SegmentPosterior(
@@ -103,17 +150,32 @@ class BIModel:
             )
         return self._cache
 
-    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
-        """Conjugate update with one noisy observation per listed segment [Wh]."""
+    def update(
+        self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
+    ) -> None:
+        """Conjugate update with one noisy observation per listed segment [Wh] (made at
+        ``temperature`` [°C], one per trip or per reading)."""
         ids, y = validate_observations(segment_ids, energies, self.n_segments)
         noise = self._noise_var * self.scale2[ids]
+        if temperature is not None:
+            temps = check_temperature(temperature, ids.size)
+            self._activate_temperature()
+            phi = self.temp.features(ids, temps)
+            y = y - self.temp.offset(phi)
+            np.add.at(self._u, ids, phi / noise[:, None])
+            np.add.at(self._q, ids, phi[:, :, None] * phi[:, None, :] / noise[:, None, None])
+            np.add.at(self._w, ids, phi * (y / noise)[:, None])
         np.add.at(self.precision, ids, 1.0 / noise)
         np.add.at(self.eta, ids, y / noise)
         np.add.at(self.n_obs, ids, 1)
         self._cache = None
 
     def update_total(
-        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        total_energy: float,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> None:
         """Update from the trip total ``y = Σ_e h_e f_e + noise`` (noise variance ``ς² Σ h``;
         ``h`` counts repeats and the driven share of partly driven segments, see
@@ -124,6 +186,24 @@ class BIModel:
         segments.
         """
         uniq, h, total = validate_total(segment_ids, total_energy, self.n_segments, weights)
+        if temperature is not None or self.temp.active:
+            # at the coefficients' posterior mean δ̂: f_e's mean there is (η_e − U_eᵀδ̂)/λ_e
+            t = None if temperature is None else float(check_temperature(temperature))
+            self._activate_temperature()
+            self._conditional()  # sets the coefficients' information
+            d = self.temp.coefficients()[0]
+            shift = self._u[uniq] @ d
+            total = total - float(h @ self.temp.features(uniq, t) @ (self.temp.beta0 + d))
+            var = 1.0 / self.precision[uniq]
+            mu = (self.eta[uniq] - shift) * var
+            s_var = float((h**2 * var).sum()) + self.noise_variance(uniq, h)
+            gain = h * var / s_var
+            new_mu = mu + gain * (total - float((h * mu).sum()))
+            new_var = var - h**2 * var**2 / s_var
+            self.precision[uniq] = 1.0 / new_var
+            self.eta[uniq] = new_mu / new_var + shift
+            self._cache = None
+            return
         post = self.posterior()
         mu, var = post.mean[uniq], post.std[uniq] ** 2
         s_var = float((h**2 * var).sum()) + self.noise_variance(uniq, h)
@@ -136,10 +216,23 @@ class BIModel:
         self._cache = None
 
     def predict_sum(
-        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> tuple[float, float]:
-        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (independent segments)."""
+        """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (independent segments
+        given the temperature coefficients; on a trip at ``temperature`` [°C])."""
         u, h = combine_weights(segment_ids, weights)
+        if temperature is not None or self.temp.active:
+            t = None if temperature is None else float(check_temperature(temperature))
+            if self.temp.active:
+                mean, var, slope = self._conditional()
+            else:
+                mean, var = self.eta / self.precision, 1.0 / self.precision
+                slope = np.zeros((self.n_segments, self.temp.m))
+            return self.temp.sum_moments(u, h, float(h @ mean[u]), float(h**2 @ var[u]),
+                                         slope, t)
         post = self.posterior()
         return float(h @ post.mean[u]), float((h**2 * post.std[u] ** 2).sum())
 
@@ -162,16 +255,30 @@ class BIModel:
         self.precision[ids] = 1.0 / prior + cnt / noise
         self.eta[ids] = self.prior_mean[ids] / prior + s1 / noise
         self.n_obs[ids] = cnt
+        if self.temp.active:  # the kept readings carry no temperature
+            self._u[ids] = 0.0
+            self._q[ids] = 0.0
+            self._w[ids] = 0.0
         self._cache = None
 
     def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         """Noise variance [Wh²] of one observation of each listed segment: ``ς² a_e²``."""
         return self.scale2[np.asarray(segment_ids, dtype=np.int64)] * self._noise_var
 
-    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
-        """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent)."""
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: TemperatureArg = None
+    ) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of ``segment_ids``: diagonal (segments independent),
+        plus what the shared temperature coefficients add."""
         ids = np.asarray(segment_ids, dtype=np.int64)
-        return np.diag(self.posterior().std[ids] ** 2)
+        if temperature is None and not self.temp.active:
+            return np.diag(self.posterior().std[ids] ** 2)
+        t = None if temperature is None else float(check_temperature(temperature))
+        if self.temp.active:
+            _, var, slope = self._conditional()
+        else:
+            var, slope = 1.0 / self.precision, np.zeros((self.n_segments, self.temp.m))
+        return self.temp.route_covariance(ids, np.diag(var[ids]), slope, t)
 
     def state_dict(self) -> dict[str, Any]:
         """Arrays and settings that restore the model exactly."""
@@ -187,6 +294,9 @@ class BIModel:
             "precision": self.precision.copy(),
             "eta": self.eta.copy(),
             "n_obs": self.n_obs.copy(),
+            **({"temperature": {"climate": self.temp.state(), "u": self._u.copy(),
+                                "q": self._q.copy(), "w": self._w.copy()}}
+               if self.temp.active else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> BIModel:
@@ -214,5 +324,18 @@ class BIModel:
         self.precision = arrays["precision"].astype(np.float64).copy()
         self.eta = arrays["eta"].astype(np.float64).copy()
         self.n_obs = arrays["n_obs"].astype(np.int64).copy()
+        self.temp.active = False
+        self._u = self._q = self._w = None
+        if "temperature" in state:
+            temp = state["temperature"]
+            self.temp.check_state(temp["climate"])
+            self._activate_temperature()
+            try:
+                n, m = self.n_segments, self.temp.m
+                self._u = np.asarray(temp["u"], dtype=np.float64).reshape(n, m).copy()
+                self._q = np.asarray(temp["q"], dtype=np.float64).reshape(n, m, m).copy()
+                self._w = np.asarray(temp["w"], dtype=np.float64).reshape(n, m).copy()
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ModelStateError(f"damaged BI checkpoint: {exc}") from None
         self._cache = None
         return self

@@ -22,6 +22,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation, UnknownSegmentError
 
+#: An optional ambient temperature [°C]: one number (a trip's), one per reading, or None (not
+#: recorded: the model's reference conditions; ``docs/temperature.md``).
+TemperatureArg = ArrayLike | None
+
 
 @dataclass(frozen=True)
 class SegmentPosterior:
@@ -85,28 +89,39 @@ class SegmentModel(Protocol):
         """Current observation-noise standard deviation ς [Wh]."""
         ...
 
-    def posterior(self) -> SegmentPosterior:
-        """Marginal posterior over all segments (cached while nothing changes)."""
+    def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
+        """Marginal posterior over all segments (cached while nothing changes), on a trip at
+        ``temperature`` [°C] where the model takes one (:mod:`ev_nav.gp.temperature`)."""
         ...
 
-    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
-        """Learn from one observation per listed segment (repeats allowed) [Wh]."""
+    def update(
+        self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
+    ) -> None:
+        """Learn from one observation per listed segment (repeats allowed) [Wh], made at
+        ``temperature`` [°C] (one per trip or per reading; None: not recorded)."""
         ...
 
     def update_total(
-        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        total_energy: float,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> None:
         """Learn from the total energy [Wh] of driving the listed segments: the observation is
         ``Σ_i weights_i·f(segment_ids_i) + noise`` with noise variance ``ς²·Σ weights``
         (weights default 1; a partly driven first or last segment of a trip counts with the
-        fraction of it driven)."""
+        fraction of it driven), on a trip at ``temperature`` [°C]."""
         ...
 
     def predict_sum(
-        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
     ) -> tuple[float, float]:
         """Mean [Wh] and variance [Wh²] of ``Σ_i weights_i·f(segment_ids_i)`` under the joint
-        posterior (correlations included; the noise not)."""
+        posterior (correlations included; the noise not), on a trip at ``temperature``."""
         ...
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:

@@ -296,8 +296,10 @@ class SVGPModel:
         y.flags.writeable = False
         return ids, y
 
-    def posterior(self) -> SegmentPosterior:
-        """Posterior mean/std of every segment's expected energy; cached until the next update."""
+    def posterior(self, temperature: ArrayLike | None = None) -> SegmentPosterior:
+        """Posterior mean/std of every segment's expected energy; cached until the next update.
+        (No temperature: see :func:`_no_temperature`.)"""
+        _no_temperature(temperature)
         if self._post is None:
             with torch.no_grad():
                 mean, var = self._predict_all()
@@ -324,10 +326,14 @@ class SVGPModel:
         return 0.5 * (out + out.T)
 
     def predict_sum(
-        self, segment_ids: ArrayLike, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: ArrayLike | None = None,
     ) -> tuple[float, float]:
         """Mean and variance [Wh, Wh²] of ``Σ weights·f(segment_ids)`` (weights default 1),
         from the joint posterior: correlations along the route included."""
+        _no_temperature(temperature)
         u, w = combine_weights(segment_ids, weights)
         return float(w @ self.posterior().mean[u]), float(w @ self.route_covariance(u) @ w)
 
@@ -341,8 +347,11 @@ class SVGPModel:
         ids = np.asarray(segment_ids, dtype=np.int64)
         return np.full(ids.shape, self.noise_std**2)
 
-    def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
+    def update(
+        self, segment_ids: ArrayLike, energies: ArrayLike, temperature: ArrayLike | None = None
+    ) -> None:
         """Algorithm 3 for one trip: record observations, refresh Z, take G steps [Wh]."""
+        _no_temperature(temperature)
         ids, y = validate_observations(segment_ids, energies, self.n)
         if ids.size == 0:
             return
@@ -368,7 +377,11 @@ class SVGPModel:
         self._append(ids, y)
 
     def update_total(
-        self, segment_ids: ArrayLike, total_energy: float, weights: ArrayLike | None = None
+        self,
+        segment_ids: ArrayLike,
+        total_energy: float,
+        weights: ArrayLike | None = None,
+        temperature: ArrayLike | None = None,
     ) -> None:
         """Closed-form Gaussian update of q(v) with the sum observation ``y = Σ_e f(e) + ε``.
 
@@ -378,6 +391,7 @@ class SVGPModel:
         through q(v) only. The observation is kept and re-enters every later NGD target, so the
         NGD steps do not forget it.
         """
+        _no_temperature(temperature)
         u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
         obs = (u.copy(), h.copy(), total)
         with torch.no_grad():
@@ -776,3 +790,13 @@ def _clone_nested(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_clone_nested(v) for v in obj]
     return obj
+
+
+def _no_temperature(temperature: ArrayLike | None) -> None:
+    """The inducing-point learner has no temperature coefficients (the paper mode): refuse a
+    temperature rather than ignore it."""
+    if temperature is not None:
+        raise ConfigError(
+            "the inducing-point learner (SVGP) does not model ambient temperature; use the "
+            "exact learner or BI for trips with a temperature (docs/temperature.md)"
+        )

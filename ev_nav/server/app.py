@@ -134,6 +134,10 @@ class RouteRequest(BaseModel):
         description="price of time [Wh per minute]: the plan minimises predicted energy + "
         "time_weight · minutes (0: energy only)",
     )
+    temperature: Number | None = Field(
+        None, ge=-60, le=60, allow_inf_nan=False,
+        description="ambient temperature [°C]: predict the routes at it (docs/temperature.md)",
+    )
 
 
 class ChargingRequest(BaseModel):
@@ -183,6 +187,11 @@ class ObservationRequest(BaseModel):
     )
     force: Flag = Field(False, description="record a reading the plausibility checks refuse")
     partial: Flag = Field(False, description="accept segments covering only part of the route")
+    temperature: Number | None = Field(
+        None, ge=-60, le=60, allow_inf_nan=False,
+        description="ambient temperature of the drive [°C]: stored with the readings and "
+        "learned with them (docs/temperature.md)",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> ObservationRequest:
@@ -373,6 +382,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             via=req.via,
             avoid=req.avoid,
             time_weight=req.time_weight,
+            temperature=req.temperature,
         ))
 
     @app.post(
@@ -421,7 +431,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             )
         return json_body(service.record(
             trip_id, total_wh=req.total_wh, segments=segments, force=req.force,
-            partial=req.partial,
+            partial=req.partial, temperature=req.temperature,
         ), status_code=201)
 
     @app.delete(

@@ -156,9 +156,11 @@ class RoutingClient:
         via: Sequence[tuple[float, float]] = (),
         avoid: Sequence[str] = (),
         time_weight: float = 0.0,
+        temperature: float | None = None,
     ) -> dict[str, object]:
         """Plan and record a trip; ``origin``/``goal``/``via`` are (lat, lon) [deg], ``avoid``
-        road kinds, ``time_weight`` the price of time [Wh/min] (as ``plan_trip``)."""
+        road kinds, ``time_weight`` the price of time [Wh/min] (as ``plan_trip``),
+        ``temperature`` the ambient temperature [°C] to predict at."""
         body: dict[str, object] = {"origin": list(origin), "goal": list(goal), "policy": policy}
         if soc is not None:
             body["soc"] = soc
@@ -170,21 +172,34 @@ class RoutingClient:
             body["avoid"] = list(avoid)
         if time_weight:
             body["time_weight"] = float(time_weight)
+        if temperature is not None:
+            body["temperature"] = float(temperature)
         return self._dict(self.request("POST", "/api/routes", body))
 
-    def record_total(self, trip: int, total_wh: float, *, force: bool = False) -> dict[str, object]:
-        body = {"total_wh": float(total_wh), "force": force}
+    def record_total(
+        self, trip: int, total_wh: float, *, force: bool = False,
+        temperature: float | None = None,
+    ) -> dict[str, object]:
+        """Record a trip's total [Wh] (at ``temperature`` [°C], where given)."""
+        body: dict[str, object] = {"total_wh": float(total_wh), "force": force}
+        if temperature is not None:
+            body["temperature"] = float(temperature)
         return self._dict(self.request("POST", f"/api/trips/{int(trip)}/observations", body))
 
     def record_segments(
-        self, trip: int, segments: Sequence[int], energies_wh: Sequence[float]
+        self, trip: int, segments: Sequence[int], energies_wh: Sequence[float], *,
+        temperature: float | None = None,
     ) -> dict[str, object]:
+        """Record per-segment energies [Wh] (at ``temperature`` [°C], where given)."""
         rows = [
             {"segment": int(s), "energy_wh": float(e)}
             for s, e in zip(segments, energies_wh, strict=True)
         ]
+        body: dict[str, object] = {"segments": rows}
+        if temperature is not None:
+            body["temperature"] = float(temperature)
         return self._dict(
-            self.request("POST", f"/api/trips/{int(trip)}/observations", {"segments": rows})
+            self.request("POST", f"/api/trips/{int(trip)}/observations", body)
         )
 
     def forget(self, trip: int) -> dict[str, object]:

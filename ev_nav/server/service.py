@@ -260,8 +260,11 @@ class _LockedModel:
     def noise_std(self) -> float:
         return self._snap.noise_std
 
-    def posterior(self) -> SegmentPosterior:
-        return self._snap.posterior
+    def posterior(self, temperature: float | None = None) -> SegmentPosterior:
+        if temperature is None:
+            return self._snap.posterior
+        with self._snap.lock:  # at a temperature: computed for this request
+            return self._snap.model.posterior(temperature=temperature)
 
     def __getattr__(self, name: str) -> object:
         attr = getattr(self._snap.model, name)  # AttributeError as the model: hasattr works
@@ -527,6 +530,7 @@ class FleetService:
         avoid: Sequence[str] = (),
         time_weight: float = 0.0,
         vehicle_model: str | None = None,
+        temperature: float | None = None,
     ) -> dict[str, object]:
         """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
 
@@ -539,7 +543,9 @@ class FleetService:
         ``E_det`` on each segment driven (what the fleet learned about the roads carries over;
         the physics difference between the cars is added). Returns the CLI's ``route --json``
         document plus each route's coordinates and the model version it was planned on. A bad
-        charge or an unknown model is refused before anything is recorded.
+        charge or an unknown model is refused before anything is recorded. ``temperature``
+        [°C]: every route is planned and predicted on the posterior at it
+        (``docs/temperature.md``).
         """
         from ev_nav.trips.battery import (
             RISK_WARNING,
@@ -560,6 +566,10 @@ class FleetService:
         if vehicle_model:
             extra["vehicle_model"] = vehicle_model
         with self._session(snap, read_only_model=False) as session:
+            if temperature is not None:
+                from ev_nav.gp.temperature import AtTemperature
+
+                session.model = AtTemperature(session.model, temperature)
             trip = plan_trip(
                 session,
                 origin,
@@ -683,8 +693,10 @@ class FleetService:
         segments: tuple[NDArray[np.int64], NDArray[np.float64]] | None = None,
         force: bool = False,
         partial: bool = False,
+        temperature: float | None = None,
     ) -> dict[str, object]:
-        """Check and commit a trip's observations (a total or per-segment energies [Wh]).
+        """Check and commit a trip's observations (a total or per-segment energies [Wh]),
+        made at ``temperature`` [°C] where given (stored with them; docs/temperature.md).
 
         When this returns, the observation is in the store (acknowledged); the model writer
         learns from it afterwards. Raises what the library raises for bad readings
@@ -696,18 +708,20 @@ class FleetService:
         if (total_wh is None) == (segments is None):
             raise InvalidObservation("give either total_wh or segments (not both)")
         snap = self.snapshot
-        with self._session(snap, read_only_model=True) as session:
+        # judged at a temperature, the readings need the model's temperature coefficients
+        with self._session(snap, read_only_model=temperature is None) as session:
             trip = session.store.get_trip(trip_id)
             if total_wh is not None:
                 if not math.isfinite(total_wh):
                     raise InvalidObservation(f"total_wh must be a finite number, got {total_wh}")
-                batch = record_total(session, trip.id, total_wh, force=force, absorb=False)
+                batch = record_total(session, trip.id, total_wh, force=force, absorb=False,
+                                     temperature_c=temperature)
                 observed, what = float(total_wh), "total"
             else:
                 seg, wh = segments  # type: ignore[misc]
                 batch = record_segments(
                     session, trip.id, seg, wh, force=force, partial=partial,
-                    source="the observation", absorb=False,
+                    source="the observation", absorb=False, temperature_c=temperature,
                 )
                 observed, what = float(np.sum(wh)), "segments"
         self._jobs.put(_Job("wake"))
@@ -1051,6 +1065,9 @@ class FleetService:
     def _publish(self, session: Session) -> Snapshot:
         t0 = time.perf_counter()
         frozen = getattr(session.model, "frozen_posterior", None)
+        temp = getattr(session.model, "temp", None)
+        if temp is not None and temp.active:
+            frozen = None  # the read-only view has no temperature coefficients: a copy has
         if frozen is not None and self._clone is _clone_model:
             # the exact GP hands out a read-only view of its arrays and copies them before its
             # next update (one N × N memory copy) instead of the whole model being deep-copied

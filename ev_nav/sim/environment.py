@@ -75,6 +75,14 @@ class TruthSpec:
         drive — Dijkstra on ``E[max(0, f + ε)]`` of the true energies — used where almost every
         draw has a negative cycle (MoST Monaco: 20 of 20 draws, LuST: 19 of 20, measured), which
         makes the exact optimum undefined; regret is still measured in true energies.
+    temperature_mean_c : float, optional
+        A seasonal temperature cycle (physical world only; ``docs/temperature.md``): round
+        ``t`` has the ambient temperature ``mean − amplitude·cos(2π t/period)`` plus a weather
+        deviation of sd ``temperature_noise_c`` [°C], and every energy of that round is the
+        world's at that temperature (:mod:`ev_nav.sim.climate`, fixed from AAA's 2019
+        measurements). None (the default): no temperature, the world as before.
+    temperature_amplitude_c, temperature_period_rounds, temperature_noise_c
+        The cycle's amplitude [K], period [rounds] and weather sd [K].
     """
 
     kind: str = "physical"
@@ -87,8 +95,28 @@ class TruthSpec:
     drift_rounds: tuple[int, ...] = ()
     drift_size: float = 0.5
     drift_segments: int = 5
+    temperature_mean_c: float | None = None
+    temperature_amplitude_c: float = 10.0
+    temperature_period_rounds: int = 365
+    temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
+        numbers = (self.temperature_mean_c, self.temperature_amplitude_c,
+                   self.temperature_noise_c, self.temperature_period_rounds)
+        if self.temperature_mean_c is not None and any(
+            isinstance(x, bool) or not isinstance(x, int | float) for x in numbers
+        ):
+            raise ConfigError(f"the temperature cycle's settings must be numbers, got {numbers}")
+        if self.temperature_mean_c is not None and (
+            self.kind != "physical" or self.temperature_period_rounds < 1
+            or not (self.temperature_amplitude_c >= 0 and self.temperature_noise_c >= 0)
+            or not -40.0 <= self.temperature_mean_c <= 40.0
+        ):
+            raise ConfigError(
+                "a temperature cycle needs kind = 'physical', temperature_mean_c in -40..40, "
+                "temperature_amplitude_c >= 0, temperature_noise_c >= 0 and "
+                "temperature_period_rounds >= 1"
+            )
         object.__setattr__(self, "drift_rounds", tuple(int(r) for r in self.drift_rounds))
         if self.drift_rounds and (
             self.kind != "physical" or not self.drift_size > -1 or self.drift_segments < 1
@@ -126,6 +154,8 @@ class Environment:
     info: dict[str, Any] = field(default_factory=dict)
     #: the node potential Φ [Wh] of the physical world (None for the others)
     potential: NDArray[np.float64] | None = None
+    #: the car whose energies these are (None: the paper's default EV)
+    vehicle: Vehicle | None = None
 
     def raise_losses(self, segments: ArrayLike, size: float) -> None:
         """A change of the road (drift): the listed segments' true losses ``f − ΔΦ`` are
@@ -142,6 +172,21 @@ class Environment:
             self.oracle = RectifiedOracle(net, f, self.noise_std)
         else:
             self.oracle = Oracle(net, f, node_potential=self.potential)
+
+    def at_temperature(self, temperature_c: float) -> Environment:
+        """The world on a day at ``temperature_c`` [°C]: every segment's energy as
+        :func:`ev_nav.sim.climate.energy_at` gives it, the same noise, and the optimum under
+        those energies (physical world only: its node potential stays feasible)."""
+        from ev_nav.sim.climate import energy_at
+
+        if self.potential is None:
+            raise ConfigError("a temperature cycle needs the physical world")
+        f = energy_at(self.net, self.true_energy, temperature_c, self.vehicle)
+        if isinstance(self.oracle, RectifiedOracle):
+            oracle: Any = RectifiedOracle(self.net, f, self.noise_std)
+        else:
+            oracle = Oracle(self.net, f, node_potential=self.potential)
+        return replace(self, true_energy=f, oracle=oracle)
 
     @classmethod
     def create(
@@ -177,7 +222,7 @@ class Environment:
                     f"and {truth.noise_spread}"
                 )
             phi = node_potential(net, vehicle)
-            base = replace(truth, kind="gp", drift_rounds=())  # the draw underneath
+            base = replace(truth, kind="gp", drift_rounds=(), temperature_mean_c=None)  # draw
             f_gp = _draw(net, vehicle, settings, base, int(seed) * 1_000_003, cache_dir)
             f = physical_truth(net, vehicle, phi, f_gp, settings.outputscale, truth.loss_spread)
             sd = truth.noise_spread * loss_scale(net, vehicle)
@@ -191,7 +236,7 @@ class Environment:
                 "relative_noise_sd": truth.noise_spread,
             }
             return cls(net=net, true_energy=f, noise_std=sd, oracle=oracle, redraws=0,
-                       info=info, potential=phi)
+                       info=info, potential=phi, vehicle=vehicle)
         for k in range(truth.max_redraws + 1):
             f = _draw(net, vehicle, settings, truth, int(seed) * 1_000_003 + k, cache_dir)
             if truth.optimum == "rectified":

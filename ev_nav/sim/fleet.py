@@ -133,6 +133,8 @@ class AgentSpec:
     each segment's deterministic loss, the physical world's model; ``docs/objective.md``).
     ``detect_changes``: run the change detector (:mod:`ev_nav.gp.changes`) on every reading
     and let the model forget a changed road's old readings (labelled ``…+detect``).
+    ``temperature``: in a world with a temperature cycle, give the model each round's ambient
+    temperature with its readings and plan with the posterior at it (labelled ``…+temp``).
     """
 
     model: str = "gp"
@@ -151,6 +153,7 @@ class AgentSpec:
     learner: str = "exact"
     segment_scale: str = "uniform"
     detect_changes: bool = False
+    temperature: bool = False
 
     @property
     def label(self) -> str:
@@ -166,6 +169,8 @@ class AgentSpec:
             label += f"(beta x{self.beta_scale:g})"
         if self.detect_changes:
             label += "+detect"
+        if self.temperature:
+            label += "+temp"
         return label
 
 
@@ -216,6 +221,11 @@ class RunSpec:
             del fields["agent"]["segment_scale"]
         if not fields["agent"]["detect_changes"]:
             del fields["agent"]["detect_changes"]
+        if not fields["agent"]["temperature"]:
+            del fields["agent"]["temperature"]
+        if fields["truth"]["temperature_mean_c"] is None:
+            for key in [k for k in fields["truth"] if k.startswith("temperature_")]:
+                del fields["truth"][key]
         if not fields["truth"]["drift_rounds"]:
             for key in ("drift_rounds", "drift_size", "drift_segments"):
                 del fields["truth"][key]
@@ -611,12 +621,19 @@ def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
     }
     if t in spec.truth.drift_rounds:
         drift(spec, drv, t)
+    env, temp = drv.env, round_temperature(spec, t)
+    if temp is not None:  # the world of this round's temperature
+        env = drv.env.at_temperature(temp)
+        base["temperature_c"] = temp
+    use_temp = temp is not None and spec.agent.temperature
+    if drv.agent is not None:
+        drv.agent.temperature = temp if use_temp else None
     rows, paths, observed = [], [], []
     for vehicle in range(spec.trips.vehicles):
         start, goal = drv.trips.next()
         path = drv.plan(start, goal, t)
-        obs = drv.env.drive(path, drv.rng_noise)
-        regret, energy, best = drv.env.regret(path, start, goal)
+        obs = env.drive(path, drv.rng_noise)
+        regret, energy, best = env.regret(path, start, goal)
         rows.append(
             {
                 **base,
@@ -638,13 +655,30 @@ def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
         ids, y = np.concatenate(paths), np.concatenate(observed)
         events = []
         if drv.detector is not None:  # scored against the prediction before learning them
-            post = drv.model.posterior()
+            post = drv.model.posterior(temperature=temp) if use_temp else drv.model.posterior()
             var = post.std[ids] ** 2 + drv.model.noise_variances(ids)
             events = drv.detector.observe(ids, y, post.mean[ids], var)
-        drv.model.update(ids, y)
+        if use_temp:
+            drv.model.update(ids, y, temperature=temp)
+        else:
+            drv.model.update(ids, y)
         if events:
             drv.detector.respond(drv.model, events)  # type: ignore[union-attr]
     return rows
+
+
+def round_temperature(spec: RunSpec, t: int) -> float | None:
+    """Ambient temperature [°C] of round ``t`` (None in a world without a temperature cycle)."""
+    truth = spec.truth
+    if truth.temperature_mean_c is None:
+        return None
+    from ev_nav.sim.climate import seasonal_temperature
+
+    return seasonal_temperature(
+        t, mean_c=truth.temperature_mean_c, amplitude_c=truth.temperature_amplitude_c,
+        period=truth.temperature_period_rounds, noise_c=truth.temperature_noise_c,
+        seed=spec.seed,
+    )
 
 
 def drift_stretch(spec: RunSpec, env: Environment, t: int) -> NDArray[np.int64]:

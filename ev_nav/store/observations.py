@@ -37,6 +37,8 @@ class ObservationBatch:
     segment_ids: NDArray[np.int64]
     energy_wh: NDArray[np.float64]
     weights: NDArray[np.float64] | None = None
+    #: ambient temperature of the drive [°C] (None: not recorded)
+    temperature_c: float | None = None
 
 
 
@@ -52,11 +54,13 @@ class ObservationsMixin(StoreConnection):
         allow_off_route: bool = False,
         allow_repeat: bool = False,
         route: ArrayLike | None = None,
+        temperature_c: float | None = None,
     ) -> int:
         """Record per-segment energies of a driven trip in one transaction; return the batch id.
 
         ``route``, when given, is the route actually driven (e.g. matched from a GPS track), kept
-        with the batch; the observed segments must lie on it.
+        with the batch; the observed segments must lie on it. ``temperature_c``: the drive's
+        ambient temperature [°C], kept with the batch (None: not recorded).
 
         When this returns, the data is committed (acknowledged): no later crash can lose it.
         Negative energies are valid (regeneration downhill); NaN/inf are not.
@@ -107,6 +111,7 @@ class ObservationsMixin(StoreConnection):
                 "give each segment once (sum repeated passes beforehand)"
             )
         self._check_segments(seg, "the observations")
+        temp = _temperature(temperature_c)
         now = _utcnow()
         with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
@@ -118,7 +123,7 @@ class ObservationsMixin(StoreConnection):
                         f"{trip.id}; check the file belongs to this trip"
                     )
             self._check_repeat(conn, trip.id, allow_repeat)
-            batch = self._new_batch(conn, trip.id, "segment", seg.size, now)
+            batch = self._new_batch(conn, trip.id, "segment", seg.size, now, temp)
             if driven is not None:
                 conn.execute(
                     "UPDATE observation_batches SET route_json = ? WHERE id = ?",
@@ -141,6 +146,7 @@ class ObservationsMixin(StoreConnection):
         route: ArrayLike | None = None,
         start_fraction: float = 0.0,
         end_fraction: float = 1.0,
+        temperature_c: float | None = None,
     ) -> int:
         """Record only the trip's total energy (the trip computer's reading); return the batch id.
 
@@ -149,7 +155,8 @@ class ObservationsMixin(StoreConnection):
         segment and ending ``end_fraction`` along its last). Any finite value is stored: a
         descent can regenerate more than a drive uses, so a total may be negative; whether a
         reading is plausible is the recorder's judgement against the prediction
-        (:func:`ev_nav.trips.observations.check_plausible`).
+        (:func:`ev_nav.trips.observations.check_plausible`). ``temperature_c``: the drive's
+        ambient temperature [°C] (None: not recorded).
 
         Raises
         ------
@@ -172,11 +179,12 @@ class ObservationsMixin(StoreConnection):
             except StateError as exc:
                 raise InvalidObservation(str(exc)) from None
             driven = (json.dumps(seg.tolist()), fs, fg)
+        temp = _temperature(temperature_c)
         now = _utcnow()
         with self._write("observation") as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
-            batch = self._new_batch(conn, trip.id, "total", 1, now)
+            batch = self._new_batch(conn, trip.id, "total", 1, now, temp)
             if driven is not None:
                 conn.execute(
                     "UPDATE observation_batches SET route_json = ?, start_fraction = ?, "
@@ -235,12 +243,19 @@ class ObservationsMixin(StoreConnection):
             )
 
     @staticmethod
-    def _new_batch(conn: sqlite3.Connection, trip_id: int, kind: str, n: int, now: str) -> int:
+    def _new_batch(
+        conn: sqlite3.Connection, trip_id: int, kind: str, n: int, now: str,
+        temperature_c: float | None = None,
+    ) -> int:
         cur = conn.execute(
             "INSERT INTO observation_batches(trip_id, kind, created, n_rows) VALUES (?, ?, ?, ?)",
             (trip_id, kind, now, int(n)),
         )
-        return int(cur.lastrowid)
+        batch = int(cur.lastrowid)
+        if temperature_c is not None:  # an UPDATE, as the driven route: the INSERT stays as it was
+            conn.execute("UPDATE observation_batches SET temperature_c = ? WHERE id = ?",
+                         (temperature_c, batch))
+        return batch
 
     def observations(
         self,
@@ -278,7 +293,7 @@ class ObservationsMixin(StoreConnection):
                 "SELECT b.id, b.trip_id, b.kind, b.created, "
                 "CASE b.kind WHEN 'total' THEN COALESCE(b.route_json, t.route_json) END, "
                 "COALESCE(b.start_fraction, t.start_fraction), "
-                "COALESCE(b.end_fraction, t.end_fraction) "
+                "COALESCE(b.end_fraction, t.end_fraction), b.temperature_c "
                 f"FROM observation_batches b JOIN trips t ON t.id = b.trip_id {where} "
                 "ORDER BY b.id",
                 params,
@@ -296,7 +311,7 @@ class ObservationsMixin(StoreConnection):
         lo = np.searchsorted(batch_col, bids, side="left")
         hi = np.searchsorted(batch_col, bids, side="right")
         out: list[ObservationBatch] = []
-        for (bid, tid, bkind, created, route_json, fs, fg), i, j in zip(
+        for (bid, tid, bkind, created, route_json, fs, fg, temp), i, j in zip(
             heads, lo, hi, strict=True
         ):
             weights = None
@@ -307,7 +322,8 @@ class ObservationsMixin(StoreConnection):
                 weights = driven_shares(seg.size, float(fs), float(fg))
             wh = table[i:j, 2].copy()
             out.append(
-                ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh, weights)
+                ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh, weights,
+                                 None if temp is None else float(temp))
             )
         return out
 
@@ -409,3 +425,12 @@ def _require_finite(arr: NDArray[np.float64], what: str) -> None:
         raise InvalidObservation(
             f"{what} must be finite; entries {bad[:5].tolist()} are {arr[bad[:5]].tolist()}"
         )
+
+
+def _temperature(value: float | None) -> float | None:
+    """A drive's ambient temperature [°C] checked (:func:`ev_nav.energy.check_temperature`)."""
+    if value is None:
+        return None
+    from ev_nav.energy import check_temperature
+
+    return float(check_temperature(value))

@@ -146,7 +146,17 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_v5(conn: sqlite3.Connection) -> None:
-    """Schema 5: changes of roads detected on the observations (:mod:`ev_nav.store.changes`).
+    """Schema 5: the ambient temperature of a drive (``docs/temperature.md``).
+
+    ``observation_batches.temperature_c`` [°C] is the temperature the batch's readings were made
+    at, which the model learns with on every replay; NULL (every earlier batch) means not
+    recorded, the model's reference conditions.
+    """
+    conn.execute("ALTER TABLE observation_batches ADD COLUMN temperature_c REAL")
+
+
+def _migrate_v6(conn: sqlite3.Connection) -> None:
+    """Schema 6: changes of roads detected on the observations (:mod:`ev_nav.store.changes`).
 
     ``segment_changes`` holds one row per flagged change: where in the commit order the model
     set the segment's old readings aside (``at_batch``), from which batch on its readings are
@@ -194,6 +204,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v3,
     _migrate_v4,
     _migrate_v5,
+    _migrate_v6,
 )
 
 #: The schema version this code writes.

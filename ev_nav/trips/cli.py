@@ -163,6 +163,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
     )
     p.add_argument(
+        "--temperature", type=_finite_float, metavar="C",
+        help="ambient temperature [°C]: predict the trip at it (docs/temperature.md)",
+    )
+    p.add_argument(
         "--max-snap", type=_distance_arg, default=500.0, help="max distance to a road [m]"
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
@@ -202,6 +206,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gps-sigma", type=_distance_arg, default=10.0, help="GPS noise of the track [m]"
+    )
+    p.add_argument(
+        "--temperature", type=_finite_float, metavar="C",
+        help="ambient temperature of the drive [°C], learned with it (docs/temperature.md)",
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -360,7 +368,9 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         raise ConfigError("planning charging stops needs the departure charge: add --soc")
     if args.via or args.avoid or args.time_weight:
         raise ConfigError("--via, --avoid and --time-weight do not combine with --confidence yet")
-    with _session(args.state, args.network, save_repairs=False, planning=True) as session:
+    with _session(args.state, args.network, save_repairs=False,
+                  planning=args.temperature is None) as session:
+        _at_temperature(session, args.temperature)
         net, vehicle = session.net, session.vehicle
         capacity = vehicle.battery_wh
         max_charge = parse_charge(args.max_charge, capacity)
@@ -401,15 +411,26 @@ def _route_with_stops(args: argparse.Namespace) -> int:
     return 0 if plan.feasible else 3
 
 
+def _at_temperature(session: Session, temperature: float | None) -> None:
+    """Plan on the model's posterior at ``temperature`` [°C] (None: as it is)."""
+    if temperature is not None:
+        from ev_nav.gp.temperature import AtTemperature
+
+        session.model = AtTemperature(session.model, temperature)
+
+
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
     if args.confidence is not None:
         return _route_with_stops(args)
     # planning reads the posterior only: restored without torch where possible (issue 29)
+    # a temperature needs the learner's temperature coefficients (not the torch-free posterior)
     with _session(
-        args.state, args.network, save_repairs=not args.dry_run, planning=True
+        args.state, args.network, save_repairs=not args.dry_run,
+        planning=args.temperature is None,
     ) as session:
+        _at_temperature(session, args.temperature)
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
         reserve = parse_charge(args.reserve, capacity)
@@ -536,12 +557,13 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             seg, wh = read_segment_csv(args.segments)
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
-                source=str(args.segments),
+                source=str(args.segments), temperature_c=args.temperature,
                 on_recorded=acknowledge(f"{seg.size} segment energies", float(np.sum(wh))),
             )
         else:
             record_total(
                 session, trip.id, args.total_wh, force=args.force,
+                temperature_c=args.temperature,
                 on_recorded=acknowledge("the trip total", float(args.total_wh)),
             )
         if not args.json:
@@ -590,6 +612,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
         rec = record_track(
             session, trip.id, track, total_wh=args.total_wh,
             config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
+            temperature_c=args.temperature,
             on_matched=matched, on_recorded=recorded,
         )
         if not args.json:

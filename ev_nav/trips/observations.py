@@ -15,7 +15,7 @@ import csv
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -180,6 +180,7 @@ def record_segments(
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
     route: np.ndarray | None = None,
+    temperature_c: float | None = None,
 ) -> int:
     """Check and record per-segment energies [Wh] of a driven trip, then update the model.
 
@@ -191,10 +192,11 @@ def record_segments(
     committed: whoever owns the model applies the batch later (the server's model writer).
     ``route`` is the route actually driven when it differs from the planned one (a matched GPS
     track, :mod:`ev_nav.trips.tracks`): the segments must lie on it, and need not cover the
-    planned route.
+    planned route. ``temperature_c``: the drive's ambient temperature [°C], recorded with the
+    readings (the model learns with it, and judges them against its prediction at it).
     """
 
-    store, model = session.store, session.model
+    store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
     seg = np.asarray(segment_ids, dtype=np.int64)
     wh = np.asarray(energies_wh, dtype=np.float64)
@@ -228,7 +230,7 @@ def record_segments(
         [f"segment {int(e)}" for e in seg],
         force=force,
     )
-    batch = store.add_observations(trip.id, seg, wh, route=route)
+    batch = store.add_observations(trip.id, seg, wh, route=route, temperature_c=temperature_c)
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
@@ -286,17 +288,27 @@ def record_total(
     route: np.ndarray | None = None,
     start_fraction: float = 0.0,
     end_fraction: float = 1.0,
+    temperature_c: float | None = None,
 ) -> int:
     """Check and record a trip's total energy [Wh] (trip computer), then update the model.
 
     Returns the observation batch id (see :func:`record_segments`, also for ``absorb``). The
     total covers the planned route, or ``route``, the segments actually driven (a matched GPS
     track, starting ``start_fraction`` along its first segment and ending ``end_fraction``
-    along its last); it is then checked against the model's prediction for that route.
+    along its last); it is then checked against the model's prediction for that route, at
+    ``temperature_c`` [°C] where given (recorded with the total, as in :func:`record_segments`).
     """
-    store, model = session.store, session.model
+    store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
-    if route is None:
+    if route is None and temperature_c is not None:
+        # the plan's prediction may be for another temperature: predict the route at this one
+        shares = np.asarray(trip.shares)
+        predicted = route_energy(model, trip.route, shares)  # joint sd, noise included
+        noise = model.noise_variance(trip.route, shares)
+        floor = plausible_noise_variance(session, trip.route, shares)
+        mean = predicted.mean_wh
+        sd = math.sqrt(predicted.sd_wh**2 + max(floor - noise, 0.0))
+    elif route is None:
         mean = trip.predicted_wh
         # the route's joint sd plus its observation noise (at least the plausible noise)
         noise = model.noise_variance(trip.route, trip.shares)
@@ -322,13 +334,22 @@ def record_total(
     )
     batch = store.add_total_observation(
         trip.id, float(total_wh), route=route, start_fraction=start_fraction,
-        end_fraction=end_fraction,
+        end_fraction=end_fraction, temperature_c=temperature_c,
     )
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _judging_model(session: Session, temperature_c: float | None) -> Any:
+    """The model that judges readings: the session's, read at the drive's temperature."""
+    if temperature_c is None:
+        return session.model
+    from ev_nav.gp.temperature import AtTemperature
+
+    return AtTemperature(session.model, temperature_c)
 
 
 def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | None) -> None:

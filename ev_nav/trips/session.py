@@ -119,8 +119,9 @@ def apply_batches(
 
     The exact GP (and its read-only posterior) takes them all as one rank-k update
     (``absorb``: exact, and far cheaper than one update per batch for a backlog); other models
-    take them one by one, in commit order. ``resets`` (:meth:`ev_nav.store.Store.resets` for the
-    same batches) are applied each right after the batch it follows (``reset_segments``), as
+    take them one by one, in commit order. A batch's ambient temperature, where it has one,
+    goes with it (``docs/temperature.md``). ``resets`` (:meth:`ev_nav.store.Store.resets` for
+    the same batches) are applied each right after the batch it follows (``reset_segments``), as
     when the change was detected (:mod:`ev_nav.trips.changes`).
     """
     start = 0
@@ -141,18 +142,23 @@ def _apply(model: SegmentModel | ExactPosterior, batches: list[ObservationBatch]
     if not batches:
         return
     absorb = getattr(model, "absorb", None)
+
+    def temp(b: ObservationBatch) -> tuple[float, ...]:  # only where recorded: old call shapes
+        return () if b.temperature_c is None else (b.temperature_c,)
+
     if absorb is not None:
         absorb(
-            [(b.segment_ids, b.energy_wh) for b in batches if b.kind == "segment"],
-            [(b.segment_ids, float(b.energy_wh[0]), b.weights) for b in batches
+            [(b.segment_ids, b.energy_wh, *temp(b)) for b in batches if b.kind == "segment"],
+            [(b.segment_ids, float(b.energy_wh[0]), b.weights, *temp(b)) for b in batches
              if b.kind != "segment"],
         )
         return
     for b in batches:
+        kw = {} if b.temperature_c is None else {"temperature": b.temperature_c}
         if b.kind == "segment":
-            model.update(b.segment_ids, b.energy_wh)
+            model.update(b.segment_ids, b.energy_wh, **kw)
         else:
-            model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights)
+            model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights, **kw)
 
 
 @dataclass
@@ -322,6 +328,8 @@ def restore_posterior(
         return None
     if keep and store.resets(newest.last_batch_id, keep[-1].id):
         return None  # a flagged change to replay: only the learner can forget readings
+    if any(b.temperature_c is not None for b in keep):
+        return None  # the temperature coefficients live in the learner only
     apply_batches(post, keep)
     return post, max([newest.last_batch_id, *(b.id for b in keep)]), len(batches) - len(keep)
 

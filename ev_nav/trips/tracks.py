@@ -134,6 +134,7 @@ def record_track(
     on_matched: Callable[[MatchResult], None] | None = None,
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
+    temperature_c: float | None = None,
 ) -> TrackRecord:
     """Match a GPS track and record the trip it drove (see the module docstring).
 
@@ -151,8 +152,9 @@ def record_track(
         Map-matching parameters (GPS noise etc.).
     on_matched : callable, optional
         Called with the match before anything is recorded (to report it).
-    force, on_recorded, absorb
-        As for :func:`ev_nav.trips.observations.record_total`.
+    force, on_recorded, absorb, temperature_c
+        As for :func:`ev_nav.trips.observations.record_total` (``temperature_c``: the drive's
+        ambient temperature [°C]).
 
     Raises
     ------
@@ -191,13 +193,13 @@ def record_track(
         )
         batch = record_total(
             session, trip.id, float(total_wh), force=force, on_recorded=on_recorded,
-            absorb=absorb, route=driven, **ends,
+            absorb=absorb, route=driven, temperature_c=temperature_c, **ends,
         )
         return TrackRecord(batch, "total", match, float(total_wh), driven, planned_share,
                            driven_m)
     seg, wh = apportion_energy(net, match, trk.energy_wh)
     batch = record_segments(
         session, trip.id, seg, wh, force=force, source=trk.source, on_recorded=on_recorded,
-        absorb=absorb, route=driven,
+        absorb=absorb, route=driven, temperature_c=temperature_c,
     )
     return TrackRecord(batch, "segment", match, float(wh.sum()), seg, planned_share, driven_m)

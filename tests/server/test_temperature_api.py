@@ -1,0 +1,82 @@
+"""Ambient temperature through the fleet service (issue 31): a route is predicted at the
+temperature it asks for, an observation's temperature is stored and learned by the writer, and
+the served model then carries the temperature coefficients (a copy, not the shared view)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav.errors import InvalidObservation
+from ev_nav.server.service import FleetService
+from ev_nav.store import Store
+
+
+@pytest.fixture()
+def state(tmp_path) -> Path:
+    from ev_nav.trips.session import create_state
+
+    path = tmp_path / "state"
+    create_state(path, synthetic=300, model="gp").close()
+    return path
+
+
+def _far(net) -> tuple[tuple[float, float], tuple[float, float]]:
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    a, b = order[3], order[-3]
+    return (mid[a, 1], mid[a, 0]), (mid[b, 1], mid[b, 0])
+
+
+def test_routes_and_observations_take_a_temperature(state) -> None:
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = _far(svc.net)
+        mild = svc.plan(origin, goal, policy="mean")
+        cold = svc.plan(origin, goal, policy="mean", temperature=-8.0)
+        r_mild, r_cold = mild["routes"]["shortest"], cold["routes"]["shortest"]
+        assert r_mild["segments"] == r_cold["segments"]
+        assert r_cold["predicted_wh"] > r_mild["predicted_wh"]
+        with pytest.raises(InvalidObservation):
+            svc.record(cold["trip"], total_wh=100.0, temperature=float("nan"))
+        total = r_cold["predicted_wh"] if cold["routes"]["planned"]["segments"] == \
+            r_cold["segments"] else cold["routes"]["planned"]["predicted_wh"]
+        ack = svc.record(cold["trip"], total_wh=1.1 * total, temperature=-8.0)
+        wait = threading.Event()
+        for _ in range(1200):
+            if svc.snapshot.applied_upto >= ack["batch"]:
+                break
+            wait.wait(0.1)
+        assert svc.snapshot.applied_upto >= ack["batch"]
+        assert svc.snapshot.model.temp.active
+        again = svc.plan(origin, goal, policy="mean", temperature=-8.0)
+        assert again["model_version"] > cold["model_version"]
+    with Store.open(state) as store:
+        batch = store.observations()[-1]
+        assert batch.temperature_c == -8.0
+
+
+def test_the_http_api_takes_and_checks_a_temperature(server, served_town) -> None:
+    """Over HTTP: a route at a temperature is predicted at it; a temperature outside −60..60 °C
+    or not a number is a one-line 422, nothing recorded."""
+    import httpx
+
+    from ev_nav.server.client import RoutingClient, ServerError
+
+    origin, goal = _far(served_town)
+    with RoutingClient(server.url, token="fleet-secret-42") as client:
+        mild = client.plan(origin, goal, policy="mean")
+        cold = client.plan(origin, goal, policy="mean", temperature=-10.0)
+        assert (cold["routes"]["shortest"]["predicted_wh"]
+                > mild["routes"]["shortest"]["predicted_wh"])
+        with pytest.raises(ServerError) as bad:
+            client.record_total(cold["trip"], 100.0, temperature=95.0)
+        assert bad.value.status == 422
+        (row,) = [r for r in client.history() if r["trip"] == cold["trip"]]
+        assert row["observed_wh"] is None
+    body = {"origin": list(origin), "goal": list(goal), "temperature": "cold"}
+    r = httpx.post(f"{server.url}/api/routes", json=body, timeout=60.0,
+                   headers={"Authorization": "Bearer fleet-secret-42"})
+    assert r.status_code == 422 and "error" in r.json()

@@ -1,0 +1,112 @@
+"""Ambient temperature through the CLI and the store (issue 31): ``observe --temperature``
+records it with the readings, the model learns with it on every replay, ``route --temperature``
+predicts at it, and a state from before schema 5 opens with no temperatures."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ev_nav.errors import InvalidObservation
+from ev_nav.roads.synthetic import synthetic_town
+from ev_nav.store import SCHEMA_VERSION, Store
+from ev_nav.store import schema as schema_mod
+from ev_nav.trips.session import open_session
+from tests.cli_helpers import latlon as _latlon
+from tests.cli_helpers import run_cli as _run
+
+SEGMENTS = 400
+
+
+@pytest.fixture(scope="module")
+def net():
+    return synthetic_town(SEGMENTS, seed=0)
+
+
+def _plan(capsys, state, net, *extra):
+    mid = net.segment_midpoints()
+    s, g = int(np.argmin(mid[:, 0] + mid[:, 1])), int(np.argmax(mid[:, 0] + mid[:, 1]))
+    code, out, err = _run(capsys, "route", state, "--from", _latlon(net, s), "--to",
+                          _latlon(net, g), "--policy", "mean", "--no-map", "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("model", ["gp", "bi"])
+def test_observe_with_a_temperature_is_stored_learned_and_replayed(tmp_path, capsys, net,
+                                                                    model):
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS,
+                "--model", model)[0] == 0
+    summer = _plan(capsys, state, net, "--dry-run")["routes"]["planned"]["predicted_wh"]
+    winter = _plan(capsys, state, net, "--dry-run", "--temperature", "-5")
+    # before any data: the physics prior's heating and cold-battery energy on top
+    assert winter["routes"]["planned"]["predicted_wh"] > summer
+    trip = _plan(capsys, state, net, "--temperature", "-5")
+    total = 1.3 * trip["routes"]["planned"]["predicted_wh"]
+    code, out, err = _run(capsys, "observe", state, trip["trip"], "--total-wh", total,
+                          "--temperature", "-5")
+    assert code == 0, err
+    with Store.open(state) as store:
+        (batch,) = store.observations()
+        assert batch.temperature_c == -5.0
+    # planning after it goes through the learner (the torch-free posterior has no coefficients)
+    from ev_nav.trips.session import restore_posterior
+
+    with open_session(state, with_model=False) as session:
+        assert restore_posterior(session.store, session.net) is None
+    assert _plan(capsys, state, net, "--dry-run")["routes"]["planned"]["predicted_wh"] > 0
+    assert _plan(capsys, state, net, "--dry-run", "--temperature", "20")["routes"]
+    # replayed from the recorded observations (no checkpoint): the same model
+    with open_session(state) as session:
+        kept = session.model.predict_sum([1, 2, 3], temperature=-5.0)
+        assert session.model.temp.active
+        store = session.store
+        for ck in store.checkpoints():
+            store._conn.execute("DELETE FROM checkpoints WHERE id = ?", (ck.id,))
+    with open_session(state) as session:
+        assert session.model.predict_sum([1, 2, 3], temperature=-5.0) == pytest.approx(
+            kept, rel=1e-9)
+
+
+def test_a_bad_temperature_is_refused_without_recording(tmp_path, capsys, net):
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    trip = _plan(capsys, state, net)
+    code, out, err = _run(capsys, "observe", state, trip["trip"], "--total-wh", 100,
+                          "--temperature", "95")
+    assert code != 0 and "temperature" in err and "Traceback" not in err
+    with Store.open(state) as store:
+        assert store.observations() == []
+        with pytest.raises(InvalidObservation):
+            store.add_total_observation(trip["trip"], 100.0, temperature_c=float("nan"))
+
+
+def test_a_schema_4_state_opens_with_no_temperatures(tmp_path):
+    """The migration adds the column; earlier batches read back without a temperature."""
+    state = tmp_path / "old"
+    state.mkdir()
+    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
+    for k in range(4):
+        schema_mod.MIGRATIONS[k](conn)
+    conn.execute("PRAGMA user_version = 4")
+    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
+        ("network_hash", "h"), ("network_ref", "n.npz"), ("model_kind", "gp"),
+        ("created", "2026-01-01T00:00:00+00:00")])
+    conn.execute(
+        """INSERT INTO trips(created, origin_segment, goal_segment, policy, seed, route_json,
+               predicted_wh, predicted_sd_wh, length_m, time_s)
+           VALUES ('2026-01-01', 1, 3, 'ts', NULL, '[1, 2, 3]', 50.0, 2.0, 300.0, 30.0)""")
+    conn.execute("INSERT INTO observation_batches(trip_id, kind, created, n_rows) "
+                 "VALUES (1, 'total', '2026-01-01', 1)")
+    conn.execute("INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh, "
+                 "created) VALUES (1, 1, 'total', NULL, 48.5, '2026-01-01')")
+    conn.close()
+    with Store.open(state) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        (batch,) = s.observations()
+        assert batch.temperature_c is None and batch.energy_wh.tolist() == [48.5]
+        assert s.integrity_check() == ["ok"]

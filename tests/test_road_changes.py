@@ -404,3 +404,28 @@ def test_the_server_flags_lists_and_follows_a_dismissal(tmp_path) -> None:
         plain = build_model("gp", svc.net, svc.vehicle)
         apply_batches(plain, store.observations())
     np.testing.assert_allclose(after, plain.posterior().mean, rtol=0, atol=1e-9)
+
+
+def test_a_cold_trip_is_scored_at_its_own_temperature(tmp_path) -> None:
+    """Readings at a winter temperature are judged against the prediction at that temperature:
+    a fleet of trips at 20 °C, then trips at −10 °C costing what the model predicts at −10 °C
+    (far above its prediction at 20 °C, by the heating and cold-battery terms) flag nothing."""
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        route = _route(session.net)
+        rng = np.random.default_rng(3)
+        for k in range(BEFORE + AFTER):
+            cold = k >= BEFORE
+            temp = -10.0 if cold else 20.0
+            mu = session.model.posterior(temperature=temp).mean[route]
+            warm = session.model.posterior(temperature=20.0).mean[route]
+            if cold:  # the heating terms make the cold readings unmistakably dearer
+                assert np.all(mu - warm > 0.0) and float(np.sum(mu - warm)) > 5.0
+            wh = mu + rng.normal(0.0, 0.02 * np.abs(mu) + 0.05)
+            trip = session.store.add_trip(
+                origin_segment=int(route[0]), goal_segment=int(route[-1]), policy="mean",
+                route=route, predicted_wh=float(mu.sum()), predicted_sd_wh=1.0, length_m=100.0,
+                time_s=10.0,
+            )
+            record_segments(session, trip, route, wh, force=True, temperature_c=temp)
+        assert session.store.segment_changes() == []

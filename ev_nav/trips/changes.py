@@ -174,10 +174,21 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
         ids = np.concatenate([b.segment_ids for b in seg])
         y = np.concatenate([b.energy_wh for b in seg])
         bids = np.concatenate([np.full(b.segment_ids.size, b.id, dtype=np.int64) for b in seg])
-        post = model.posterior()
-        var = post.std[ids] ** 2 + np.asarray(model.noise_variances(ids), dtype=np.float64)
+        # each reading against the prediction at its own trip's temperature: a winter reading
+        # scored against the reference conditions would look like a changed road
+        temps = np.concatenate([
+            np.full(b.segment_ids.size, np.nan if b.temperature_c is None else b.temperature_c)
+            for b in seg
+        ])
+        mean = np.empty(ids.size)
+        sd = np.empty(ids.size)
+        for t in np.unique(temps):  # NaN (no temperature) sorts last and is found by isnan
+            pick = np.isnan(temps) if np.isnan(t) else temps == t
+            post = model.posterior() if np.isnan(t) else model.posterior(temperature=float(t))
+            mean[pick], sd[pick] = post.mean[ids[pick]], post.std[ids[pick]]
+        var = sd**2 + np.asarray(model.noise_variances(ids), dtype=np.float64)
         before = detector.readings.copy()
-        events = detector.observe(ids, y, post.mean[ids], var)
+        events = detector.observe(ids, y, mean, var)
     at = new[-1].id
     apply_batches(model, new)
     session.applied_upto = at

@@ -278,3 +278,95 @@ def test_route_options_on_the_page(browser, server, served_town) -> None:
         assert lp.blocked == [], f"the page asked for the internet: {lp.blocked}"
     finally:
         lp.close()
+
+
+def test_roads_flagged_as_changed_on_the_page(browser, tmp_path) -> None:
+    """A state with a road flagged as changed: the page draws it over the network in the magenta
+    of ``ev-nav map``, on the segment's own line, with the evidence of ``GET /api/changes`` in a
+    tooltip and the count in the legend; a click on it still picks a point on the map; after a
+    recorded trip the page asks again (here: the flag was dismissed meanwhile, so it is gone)."""
+    from ev_nav.server.client import ServerProcess
+    from ev_nav.store import Store
+    from ev_nav.trips.changes import dismiss_changes
+    from ev_nav.trips.session import create_state, open_session
+    from ev_nav.viz.maps import CHANGE_COLOR
+    from tests.test_road_changes import CHANGED, TOWN, _drive, _readings, _route
+
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        net = session.net
+        route = _route(net)
+        for wh in _readings(session, route):
+            _drive(session, route, wh)
+    e = int(route[CHANGED])
+    with Store.open(state) as store:
+        (flag,) = store.segment_changes()
+    assert flag.segment == e
+
+    with ServerProcess(state, token=TOKEN) as server:
+        lp = LoopbackPage(browser, server.url)
+        asked: list[str] = []
+        lp.page.on("request", lambda r: asked.append(r.url) if "/api/changes" in r.url else None)
+        try:
+            page = lp.page
+            page.goto(server.url + "/")
+            page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+            page.fill("#token", TOKEN)
+            assert len(asked) == 1
+            line = page.locator("path.ev-nav-change")
+            assert line.count() == 1
+            assert line.get_attribute("stroke") == CHANGE_COLOR
+            # the network is still one path per segment; the flagged road is drawn above it
+            assert page.locator(".leaflet-overlay-pane path").count() == net.n_segments
+            # on the segment's own line: its drawn box holds the segment's ends on screen
+            box = line.bounding_box()
+            assert box is not None
+            a, b = net.geom_offsets[e], net.geom_offsets[e + 1] - 1
+            for lon, lat in (net.geom_lonlat[a], net.geom_lonlat[b]):
+                x, y = _screen_point(page, lat, lon)
+                assert box["x"] - 1 <= x <= box["x"] + box["width"] + 1
+                assert box["y"] - 1 <= y <= box["y"] + box["height"] + 1
+            assert "road flagged as changed (1)" in page.inner_text("#changes-legend")
+
+            # the evidence, hovering the road (halfway along its first piece), as the store has it
+            lon, lat = net.segment_coords(e)[:2].mean(axis=0)
+            x, y = _screen_point(page, lat, lon)
+            page.mouse.move(x, y)
+            tip = page.locator(".leaflet-tooltip")
+            tip.wait_for(timeout=10_000)
+            text = tip.inner_text()
+            assert f"segment {e} (" in text and "flagged as changed" in text
+            assert f"{flag.shift_wh:+.1f} Wh ({flag.shift_sd:+.1f} sd)" in text
+            assert f"{flag.set_aside} older reading(s) set aside" in text
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "server_page_changes.png"))
+
+            # the road did not change after all (dismissed from the command line)
+            with open_session(state, with_model=False) as other:
+                dismiss_changes(other, np.array([e]))
+            # a click on the magenta road picks the start: the page plans from there
+            mid = net.segment_midpoints()
+            order = np.argsort(mid[:, 0] + mid[:, 1])
+            far = int(order[-12]) if int(order[-12]) != e else int(order[12])
+            with page.expect_response("**/api/routes") as planned:
+                page.mouse.click(x, y)
+                page.mouse.click(*_screen_point(page, mid[far, 1], mid[far, 0]))
+            assert planned.value.status == 200, planned.value.text()
+            sent = planned.value.request.post_data_json
+            assert np.allclose(sent["origin"], [lat, lon], atol=1e-4)
+            trip = planned.value.json()
+            page.wait_for_selector("#routes tbody tr")
+            page.fill("#total-wh", f"{trip['routes']['planned']['predicted_wh'] + 5:.1f}")
+            page.click("#record-btn")
+            page.wait_for_function(
+                "document.getElementById('status').textContent.includes('learned')",
+                timeout=120_000,
+            )
+            # refreshed with the other layers after the model learned the trip
+            assert len(asked) == 2
+            assert page.locator("path.ev-nav-change").count() == 0
+            assert "road flagged as changed (0)" in page.inner_text("#changes-legend")
+            assert lp.errors == [], lp.errors
+            assert lp.blocked == [], f"the page asked for the internet: {lp.blocked}"
+        finally:
+            lp.close()

@@ -15,10 +15,13 @@ const VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c
 const PLASMA = ["#0d0887", "#41049d", "#6a00a8", "#8f0da4", "#b12a90", "#cc4778", "#e16462",
   "#f2844b", "#fca636", "#fcce25", "#f0f921"];
 const NO_DATA = "#b8b8b8";
+// roads flagged as changed: the magenta of `ev-nav map` (ev_nav/viz/maps.py CHANGE_COLOR)
+const CHANGE_COLOR = "#e6007e";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   map: null, network: null, layers: null, scale: null, routes: [], markers: [], viaMarkers: [],
+  changes: null,
   origin: null, goal: null, trip: null, health: null, busy: false,
 };
 
@@ -148,7 +151,62 @@ async function loadLayers() {
   }).addTo(ui.map);
   ui.network.bringToBack();
   colourLayer();
+  await loadChanges();
   return doc;
+}
+
+// ------------------------------------------------------------------ roads flagged as changed
+// The flagged roads (GET /api/changes) drawn over the network in magenta, each with its evidence
+// in a tooltip. Their lines are the segments' own in the layers just loaded (feature i is
+// segment i), so this needs no geometry of its own.
+function changeTip(r) {
+  // built as text nodes, not HTML: the road class comes from the map data
+  const sign = (x) => (x >= 0 ? "+" : "");
+  const lines = [
+    "segment " + r.segment + " (" + r.road + ", " + fmt(r.length_m) + " m)",
+    "flagged as changed " + r.flagged.slice(0, 10),
+    sign(r.shift_wh) + r.shift_wh.toFixed(1) + " Wh (" + sign(r.shift_sd) + r.shift_sd.toFixed(1)
+      + " sd) against the prediction",
+    "CUSUM " + fmt(r.statistic) + " (threshold " + fmt(r.threshold) + ")",
+    r.traversals_since + " reading(s) since the flag, " + r.set_aside + " older reading(s) set aside",
+  ];
+  const tip = document.createElement("div");
+  for (const line of lines) {
+    const div = document.createElement("div");
+    div.textContent = line;
+    tip.appendChild(div);
+  }
+  return tip;
+}
+
+async function loadChanges() {
+  const rows = await api("GET", "/api/changes");
+  const features = ui.layers.features;
+  // one line per road, with its newest flag (rows come oldest first), as `ev-nav map` draws them
+  const newest = new Map();
+  for (const r of rows) newest.set(r.segment, r);
+  if (ui.changes) ui.changes.remove();
+  ui.changes = L.layerGroup();
+  for (const [e, r] of newest) {
+    const f = features[e];
+    if (!f || f.properties.segment !== e) {
+      throw new Error("the changed road " + e + " is not in the server's layers");
+    }
+    L.polyline(f.geometry.coordinates.map((c) => [c[1], c[0]]), {
+      pane: "changes", color: CHANGE_COLOR, weight: 7, opacity: 0.85, lineCap: "round",
+      className: "ev-nav-change",
+    }).bindTooltip(changeTip(r), { sticky: true }).addTo(ui.changes);
+  }
+  ui.changes.addTo(ui.map);
+  const legend = $("changes-legend");
+  legend.innerHTML = "";
+  const swatch = document.createElement("span");
+  swatch.className = "swatch";
+  swatch.style.background = CHANGE_COLOR;
+  const text = document.createElement("span");
+  text.textContent = " road flagged as changed (" + newest.size.toLocaleString("en") + ")"
+    + (newest.size ? ": hover one for the evidence" : "");
+  legend.append(swatch, text);
 }
 
 function colourLayer() {
@@ -295,7 +353,7 @@ function showTrip(trip) {
     if (!r) continue;
     const latlngs = r.coordinates.map((c) => [c[1], c[0]]);
     const line = L.polyline(latlngs, {
-      color: style.color, weight: style.weight, opacity: 1, lineCap: "butt",
+      pane: "routes", color: style.color, weight: style.weight, opacity: 1, lineCap: "butt",
       className: "ev-route ev-route-" + name.replace(" ", "-"),
     }).bindTooltip(name + ": " + r.km.toFixed(2) + " km, predicted " + fmt(r.predicted_wh)
       + " ± " + fmt(r.predicted_sd_wh) + " Wh", { sticky: true }).addTo(ui.map);
@@ -404,6 +462,10 @@ async function start() {
   // no box zoom: shift-click adds a via point
   ui.map = L.map("map", { zoomControl: true, boxZoom: false });
   ui.map.on("click", onMapClick);
+  // drawn in this order: the network (overlay pane), the changed roads, the routes, markers;
+  // a click on a changed road (a path that only shows a tooltip) still reaches the map
+  ui.map.createPane("changes").style.zIndex = 450;
+  ui.map.createPane("routes").style.zIndex = 500;
   L.control.scale().addTo(ui.map);
   $("layer-select").addEventListener("change", colourLayer);
   $("record-btn").addEventListener("click", recordTotal);

@@ -488,11 +488,13 @@ def test_history_and_visit_counts(store: Store) -> None:
     a = store.add_trip(**_trip_kwargs([1, 2, 3]))
     b = store.add_trip(**_trip_kwargs([3, 4]))
     c = store.add_trip(**_trip_kwargs([2, 3, 9]))  # planned, never driven
-    store.add_observations(a, [1, 2, 3], [1.0, 2.0, 4.0])
+    store.add_observations(a, [1, 2, 3], [1.0, 2.0, 4.0], temperature_c=-2.5)
     store.add_total_observation(b, 33.0)
     hist = store.history()
-    assert [(t.id, total) for t, total in hist] == [(a, 7.0), (b, 33.0), (c, None)]
-    assert [store.observed_total(t.id) for t, _ in hist] == [7.0, 33.0, None]
+    # each trip's observed energy and the temperature its observations were recorded at
+    assert [(t.id, total, temp) for t, total, temp in hist] == [
+        (a, 7.0, -2.5), (b, 33.0, None), (c, None, None)]
+    assert [store.observed_total(t.id) for t, _, _ in hist] == [7.0, 33.0, None]
     counts = store.visit_counts()
     expected = np.zeros(N_SEG, dtype=np.int64)
     np.add.at(expected, [1, 2, 3, 3, 4], 1)

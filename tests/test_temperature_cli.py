@@ -72,6 +72,41 @@ def test_observe_with_a_temperature_is_stored_learned_and_replayed(tmp_path, cap
             kept, rel=1e-9)
 
 
+def test_history_shows_the_temperature_of_each_trips_observations(tmp_path, capsys, net):
+    """``ev-nav history``: the temperature the trip was observed at (a column, and
+    ``temperature_c`` in --json), blank or None for a trip observed without one or not yet."""
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS,
+                "--model", "bi")[0] == 0
+    cold = _plan(capsys, state, net, "--temperature", "-5.5")
+    code, _, err = _run(capsys, "observe", state, cold["trip"], "--total-wh",
+                        f"{cold['routes']['planned']['predicted_wh']:.1f}", "--temperature", "-5.5")
+    assert code == 0, err
+    plain = _plan(capsys, state, net)
+    code, _, err = _run(capsys, "observe", state, plain["trip"], "--total-wh",
+                        f"{plain['routes']['planned']['predicted_wh']:.1f}")
+    assert code == 0, err
+    planned = _plan(capsys, state, net)  # never driven
+
+    code, out, err = _run(capsys, "history", state, "--json")
+    assert code == 0, err
+    rows = {r["trip"]: r for r in json.loads(out)}
+    assert rows[cold["trip"]]["temperature_c"] == -5.5
+    assert rows[plain["trip"]]["temperature_c"] is None
+    assert rows[planned["trip"]]["temperature_c"] is None
+
+    code, out, err = _run(capsys, "history", state)
+    assert code == 0, err
+    head, *lines = out.splitlines()
+    assert head.split()[-3:] == ["observed", "Wh", "°C"]
+    table = {int(line.split()[0]): line.split() for line in lines}
+    assert table[cold["trip"]][-1] == "-5.5"
+    assert table[cold["trip"]][-2] == f"{rows[cold['trip']]['observed_wh']:.1f}"
+    # no temperature: the line ends with the observed energy (or "-" when not observed)
+    assert table[plain["trip"]][-1] == f"{rows[plain['trip']]['observed_wh']:.1f}"
+    assert table[planned["trip"]][-1] == "-"
+
+
 def test_a_bad_temperature_is_refused_without_recording(tmp_path, capsys, net):
     state = tmp_path / "state"
     assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0

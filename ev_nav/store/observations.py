@@ -350,8 +350,10 @@ class ObservationsMixin(StoreConnection):
         trip = self.get_trip(trip_id)
         return _observed_total(trip, self.observations(trip.id))
 
-    def history(self) -> list[tuple[Trip, float | None]]:
-        """Every trip with its observed energy [Wh] (see :meth:`observed_total`), oldest first.
+    def history(self) -> list[tuple[Trip, float | None, float | None]]:
+        """Every trip with its observed energy [Wh] (see :meth:`observed_total`) and the ambient
+        temperature [°C] its observations were recorded at (:func:`_observed_temperature`; None:
+        not recorded), oldest first.
 
         Reads the state once (one snapshot), not once per trip.
         """
@@ -361,7 +363,11 @@ class ObservationsMixin(StoreConnection):
         per_trip: dict[int, list[ObservationBatch]] = {}
         for b in batches:
             per_trip.setdefault(b.trip_id, []).append(b)
-        return [(t, _observed_total(t, per_trip.get(t.id, []))) for t in trips]
+        return [
+            (t, _observed_total(t, per_trip.get(t.id, [])),
+             _observed_temperature(per_trip.get(t.id, [])))
+            for t in trips
+        ]
 
     def visit_counts(self, n_segments: int | None = None, *, observed_only: bool = True) -> NDArray:
         """How many (observed) trips' planned routes passed each segment, shape (n_segments,).
@@ -409,6 +415,17 @@ def _observed_total(trip: Trip, batches: Sequence[ObservationBatch]) -> float | 
         return None  # part of the route was not observed: the trip total is unknown
     return float(sum(per_seg[int(s)] for s in trip.route))
 
+
+def _observed_temperature(batches: Sequence[ObservationBatch]) -> float | None:
+    """The ambient temperature [°C] of a trip's observed energy (:func:`_observed_total`): that
+    of its latest total reading if it has one, else of its newest per-segment batch that records
+    one; ``None`` when none is recorded."""
+    totals = [b for b in batches if b.kind == "total"]
+    if totals:
+        return totals[-1].temperature_c
+    temps = [b.temperature_c for b in batches if b.kind == "segment"]
+    known = [t for t in temps if t is not None]
+    return known[-1] if known else None
 
 
 def _as_float_array(values: ArrayLike, what: str) -> NDArray[np.float64]:

@@ -690,12 +690,14 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print("no trips yet; plan one with 'ev-nav route'")
         return 0
     header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
-    print(f"{header}{'predicted Wh':>20}{'observed Wh':>13}")
+    print(f"{header}{'predicted Wh':>20}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
+        # the ambient temperature of the observations; blank where none was recorded
+        temp = "" if r["temperature_c"] is None else f"{r['temperature_c']:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
-        print(f"{head}{pred:>20}{obs:>13}")
+        print(f"{head}{pred:>20}{obs:>13}{temp:>7}".rstrip())
     return 0
 
 

@@ -450,7 +450,8 @@ def create_state(
 
 
 def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[str, object]]:
-    """Every trip of a state: id, time, policy, km, predicted Wh ± sd and observed Wh (or None).
+    """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None) and
+    the ambient temperature its observations were recorded at (``temperature_c`` [°C], or None).
 
     Reads the store only (no network, no model), so it is fast. ``with_vehicle`` adds the name
     of the vehicle that asked for the trip (``vehicle``: set by the server, else None).
@@ -460,7 +461,7 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
     with Store.open(state) as store:
         history = store.history()  # one read snapshot, not one query per trip
     rows = []
-    for trip, observed in history:
+    for trip, observed, temperature in history:
         row: dict[str, object] = {
             "trip": trip.id,
             "created": trip.created[:19],
@@ -469,6 +470,7 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
             "predicted_wh": round(trip.predicted_wh, 1),
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             "observed_wh": None if observed is None else round(observed, 1),
+            "temperature_c": temperature,
         }
         if with_vehicle:
             row["vehicle"] = trip.extra.get("vehicle")

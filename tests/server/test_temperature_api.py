@@ -53,6 +53,10 @@ def test_routes_and_observations_take_a_temperature(state) -> None:
         assert svc.snapshot.model.temp.active
         again = svc.plan(origin, goal, policy="mean", temperature=-8.0)
         assert again["model_version"] > cold["model_version"]
+        # the history (GET /api/trips) says at which temperature each trip was observed
+        history = {r["trip"]: r for r in svc.history()}
+        assert history[cold["trip"]]["temperature_c"] == -8.0
+        assert history[mild["trip"]]["temperature_c"] is None
     with Store.open(state) as store:
         batch = store.observations()[-1]
         assert batch.temperature_c == -8.0

@@ -110,7 +110,8 @@ def test_health_openapi_and_pages(http, served_town) -> None:
     for path, method in [("/api/health", "get"), ("/api/routes", "post"),
                          ("/api/trips/{trip_id}/observations", "post"),
                          ("/api/trips/{trip_id}/observations", "delete"),
-                         ("/api/trips", "get"), ("/api/layers", "get")]:
+                         ("/api/trips", "get"), ("/api/layers", "get"),
+                         ("/api/changes", "get")]:
         assert method in paths[path], (path, method)
     docs = http.get("/docs")
     assert docs.status_code == 200
@@ -121,6 +122,10 @@ def test_health_openapi_and_pages(http, served_town) -> None:
                   "/static/leaflet/leaflet.js", "/static/leaflet/leaflet.css",
                   "/static/server/app.js", "/static/server/app.css"):
         assert http.get(asset).status_code == 200, asset
+    # the page draws what the API serves: the layers, and the roads flagged as changed on the
+    # layers' lines (feature i is segment i: test_layers_are_geojson_of_the_served_posterior)
+    script = http.get("/static/server/app.js").text
+    assert '"/api/layers"' in script and '"/api/changes"' in script
     page = http.get("/")
     assert page.status_code == 200 and "/static/leaflet/leaflet.js" in page.text
     assert re.findall(r'(?:src|href)="(https?:[^"]*)"', page.text) == []

@@ -445,7 +445,10 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         return json_body(service.forget(trip_id))
 
     @app.get("/api/trips", tags=["trips"], summary="past trips: predicted vs observed energy",
-             response_model=list[dict[str, object]])
+             response_model=list[dict[str, object]],
+             description="One row per trip (as 'ev-nav history --json'): the trip, its predicted "
+             "and observed energy [Wh], and temperature_c, the ambient temperature [°C] its "
+             "observations were recorded at (null when none was given).")
     def history(
         limit: Annotated[int | None, Query(ge=1, le=100_000, description="newest N")] = None,
     ) -> Response:

@@ -108,7 +108,7 @@ class ObservationsMixin(StoreConnection):
             )
         self._check_segments(seg, "the observations")
         now = _utcnow()
-        with self._write("observation") as conn:
+        with self._write("observation", group=True) as conn:
             trip = self._trip_in_txn(conn, trip_id)
             if not allow_off_route:
                 off = np.setdiff1d(seg, trip.route)
@@ -173,7 +173,7 @@ class ObservationsMixin(StoreConnection):
                 raise InvalidObservation(str(exc)) from None
             driven = (json.dumps(seg.tolist()), fs, fg)
         now = _utcnow()
-        with self._write("observation") as conn:
+        with self._write("observation", group=True) as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "total", 1, now)

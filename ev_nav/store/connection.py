@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -123,17 +124,19 @@ class _ProcessWriters:
                 conn.close()
 
 
-_WRITERS: dict[str, _ProcessWriters] = {}
+_WRITERS: dict[tuple[int, str], _ProcessWriters] = {}
 _WRITERS_GUARD = threading.Lock()
 
 
 def _process_writers(path: Path) -> _ProcessWriters:
-    """The :class:`_ProcessWriters` of the database at ``path`` (one per file per process)."""
-    key = str(path.resolve())
+    """The :class:`_ProcessWriters` of the database at ``path`` (one per file per process: a
+    forked child makes its own, never using the parent's lock or shared connection)."""
+    name = str(path.resolve())
+    key = (os.getpid(), name)
     with _WRITERS_GUARD:
         writers = _WRITERS.get(key)
         if writers is None:
-            writers = _WRITERS[key] = _ProcessWriters(Path(key))
+            writers = _WRITERS[key] = _ProcessWriters(Path(name))
         return writers
 
 

@@ -397,3 +397,32 @@ def _wait_for(condition) -> None:
     while not condition():
         assert time.monotonic() < deadline
         time.sleep(0.001)
+
+
+def test_grouped_writes_follow_a_replaced_database_file(tmp_path):
+    """The shared write connection of grouped writes is reopened when the database file was
+    replaced (as ``ev-nav doctor`` replaces a salvaged one) while a store stayed open: the next
+    trip lands in the file the state now uses, not in the replaced one."""
+    import os
+    import sqlite3
+
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    kept = Store.open(state)  # keeps the process's shared write connection open
+    assert kept.plan_trip(_plan) == 1
+    db = Store.db_path(state)
+    copy = db.with_name("copy.sqlite")
+    src, dst = sqlite3.connect(db), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    for side in ("-wal", "-shm"):  # moved aside with the replaced file, as the doctor does
+        if db.with_name(db.name + side).exists():
+            os.replace(db.with_name(db.name + side), tmp_path / f"old{side}")
+    os.replace(copy, db)
+    assert kept.plan_trip(_plan) == 2
+    kept.close()
+    with Store.open(state) as fresh:
+        assert [t.id for t in fresh.list_trips()] == [1, 2]

@@ -69,6 +69,7 @@ class _ProcessWriters:
         #: the shared write connection of grouped writes (opened on first use, closed with the
         #: last store object), used only while holding :attr:`lock`
         self.conn: sqlite3.Connection | None = None
+        self.file_id: tuple[int, int] | None = None  # (device, inode) :attr:`conn` opened
         self.open = False  # a group's transaction is open on :attr:`conn`
         self.members: list[str] = []  # the open group's writes (crash points)
         self.group = 0  # the open (or last) group's number
@@ -115,6 +116,15 @@ class _ProcessWriters:
             self.settled = self.group
             self.cond.notify_all()
 
+    def reconnect_if_replaced(self) -> None:
+        """Drop the shared connection (holding :attr:`lock`, between groups) if the database
+        file was replaced since it was opened (``ev-nav doctor`` salvages into a new file):
+        a kept connection would go on writing to the old one."""
+        now = _file_id(self.path)
+        if self.conn is not None and now is not None and now != self.file_id:
+            conn, self.conn = self.conn, None
+            conn.close()
+
     def release_user(self) -> None:
         """One store object fewer; the last one closes the shared connection."""
         self.count("users", -1)
@@ -122,6 +132,15 @@ class _ProcessWriters:
             if self.users == 0 and not self.open and self.conn is not None:
                 conn, self.conn = self.conn, None
                 conn.close()
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``; None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 _WRITERS: dict[tuple[int, str], _ProcessWriters] = {}
@@ -359,8 +378,11 @@ class StoreConnection:
         writers = self._writers
         writers.acquire()
         try:
+            if not writers.open:
+                writers.reconnect_if_replaced()
             if writers.conn is None:
                 writers.conn = self._connect(writers.path, shared=True)
+                writers.file_id = _file_id(writers.path)
             conn = writers.conn
             if not writers.open:
                 self._begin(conn)

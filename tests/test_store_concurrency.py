@@ -249,3 +249,180 @@ def test_threads_of_one_process_queue_for_writes_before_sqlite(tmp_path):
     assert locks[0] is locks[1] and not locks[0].locked()
     with Store.open(state) as store:
         assert store.n_trips() == 1
+
+
+def _plan(trip_id: int, *, fail: bool = False):
+    from ev_nav.store import TripPlan
+
+    if fail:
+        raise ValueError("no route")
+    return TripPlan(origin_segment=1, goal_segment=3, policy="ts", route=[1, 2, 3],
+                    predicted_wh=10.0, predicted_sd_wh=1.0, length_m=100.0, time_s=10.0,
+                    seed=trip_id)
+
+
+def _wait_queued(writers, n: int) -> None:
+    deadline = time.monotonic() + 30
+    while writers.queued < n:
+        assert time.monotonic() < deadline, "the second writer never queued"
+        time.sleep(0.001)
+
+
+def test_grouped_writes_share_one_commit_and_return_committed(tmp_path):
+    """Two threads' trip writes queued on each other share one transaction (one commit, one
+    fsync): the first leaves the commit to the second and returns only once it is made; both
+    trips are then on disk, seen by a fresh connection, with distinct ids in commit order and
+    the Thompson seed each was planned with."""
+    import threading
+
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    keep = Store.open(state)  # (SQLite connections belong to their thread: each opens its own)
+    writers = keep._writers
+    groups_before = writers.group
+    ids: dict[str, int] = {}
+    seen_after_return: dict[str, int] = {}
+
+    def plan_first(trip_id: int):
+        _wait_queued(writers, 1)  # the second thread now waits for the write lock
+        return _plan(trip_id)
+
+    def run(name: str, plan) -> None:
+        with Store.open(state) as store:
+            ids[name] = store.plan_trip(plan)
+        with Store.open(state) as fresh:  # another connection: only committed rows
+            seen_after_return[name] = fresh.n_trips()
+
+    a = threading.Thread(target=run, args=("a", plan_first))
+    a.start()
+    b = threading.Thread(target=run, args=("b", _plan))
+    _wait_for(lambda: writers.lock.locked())
+    b.start()
+    a.join(30)
+    b.join(30)
+    assert not a.is_alive() and not b.is_alive()
+    assert writers.group == groups_before + 1  # one transaction for both
+    assert seen_after_return == {"a": 2, "b": 2}  # neither returned before the commit
+    assert sorted(ids.values()) == [1, 2] and ids["a"] == 1
+    with Store.open(state) as fresh:
+        assert [(t.id, t.seed) for t in fresh.list_trips()] == [(1, 1), (2, 2)]
+    keep.close()
+
+
+def test_a_failed_write_leaves_its_group_committed(tmp_path):
+    """A grouped write that fails is rolled back alone (its savepoint) and raises its own
+    error; the write that waited in the same group is committed."""
+    import threading
+
+    import pytest
+
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    second = Store.open(state)
+    writers = second._writers
+    ids: list[int] = []
+
+    def plan_first(trip_id: int):
+        _wait_queued(writers, 1)
+        return _plan(trip_id)
+
+    def run() -> None:
+        with Store.open(state) as first:
+            ids.append(first.plan_trip(plan_first))
+
+    a = threading.Thread(target=run)
+    a.start()
+    _wait_for(lambda: writers.lock.locked())
+    with pytest.raises(ValueError, match="no route"):
+        second.plan_trip(lambda trip_id: _plan(trip_id, fail=True))
+    a.join(30)
+    assert ids == [1] and not writers.open
+    with Store.open(state) as fresh:
+        assert [t.id for t in fresh.list_trips()] == [1]
+    # the next write starts a new group and gets the next id
+    assert second.plan_trip(_plan) == 2
+    second.close()
+
+
+def test_many_threads_grouped_writes_lose_nothing(tmp_path):
+    """Eight threads plan and observe trips as fast as they can (a server's request threads),
+    some plans failing: every trip and batch a call returned is stored, ids are unique, and
+    each trip's seed is its own id."""
+    import threading
+
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    trips: list[int] = []
+    batches: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            with Store.open(state) as store:
+                for i in range(25):
+                    if (k + i) % 7 == 0:
+                        try:
+                            store.plan_trip(lambda t: _plan(t, fail=True))
+                        except ValueError:
+                            pass
+                        continue
+                    trip = store.plan_trip(_plan)
+                    trips.append(trip)
+                    batches.append(store.add_observations(trip, [1, 2, 3], [1.0, 2.0, 3.0]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    with Store.open(state) as store:
+        stored = store.list_trips()
+        assert sorted(t.id for t in stored) == sorted(trips) == list(range(1, len(trips) + 1))
+        assert all(t.seed == t.id for t in stored)
+        assert sorted(b.id for b in store.observations()) == sorted(batches)
+        assert len(set(batches)) == len(batches)
+
+
+def _wait_for(condition) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+
+def test_grouped_writes_follow_a_replaced_database_file(tmp_path):
+    """The shared write connection of grouped writes is reopened when the database file was
+    replaced (as ``ev-nav doctor`` replaces a salvaged one) while a store stayed open: the next
+    trip lands in the file the state now uses, not in the replaced one."""
+    import os
+    import sqlite3
+
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    kept = Store.open(state)  # keeps the process's shared write connection open
+    assert kept.plan_trip(_plan) == 1
+    db = Store.db_path(state)
+    copy = db.with_name("copy.sqlite")
+    src, dst = sqlite3.connect(db), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    for side in ("-wal", "-shm"):  # moved aside with the replaced file, as the doctor does
+        if db.with_name(db.name + side).exists():
+            os.replace(db.with_name(db.name + side), tmp_path / f"old{side}")
+    os.replace(copy, db)
+    assert kept.plan_trip(_plan) == 2
+    kept.close()
+    with Store.open(state) as fresh:
+        assert [t.id for t in fresh.list_trips()] == [1, 2]

@@ -118,6 +118,14 @@ def compiled_kernel() -> Callable[..., NDArray[np.int64]]:
     return _Kernel.compiled
 
 
+def load_compiled() -> None:
+    """Load the compiled Dijkstra (:func:`compiled_kernel`) and the compiled lazy weights of
+    Thompson draws now (about 0.8 s with numba's import), for a long-running process that would
+    otherwise load them inside its first requests."""
+    compiled_kernel()
+    _Kernel.lazy_excess()
+
+
 def _tree_kernel() -> Callable[..., tuple[NDArray, NDArray, NDArray]]:
     """The compiled one-to-many search (loaded once per process, like :func:`compiled_kernel`)."""
     with _Kernel.lock:

@@ -99,6 +99,10 @@ ABSORB_CHUNK = 2_000
 #: up, when the fit is done).
 REFIT_FIRST_ROWS = 200
 REFIT_GROWTH = 2.0
+#: A refitted copy is caught up with the served model in its own thread, in at most this many
+#: rounds, until at most :data:`REFIT_CATCH_UP_LEFT` batches are left for the writer's swap.
+REFIT_CATCH_UP_ROUNDS = 4
+REFIT_CATCH_UP_LEFT = 20
 
 #: The learned layers served as GeoJSON: property name -> title (with units).
 LAYER_TITLES: dict[str, str] = {
@@ -994,7 +998,10 @@ class FleetService:
                 if copy_.refit(cancel=self._refit_cancel) is False:  # type: ignore[attr-defined]
                     return  # cancelled: the service is closing
                 self.refit_seconds = round(time.perf_counter() - t0, 3)
-                self._refitted = (generation, copy_, upto)
+                caught_up = self._catch_up(copy_, upto)
+                if caught_up is None:
+                    return  # cancelled: the service is closing
+                self._refitted = (generation, copy_, caught_up)
                 self._refit_rows = rows
             except Exception as exc:  # noqa: BLE001 - the live model stays; health says why
                 self.writer_error = f"refit failed: {type(exc).__name__}: {str(exc)[:160]}"
@@ -1007,6 +1014,32 @@ class FleetService:
         # waits for it at exit, which `close` keeps short
         self._refit_thread = threading.Thread(target=run, name="ev-nav-model-refit", daemon=False)
         self._refit_thread.start()
+
+    def _catch_up(self, model: SegmentModel, upto: int) -> int | None:
+        """Apply to a refitted copy, in the refit's thread, the batches the served model absorbed
+        while it was fitted; returns the last batch it includes (None: cancelled).
+
+        A refit takes seconds, in which a fleet posts hundreds of batches: left to the writer's
+        swap (:meth:`_adopt_refit`), their update (most of the covariance) held up its next
+        snapshot for seconds, the model lag's worst moments. Here the copy follows the served
+        model in a few rounds until at most :data:`REFIT_CATCH_UP_LEFT` batches are left, and
+        only those are applied at the swap. It takes only batches the served snapshot includes,
+        so it never gets ahead of the live model it replaces.
+        """
+        from ev_nav.store import Store
+        from ev_nav.trips.session import apply_batches
+
+        with Store.open(self.state) as store:
+            for _ in range(REFIT_CATCH_UP_ROUNDS):
+                if self._refit_cancel.is_set():
+                    return None
+                served = self._snapshot.applied_upto if self._snapshot is not None else upto
+                batches = [b for b in store.observations(after_batch=upto) if b.id <= served]
+                if len(batches) <= REFIT_CATCH_UP_LEFT:
+                    break
+                apply_batches(model, batches)
+                upto = batches[-1].id
+        return upto
 
     def _refit_wanted(self, model: object) -> bool:
         """Whether the schedule calls for a refit now (and the model can be refitted)."""

@@ -8,7 +8,12 @@ A *state directory* holds one SQLite database (``ev-nav.sqlite``) in WAL mode. E
 * a model checkpoint that fails to write (disk full, kill, exception) rolls back and leaves the
   previous checkpoint current;
 * two processes writing to the same state take turns: the second waits on SQLite's busy timeout
-  instead of failing or corrupting the file.
+  instead of failing or corrupting the file;
+* threads of one process queue on one lock before SQLite's, and the frequent small writes of a
+  serving process (a planned trip, an observation) share commits: what several threads wrote
+  meanwhile is committed with one fsync, each write in a savepoint of its own, and each call
+  returns only after the commit that holds its data (group commit,
+  :class:`~ev_nav.store.connection._ProcessWriters`).
 
 The schema is versioned with ``PRAGMA user_version`` and upgraded by the ordered list
 :data:`MIGRATIONS` when an older state is opened. The store knows nothing about models: a

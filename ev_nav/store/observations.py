@@ -113,7 +113,7 @@ class ObservationsMixin(StoreConnection):
         self._check_segments(seg, "the observations")
         temp = _temperature(temperature_c)
         now = _utcnow()
-        with self._write("observation") as conn:
+        with self._write("observation", group=True) as conn:
             trip = self._trip_in_txn(conn, trip_id)
             if not allow_off_route:
                 off = np.setdiff1d(seg, trip.route)
@@ -181,7 +181,7 @@ class ObservationsMixin(StoreConnection):
             driven = (json.dumps(seg.tolist()), fs, fg)
         temp = _temperature(temperature_c)
         now = _utcnow()
-        with self._write("observation") as conn:
+        with self._write("observation", group=True) as conn:
             trip = self._trip_in_txn(conn, trip_id)
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "total", 1, now, temp)

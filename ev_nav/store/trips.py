@@ -159,7 +159,7 @@ class TripsMixin(StoreConnection):
         derive per-trip seeds from the id: two concurrent trips can then never share a seed.
         If ``plan`` raises, nothing is recorded.
         """
-        with self._write() as conn:
+        with self._write(group=True) as conn:
             trip_id = self._next_trip_id(conn)
             row = self._trip_row(plan(trip_id))
             return self._insert_trip(conn, trip_id, row)

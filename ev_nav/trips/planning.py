@@ -172,10 +172,17 @@ class PlannedTrip:
         if net is not None:
             routes = doc["routes"]
             assert isinstance(routes, dict)
+            # the rows shown often coincide (an exploring plan that is the best guess, the
+            # shortest that is the fastest): each distinct route's polyline is made once
+            made: dict[tuple[bytes, float, float], list[list[float]]] = {}
             for name, r in self.routes.items():
-                routes[name]["coordinates"] = route_coordinates(
-                    net, r.segments, r.start_fraction, r.end_fraction
-                ).tolist()
+                key = (np.asarray(r.segments, dtype=np.int64).tobytes(), r.start_fraction,
+                       r.end_fraction)
+                if key not in made:
+                    made[key] = route_coordinates(
+                        net, r.segments, r.start_fraction, r.end_fraction
+                    ).tolist()
+                routes[name]["coordinates"] = list(made[key])
         return doc
 
 

@@ -30,7 +30,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +69,9 @@ def main() -> int:
     p.add_argument("--fixed-hyper", action="store_true",
                    help="keep the learner's initial hyperparameters, the world's scales (no "
                    "fits; --quick and --smoke do)")
+    p.add_argument("--driver", action="store_true",
+                   help="a driver's state: one noise variance for every road (segment_scale "
+                        "'uniform') and the detector's settings there (per-segment scales)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -79,6 +82,7 @@ def main() -> int:
     from ev_nav.potential import loss_scale
     from ev_nav.sim.environment import Environment, TruthSpec
     from ev_nav.sim.fleet import NetworkSpec, TripGenerator, TripSpec, load_network
+    from ev_nav.trips.changes import DETECTOR_CONFIG
 
     t_start = time.perf_counter()
     if args.smoke:
@@ -141,12 +145,14 @@ def main() -> int:
         by_round.setdefault(c.round, []).append(c)
 
     learn = not (args.fixed_hyper or args.smoke or args.quick)
+    scale = "uniform" if args.driver else "loss"
     model = IncrementalGP(
-        net, config=IncrementalConfig(segment_scale="loss", learn_hyperparameters=learn),
+        net, config=IncrementalConfig(segment_scale=scale, learn_hyperparameters=learn),
         seed=args.seed,
     )
+    config = DETECTOR_CONFIG if args.driver else ChangeConfig()
     detector = ChangeDetector(
-        net.n_segments, ChangeConfig(false_alarm_rate=args.false_alarm_rate)
+        net.n_segments, replace(config, false_alarm_rate=args.false_alarm_rate)
     )
     changed_from = np.full(net.n_segments, np.iinfo(np.int64).max)  # round of its change
     owner: dict[int, Change] = {}

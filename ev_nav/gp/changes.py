@@ -9,7 +9,14 @@ against what the model predicted for it *before* learning from it,
 which is standard normal while the road is as the model believes. Misfit shared by all segments
 (a noise scale fitted 20 % low, say) would otherwise look like change everywhere, so the scores
 are divided by a running root-mean-square of all scores (winsorised at 3, so that changed roads
-do not inflate it; ``calibrate=False`` turns this off). Per segment two one-sided CUSUMs
+do not inflate it; ``calibrate=False`` turns this off). A model whose noise is one number for
+every road (the driver's state) is wrong the other way: a long, fast segment's readings scatter
+several times more than its predictive sd says, and its scores alone would alarm again and again.
+With ``per_segment_scale`` each segment's scores are also divided by their own running RMS,
+winsorised at 3 of that RMS (so it can grow to a misfit of any size in a few readings), over
+about its last 20 readings (the model's noise is refitted on a schedule) and shrunk towards 1
+with the weight of :data:`_SEGMENT_PRIOR_READINGS` readings. Per segment two one-sided
+CUSUMs
 
     S⁺ ← max(0, S⁺ + z − k),   S⁻ ← max(0, S⁻ − z − k)
 
@@ -54,6 +61,13 @@ _WINSOR_MEAN = (math.erf(_WINSOR / math.sqrt(2.0))
                 + _WINSOR**2 * math.erfc(_WINSOR / math.sqrt(2.0)))
 #: Readings scored before the running scale is trusted (until then it is 1).
 _SCALE_MIN_READINGS = 200
+#: Weight, in readings, of the prior scale 1 in a segment's own running scale: a segment's
+#: first readings are judged mostly by the model's variance, later ones by their own scatter.
+_SEGMENT_PRIOR_READINGS = 3.0
+#: Each reading of a segment discounts its earlier squares by this factor (a memory of about
+#: 20 readings): the model's noise is refitted on a schedule, and a scale learned against the
+#: old fit would misjudge the new one's scores for as long as it remembered them.
+_SEGMENT_DISCOUNT = 0.95
 
 
 def cusum_threshold(drift: float, run_length: float) -> float:
@@ -93,15 +107,29 @@ class ChangeConfig:
         (``docs/changes.md``).
     calibrate : bool
         Divide the scores by their running RMS over all segments (see the module doc).
+    per_segment_scale : bool
+        Also divide each segment's scores by their own running RMS (see the module doc): for
+        models whose noise does not follow each segment's own scatter (one noise variance for
+        every road, as in a driver's state). A change inflates that RMS too, so detection is a
+        little slower.
+    scale_memory : int, optional
+        Readings the running RMS over all segments remembers (each reading discounts the
+        earlier ones by ``1 − 1/scale_memory``); None: all of them. A model whose
+        hyperparameters are refitted while it serves changes its scores' scale at each fit, and
+        a scale that remembers every earlier reading would take as many again to follow.
     """
 
     shift: float = 1.0
     false_alarm_rate: float = 5e-4
     calibrate: bool = True
+    per_segment_scale: bool = False
+    scale_memory: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.shift > 0 and 0 < self.false_alarm_rate < 0.5):
             raise ConfigError("shift must be > 0 and false_alarm_rate in (0, 0.5)")
+        if self.scale_memory is not None and not self.scale_memory >= 1:
+            raise ConfigError(f"scale_memory must be >= 1 reading, got {self.scale_memory}")
 
 
 @dataclass(frozen=True)
@@ -160,15 +188,19 @@ class ChangeDetector:
         self.sum_y = np.zeros((2, n))
         self.sum_y2 = np.zeros((2, n))
         self.sum_resid = np.zeros((2, n))
-        self.sum_sq_scores = 0.0  # winsorised squares of all raw scores
+        self.sum_sq_scores = 0.0  # winsorised squares of all raw scores (discounted: scale_memory)
+        self.sum_w_scores = 0.0  # their (discounted) count
         self.n_scores = 0
+        # per segment (per_segment_scale): winsorised squares of its calibrated scores
+        self.seg_sq = np.zeros(n)
+        self.seg_w = np.zeros(n)  # their discounted count
 
     @property
     def scale(self) -> float:
         """The running RMS of the raw scores (1 until enough readings, or without calibration)."""
         if not self.config.calibrate or self.n_scores < _SCALE_MIN_READINGS:
             return 1.0
-        return math.sqrt(self.sum_sq_scores / self.n_scores / _WINSOR_MEAN)
+        return math.sqrt(self.sum_sq_scores / self.sum_w_scores / _WINSOR_MEAN)
 
     def observe(
         self,
@@ -202,7 +234,15 @@ class ChangeDetector:
         resid = y - mu
         raw = resid / np.sqrt(var)
         scale = self.scale  # of the readings before this batch: the batch cannot mask itself
-        self.sum_sq_scores += float(np.minimum(raw * raw, _WINSOR**2).sum())
+        sq = np.minimum(raw * raw, _WINSOR**2)
+        if self.config.scale_memory is None:
+            self.sum_sq_scores += float(sq.sum())
+            self.sum_w_scores += float(raw.size)
+        else:  # the batch's readings in order, each discounting those before it
+            d = 1.0 - 1.0 / self.config.scale_memory
+            w = d ** np.arange(raw.size - 1, -1, -1, dtype=np.float64)
+            self.sum_sq_scores = d**raw.size * self.sum_sq_scores + float(w @ sq)
+            self.sum_w_scores = d**raw.size * self.sum_w_scores + float(w.sum())
         self.n_scores += int(raw.size)
         z = raw / scale
         events: list[ChangeEvent] = []
@@ -216,8 +256,27 @@ class ChangeDetector:
         layer_of[order] = rank
         for layer in range(int(layer_of.max()) + 1 if ids.size else 0):
             sel = np.flatnonzero(layer_of == layer)
-            events.extend(self._step(ids[sel], y[sel], z[sel], resid[sel]))
+            zl = z[sel]
+            if self.config.per_segment_scale:
+                zl = self._segment_scaled(ids[sel], zl)
+            events.extend(self._step(ids[sel], y[sel], zl, resid[sel]))
         return events
+
+    def segment_scale(self, ids: ArrayLike) -> NDArray[np.float64]:
+        """Each segment's own running RMS of its calibrated scores, shrunk towards 1
+        (``per_segment_scale``; 1 for segments without readings)."""
+        u = np.asarray(ids, dtype=np.int64)
+        k = _SEGMENT_PRIOR_READINGS
+        return np.sqrt((k + self.seg_sq[u] / _WINSOR_MEAN) / (k + self.seg_w[u]))
+
+    def _segment_scaled(self, u: NDArray[np.int64], z: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``z`` over each segment's scale from its readings before this one (a reading cannot
+        mask itself); then the reading joins the segment's squares, winsorised at 3 of that
+        scale, so a misfit of any size is learned in a few readings while one outlier is not."""
+        s = self.segment_scale(u)
+        self.seg_sq[u] = _SEGMENT_DISCOUNT * self.seg_sq[u] + np.minimum(z * z, (_WINSOR * s) ** 2)
+        self.seg_w[u] = _SEGMENT_DISCOUNT * self.seg_w[u] + 1.0
+        return z / s
 
     def _step(
         self,
@@ -263,14 +322,17 @@ class ChangeDetector:
         """Everything needed to continue detecting where it stopped (plain arrays)."""
         return {
             "kind": "change-detector",
-            "config": [self.config.shift, self.config.false_alarm_rate, self.config.calibrate],
+            "config": [self.config.shift, self.config.false_alarm_rate, self.config.calibrate,
+                       self.config.per_segment_scale, self.config.scale_memory],
             "readings": self.readings.copy(),
             "stat": self.stat.copy(),
             "count": self.count.copy(),
             "sum_y": self.sum_y.copy(),
             "sum_y2": self.sum_y2.copy(),
             "sum_resid": self.sum_resid.copy(),
-            "scores": [self.sum_sq_scores, self.n_scores],
+            "scores": [self.sum_sq_scores, self.n_scores, self.sum_w_scores],
+            "seg_sq": self.seg_sq.copy(),
+            "seg_w": self.seg_w.copy(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> ChangeDetector:
@@ -278,8 +340,11 @@ class ChangeDetector:
         try:
             if state["kind"] != "change-detector":
                 raise ValueError("not a change detector's state")
-            shift, rate, calibrate = state["config"]
-            if ChangeConfig(float(shift), float(rate), bool(calibrate)) != self.config:
+            shift, rate, calibrate, *rest = state["config"]  # saved before per-segment scales: 3
+            per_segment = bool(rest[0]) if rest else False
+            memory = None if len(rest) < 2 or rest[1] is None else int(rest[1])
+            saved = ChangeConfig(float(shift), float(rate), bool(calibrate), per_segment, memory)
+            if saved != self.config:
                 raise ValueError("it was saved with other settings")
             arrays = {k: np.asarray(state[k]) for k in
                       ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid")}
@@ -288,7 +353,12 @@ class ChangeDetector:
                 arrays[k].shape != (2, n) for k in arrays if k != "readings"
             ):
                 raise ValueError("it was saved for another network")
-            sum_sq, n_scores = state["scores"]
+            sum_sq, n_scores, *sum_w = state["scores"]  # saved before discounting: 2
+            sum_w = float(sum_w[0]) if sum_w else float(n_scores)
+            seg_sq = np.asarray(state.get("seg_sq", np.zeros(self.n_segments)), dtype=np.float64)
+            seg_w = np.asarray(state.get("seg_w", np.zeros(self.n_segments)), dtype=np.float64)
+            if seg_sq.shape != (self.n_segments,) or seg_w.shape != seg_sq.shape:
+                raise ValueError("it was saved for another network")
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelStateError(f"cannot restore the change detector: {exc}") from None
         self.readings = arrays["readings"].astype(np.int64)
@@ -298,6 +368,8 @@ class ChangeDetector:
         self.sum_y2 = arrays["sum_y2"].astype(np.float64)
         self.sum_resid = arrays["sum_resid"].astype(np.float64)
         self.sum_sq_scores, self.n_scores = float(sum_sq), int(n_scores)
+        self.sum_w_scores = sum_w
+        self.seg_sq, self.seg_w = seg_sq, seg_w
         return self
 
     @staticmethod

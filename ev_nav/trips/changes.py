@@ -59,8 +59,14 @@ __all__ = [
 MAX_SCORED_BATCHES = 64
 
 #: The detector's settings in a driver's state (the defaults of ``docs/changes.md``: tuned for
-#: shifts of one predictive sd, 5 × 10⁻⁴ false alarms per reading of an unchanged segment).
-DETECTOR_CONFIG = ChangeConfig()
+#: shifts of one predictive sd, 5 × 10⁻⁴ false alarms per reading of an unchanged segment), with
+#: per-segment scales: the state's learner has one noise variance for every road, while real
+#: readings scatter more on long, fast roads than on short ones, and without its own scale such
+#: a road alarms again and again (scripts/load_server.py: 10,304 flags on 9,622 trips of an
+#: unchanging world without it).
+#: Its scale over all segments remembers about 5,000 readings (some 150 trips on Monaco): the
+#: state's hyperparameters are refitted as it learns, and each fit moves the scores' scale.
+DETECTOR_CONFIG = ChangeConfig(per_segment_scale=True, scale_memory=5000)
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ def load_detector(store: Store, n_segments: int) -> tuple[ChangeDetector, int]:
     return detector, upto
 
 
-_PER_SEGMENT = ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid")
+_PER_SEGMENT = ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid", "seg_sq", "seg_w")
 
 
 def _pack(detector: ChangeDetector) -> dict[str, object]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ev_nav.errors import ConfigError, InvalidObservation
+from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
 from ev_nav.gp.changes import ChangeConfig, ChangeDetector, cusum_threshold
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.independent import BIModel
@@ -91,6 +91,53 @@ def test_the_running_scale_removes_a_shared_misfit():
     raw = len(_stream(ChangeDetector(300, ChangeConfig(0.5 * 2, 0.01, calibrate=False)), z))
     cal = len(_stream(ChangeDetector(300, ChangeConfig(1.0, 0.01, calibrate=True)), z))
     assert cal < 1.5 * 0.01 * z.size < raw
+
+
+def test_per_segment_scales_absorb_a_misfit_that_differs_by_road():
+    # one noise variance for every road while a third of the roads scatter 4 times more (a
+    # driver's state on long, fast roads): a scale over all segments cannot fix that and the
+    # noisy roads alarm again and again; each segment's own scale can
+    rng = np.random.default_rng(4)
+    sd = np.where(np.arange(300) % 3 == 0, 4.0, 1.0)
+    z = sd * rng.standard_normal((400, 300))
+    design = 5e-4 * z.size
+    common = len(_stream(ChangeDetector(300, ChangeConfig()), z))
+    own = ChangeDetector(300, ChangeConfig(per_segment_scale=True, scale_memory=5000))
+    assert len(_stream(own, z)) < 3 * design < common
+    # the learned scales follow each road's scatter relative to the common one
+    ratio = own.segment_scale(np.arange(0, 300, 3)).mean() / own.segment_scale(
+        np.arange(1, 300, 3)).mean()
+    assert 2.5 < ratio < 5.0
+    # and a shift of 3 of a road's own sds is still found within a few of its readings
+    noisy = np.zeros((40, 300))
+    noisy[:, 3] = 4.0 * (3.0 + rng.standard_normal(40))
+    hit = [ev for ev in _stream(own, noisy) if ev.segment == 3]
+    assert hit and hit[0].direction == 1 and hit[0].reading <= 400 + 12
+
+
+def test_detector_state_round_trips_and_older_states_load():
+    rng = np.random.default_rng(5)
+    cfg = ChangeConfig(per_segment_scale=True, scale_memory=700)
+    a = ChangeDetector(20, cfg)
+    _stream(a, 2.0 * rng.standard_normal((60, 20)))
+    b = ChangeDetector(20, cfg).load_state_dict(a.state_dict())
+    tail = rng.standard_normal((30, 20))
+    ev_a, ev_b = _stream(a, tail), _stream(b, tail)
+    assert ev_a == ev_b and a.scale == b.scale
+    np.testing.assert_array_equal(a.segment_scale(np.arange(20)), b.segment_scale(np.arange(20)))
+    # a state saved before per-segment scales (3 settings, 2 score sums) loads as the defaults
+    old = ChangeDetector(20)
+    _stream(old, rng.standard_normal((10, 20)))
+    state = old.state_dict()
+    state["config"] = state["config"][:3]
+    state["scores"] = state["scores"][:2]
+    del state["seg_sq"], state["seg_w"]
+    again = ChangeDetector(20).load_state_dict(state)
+    assert again.scale == old.scale and np.array_equal(again.stat, old.stat)
+    with pytest.raises(ModelStateError, match="other settings"):
+        ChangeDetector(20, cfg).load_state_dict(state)
+    with pytest.raises(ConfigError, match="scale_memory"):
+        ChangeConfig(scale_memory=0)
 
 
 def test_bad_input_is_refused():

@@ -275,10 +275,11 @@ def test_respond_resets_bi_to_the_readings_since_the_change(small):
     assert det.stat[:, e].max() == 0.0  # restarted at the alarm
 
 
-def test_bench_drift_smoke_prints_the_goal_lines():
+@pytest.mark.parametrize("driver", [False, True], ids=["fleet", "driver"])
+def test_bench_drift_smoke_prints_the_goal_lines(driver):
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke"], capture_output=True, text=True, check=True,
-        timeout=600,
+        [sys.executable, str(SCRIPT), "--smoke", *(["--driver"] if driver else [])],
+        capture_output=True, text=True, check=True, timeout=600,
     ).stdout
     assert re.search(r"^detection delay median: (\d+(\.\d+)?|inf) traversals", out, re.M)
     m = re.search(r"^false alarms per 1000 traversals: ([\d.]+)", out, re.M)

@@ -429,3 +429,23 @@ def test_a_cold_trip_is_scored_at_its_own_temperature(tmp_path) -> None:
             )
             record_segments(session, trip, route, wh, force=True, temperature_c=temp)
         assert session.store.segment_changes() == []
+
+
+def test_a_session_keeps_its_detector_between_passes_and_drops_a_stale_one(changed) -> None:
+    """The detector a session holds between passes is the stored one, and a detector stored by
+    another process since replaces it."""
+    from ev_nav.trips.changes import load_detector
+
+    state, route, readings, _ = changed
+    with open_session(state) as s, open_session(state) as other:
+        for wh in readings[:2]:
+            _drive(s, route, wh)
+        at, held = s.detector_cache
+        stored, upto = load_detector(s.store, s.net.n_segments)
+        assert upto == at
+        for key, value in stored.state_dict().items():
+            np.testing.assert_array_equal(np.asarray(held.state_dict()[key]), np.asarray(value))
+        _drive(other, route, readings[2])  # another writer scores the next trip first
+        assert s.store.detector_scored_upto() != at
+        _drive(s, route, readings[3])  # learned with what the other stored, not re-scored
+        assert s.detector_cache is None or s.detector_cache[0] == s.store.detector_scored_upto()

@@ -107,6 +107,12 @@ class ChangesMixin(StoreConnection):
     """Recording, listing, dismissing and replaying flagged changes; the detector's state."""
 
     # ------------------------------------------------------------------ detector state
+    def detector_scored_upto(self) -> int | None:
+        """The newest batch the stored change detector has scored (``None`` before its first
+        batch): a cheap check that a detector held in memory is still the stored one."""
+        row = self._conn.execute("SELECT scored_upto FROM change_detector WHERE id = 1").fetchone()
+        return None if row is None else int(row[0])
+
     def detector_state(self) -> tuple[int, bytes] | None:
         """``(scored_upto, blob)`` of the change detector (``None`` before its first batch).
 

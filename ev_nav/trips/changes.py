@@ -162,7 +162,11 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     store, model = session.store, session.model
     if not batches:
         return Absorbed()
-    detector, scored = load_detector(store, session.net.n_segments)
+    cached, session.detector_cache = session.detector_cache, None  # back only once stored
+    if cached is not None and store.detector_scored_upto() == cached[0]:
+        scored, detector = cached
+    else:
+        detector, scored = load_detector(store, session.net.n_segments)
     done = [b for b in batches if b.id <= scored]
     new = [b for b in batches if b.id > scored]
     if done:
@@ -173,6 +177,7 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
         apply_batches(model, backlog)
         session.applied_upto = backlog[-1].id
     if not new:
+        session.detector_cache = (scored, detector)  # unchanged: still the stored one
         return Absorbed()
     seg = [b for b in new if b.kind == "segment"]
     events: list[ChangeEvent] = []
@@ -206,6 +211,7 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     if not store.record_detection(scored, at, encode(_pack(detector)), records):
         session.load_model()
         return Absorbed(rebuilt=True)
+    session.detector_cache = (at, detector)
     if any(r.reset for r in records):
         # the statistics of the kept readings come from the store, as in every replay
         apply_batches(model, [], store.resets(at - 1, at))

@@ -26,6 +26,7 @@ from ev_nav.energy import Vehicle
 from ev_nav.errors import ModelStateError, StateError, StateNotice, UnsafeCheckpointError
 
 if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
+    from ev_nav.gp.changes import ChangeDetector
     from ev_nav.gp.incremental_state import ExactPosterior
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
@@ -182,6 +183,10 @@ class Session:
     skipped: list[str] = field(default_factory=list)
     #: changes of roads flagged while this session learned (:func:`ev_nav.trips.changes.learn_new`)
     flagged: list[ChangeRecord] = field(default_factory=list)
+    #: the change detector as this session last stored it, with the batch it had scored up to
+    #: (a server's writer passes several times a second: decoding the stored one each time cost
+    #: a tenth of its throughput); :func:`ev_nav.trips.changes.absorb_new` keeps it
+    detector_cache: tuple[int, ChangeDetector] | None = None
 
     def close(self) -> None:
         """Close the store."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -67,11 +67,10 @@ class CachesMixin(StoreConnection):
         digest: str,
         size: int,
         *,
-        install: Callable[[], None] | None = None,
         gone: Iterable[str] = (),
     ) -> None:
-        """Record cache file ``name``'s checksum; ``install()`` (the file's rename into place)
-        runs inside the same transaction, so the record commits only if it succeeded. Records
+        """Record cache file ``name``'s checksum (before the file is put in place, so that a
+        reader who finds the file finds its checksum: :meth:`StateCache.write_array`). Records
         of the files named in ``gone`` (deleted) are dropped."""
         with self._write("cache") as conn:
             conn.execute(
@@ -80,8 +79,6 @@ class CachesMixin(StoreConnection):
                 (name, digest, int(size), _utcnow()),
             )
             conn.executemany("DELETE FROM cache_files WHERE name = ?", [(g,) for g in gone])
-            if install is not None:
-                install()
 
     def forget_cache_files(self, names: Iterable[str]) -> None:
         """Drop the records of the named cache files."""

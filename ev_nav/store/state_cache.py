@@ -110,9 +110,16 @@ class StateCache:
             target = self.folder / name
             gone = self._prune(name, keep) if keep is not None else []
             with self._store() as store:
-                store.record_cache_file(
-                    name, digest, size, install=lambda: os.replace(tmp, target), gone=gone
-                )
+                # the checksum is committed before the file is put in place: a reader (another
+                # thread or process) that finds the file then always finds its checksum, where
+                # a file installed first could be refused and deleted as "not written by this
+                # state" in the moment before the record committed
+                store.record_cache_file(name, digest, size, gone=gone)
+                try:
+                    os.replace(tmp, target)
+                except OSError:
+                    store.forget_cache_files([name])
+                    raise
         except (OSError, StateError):
             pass
         finally:

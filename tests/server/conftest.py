@@ -38,3 +38,14 @@ def served_town():
     from ev_nav.roads.synthetic import synthetic_town
 
     return synthetic_town(TOWN_SEGMENTS, seed=0)
+
+
+@pytest.fixture()
+def state(tmp_path) -> Path:
+    """A fresh state of a 300-segment town with the GP model (one per test)."""
+    from ev_nav.trips.session import create_state
+
+    path = tmp_path / "state"
+    create_state(path, synthetic=300, model="gp").close()
+    return path
+

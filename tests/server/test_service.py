@@ -5,28 +5,12 @@ copies of the model; acknowledged observations are in the store before the model
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ev_nav.server.service import FleetService, _clone_model
-
-
-@pytest.fixture()
-def state(tmp_path) -> Path:
-    from ev_nav.trips.session import create_state
-
-    path = tmp_path / "state"
-    create_state(path, synthetic=300, model="gp").close()
-    return path
-
-
-def _far(net) -> tuple[tuple[float, float], tuple[float, float]]:
-    mid = net.segment_midpoints()
-    order = np.argsort(mid[:, 0] + mid[:, 1])
-    a, b = order[3], order[-3]
-    return (mid[a, 1], mid[a, 0]), (mid[b, 1], mid[b, 0])
+from tests.server.helpers import far_points
 
 
 def _plausible(trip: dict) -> float:
@@ -53,7 +37,7 @@ def test_routes_are_answered_while_the_writer_learns(state, monkeypatch) -> None
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
     monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
-        origin, goal = _far(svc.net)
+        origin, goal = far_points(svc.net)
         first = svc.plan(origin, goal, policy="mean")
         v1 = svc.snapshot.version
         ack = svc.record(first["trip"], total_wh=_plausible(first))
@@ -88,7 +72,7 @@ def test_acknowledged_means_stored_before_learned(state, monkeypatch) -> None:
     monkeypatch.setattr(session_module, "apply_batches", held_apply)
     monkeypatch.setattr(changes_module, "apply_batches", held_apply)  # the writer learns there
     with FleetService(state, poll_s=0.05) as svc:
-        origin, goal = _far(svc.net)
+        origin, goal = far_points(svc.net)
         trip = svc.plan(origin, goal, policy="mean")
         ack = svc.record(trip["trip"], total_wh=_plausible(trip))
         with Store.open(state) as store:
@@ -169,7 +153,7 @@ def test_close_stops_a_running_refit(state, monkeypatch) -> None:
     monkeypatch.setattr(IncrementalGP, "refit", long_refit)
     monkeypatch.setattr(service_module, "REFIT_FIRST_ROWS", 1)
     svc = FleetService(state, poll_s=0.05)
-    origin, goal = _far(svc.net)
+    origin, goal = far_points(svc.net)
     first = svc.plan(origin, goal, policy="mean")
     svc.record(first["trip"], total_wh=_plausible(first))
     assert inside.wait(120), "no refit started"
@@ -213,7 +197,7 @@ def test_answers_are_the_json_fastapi_would_send(state) -> None:
     from ev_nav.server.app import json_body
 
     with FleetService(state, poll_s=0.05) as svc:
-        origin, goal = _far(svc.net)
+        origin, goal = far_points(svc.net)
         planned = svc.plan(origin, goal, policy="ts", soc="80%", vehicle_model="nissan-leaf-eplus")
         ack = svc.record(planned["trip"], total_wh=_plausible(planned))
         health = svc.health()
@@ -232,7 +216,7 @@ def test_requests_see_what_other_connections_commit(state) -> None:
     from ev_nav.trips.session import open_session
 
     with FleetService(state, poll_s=0.05) as svc:
-        origin, goal = _far(svc.net)
+        origin, goal = far_points(svc.net)
         first = svc.plan(origin, goal, policy="mean")  # this thread's connection is opened
         assert svc.health()["trips"] == 1
         with open_session(state, planning=True) as other:

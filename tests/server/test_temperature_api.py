@@ -5,35 +5,18 @@ the served model then carries the temperature coefficients (a copy, not the shar
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ev_nav.errors import InvalidObservation
 from ev_nav.server.service import FleetService
 from ev_nav.store import Store
-
-
-@pytest.fixture()
-def state(tmp_path) -> Path:
-    from ev_nav.trips.session import create_state
-
-    path = tmp_path / "state"
-    create_state(path, synthetic=300, model="gp").close()
-    return path
-
-
-def _far(net) -> tuple[tuple[float, float], tuple[float, float]]:
-    mid = net.segment_midpoints()
-    order = np.argsort(mid[:, 0] + mid[:, 1])
-    a, b = order[3], order[-3]
-    return (mid[a, 1], mid[a, 0]), (mid[b, 1], mid[b, 0])
+from tests.server.helpers import far_points
 
 
 def test_routes_and_observations_take_a_temperature(state) -> None:
     with FleetService(state, poll_s=0.05) as svc:
-        origin, goal = _far(svc.net)
+        origin, goal = far_points(svc.net)
         mild = svc.plan(origin, goal, policy="mean")
         cold = svc.plan(origin, goal, policy="mean", temperature=-8.0)
         r_mild, r_cold = mild["routes"]["shortest"], cold["routes"]["shortest"]
@@ -69,7 +52,7 @@ def test_the_http_api_takes_and_checks_a_temperature(server, served_town) -> Non
 
     from ev_nav.server.client import RoutingClient, ServerError
 
-    origin, goal = _far(served_town)
+    origin, goal = far_points(served_town)
     with RoutingClient(server.url, token="fleet-secret-42") as client:
         mild = client.plan(origin, goal, policy="mean")
         cold = client.plan(origin, goal, policy="mean", temperature=-10.0)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -42,6 +43,23 @@ def test_criteria_from_a_trip_table():
     # the greedy reference column is reported but not held to the no-linear-regret target
     assert not holds["last-window regret <= 0.2 x first-window, every learner and route"]
     assert "GP-greedy" in crit.markdown()
+
+
+def test_decay_exponent_of_a_power_law():
+    """Per-trip regret exactly ``c t^-α`` gives back α; its last/first ratio is the sum's."""
+    rows = []
+    for agent, alpha in (("GP-UCB", 0.5), ("GP-TS", 1.0)):
+        for t in range(1, 501):
+            rows.append({"run_id": agent, "network": "town", "route": "A", "agent": agent,
+                         "seed": 0, "t": t, "regret_wh": 30.0 * t**-alpha})
+    crit = criteria(pd.DataFrame(rows), window=100)
+    decay = crit.decay.set_index("agent")
+    assert decay.loc["GP-UCB", "exponent"] == pytest.approx(0.5, abs=0.01)
+    assert decay.loc["GP-TS", "exponent"] == pytest.approx(1.0, abs=0.02)
+    t = np.arange(1, 501, dtype=float)
+    assert decay.loc["GP-UCB", "ratio"] == pytest.approx(
+        np.sum(t[400:] ** -0.5) / np.sum(t[:100] ** -0.5))
+    assert "exponent" in crit.markdown()
 
 
 def test_agents_cover_every_rule_for_gp_and_bi():

@@ -123,9 +123,23 @@ def test_bad_lengths(bad):
         )
 
 
-def test_cli_info_on_bad_cache_file(tmp_path, capsys):
+@pytest.mark.parametrize("content", ["text", "csv", "npy"])
+def test_cli_info_on_bad_cache_file(tmp_path, capsys, content):
+    """Not an .npz archive: one line, without numpy's advice to load pickled data (a CSV) and
+    without a TypeError (a lone .npy array has no archive to open)."""
     p = tmp_path / "x.npz"
-    p.write_text("nope")
+    if content == "npy":
+        with p.open("wb") as fh:
+            np.save(fh, np.arange(3))
+    else:
+        p.write_text("nope" if content == "text" else "lat,lon,power_kw,name\n49.6,6.1,50,G\n")
+    _cli_fails(capsys, ["network", "info", str(p)], "not an ev-nav network file")
+    assert "pickle" not in capsys.readouterr().err
+
+
+def test_cli_info_on_an_npz_that_is_no_network(tmp_path, capsys):
+    p = tmp_path / "x.npz"
+    np.savez(p, a=np.arange(3))
     _cli_fails(capsys, ["network", "info", str(p)], "not a readable")
 
 

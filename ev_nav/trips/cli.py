@@ -472,10 +472,12 @@ def _cmd_route(args: argparse.Namespace) -> int:
         print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
         opts = trip.options
-        if opts.avoid or opts.time_weight:
-            avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
-            priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
-            print("; ".join(x for x in (avoiding, priced) if x))
+        avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
+        priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
+        # the trip does not store the temperature it was planned at: say it, here and in the hint
+        at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
+        if avoiding or priced or at:
+            print("; ".join(x for x in (avoiding, priced, at) if x))
         print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in trip.routes.items():
             print(
@@ -506,8 +508,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
             if path.suffix == ".html":
                 print(f"map: {path}")
         if not args.dry_run:
+            temperature = "" if args.temperature is None else f" --temperature {args.temperature:g}"
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
-                  "--total-wh X")
+                  f"--total-wh X{temperature}")
     return 0
 
 

@@ -149,9 +149,10 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-#: Options whose value may start with "-" (southern/western coordinates: ``--from -45,-170``; a
-#: downhill trip's negative total), which argparse would otherwise take for an option.
-_NEGATIVE_VALUE_OPTIONS = frozenset({"--from", "--to", "--total-wh"})
+#: Options whose value may start with "-" (southern/western coordinates: ``--from -45,-170``,
+#: ``--via``; a downhill trip's negative total), which argparse would otherwise take for an
+#: option.
+_NEGATIVE_VALUE_OPTIONS = frozenset({"--from", "--to", "--via", "--total-wh"})
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:

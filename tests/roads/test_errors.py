@@ -162,3 +162,23 @@ def test_cli_build_and_info_roundtrip(shared_file, tmp_path, capsys):
     assert main(["network", "info", str(out), "--json"]) == 0
     text = capsys.readouterr().out
     assert '"segments"' in text and "speed_imputed_share" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["build", "--max-grade", "-1"], "expected a positive, finite number, got '-1'"),
+        (["build", "--max-grade", "0"], "expected a positive, finite number, got '0'"),
+        (["build", "--max-grade", "30"], "a grade limit is a slope in (0, 1]"),
+        (["fetch", "43.7,7.4", "--dist", "-5"], "expected a positive, finite number, got '-5'"),
+    ],
+)
+def test_cli_refuses_a_grade_limit_or_radius_out_of_range(tmp_path, capsys, argv, fragment):
+    """--max-grade -1 built a network with every road flat (max_grade 0 in 'network info'),
+    30 (a percentage) limited nothing; a negative --dist went to the internet."""
+    osm = tmp_path / "absent.osm"  # refused before the file is read
+    extra = ["--osm", str(osm)] if argv[0] == "build" else []
+    assert main(["network", *argv, *extra, "--out", str(tmp_path / "n.npz")]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+    assert not (tmp_path / "n.npz").exists()

@@ -211,6 +211,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("ev-nav: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # main() handles it: a reader that stopped, not an error of ours
+    except OSError as exc:
+        # Last resort for a path the commands do not check themselves (an --out folder that
+        # cannot be created or written): what the system said, on one line.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"ev-nav: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     return int(code or 0)
 
 

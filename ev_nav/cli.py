@@ -149,9 +149,10 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-#: Options whose value may start with "-" (southern/western coordinates: ``--from -45,-170``; a
-#: downhill trip's negative total), which argparse would otherwise take for an option.
-_NEGATIVE_VALUE_OPTIONS = frozenset({"--from", "--to", "--total-wh"})
+#: Options whose value may start with "-" (southern/western coordinates: ``--from -45,-170``,
+#: ``--via``; a downhill trip's negative total), which argparse would otherwise take for an
+#: option.
+_NEGATIVE_VALUE_OPTIONS = frozenset({"--from", "--to", "--via", "--total-wh"})
 
 
 def _join_negative_values(argv: list[str]) -> list[str]:
@@ -210,6 +211,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("ev-nav: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # main() handles it: a reader that stopped, not an error of ours
+    except OSError as exc:
+        # Last resort for a path the commands do not check themselves (an --out folder that
+        # cannot be created or written): what the system said, on one line.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"ev-nav: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     return int(code or 0)
 
 

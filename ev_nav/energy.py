@@ -245,9 +245,14 @@ class Vehicle:
 
     def replace(self, **changes: Any) -> Vehicle:
         """A copy with some parameters changed (validated again)."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        known = [f.name for f in dataclasses.fields(self)]
+        unknown = set(changes) - set(known)
         if unknown:
-            raise ConfigError(f"unknown vehicle parameter(s): {', '.join(sorted(unknown))}")
+            # the names are not guessable from the docs' symbols (η⁺ is eta_traction)
+            raise ConfigError(
+                f"unknown vehicle parameter(s): {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(known)}"
+            )
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:

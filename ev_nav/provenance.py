@@ -43,9 +43,12 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=target.parent
+        )
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -125,7 +125,16 @@ def _bad_inputs(state, tmp):
     flags.write_text("battery_wh = true\n", encoding="utf-8")
     new = tmp / "new-state"
     town = ["init", new, "--synthetic", "--model", "bi"]
+    a_file = tmp / "a-file"
+    a_file.write_text("", encoding="utf-8")
+    fleet = tmp / "fleet.toml"
+    fleet.write_text('horizon = 1\n[network]\nkind = "synthetic"\nn_segments = 300\n',
+                     encoding="utf-8")
     return [
+        # an output folder that cannot be made (was an OSError traceback)
+        (["fleet", "run", fleet, "--quiet", "--out", a_file / "runs"], "Not a directory"),
+        (["fleet", "grid", fleet, "--quiet", "--out", "/proc/ev-nav-runs"],
+         "No such file or directory: /proc/ev-nav-runs"),
         (["map", state, "--layer", "visits", "--out", tmp], "is a directory"),
         (["map", state, "--layer", "visits", "--out", "/proc/nowhere/map.html"], "cannot write"),
         (["init", "/proc/ev-nav-state", "--synthetic", "--segments", "300", "--model", "bi"],

@@ -73,6 +73,10 @@ def test_vehicle_validation_and_files(tmp_path):
     f.write_text("mass_kg = = 3")
     with pytest.raises(ConfigError):
         load_vehicle(f)
+    # a misspelt parameter is refused with the names that exist (η⁺ is not guessable)
+    f.write_text('preset = "sumo-default"\neta_plus = 0.9\n')
+    with pytest.raises(ConfigError, match=r"eta_plus; known: name, mass_kg, .*eta_traction"):
+        load_vehicle(f)
 
 
 def _paper_formula(length, v, grade, veh):

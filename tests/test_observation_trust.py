@@ -156,6 +156,9 @@ def test_awkward_route_inputs(capsys, planned, net):
                              "--no-map"], "from the nearest road")
     _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to", "-45.5,-170.25",
                              "--no-map"], "from the nearest road")
+    # a via point too (argparse took it for an option: "expected one argument")
+    _refused(capsys, state, ["route", state, "--from", _latlon(net, 7), "--to", _latlon(net, 300),
+                             "--via", "-45.5,-170.25", "--no-map"], "from the nearest road")
 
 
 def test_output_piped_into_head(planned, net):

@@ -186,6 +186,28 @@ def test_routes_pick_gives_distinct_snapping_routes(tmp_path, town, capsys):
     assert all(r["kind"] == "fixed" and len(r["start"]) == 2 for r in cfg["routes"])
 
 
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        (["--starts", "-3"], "start segments tried must be >= 1, got -3"),
+        (["--starts", "0"], "start segments tried must be >= 1, got 0"),
+        (["--min-separation", "nan"], "finite number of metres >= 0, got nan"),
+        (["--min-separation", "-5"], "finite number of metres >= 0, got -5"),
+        (["--out", "/proc/ev-nav-routes.toml"], "cannot write /proc/ev-nav-routes.toml"),
+    ],
+)
+def test_routes_pick_bad_options_are_one_line(tmp_path, town, capsys, option, fragment):
+    """--starts -3 and an unwritable --out were tracebacks; --starts 0 blamed the separation;
+    a NaN or negative separation picked routes as if none was asked."""
+    from ev_nav.cli import main
+
+    path = tmp_path / "town.npz"
+    town.save(path)
+    assert main(["routes", "pick", str(path), *option]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and fragment in err
+
+
 @pytest.mark.parametrize("name", ["srtm_monaco", "town"])
 def test_loss_lower_bound_is_rolling_resistance_under_the_deterministic_loss(request, name):
     """The physical loss bound: η⁻ × rolling-resistance work, recomputed here from the vehicle's

@@ -45,3 +45,13 @@ def test_source_modified_sees_uncommitted_edits(tmp_path):
     (tmp_path / "m.py").write_text("x = 2\n")
     assert provenance.source_modified(tmp_path) is True
     assert provenance.source_modified(tmp_path.parent / "no-such-dir") is None
+
+
+def test_an_atomic_write_that_cannot_start_names_the_file_asked_for(tmp_path):
+    """The error named the hidden temporary file ('/proc/.x.npz.e00_cr8u.npz'), which the CLI
+    then printed as the path the user had given."""
+    target = Path("/proc/ev-nav-provenance-test.txt")
+    with pytest.raises(OSError) as info:
+        provenance.atomic_write_text(target, "x")
+    assert info.value.filename == str(target)
+    assert not target.exists()

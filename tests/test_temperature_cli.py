@@ -107,6 +107,30 @@ def test_history_shows_the_temperature_of_each_trips_observations(tmp_path, caps
     assert table[planned["trip"]][-1] == "-"
 
 
+def test_route_at_a_temperature_says_so_and_its_hint_carries_it(tmp_path, capsys, net):
+    """The trip does not store its planning temperature: the table said nothing of it and the
+    printed hint recorded the drive without one (learned as reference conditions)."""
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    mid = net.segment_midpoints()
+    s, g = int(np.argmin(mid[:, 0] + mid[:, 1])), int(np.argmax(mid[:, 0] + mid[:, 1]))
+    ends = ("--from", _latlon(net, s), "--to", _latlon(net, g), "--no-map")
+    code, out, err = _run(capsys, "route", state, *ends, "--temperature", "-7.5")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "predicted at -7.5 °C"
+    assert lines[-1] == (
+        f"record the drive with: ev-nav observe {state} 1 --total-wh X --temperature -7.5"
+    )
+    code, out, err = _run(capsys, "route", state, *ends, "--avoid", "motorway", "--dry-run",
+                          "--temperature", "3")
+    assert code == 0, err
+    assert out.splitlines()[1] == "avoiding motorway; predicted at 3 °C"
+    code, out, err = _run(capsys, "route", state, *ends)
+    assert code == 0, err
+    assert "°C" not in out and out.splitlines()[-1].endswith("--total-wh X")
+
+
 def test_a_bad_temperature_is_refused_without_recording(tmp_path, capsys, net):
     state = tmp_path / "state"
     assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0

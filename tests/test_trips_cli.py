@@ -185,3 +185,24 @@ def test_unreachable_goal_is_a_clear_error():
 
     with pytest.raises(UnreachableError, match="no route"):
         Router(OneWay()).route(np.ones(3), 0, 2)
+
+
+@pytest.mark.parametrize(
+    ("command", "fragments"),
+    [
+        ("init", ["(default 2000)", "sumo-default, the default", "gp (a GP over the road graph, "
+                  "default)"]),
+        ("route", ["start, snapped to the nearest road", "(default 500)"]),
+        ("observe", ["the trip's id, as 'route' printed it", "(default 10)"]),
+        ("map", ["predicted Wh/km (default)"]),
+    ],
+)
+def test_help_names_each_default(capsys, command, fragments):
+    """--help of the driver's commands said nothing of the defaults a user gets (the town
+    size, the model, the map layer, the snapping and GPS distances) or what --from and the
+    trip id are."""
+    code, out, _ = _run(capsys, command, "--help")
+    assert code == 0
+    flat = " ".join(out.split())  # argparse wraps the help to the terminal's width
+    for fragment in fragments:
+        assert fragment in flat, fragment

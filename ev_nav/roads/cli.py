@@ -16,6 +16,26 @@ if TYPE_CHECKING:
     from ev_nav.roads.chargers import Chargers
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number, got {text!r}")
+    return value
+
+
+def _max_grade_arg(text: str) -> float:
+    # a slope, not a percentage: -1 or 0 flattened every road, 30 limited nothing
+    value = _positive_float(text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(
+            f"a grade limit is a slope in (0, 1] (0.3 = 30 %), got {text!r}"
+        )
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``network`` command group."""
     parser = subparsers.add_parser("network", help="build, inspect or download road networks")
@@ -34,7 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="elevation raster (GeoTIFF, .hgt or .hgt.zip); repeat for several tiles",
     )
     build.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
-    build.add_argument("--max-grade", type=float, default=0.3, help="clip |grade| (default 0.3)")
+    build.add_argument(
+        "--max-grade", type=_max_grade_arg, default=0.3,
+        help="limit |grade| to this slope, in (0, 1] (default 0.3)",
+    )
     build.add_argument(
         "--chargers",
         action="append",
@@ -78,7 +101,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fetch", help="download a place's drivable network from OpenStreetMap (needs internet)"
     )
     fetch.add_argument("place", help="place name ('Monaco') or 'LAT,LON' point")
-    fetch.add_argument("--dist", type=float, default=3000.0, help="radius around a point [m]")
+    fetch.add_argument(
+        "--dist", type=_positive_float, default=3000.0,
+        help="radius around a point [m] (default 3000)",
+    )
     fetch.add_argument("--dem", action="append", default=[], type=Path, help="elevation raster")
     fetch.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
     fetch.set_defaults(func=_cmd_fetch)

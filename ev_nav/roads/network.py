@@ -14,6 +14,7 @@ import json
 import math
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -631,6 +632,13 @@ class RoadNetwork:
         p = Path(path)
         if not p.is_file():
             raise NetworkFileNotFound(f"network file not found: {p}")
+        if not zipfile.is_zipfile(p):
+            # np.load would read a lone .npy array (no archive to open) or suggest loading
+            # pickled data, neither of which fits a network file
+            raise NetworkCacheError(
+                f"{p} is not an ev-nav network file (not an .npz archive); build one with "
+                "'ev-nav network build'"
+            )
         try:
             with np.load(p, allow_pickle=False) as data:
                 header = json.loads(bytes(data["header_json"]).decode())

@@ -76,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_routes_pick(args: argparse.Namespace) -> int:
+    from ev_nav.errors import ConfigError
     from ev_nav.provenance import atomic_write_text
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.sim.routes import pick_routes, routes_toml
@@ -98,7 +99,10 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
     text += routes_toml(routes)
     print(text, end="")
     if args.out is not None:
-        atomic_write_text(args.out, text)
+        try:
+            atomic_write_text(args.out, text)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc})") from None
         print(f"# written to {args.out}", file=sys.stderr)
     return 0
 

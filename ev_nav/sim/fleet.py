@@ -816,10 +816,16 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())
     truth = build(TruthSpec, truth_table, "truth")
+    horizon = _config_whole(cfg.get("horizon", 100), f"{p}: horizon", least=1)
     seeds = cfg.get("seeds", [0])
-    horizon = int(cfg.get("horizon", 100))
-    if horizon < 1:
-        raise ConfigError("horizon must be >= 1")
+    if not isinstance(seeds, list) or not seeds:
+        raise ConfigError(f"{p}: seeds must be a non-empty list of whole numbers, got {seeds!r}")
+    seeds = [_config_whole(s, f"{p}: each seed", least=0) for s in seeds]
+    output = dict(cfg.get("output", {}))
+    if "checkpoint_every" in output:
+        _config_whole(output["checkpoint_every"], f"{p}: [output] checkpoint_every", least=1)
+    if "dir" in output and not isinstance(output["dir"], str):
+        raise ConfigError(f"{p}: [output] dir must be a folder name, got {output['dir']!r}")
     specs = [
         RunSpec(network=n, agent=a, trips=r, truth=truth, horizon=horizon, seed=int(s))
         for n in net_specs
@@ -827,4 +833,13 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         for a in agents
         for s in seeds
     ]
-    return specs, dict(cfg.get("output", {}))
+    return specs, output
+
+
+def _config_whole(value: Any, what: str, least: int) -> int:
+    """A whole number of a config (a TOML string, float or boolean is a typo, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be a whole number, got {value!r}")
+    if value < least:
+        raise ConfigError(f"{what} must be >= {least}, got {value}")
+    return value

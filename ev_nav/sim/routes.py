@@ -51,10 +51,18 @@ def pick_routes(
     Raises
     ------
     ConfigError
-        If ``count`` is not in 1..26 or the network is too small to give that many routes.
+        If ``count`` is not in 1..26, ``n_starts`` is below 1, ``min_separation_m`` is not a
+        finite number >= 0, or the network is too small to give that many routes.
     """
     if not 1 <= count <= 26:
         raise ConfigError(f"count must be in 1..26, got {count}")
+    if n_starts < 1:
+        raise ConfigError(f"the number of start segments tried must be >= 1, got {n_starts}")
+    if not 0 <= min_separation_m < float("inf"):
+        raise ConfigError(
+            f"the separation of routes' endpoints must be a finite number of metres >= 0, "
+            f"got {min_separation_m}"
+        )
     rng = np.random.default_rng(seed)
     mid = net.segment_midpoints()
     oracle = Oracle(net, net.e_det(), node_potential=node_potential(net))

@@ -85,25 +85,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
     p.add_argument(
-        "--segments", type=town_size_arg, default=2000, help="synthetic town size [segments]"
+        "--segments", type=town_size_arg, default=2000,
+        help="synthetic town size [segments] (default 2000)",
     )
-    p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed")
+    p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed (default 0)")
     veh = p.add_mutually_exclusive_group()
     veh.add_argument(
         "--vehicle",
         default="sumo-default",
-        help="vehicle preset (sumo-default, van) or catalogue model ('ev-nav vehicles' lists them)",
+        help="vehicle preset (sumo-default, the default; van) or catalogue model "
+        "('ev-nav vehicles' lists them)",
     )
     veh.add_argument(
         "--vehicle-file", type=Path, help="vehicle TOML (preset or catalogue model + overrides)"
     )
-    p.add_argument("--model", choices=("gp", "bi"), default="gp", help="learning model")
+    p.add_argument(
+        "--model", choices=("gp", "bi"), default="gp",
+        help="learning model: gp (a GP over the road graph, default) or bi (independent segments)",
+    )
     p.set_defaults(func=_cmd_init)
 
     p = subparsers.add_parser("route", help="plan a trip, record it, write its map")
-    p.add_argument("state", type=Path)
-    p.add_argument("--from", dest="origin", required=True, type=_parse_latlon, metavar="LAT,LON")
-    p.add_argument("--to", dest="goal", required=True, type=_parse_latlon, metavar="LAT,LON")
+    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("--from", dest="origin", required=True, type=_parse_latlon, metavar="LAT,LON",
+                   help="start, snapped to the nearest road")
+    p.add_argument("--to", dest="goal", required=True, type=_parse_latlon, metavar="LAT,LON",
+                   help="destination, snapped to the nearest road")
     p.add_argument(
         "--policy",
         choices=("ts", "bucb", "ucb", "mean", "safe"),
@@ -167,7 +174,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="ambient temperature [°C]: predict the trip at it (docs/temperature.md)",
     )
     p.add_argument(
-        "--max-snap", type=_distance_arg, default=500.0, help="max distance to a road [m]"
+        "--max-snap", type=_distance_arg, default=500.0,
+        help="max distance to a road [m] (default 500)",
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument("--no-map", action="store_true", help="do not write the HTML map")
@@ -180,8 +188,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_route)
 
     p = subparsers.add_parser("observe", help="record the energy a planned trip used")
-    p.add_argument("state", type=Path)
-    p.add_argument("trip_id", type=int)
+    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("trip_id", type=int, help="the trip's id, as 'route' printed it")
     what = p.add_mutually_exclusive_group()
     what.add_argument(
         "--segments", type=Path, help="CSV with columns segment,energy_wh (per-segment energies)"
@@ -205,7 +213,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the track's per-point energy_wh counter)",
     )
     p.add_argument(
-        "--gps-sigma", type=_distance_arg, default=10.0, help="GPS noise of the track [m]"
+        "--gps-sigma", type=_distance_arg, default=10.0,
+        help="GPS noise of the track [m] (default 10)",
     )
     p.add_argument(
         "--temperature", type=_finite_float, metavar="C",
@@ -218,7 +227,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("map", help="HTML map of the learned network")
     p.add_argument("state", type=Path)
     p.add_argument(
-        "--layer", choices=("mean", "sd", "visits", "energy-per-km"), default="energy-per-km"
+        "--layer", choices=("mean", "sd", "visits", "energy-per-km"), default="energy-per-km",
+        help="what to draw: predicted Wh/km (default), mean or sd of each segment's energy "
+        "[Wh], or times driven",
     )
     p.add_argument(
         "--out",
@@ -472,10 +483,12 @@ def _cmd_route(args: argparse.Namespace) -> int:
         print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
         opts = trip.options
-        if opts.avoid or opts.time_weight:
-            avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
-            priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
-            print("; ".join(x for x in (avoiding, priced) if x))
+        avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
+        priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
+        # the trip does not store the temperature it was planned at: say it, here and in the hint
+        at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
+        if avoiding or priced or at:
+            print("; ".join(x for x in (avoiding, priced, at) if x))
         print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
         for name, r in trip.routes.items():
             print(
@@ -506,8 +519,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
             if path.suffix == ".html":
                 print(f"map: {path}")
         if not args.dry_run:
+            temperature = "" if args.temperature is None else f" --temperature {args.temperature:g}"
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
-                  "--total-wh X")
+                  f"--total-wh X{temperature}")
     return 0
 
 

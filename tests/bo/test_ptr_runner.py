@@ -149,6 +149,25 @@ def test_ev_application_finds_the_safe_speed_caps():
         EVReserveConfig(alpha=1.5)
 
 
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        (["--iterations", "-3"], "iterations must be >= 0"),
+        (["--threads", "0"], "--threads must be >= 1"),
+        (["--reserve-kwh", "-1"], "reserve must be >= 0 kWh"),
+        (["--start-kwh", "0"], "energy at departure must be > 0 kWh"),
+        (["--ambient-c", "500"], "ambient temperature must be in -60..60 °C"),
+    ],
+)
+def test_ptr_ev_bad_options_are_one_line(capsys, option, fragment):
+    """--iterations -3 and --threads 0 were tracebacks; a negative reserve, an empty battery
+    and 500 °C ran and printed a study of them."""
+    code = main(["bo", "ptr-ev", "--quiet", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1 and fragment in err
+
+
 def test_uncontrollable_w_extension_draws_environments_from_p():
     cfg = PTRRunConfig("mccormick", "bpt-ucb", 40, 1, uncontrollable_w=True)
     res = run_experiment(cfg, execution=IN_PROCESS)

@@ -123,9 +123,23 @@ def test_bad_lengths(bad):
         )
 
 
-def test_cli_info_on_bad_cache_file(tmp_path, capsys):
+@pytest.mark.parametrize("content", ["text", "csv", "npy"])
+def test_cli_info_on_bad_cache_file(tmp_path, capsys, content):
+    """Not an .npz archive: one line, without numpy's advice to load pickled data (a CSV) and
+    without a TypeError (a lone .npy array has no archive to open)."""
     p = tmp_path / "x.npz"
-    p.write_text("nope")
+    if content == "npy":
+        with p.open("wb") as fh:
+            np.save(fh, np.arange(3))
+    else:
+        p.write_text("nope" if content == "text" else "lat,lon,power_kw,name\n49.6,6.1,50,G\n")
+    _cli_fails(capsys, ["network", "info", str(p)], "not an ev-nav network file")
+    assert "pickle" not in capsys.readouterr().err
+
+
+def test_cli_info_on_an_npz_that_is_no_network(tmp_path, capsys):
+    p = tmp_path / "x.npz"
+    np.savez(p, a=np.arange(3))
     _cli_fails(capsys, ["network", "info", str(p)], "not a readable")
 
 
@@ -148,3 +162,23 @@ def test_cli_build_and_info_roundtrip(shared_file, tmp_path, capsys):
     assert main(["network", "info", str(out), "--json"]) == 0
     text = capsys.readouterr().out
     assert '"segments"' in text and "speed_imputed_share" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["build", "--max-grade", "-1"], "expected a positive, finite number, got '-1'"),
+        (["build", "--max-grade", "0"], "expected a positive, finite number, got '0'"),
+        (["build", "--max-grade", "30"], "a grade limit is a slope in (0, 1]"),
+        (["fetch", "43.7,7.4", "--dist", "-5"], "expected a positive, finite number, got '-5'"),
+    ],
+)
+def test_cli_refuses_a_grade_limit_or_radius_out_of_range(tmp_path, capsys, argv, fragment):
+    """--max-grade -1 built a network with every road flat (max_grade 0 in 'network info'),
+    30 (a percentage) limited nothing; a negative --dist went to the internet."""
+    osm = tmp_path / "absent.osm"  # refused before the file is read
+    extra = ["--osm", str(osm)] if argv[0] == "build" else []
+    assert main(["network", *argv, *extra, "--out", str(tmp_path / "n.npz")]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
+    assert not (tmp_path / "n.npz").exists()

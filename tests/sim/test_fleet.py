@@ -1,11 +1,13 @@
 """Fleet runs: determinism, resume == uninterrupted, results files, config parsing."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from ev_nav.cli import main
 from ev_nav.errors import ConfigError
 from ev_nav.sim.environment import Environment, TruthSpec
 from ev_nav.sim.fleet import (
@@ -110,6 +112,34 @@ dir = "out"
     cfg.write_text("horizon = = 3")
     with pytest.raises(ConfigError):
         specs_from_toml(cfg)
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ('horizon = "ten"', "horizon must be a whole number, got 'ten'"),
+        ("horizon = 10.7", "horizon must be a whole number, got 10.7"),
+        ("horizon = 0", "horizon must be >= 1"),
+        ("seeds = 3", "seeds must be a non-empty list"),
+        ("seeds = []", "seeds must be a non-empty list"),
+        ('seeds = ["a"]', "each seed must be a whole number, got 'a'"),
+        ("seeds = [0, -1]", "each seed must be >= 0, got -1"),
+        ('[output]\ncheckpoint_every = "x"', "checkpoint_every must be a whole number"),
+        ("[output]\ndir = 5", "dir must be a folder name, got 5"),
+    ],
+)
+def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragment):
+    """Each was a ValueError/TypeError traceback, a silently truncated horizon, a grid of no
+    runs that exited 0, or a run failing at its first trip; now one line before any run."""
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text(f"{line}\n")
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        specs_from_toml(cfg)
+    code = main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1 and fragment in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_truth_kinds():

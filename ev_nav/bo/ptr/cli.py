@@ -182,6 +182,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run_ptr_ev(args: argparse.Namespace) -> int:
+    if args.threads < 1:
+        raise ConfigError("--threads must be >= 1")
     torch.set_num_threads(args.threads)
     cfg = EVReserveConfig(
         reserve_kwh=args.reserve_kwh,

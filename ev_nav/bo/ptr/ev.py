@@ -39,7 +39,7 @@ from ev_nav.bo.ptr.measure import ptr_posterior
 from ev_nav.bo.ptr.problems import GRID50, PTRProblem
 from ev_nav.bo.ptr.registry import PTRMethodConfig, make_policy
 from ev_nav.bo.ptr.runner import f1_score, run_trial
-from ev_nav.energy import Vehicle, segment_energy_wh
+from ev_nav.energy import TEMPERATURE_RANGE_C, Vehicle, segment_energy_wh
 from ev_nav.errors import ConfigError
 from ev_nav.provenance import atomic_write_text
 
@@ -106,6 +106,19 @@ class EVReserveConfig:
             raise ConfigError("wind std must be > 0 m/s")
         if self.cap_range_kmh[0] <= 0 or self.cap_range_kmh[1] <= self.cap_range_kmh[0]:
             raise ConfigError("cap range must be increasing and positive (km/h)")
+        if not self.reserve_kwh >= 0:
+            raise ConfigError(f"reserve must be >= 0 kWh, got {self.reserve_kwh}")
+        if self.start_soc_kwh is not None and not self.start_soc_kwh > 0:
+            raise ConfigError(f"energy at departure must be > 0 kWh, got {self.start_soc_kwh}")
+        low, high = TEMPERATURE_RANGE_C
+        if not low <= self.ambient_c <= high:
+            raise ConfigError(
+                f"ambient temperature must be in {low:g}..{high:g} °C, got {self.ambient_c}"
+            )
+        if self.iterations < 0 or self.n_init < 1:
+            raise ConfigError(
+                f"iterations must be >= 0 and n_init >= 1, got {self.iterations}, {self.n_init}"
+            )
 
     @property
     def start_kwh(self) -> float:

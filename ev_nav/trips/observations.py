@@ -28,7 +28,9 @@ from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
+    from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
+    from ev_nav.roads.network import RoadNetwork
     from ev_nav.trips.session import Session
 
 __all__ = [
@@ -246,6 +248,26 @@ def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
     return var[inv.reshape(-1)]
 
 
+#: The per-segment loss scale of the network and vehicle last judged: (network, vehicle, scale).
+#: A network and a vehicle never change once made (frozen), and a server judges every posted
+#: observation against one pair: computed once instead of for every segment at every post.
+_LOSS_SCALE: tuple[RoadNetwork, Vehicle, np.ndarray] | None = None
+
+
+def _loss_scale(net: RoadNetwork, vehicle: Vehicle) -> np.ndarray:
+    """:func:`ev_nav.potential.loss_scale` [Wh] per segment, kept for the last pair asked."""
+    global _LOSS_SCALE
+    held = _LOSS_SCALE  # one read: another thread may replace it meanwhile
+    if held is None or held[0] is not net or held[1] != vehicle:
+        # imported here: the potential needs SciPy, which 'history' and friends never load
+        from ev_nav.potential import loss_scale
+
+        scale = loss_scale(net, vehicle)
+        scale.setflags(write=False)
+        held = _LOSS_SCALE = (net, vehicle, scale)
+    return held[2]
+
+
 def plausible_noise_variance(
     session: Session, segment_ids: np.ndarray, weights: np.ndarray | None = None
 ) -> np.ndarray | float:
@@ -257,10 +279,7 @@ def plausible_noise_variance(
     share of each segment driven): ``ρ² Σ_e h_e a_e²``, independent noise per segment, as
     :meth:`~ev_nav.gp.posterior.SegmentModel.noise_variance` of a loss-scaled learner.
     """
-    # imported here: the potential needs SciPy, which 'history' and friends never load
-    from ev_nav.potential import loss_scale
-
-    a = loss_scale(session.net, session.vehicle)
+    a = _loss_scale(session.net, session.vehicle)
     if weights is None:
         return (PLAUSIBLE_NOISE_SPREAD * a[np.asarray(segment_ids, dtype=np.int64)]) ** 2
     u, h = combine_weights(segment_ids, weights)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -115,8 +115,34 @@ NO_READING_WH = 0.5
 HARD_LIMIT_WH = 1_000_000.0
 
 
+class _SegmentNames(Sequence[str]):
+    """``segment E`` for each of a batch's segment ids, made only for a reading a message names
+    (a server checks every posted observation: naming all its segments up front was a Python
+    loop over the route at every post)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return [f"segment {int(e)}" for e in self._ids[k]]
+        return f"segment {int(self._ids[k])}"
+
+
 def check_plausible(
-    values: np.ndarray, mean: np.ndarray, sd: np.ndarray, what: list[str], *, force: bool = False
+    values: np.ndarray,
+    mean: np.ndarray,
+    sd: np.ndarray,
+    what: Sequence[str],
+    *,
+    force: bool = False,
 ) -> None:
     """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
 
@@ -229,7 +255,7 @@ def record_segments(
         wh,
         post.mean[idx],
         np.sqrt(post.std[idx] ** 2 + noise),
-        [f"segment {int(e)}" for e in seg],
+        _SegmentNames(seg),
         force=force,
     )
     batch = store.add_observations(trip.id, seg, wh, route=route, temperature_c=temperature_c)

@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     with ServerProcess(state.resolve(), token=token, env=env, cwd=cwd) as server:
         url = server.url
         with RoutingClient(url, token) as probe:
-            v0 = int(probe.health()["model_version"])  # type: ignore[arg-type]
+            start = probe.health()
+            v0 = int(start["model_version"])  # type: ignore[arg-type]
+            r0 = int(start.get("refits", 0))  # type: ignore[arg-type]
         # what route requests see: the served model's newest absorbed batch, polled
         seen: list[tuple[float, int]] = []
         watching = threading.Event()
@@ -277,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         lag = (f"{behind} acknowledged batches were still to be learned {args.catch_up_timeout:.0f}"
                " s after the vehicles stopped (in the store: replayed at the next start)")
-    print(f"model: {versions} snapshots published during the run; {lag}")
+    # each refit is seconds of CPU in a background thread (a fit, then catching up): part of
+    # the server's CPU per request, and more of them finish where the machine is quieter
+    refits = int(health.get("refits", 0)) - r0  # type: ignore[arg-type]
+    print(f"model: {versions} snapshots published during the run, {refits} hyperparameter "
+          f"refits adopted (the last took {float(health.get('refit_seconds', 0.0)):.1f} s); {lag}")
     if server_cpu is not None:
         print(f"CPU during the run: server {server_cpu:.0f} s, load script (vehicles, world) "
               f"{client_cpu:.0f} s, of {2 * elapsed:.0f} core-seconds on 2 cores; server "

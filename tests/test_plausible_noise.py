@@ -139,3 +139,22 @@ def test_honest_monaco_readings_are_not_refused(tmp_path, monaco):
             record_segments(session, _add_trip(session, r), r, y, absorb=False)
     finally:
         session.close()
+
+
+def test_the_plausible_noise_follows_the_network_and_vehicle_asked():
+    """The loss scale is kept between calls (a server judges every post against it), but only
+    for the very network and vehicle it was made for: each pair gets its own figures."""
+    from types import SimpleNamespace
+
+    from ev_nav.trips.observations import plausible_noise_variance
+
+    nets = [synthetic_town(400, seed=0), synthetic_town(400, seed=1)]
+    cars = [Vehicle(), Vehicle(mass_kg=2 * Vehicle().mass_kg)]
+    ids = np.arange(0, min(n.n_segments for n in nets), 7)
+    for net, car in [(nets[0], cars[0]), (nets[0], cars[1]), (nets[1], cars[1]),
+                     (nets[0], cars[0]), (nets[1], Vehicle())]:
+        got = plausible_noise_variance(SimpleNamespace(net=net, vehicle=car), ids)
+        want = (PLAUSIBLE_NOISE_SPREAD * _loss(net, car)[ids]) ** 2
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # one loss scale differs from the other's: the comparison above can tell them apart
+    assert not np.allclose(_loss(nets[0], cars[0]), _loss(nets[0], cars[1]))

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -28,7 +28,9 @@ from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
+    from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
+    from ev_nav.roads.network import RoadNetwork
     from ev_nav.trips.session import Session
 
 __all__ = [
@@ -113,8 +115,34 @@ NO_READING_WH = 0.5
 HARD_LIMIT_WH = 1_000_000.0
 
 
+class _SegmentNames(Sequence[str]):
+    """``segment E`` for each of a batch's segment ids, made only for a reading a message names
+    (a server checks every posted observation: naming all its segments up front was a Python
+    loop over the route at every post)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return [f"segment {int(e)}" for e in self._ids[k]]
+        return f"segment {int(self._ids[k])}"
+
+
 def check_plausible(
-    values: np.ndarray, mean: np.ndarray, sd: np.ndarray, what: list[str], *, force: bool = False
+    values: np.ndarray,
+    mean: np.ndarray,
+    sd: np.ndarray,
+    what: Sequence[str],
+    *,
+    force: bool = False,
 ) -> None:
     """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
 
@@ -227,7 +255,7 @@ def record_segments(
         wh,
         post.mean[idx],
         np.sqrt(post.std[idx] ** 2 + noise),
-        [f"segment {int(e)}" for e in seg],
+        _SegmentNames(seg),
         force=force,
     )
     batch = store.add_observations(trip.id, seg, wh, route=route, temperature_c=temperature_c)
@@ -246,6 +274,26 @@ def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
     return var[inv.reshape(-1)]
 
 
+#: The per-segment loss scale of the network and vehicle last judged: (network, vehicle, scale).
+#: A network and a vehicle never change once made (frozen), and a server judges every posted
+#: observation against one pair: computed once instead of for every segment at every post.
+_LOSS_SCALE: tuple[RoadNetwork, Vehicle, np.ndarray] | None = None
+
+
+def _loss_scale(net: RoadNetwork, vehicle: Vehicle) -> np.ndarray:
+    """:func:`ev_nav.potential.loss_scale` [Wh] per segment, kept for the last pair asked."""
+    global _LOSS_SCALE
+    held = _LOSS_SCALE  # one read: another thread may replace it meanwhile
+    if held is None or held[0] is not net or held[1] != vehicle:
+        # imported here: the potential needs SciPy, which 'history' and friends never load
+        from ev_nav.potential import loss_scale
+
+        scale = loss_scale(net, vehicle)
+        scale.setflags(write=False)
+        held = _LOSS_SCALE = (net, vehicle, scale)
+    return held[2]
+
+
 def plausible_noise_variance(
     session: Session, segment_ids: np.ndarray, weights: np.ndarray | None = None
 ) -> np.ndarray | float:
@@ -257,10 +305,7 @@ def plausible_noise_variance(
     share of each segment driven): ``ρ² Σ_e h_e a_e²``, independent noise per segment, as
     :meth:`~ev_nav.gp.posterior.SegmentModel.noise_variance` of a loss-scaled learner.
     """
-    # imported here: the potential needs SciPy, which 'history' and friends never load
-    from ev_nav.potential import loss_scale
-
-    a = loss_scale(session.net, session.vehicle)
+    a = _loss_scale(session.net, session.vehicle)
     if weights is None:
         return (PLAUSIBLE_NOISE_SPREAD * a[np.asarray(segment_ids, dtype=np.int64)]) ** 2
     u, h = combine_weights(segment_ids, weights)

@@ -324,3 +324,18 @@ def test_absorbing_a_backlog_at_once_is_the_same_posterior(small):
         one_by_one.update_total(ids, total, w)
     np.testing.assert_allclose(one_by_one.posterior().mean, post.mean, rtol=1e-9,
                                atol=1e-9 * np.abs(mean).max())
+
+
+def test_sym_rows_reads_the_lower_triangle_as_the_symmetric_matrix():
+    """Rows of Σ stored as a lower triangle (the upper one stale, as after SYRK updates) equal
+    the rows of the full symmetric matrix: for any ids, repeated or unsorted, and none."""
+    from ev_nav.gp.incremental_state import sym_rows
+
+    rng = np.random.default_rng(3)
+    low = np.tril(rng.normal(size=(40, 40)))
+    full = low + np.tril(low, -1).T  # exactly symmetric
+    stored = np.asfortranarray(np.tril(full) + np.triu(rng.normal(size=(40, 40)), 1))
+    for ids in ([0], [39], [5, 2, 30, 2, 39, 0], list(range(40))):
+        got = sym_rows(stored, np.array(ids, dtype=np.int64))
+        np.testing.assert_array_equal(got, full[ids, :])
+    assert sym_rows(stored, np.array([], dtype=np.int64)).shape == (0, 40)

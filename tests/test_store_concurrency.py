@@ -426,3 +426,74 @@ def test_grouped_writes_follow_a_replaced_database_file(tmp_path):
     kept.close()
     with Store.open(state) as fresh:
         assert [t.id for t in fresh.list_trips()] == [1, 2]
+
+
+def test_a_reserved_trip_id_taken_by_another_process_is_refused_and_planned_again(tmp_path):
+    """Planning outside the write lock: a reserved id is no other planner's in this process
+    (nor the in-transaction planner's); when another process records it first (its own
+    connection, not this process's group), ``record_trip`` refuses it without writing, and
+    ``plan_trip`` hands out the next id; a failed plan gives its id back."""
+    import sqlite3
+
+    import pytest
+
+    from ev_nav.errors import TripIdTakenError
+    from ev_nav.store import Store
+
+    state = tmp_path / "s"
+    Store.create(state, "h", "ref", "gp", {"name": "car"}, n_segments=10).close()
+    with Store.open(state) as store:
+        first, second = store.reserve_trip_id(), store.reserve_trip_id()
+        assert (first, second) == (1, 2)
+        assert store.plan_trip(_plan) == 3  # in the transaction: not a reserved id
+        store.release_trip_id(first)  # a later one was handed out: stays a gap
+        assert store.record_trip(second, _plan(second)) == 2
+        mine = store.reserve_trip_id()
+        assert mine == 4
+        other = sqlite3.connect(state / "ev-nav.sqlite")  # another process's connection
+        store._insert_trip(other, mine, store._trip_row(_plan(mine)))
+        other.commit()
+        other.close()
+        with pytest.raises(TripIdTakenError, match="trip id 4"):
+            store.record_trip(mine, _plan(mine))
+        assert store.plan_trip(_plan) == 5
+        failed = store.reserve_trip_id()
+        store.release_trip_id(failed)  # the last handed out: given back
+        assert store.reserve_trip_id() == failed == 6
+    with Store.open(state) as fresh:
+        stored = fresh.list_trips()
+        assert [t.id for t in stored] == [2, 3, 4, 5] and [t.seed for t in stored] == [2, 3, 4, 5]
+
+
+def test_a_planner_whose_reserved_id_was_taken_plans_again(tmp_path, monkeypatch):
+    """ev_nav.trips.plan_trip: when another process records the reserved id first, the trip is
+    planned again in the write transaction, with the id it gets there and that id's seed."""
+    import numpy as np
+
+    from ev_nav.errors import TripIdTakenError
+    from ev_nav.store import Store
+    from ev_nav.trips.planning import plan_trip
+    from ev_nav.trips.session import create_state, open_session
+
+    state = tmp_path / "s"
+    create_state(state, synthetic=300).close()
+    real = Store.record_trip
+    taken: list[int] = []
+
+    def record_once_taken(self, trip_id, plan):
+        if not taken:  # another process records this id first
+            taken.append(trip_id)
+            real(self, trip_id, plan)
+            raise TripIdTakenError(f"trip id {trip_id} was recorded by another process")
+        return real(self, trip_id, plan)
+
+    monkeypatch.setattr(Store, "record_trip", record_once_taken)
+    with open_session(state) as session:
+        mid = session.net.segment_midpoints()
+        order = np.argsort(mid[:, 0] + mid[:, 1])
+        (lon_s, lat_s) = session.net.segment_anchor(int(order[0]))
+        (lon_g, lat_g) = session.net.segment_anchor(int(order[-1]))
+        trip = plan_trip(session, (lat_s, lon_s), (lat_g, lon_g), policy="ts")
+        stored = {t.id: t for t in session.store.list_trips()}
+    assert taken == [1] and trip.trip_id == 2 and trip.seed == 2
+    assert stored[2].seed == 2 and np.array_equal(stored[2].route, trip.routes["planned"].segments)

@@ -93,12 +93,6 @@ class StateIOError(StateError):
     state's data is not known to be damaged and must not be deleted."""
 
 
-class TripIdTakenError(StateError):
-    """The trip id a planner reserved was recorded meanwhile by another process planning on the
-    same state (:meth:`ev_nav.store.Store.record_trip`); the planner plans again inside the
-    write transaction, where the id it gets is its own."""
-
-
 class StateInUseError(StateError):
     """A state is already served by another ``ev-nav serve`` (one server per state)."""
 

@@ -54,16 +54,8 @@ class _ProcessWriters:
     full) it commits the whole group, otherwise it leaves the commit to the last of them and
     waits for it. Either way it returns only after the commit that holds its data: an
     acknowledged write is as durable as before, and a write that fails is rolled back to its
-    savepoint without touching the others. Batch ids are taken inside the group's transaction,
-    so they keep commit order (the model writer reads the batches after the last it absorbed).
-
-    Trip ids: a planner reserves one (:attr:`next_trip`) before it plans, so the Thompson draw,
-    the search and the prediction run outside the write lock, and only the insert is written in
-    a group. Within a process no two planners get the same id; another process planning on the
-    same state at the same time may record one first, which its insert finds (the primary key),
-    and the planner then plans again in the write transaction. Trips are never read "after an
-    id", so their ids need not follow commit order. A failed plan gives its id back unless a
-    later one was handed out meanwhile (then the id is a gap; ids are never reused).
+    savepoint without touching the others. Batch and trip ids are taken inside the group's
+    transaction, so they keep commit order.
     """
 
     def __init__(self, path: Path) -> None:
@@ -84,25 +76,6 @@ class _ProcessWriters:
         self.settled = 0  # the last group committed or rolled back
         #: each recent group's commit error (None: committed)
         self.outcome: dict[int, sqlite3.Error | None] = {}
-        #: the lowest trip id this process has not handed out (0: none yet), under its own lock
-        #: so a reservation never waits for a group's commit
-        self.trip_ids = threading.Lock()
-        self.next_trip = 0
-
-    def take_trip_id(self, stored_next: int) -> int:
-        """A trip id no planner of this process has: ``stored_next`` (the store's next id as
-        some connection sees it) unless this process already handed that one out."""
-        with self.trip_ids:
-            trip_id = max(int(stored_next), self.next_trip)
-            self.next_trip = trip_id + 1
-            return trip_id
-
-    def release_trip_id(self, trip_id: int) -> None:
-        """Give back a trip id whose plan failed, if no later one was handed out meanwhile (so a
-        failed plan leaves no gap in the ids, as when the id was taken in the transaction)."""
-        with self.trip_ids:
-            if self.next_trip == int(trip_id) + 1:
-                self.next_trip = int(trip_id)
 
     def count(self, attr: str, step: int) -> None:
         with self._count:

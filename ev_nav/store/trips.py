@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import StateError, TripIdTakenError, UnknownSegmentError, UnknownTripError
+from ev_nav.errors import StateError, UnknownSegmentError, UnknownTripError
 from ev_nav.roads.partial import driven_shares
 from ev_nav.store.connection import StoreConnection, _utcnow
 
@@ -160,54 +160,9 @@ class TripsMixin(StoreConnection):
         If ``plan`` raises, nothing is recorded.
         """
         with self._write(group=True) as conn:
-            trip_id = self._writers.take_trip_id(self._next_trip_id(conn))
-            try:
-                row = self._trip_row(plan(trip_id))
-                return self._insert_trip(conn, trip_id, row)
-            except BaseException:
-                self._writers.release_trip_id(trip_id)
-                raise
-
-    def reserve_trip_id(self) -> int:
-        """An id to plan a trip with outside the write transaction, then :meth:`record_trip`.
-
-        No other planner of this process gets it (nor :meth:`plan_trip`); another process
-        planning on the same state at the same moment can record it first, and
-        :meth:`record_trip` then raises :class:`~ev_nav.errors.TripIdTakenError`. A plan that
-        fails gives its id back with :meth:`release_trip_id`.
-        """
-        with self._read() as conn:
-            stored = self._next_trip_id(conn)
-        return self._writers.take_trip_id(stored)
-
-    def release_trip_id(self, trip_id: int) -> None:
-        """Give back a :meth:`reserve_trip_id` id whose trip was not recorded: the next
-        reservation gets it again unless a later id was handed out meanwhile (then it stays a
-        gap; ids are never reused)."""
-        self._writers.release_trip_id(trip_id)
-
-    def record_trip(self, trip_id: int, plan: TripPlan) -> int:
-        """Record a trip planned with a :meth:`reserve_trip_id` id; returns the id.
-
-        Raises
-        ------
-        TripIdTakenError
-            Another process recorded a trip with this id meanwhile (nothing was written).
-        """
-        try:
-            with self._write(group=True) as conn:
-                row = self._trip_row(plan)
-                try:
-                    return self._insert_trip(conn, int(trip_id), row)
-                except sqlite3.IntegrityError:
-                    raise TripIdTakenError(
-                        f"trip id {int(trip_id)} was recorded by another process"
-                    ) from None
-        except TripIdTakenError:
-            raise
-        except BaseException:
-            self.release_trip_id(trip_id)
-            raise
+            trip_id = self._next_trip_id(conn)
+            row = self._trip_row(plan(trip_id))
+            return self._insert_trip(conn, trip_id, row)
 
     def next_trip_id(self) -> int:
         """The id the next planned trip gets, unless another process plans one first (what a

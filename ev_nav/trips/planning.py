@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.errors import StateError, StateIOError, TripIdTakenError
+from ev_nav.errors import StateError, StateIOError
 from ev_nav.roads.partial import route_coordinates
 from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
 
@@ -218,13 +218,11 @@ def plan_trip(
 ) -> PlannedTrip:
     """Snap ``origin``, ``via`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
-    The trip id is reserved before planning (:meth:`ev_nav.store.Store.reserve_trip_id`) and the
-    Thompson seed derived from it (unless ``seed`` is given), so concurrent planners never share
-    a seed, and the whole plan is computed outside the store's write lock: only the trip's row
-    is written, in a group commit, so concurrent planners and observers (the server's vehicles)
-    do not queue behind each other's searches. Should another process record a trip with the
-    reserved id first, the trip is planned again inside the write transaction with the id it
-    gets there.
+    The trip id is reserved inside the store's write transaction and the Thompson seed derived
+    from it (unless ``seed`` is given), so concurrent planners never share a seed. Only what
+    depends on the id (the planned route and its prediction) is computed inside that
+    transaction; the alternatives are routed and predicted before it, so concurrent planners
+    and observers (the server's vehicles) wait as little as possible for the store's write lock.
 
     The ``best guess`` shown beside an exploring plan is the route of least predicted energy
     among those planned (greedy on the posterior mean, and every other route shown), so no row
@@ -294,7 +292,7 @@ def plan_trip(
     used_seed: list[int] = []
 
     def plan(trip_id: int) -> TripPlan:
-        # trip_id is this trip's own: reserved for it, or given inside the write transaction
+        # Runs inside the store's write transaction: trip_id is this trip's own.
         s = trip_id if seed is None else seed
         weights = (
             _fixed_weights(policy, post, dphi)
@@ -345,16 +343,7 @@ def plan_trip(
         )
 
     if record:
-        trip_id = store.reserve_trip_id()
-        try:
-            planned = plan(trip_id)
-        except BaseException:
-            store.release_trip_id(trip_id)
-            raise
-        try:
-            store.record_trip(trip_id, planned)
-        except TripIdTakenError:  # another process recorded that id meanwhile: plan again
-            trip_id = store.plan_trip(plan)
+        trip_id = store.plan_trip(plan)
     else:
         trip_id = store.next_trip_id()
         plan(trip_id)

@@ -133,12 +133,11 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from ev_nav.errors import NetworkFileNotFound
+    from ev_nav.errors import require_file
     from ev_nav.roads.load import LoadOptions, load_osm
 
     for path in args.chargers:  # before the build, which may take minutes
-        if not path.is_file():
-            raise NetworkFileNotFound(f"charger file not found: {path}")
+        require_file(path, "charger file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
 from ev_nav.energy import CONNECTORS, Vehicle, segment_energy_wh
-from ev_nav.errors import InvalidNetworkData, NetworkCacheError, NetworkFileNotFound
+from ev_nav.errors import InvalidNetworkData, NetworkCacheError, require_file
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.chargers import Chargers
 
@@ -629,9 +629,7 @@ class RoadNetwork:
     @classmethod
     def load(cls, path: str | Path) -> RoadNetwork:
         """Load a network written by :meth:`save`."""
-        p = Path(path)
-        if not p.is_file():
-            raise NetworkFileNotFound(f"network file not found: {p}")
+        p = require_file(path, "network file")
         if not zipfile.is_zipfile(p):
             # np.load would read a lone .npy array (no archive to open) or suggest loading
             # pickled data, neither of which fits a network file

@@ -32,7 +32,12 @@ from ev_nav.bandits.indices import make_index
 from ev_nav.bandits.routing import Router
 from ev_nav.checkpoints import decode as decode_checkpoint
 from ev_nav.checkpoints import encode as encode_checkpoint
-from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound, UnreachableError
+from ev_nav.errors import (
+    ConfigError,
+    ModelStateError,
+    UnreachableError,
+    require_file,
+)
 from ev_nav.faults import crash_point
 from ev_nav.gp.changes import ChangeDetector
 from ev_nav.gp.posterior import SegmentModel
@@ -778,9 +783,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
 
     Returns the specs and the ``[output]`` table (``dir``, ``checkpoint_every``).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise NetworkFileNotFound(f"config file not found: {p}")
+    p = require_file(path, "config file")
     try:
         cfg = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -938,8 +941,7 @@ def check_config_table(cls: type, table: dict[str, Any], where: str) -> None:
 
 
 def _check_file(path: str, where: str) -> None:
-    if not Path(path).is_file():
-        raise NetworkFileNotFound(f"{where}: file not found: {path}")
+    require_file(path, f"{where}: file")
 
 
 def _check_network(spec: NetworkSpec, where: str) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ev_nav.errors import InvalidObservation, UnknownSegmentError
+from ev_nav.errors import InvalidObservation, UnknownSegmentError, require_file
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
@@ -51,8 +51,7 @@ MAX_CSV_ROWS = 2_000_000
 
 def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read ``segment,energy_wh`` rows (header required)."""
-    if not path.is_file():
-        raise InvalidObservation(f"observation file not found: {path}")
+    require_file(path, "observation file", InvalidObservation)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)

@@ -57,6 +57,9 @@ class DoctorReport:
         Facts about a state (counts, checkpoints) for the report.
     repaired_all : bool
         ``repair=True`` fixed every problem found.
+    advice : str, optional
+        What to do instead, where ``--repair`` cannot help (a database file SQLite cannot read
+        at all); None where it can.
     """
 
     state: Path
@@ -64,6 +67,7 @@ class DoctorReport:
     repairs: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     repaired_all: bool = False
+    advice: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -95,7 +99,15 @@ def check_state(
         Store._check_file(path)
     except StateDamagedError as exc:
         report.problems.append(str(exc))
-        return report  # nothing SQLite can read: there is nothing to salvage either
+        # nothing SQLite can read: there is nothing to salvage either, so --repair cannot help;
+        # the file may still be the user's only copy of the data, so it is never deleted
+        report.advice = (
+            "--repair cannot help: SQLite reads nothing from this file, so there is nothing to "
+            f"salvage; the file was left as it is (keep it) - if {path} is the right file, "
+            "restore it from a backup, or create a new state with 'ev-nav init' in another "
+            "directory"
+        )
+        return report
     damaged = _integrity_problems(path)
     if damaged:
         report.problems.append(f"database damaged: {'; '.join(damaged[:3])}")
@@ -367,6 +379,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.repair and report.repaired_all:
         print(f"{args.state}: repaired")
         return 0
-    if not args.repair:
+    if report.advice is not None:
+        print(report.advice)
+    elif not args.repair:
         print(f"run 'ev-nav doctor {args.state} --repair' to fix what can be fixed")
     return 1

@@ -24,6 +24,7 @@ from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.trips.session import Session
@@ -204,7 +205,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"record readings more than {PLAUSIBLE_SIGMAS:g} sd from the prediction",
     )
     p.add_argument(
-        "--partial", action="store_true", help="accept a CSV that covers only part of the route"
+        "--partial", action="store_true",
+        help="accept a --segments CSV that covers only part of the route"
     )
     p.add_argument(
         "--gpx",
@@ -528,11 +530,19 @@ def _cmd_route(args: argparse.Namespace) -> int:
 def _cmd_observe(args: argparse.Namespace) -> int:
     from ev_nav.trips.observations import (
         forget_trip,
+        predict_readings,
         read_segment_csv,
         record_segments,
         record_total,
     )
 
+    if args.partial and args.segments is None:
+        # a total (typed, or with a track) is the whole trip's or the tracked route's: it has
+        # no part to leave out, and a total of part of a drive needs that part's route
+        raise InvalidObservation(
+            "--partial goes with --segments CSV only; for a total of part of the trip give the "
+            "route driven with --gpx TRACK --total-wh X"
+        )
     if args.undo:
         with _session(args.state, args.network, with_model=False) as session:
             n = forget_trip(session, args.trip_id)
@@ -549,36 +559,45 @@ def _cmd_observe(args: argparse.Namespace) -> int:
     with _session(args.state, args.network) as session:
         trip = session.store.get_trip(args.trip_id)
 
-        def acknowledge(what: str, observed: float):
+        def acknowledge(what: str, observed: float, mean: float, sd: float, part: str = ""):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
                     print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
                                       "observed_wh": round(observed, 3),
-                                      "predicted_wh": round(trip.predicted_wh, 1),
-                                      "predicted_sd_wh": round(trip.predicted_sd_wh, 1)}),
+                                      "predicted_wh": round(mean, 1),
+                                      "predicted_sd_wh": round(sd, 1)}),
                           flush=True)
                     return
                 print(
-                    f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted "
-                    f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh)",
+                    f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
+                    f"{mean:.1f} ± {sd:.1f} Wh)",
                     flush=True,
                 )
 
             return done
 
+        whole = (trip.predicted_wh, trip.predicted_sd_wh)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
+            part = ""
+            if args.partial and np.setdiff1d(trip.route, seg).size:
+                # the trip's prediction is its whole route's: compare with these segments'
+                on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
+                predicted = predict_readings(session, on, args.temperature)
+                whole = (predicted.mean_wh, predicted.sd_wh)
+                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=args.temperature,
-                on_recorded=acknowledge(f"{seg.size} segment energies", float(np.sum(wh))),
+                on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
+                                        float(np.sum(wh)), *whole, part),
             )
         else:
             record_total(
                 session, trip.id, args.total_wh, force=args.force,
                 temperature_c=args.temperature,
-                on_recorded=acknowledge("the trip total", float(args.total_wh)),
+                on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
             )
         if not args.json:
             print("model updated")

@@ -124,7 +124,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="state of charge at departure (80%%, 24.5kWh): show arrival charge per route",
     )
     p.add_argument(
-        "--reserve", default="10%", help="charge to keep at arrival (default 10%%)"
+        "--reserve", help="charge to keep at arrival, with --soc (default "
+        f"{DEFAULT_RESERVE.replace('%', '%%')})",
     )
     p.add_argument(
         "--confidence",
@@ -367,6 +368,10 @@ def _stops_arg(text: str) -> int:
     return value
 
 
+#: The arrival reserve [%] when --soc is given without --reserve.
+DEFAULT_RESERVE = "10%"
+
+
 def _route_with_stops(args: argparse.Namespace) -> int:
     """``ev-nav route --confidence``: a trip with charging stops (planned, not recorded)."""
     from ev_nav.trips.charging import (
@@ -389,7 +394,7 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         max_charge = parse_charge(args.max_charge, capacity)
         settings = ChargeSettings(
             start_wh=parse_charge(args.soc, capacity),
-            reserve_wh=parse_charge(args.reserve, capacity),
+            reserve_wh=parse_charge(args.reserve or DEFAULT_RESERVE, capacity),
             confidence=args.confidence,
             stop_overhead_min=args.stop_minutes,
             max_stops=args.max_stops,
@@ -435,6 +440,10 @@ def _at_temperature(session: Session, temperature: float | None) -> None:
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
+    if args.reserve is not None and args.soc is None:
+        # an arrival reserve means something only against a departure charge
+        raise ConfigError("--reserve is checked against the departure charge: add --soc "
+                          "(e.g. --soc 80%)")
     if args.confidence is not None:
         return _route_with_stops(args)
     # planning reads the posterior only: restored without torch where possible (issue 29)
@@ -446,7 +455,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
         _at_temperature(session, args.temperature)
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
-        reserve = parse_charge(args.reserve, capacity)
+        reserve = parse_charge(args.reserve or DEFAULT_RESERVE, capacity)
         trip = plan_trip(
             session,
             args.origin,
@@ -505,7 +514,13 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
             risk = 1.0 - arrivals["planned"].p_reserve
-            if risk > RISK_WARNING:
+            if risk > RISK_WARNING and reserve > soc:
+                # another route or a charging stop cannot help: the drive starts below the
+                # reserve (only a route recovering charge downhill could end above it)
+                print(f"warning: the reserve ({100 * reserve / capacity:.0f}%) is more than the "
+                      f"departure charge ({100 * soc / capacity:.0f}%), so no other route or "
+                      "charging stop can keep it; charge before leaving, or lower --reserve")
+            elif risk > RISK_WARNING:
                 print(f"warning: the planned route misses the reserve with probability "
                       f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "
                       "charging stops (--confidence 0.95)")

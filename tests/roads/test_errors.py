@@ -182,3 +182,25 @@ def test_cli_refuses_a_grade_limit_or_radius_out_of_range(tmp_path, capsys, argv
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err
     assert not (tmp_path / "n.npz").exists()
+
+
+@pytest.mark.parametrize("place", ["-33.9,18.4", "-33.9, -18.4", "-0.5,-78"])
+def test_fetch_takes_a_southern_point(tmp_path, capsys, monkeypatch, place):
+    """'network fetch -33.9,18.4' failed with 'the following arguments are required: place'
+    (argparse took the point for an option; it worked only after '--')."""
+    import ev_nav.roads.load as load
+    from ev_nav.errors import OfflineError
+
+    asked = []
+
+    def offline(place, **_kw):
+        asked.append(place)
+        raise OfflineError("no internet in the tests")
+
+    monkeypatch.setattr(load, "fetch_place", offline)
+    assert main(["network", "fetch", place, "--out", str(tmp_path / "n.npz")]) == 2
+    assert asked == [place]
+    assert "no internet in the tests" in capsys.readouterr().err
+    # an unknown option is still one
+    assert main(["network", "fetch", "-x", "--out", str(tmp_path / "n.npz")]) == 2
+    assert "required: place" in capsys.readouterr().err

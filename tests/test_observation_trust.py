@@ -149,7 +149,8 @@ def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, t
     session.close()
     assert not np.allclose(learned.mean, prior.mean)
     code, out, err = _run(capsys, "observe", state, 1, "--undo")
-    assert code == 0 and "forgot 1 observation batch" in out, err
+    # singular where it is one (it said "forgot 1 observation batch(es)")
+    assert code == 0 and "trip 1: forgot 1 observation batch\n" in out, err
     session = open_session(state)
     after = session.model.posterior()
     assert session.store.observations() == []

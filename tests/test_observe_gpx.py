@@ -7,6 +7,7 @@ from the network fail with one line naming the problem, and leave the state unch
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -72,6 +73,8 @@ def test_gpx_with_total_records_the_driven_route(tmp_path, capsys, net):
                           f"{total:.1f}")
     assert code == 0, err
     assert "matched" in out and "recorded the trip total on the driven route" in out
+    n_points = gpx.read_text().count("<trkpt")
+    assert re.search(rf"matched {n_points:,} track points to \d+ segments \(", out), out
     with Store.open(state) as st:
         (batch,) = st.observations(1)
         # the total is an observation of the matched route, not of the plan

@@ -193,7 +193,9 @@ def test_unreachable_goal_is_a_clear_error():
         ("init", ["(default 2000)", "sumo-default, the default", "gp (a GP over the road graph, "
                   "default)"]),
         ("route", ["start, snapped to the nearest road", "(default 500)"]),
-        ("observe", ["the trip's id, as 'route' printed it", "(default 10)"]),
+        ("observe", ["the trip's id, as 'route' printed it", "(default 10)",
+                     "forget this trip's observations; the model forgets what it learned from "
+                     "them"]),
         ("map", ["predicted Wh/km (default)"]),
     ],
 )

@@ -557,7 +557,9 @@ def test_planted_or_damaged_caches_are_refused_and_rebuilt(tmp_path, capsys, net
     assert np.all(sd3 < 1e4)
     # the rebuilt prior is recorded and verifies; doctor --repair removes the stranger
     code, out, _ = _run(capsys, "doctor", state, "--repair")
-    assert code == 0 and "deleted 1 cache files" in out, out
+    # one file is one file (it said "deleted 1 cache files")
+    assert code == 0 and "deleted 1 cache file that failed verification" in out, out
+    assert "  2 trips, 2 observation batches, 2 observations" in out, out
     assert not stranger.exists()
     code, out, _ = _run(capsys, "doctor", state)
     assert code == 0 and "healthy" in out, out

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.store.facade import Store
@@ -151,8 +152,9 @@ def _check_contents(
     with Store.open(state) as store:
         batches = store.observations()
         report.info.append(
-            f"{store.n_trips()} trips, {len(batches)} observation batches, "
-            f"{store.n_observations()} observations"
+            f"{plural(store.n_trips(), 'trip')}, "
+            f"{plural(len(batches), 'observation batch')}, "
+            f"{plural(store.n_observations(), 'observation')}"
         )
         incomplete = store._conn.execute(
             """SELECT b.id FROM observation_batches b LEFT JOIN observations o
@@ -160,7 +162,8 @@ def _check_contents(
         ).fetchall()
         if incomplete:
             report.problems.append(
-                f"{len(incomplete)} observation batches have rows missing (ids "
+                f"{plural(len(incomplete), 'observation batch')} "
+                f"{'has' if len(incomplete) == 1 else 'have'} rows missing (ids "
                 f"{', '.join(str(r[0]) for r in incomplete[:5])}); they cannot be restored"
             )
             all_fixed = False
@@ -200,7 +203,8 @@ def _check_contents(
             if why is not None:
                 bad.append(ck.id)
                 report.problems.append(f"checkpoint {ck.id}: {why}")
-        report.info.append(f"{len(records)} checkpoints, {len(records) - len(bad)} usable")
+        usable = len(records) - len(bad)
+        report.info.append(f"{plural(len(records), 'checkpoint')}, {usable} usable")
         if bad or not records:
             if not records:
                 report.problems.append("no model checkpoint")
@@ -211,8 +215,9 @@ def _check_contents(
                 session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
                 save_checkpoint(session)
                 report.repairs.append(
-                    f"deleted {len(bad)} unusable checkpoints; rebuilt the model from the prior "
-                    f"and {len(batches)} observation batches and saved it"
+                    f"deleted {plural(len(bad), 'unusable checkpoint')}; rebuilt the model from "
+                    f"the prior and {plural(len(batches), 'observation batch')}"
+                    " and saved it"
                 )
             else:
                 all_fixed = False
@@ -248,7 +253,7 @@ def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
         if why is not None:
             bad.append(path)
             report.problems.append(f"cache file {path.name} {why}")
-    report.info.append(f"{len(files)} cache files, {len(files) - len(bad)} verified")
+    report.info.append(f"{plural(len(files), 'cache file')}, {len(files) - len(bad)} verified")
     gone = [name for name in recorded if not (cache.folder / name).is_file()]
     if repair and (bad or gone):
         for path in bad:
@@ -257,7 +262,7 @@ def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
         store.forget_cache_files([p.name for p in bad] + gone)
         if bad:
             report.repairs.append(
-                f"deleted {len(bad)} cache files that failed verification (derived data: "
+                f"deleted {plural(len(bad), 'cache file')} that failed verification (derived data: "
                 "recomputed when next needed)"
             )
     return not bad or repair

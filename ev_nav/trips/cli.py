@@ -198,7 +198,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     what.add_argument("--total-wh", type=_finite_float, help="only the trip's total energy [Wh]")
     what.add_argument(
-        "--undo", action="store_true", help="forget this trip's observations (and the model too)"
+        "--undo", action="store_true",
+        help="forget this trip's observations; the model forgets what it learned from them",
     )
     p.add_argument(
         "--force",
@@ -561,7 +562,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
     if args.undo:
         with _session(args.state, args.network, with_model=False) as session:
             n = forget_trip(session, args.trip_id)
-            print(f"trip {args.trip_id}: forgot {n} observation batch(es)")
+            print(f"trip {args.trip_id}: forgot {plural(n, 'observation batch')}")
             print("model updated (the trip's observations are forgotten)")
         return 0
     if args.gpx is not None:
@@ -643,8 +644,8 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
             km["share"] = float(np.isin(trip.route, m.segments).mean())
             if not args.json:
-                print(f"trip {trip.id}: matched {track.n_points} track points to "
-                      f"{m.segments.size} segments ({km['driven']:.2f} km); "
+                print(f"trip {trip.id}: matched {plural(track.n_points, 'track point')} to "
+                      f"{plural(m.segments.size, 'segment')} ({km['driven']:.2f} km); "
                       f"{100 * km['share']:.0f}% of the planned route was driven", flush=True)
 
         def recorded(batch: int) -> None:
@@ -664,7 +665,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             on_matched=matched, on_recorded=recorded,
         )
         if not args.json:
-            print(f"observed {rec.observed_wh:.1f} Wh on {rec.segment_ids.size} segments")
+            print(f"observed {rec.observed_wh:.1f} Wh on {plural(rec.segment_ids.size, 'segment')}")
             print("model updated")
             _print_flagged(session, args.state)
     return 0
@@ -760,8 +761,9 @@ def _cmd_changes(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({"dismissed": segs, "changes": len(gone)}))
             else:
-                print(f"dismissed {len(gone)} change(s) on segment(s) "
-                      f"{', '.join(map(str, segs))}; the model uses their readings again")
+                on, its = ("segment", "its") if len(segs) == 1 else ("segments", "their")
+                print(f"dismissed {plural(len(gone), 'change')} on {on} "
+                      f"{', '.join(map(str, segs))}; the model uses {its} readings again")
             return 0
         rows = change_rows(
             session.store.segment_changes(include_dismissed=args.all), session.net

@@ -123,7 +123,14 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
         return
     width = max(len(k) for k in summary)
     for key, value in summary.items():
-        if isinstance(value, float):
+        if key == "bounds":
+            value = ", ".join(f"{k} {lo:.4f} .. {hi:.4f}" for k, (lo, hi) in value.items())
+        elif key == "road_kind_segments" and value is None:
+            # no road tags kept (a synthetic town, or a network built before they were)
+            value = "not recorded (--avoid motorway works; toll, unpaved and ferry need them)"
+        elif value is None:
+            value = "not recorded"
+        elif isinstance(value, float):
             value = f"{value:,.3f}"
         elif isinstance(value, int):
             value = f"{value:,}"

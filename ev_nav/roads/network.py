@@ -502,8 +502,12 @@ class RoadNetwork:
         grade_pct = np.percentile(np.abs(self.grade), [50, 90, 99, 100]) * 100
         flat = not self.has_elevation
         limited = self.meta.get("grade_clipped_share")
+        lon0, lat0, lon1, lat1 = self.bounds()
         return {
             "name": self.name,
+            # where the network lies: points given to route must be near its roads
+            "bounds": {"lat": [round(lat0, 6), round(lat1, 6)],
+                       "lon": [round(lon0, 6), round(lon1, 6)]},
             "nodes": self.n_nodes,
             "segments": self.n_segments,
             "connections": self.n_connections,

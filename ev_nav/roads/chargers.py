@@ -43,6 +43,7 @@ from ev_nav.errors import (
     OutsideNetworkError,
     require_file,
 )
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:  # the network imports this module; only type hints go the other way
     from ev_nav.roads.network import RoadNetwork
@@ -299,7 +300,7 @@ class ChargersRead:
             text = _NOTE_TEXT.get(key, f"socket:{kind} (not a known plug) ignored")
             parts.append(f"{n:,} {text}")
         extra = f" ({'; '.join(parts)})" if parts else ""
-        return f"{len(self.chargers):,} charging site(s) attached{extra}"
+        return f"{plural(len(self.chargers), 'charging site')} attached{extra}"
 
 
 _NOTE_TEXT = {

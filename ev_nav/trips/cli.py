@@ -22,6 +22,7 @@ import numpy as np
 from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
+from ev_nav.progress import Stages
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 from ev_nav.wording import plural
@@ -318,14 +319,16 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from ev_nav.trips.session import create_state
 
     vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
-    session = create_state(
-        args.state,
-        network=None if args.synthetic else args.network,
-        synthetic=args.segments if args.synthetic else None,
-        town_seed=args.seed_town,
-        model=args.model,
-        vehicle=vehicle,
-    )
+    with Stages("init", 3) as stages:
+        session = create_state(
+            args.state,
+            network=None if args.synthetic else args.network,
+            synthetic=args.segments if args.synthetic else None,
+            town_seed=args.seed_town,
+            model=args.model,
+            vehicle=vehicle,
+            on_stage=stages.stage,
+        )
     session.close()
     net = session.net
     print(
@@ -635,87 +638,103 @@ def _observe_gpx(args: argparse.Namespace) -> int:
     from ev_nav.trips.gpx import read_gpx
     from ev_nav.trips.tracks import record_track
 
-    track = read_gpx(args.gpx)  # a bad file fails before the state and model are opened
-    with _session(args.state, args.network) as session:
-        trip = session.store.get_trip(args.trip_id)
-        km = {}
+    with Stages("observe", 4) as stages:
+        stages.stage("reading the track")
+        track = read_gpx(args.gpx)  # a bad file fails before the state and model are opened
+        stages.stage("opening the state")
+        with _session(args.state, args.network) as session:
+            trip = session.store.get_trip(args.trip_id)
+            km = {}
 
-        def matched(m) -> None:
-            km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
-            km["share"] = float(np.isin(trip.route, m.segments).mean())
+            def matched(m) -> None:
+                km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
+                km["share"] = float(np.isin(trip.route, m.segments).mean())
+                if not args.json:
+                    stages.print(
+                        f"trip {trip.id}: matched {plural(track.n_points, 'track point')} to "
+                        f"{plural(m.segments.size, 'segment')} ({km['driven']:.2f} km); "
+                        f"{100 * km['share']:.0f}% of the planned route was driven"
+                    )
+                stages.stage("recording it and updating the model")
+
+            def recorded(batch: int) -> None:
+                # printed as soon as the record is committed: a kill after it loses nothing
+                what = "the trip total" if args.total_wh is not None else "per-segment energies"
+                if args.json:
+                    stages.print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
+                                             "driven_km": round(km["driven"], 3),
+                                             "planned_share": round(km["share"], 4)}))
+                else:
+                    stages.print(f"trip {trip.id}: recorded {what} on the driven route")
+
+            stages.stage("matching the track to the roads")
+            rec = record_track(
+                session, trip.id, track, total_wh=args.total_wh,
+                config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
+                temperature_c=args.temperature,
+                on_matched=matched, on_recorded=recorded,
+            )
+            stages.close()
             if not args.json:
-                print(f"trip {trip.id}: matched {plural(track.n_points, 'track point')} to "
-                      f"{plural(m.segments.size, 'segment')} ({km['driven']:.2f} km); "
-                      f"{100 * km['share']:.0f}% of the planned route was driven", flush=True)
-
-        def recorded(batch: int) -> None:
-            # printed as soon as the record is committed: a kill after it loses nothing
-            what = "the trip total" if args.total_wh is not None else "per-segment energies"
-            if args.json:
-                print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
-                                  "driven_km": round(km["driven"], 3),
-                                  "planned_share": round(km["share"], 4)}), flush=True)
-            else:
-                print(f"trip {trip.id}: recorded {what} on the driven route", flush=True)
-
-        rec = record_track(
-            session, trip.id, track, total_wh=args.total_wh,
-            config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
-            temperature_c=args.temperature,
-            on_matched=matched, on_recorded=recorded,
-        )
-        if not args.json:
-            print(f"observed {rec.observed_wh:.1f} Wh on {plural(rec.segment_ids.size, 'segment')}")
-            print("model updated")
-            _print_flagged(session, args.state)
+                on = plural(rec.segment_ids.size, "segment")
+                print(f"observed {rec.observed_wh:.1f} Wh on {on}")
+                print("model updated")
+                _print_flagged(session, args.state)
     return 0
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
     from ev_nav.viz.maps import network_map, visits_map
 
-    with _session(args.state, args.network, with_model=args.layer != "visits") as session:
-        net = session.net
-        titles = {
-            "mean": "posterior mean energy [Wh]",
-            "sd": "posterior sd [Wh]",
-            "visits": "times driven",
-            "energy-per-km": "predicted energy [Wh/km]",
-        }
-        out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
-        if out.is_dir():
-            raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
-        title = f"ev-nav: {titles[args.layer]}"
-        try:
-            if args.layer == "visits":
-                # the exploration map: log scale from 1 to the true maximum, never-driven grey
-                counts = session.store.visit_counts(net.n_segments).astype(float)
-                visits_map(
-                    net, counts, legend_title=titles["visits"], title=title, path=out,
-                    standalone=args.standalone, changes=_change_labels(session),
-                )
-            else:
-                post = session.model.posterior()
-                values = {
-                    "mean": post.mean,
-                    "sd": post.std,
-                    "energy-per-km": post.mean / (net.length_m / 1000.0),
-                }[args.layer]
-                network_map(
-                    net,
-                    values,
-                    layer_name=args.layer,
-                    legend_title=titles[args.layer],
-                    mean_wh=post.mean,
-                    sd_wh=post.std,
-                    title=title,
-                    path=out,
-                    standalone=args.standalone,
-                    changes=_change_labels(session),
-                )
-        except OSError as exc:  # a read-only folder, a path through a file, ...
-            raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
-        print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
+    with Stages("map", 3) as stages:
+        stages.stage("opening the state")
+        with _session(args.state, args.network, with_model=args.layer != "visits") as session:
+            net = session.net
+            titles = {
+                "mean": "posterior mean energy [Wh]",
+                "sd": "posterior sd [Wh]",
+                "visits": "times driven",
+                "energy-per-km": "predicted energy [Wh/km]",
+            }
+            out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+            if out.is_dir():
+                raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
+            title = f"ev-nav: {titles[args.layer]}"
+            try:
+                stages.stage("computing the layer")
+                if args.layer == "visits":
+                    # the exploration map: log scale from 1 to the true maximum, never-driven grey
+                    counts = session.store.visit_counts(net.n_segments).astype(float)
+                    stages.stage("drawing the map")
+                    visits_map(
+                        net, counts, legend_title=titles["visits"], title=title, path=out,
+                        standalone=args.standalone, changes=_change_labels(session),
+                    )
+                else:
+                    post = session.model.posterior()
+                    values = {
+                        "mean": post.mean,
+                        "sd": post.std,
+                        "energy-per-km": post.mean / (net.length_m / 1000.0),
+                    }[args.layer]
+                    stages.stage("drawing the map")
+                    network_map(
+                        net,
+                        values,
+                        layer_name=args.layer,
+                        legend_title=titles[args.layer],
+                        mean_wh=post.mean,
+                        sd_wh=post.std,
+                        title=title,
+                        path=out,
+                        standalone=args.standalone,
+                        changes=_change_labels(session),
+                    )
+            except OSError as exc:  # a read-only folder, a path through a file, ...
+                raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
+            stages.close()
+            doc = {"map": str(out), "layer": args.layer}
+            print(json.dumps(doc) if args.json else f"map: {out}")
     return 0
 
 

@@ -321,9 +321,9 @@ def test_a_state_from_before_changes_opens_and_keeps_what_it_learned(tmp_path) -
     with the same model, no flagged change, and detection from its next observation on."""
     from ev_nav.store import MIGRATIONS
 
-    # the changes migration is the newest: undoing it gives the state an older ev-nav wrote
-    assert "segment_changes" in (MIGRATIONS[-1].__doc__ or "")
-    older = SCHEMA_VERSION - 1
+    # undoing the changes migration and those after it gives the state an older ev-nav wrote
+    older = next(k for k, m in enumerate(MIGRATIONS) if "segment_changes" in (m.__doc__ or ""))
+    assert older == SCHEMA_VERSION - 2  # the trips' planning temperature came after it
     state = tmp_path / "state"
     with create_state(state, synthetic=TOWN, model="gp") as session:
         route = _route(session.net)
@@ -334,7 +334,8 @@ def test_a_state_from_before_changes_opens_and_keeps_what_it_learned(tmp_path) -
         n_rows = store.n_observations()
     conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
     for stmt in ("DROP TABLE segment_changes", "DROP TABLE change_detector",
-                 "DROP INDEX observations_segment", f"PRAGMA user_version = {older}"):
+                 "DROP INDEX observations_segment", "ALTER TABLE trips DROP COLUMN temperature_c",
+                 f"PRAGMA user_version = {older}"):
         conn.execute(stmt)
     conn.close()
     with sqlite3.connect(Store.db_path(state)) as conn:

@@ -28,6 +28,7 @@ from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 from ev_nav.wording import plural
 
 if TYPE_CHECKING:
+    from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
 
 
@@ -500,7 +501,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
         opts = trip.options
         avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
         priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
-        # the trip does not store the temperature it was planned at: say it, here and in the hint
+        # recorded with the trip: observe records the drive at it unless told another
         at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
         if avoiding or priced or at:
             print("; ".join(x for x in (avoiding, priced, at) if x))
@@ -540,9 +541,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
             if path.suffix == ".html":
                 print(f"map: {path}")
         if not args.dry_run:
-            temperature = "" if args.temperature is None else f" --temperature {args.temperature:g}"
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
-                  f"--total-wh X{temperature}")
+                  "--total-wh X")
     return 0
 
 
@@ -577,6 +577,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         raise InvalidObservation("give --segments CSV or --total-wh X (or --gpx, or --undo)")
     with _session(args.state, args.network) as session:
         trip = session.store.get_trip(args.trip_id)
+        temperature = _drive_temperature(args, trip)
 
         def acknowledge(what: str, observed: float, mean: float, sd: float, part: str = ""):
             def done(batch: int) -> None:
@@ -603,25 +604,35 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             if args.partial and np.setdiff1d(trip.route, seg).size:
                 # the trip's prediction is its whole route's: compare with these segments'
                 on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
-                predicted = predict_readings(session, on, args.temperature)
+                predicted = predict_readings(session, on, temperature)
                 whole = (predicted.mean_wh, predicted.sd_wh)
                 part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
-                source=str(args.segments), temperature_c=args.temperature,
+                source=str(args.segments), temperature_c=temperature,
                 on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
                                         float(np.sum(wh)), *whole, part),
             )
         else:
             record_total(
                 session, trip.id, args.total_wh, force=args.force,
-                temperature_c=args.temperature,
+                temperature_c=temperature,
                 on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
             )
         if not args.json:
             print("model updated")
             _print_flagged(session, args.state)
     return 0
+
+
+def _drive_temperature(args: argparse.Namespace, trip: Trip) -> float | None:
+    """The temperature a drive's readings are recorded at [°C]: ``--temperature``, else the one
+    the trip was planned at (said on stderr, so that it is never a surprise), else None."""
+    if args.temperature is not None or trip.temperature_c is None:
+        return args.temperature
+    print(f"ev-nav: notice: recorded at {trip.temperature_c:g} °C, the temperature trip "
+          f"{trip.id} was planned at (--temperature C for another)", file=sys.stderr)
+    return trip.temperature_c
 
 
 def _print_flagged(session: Session, state: Path) -> None:
@@ -644,6 +655,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
         stages.stage("opening the state")
         with _session(args.state, args.network) as session:
             trip = session.store.get_trip(args.trip_id)
+            temperature = _drive_temperature(args, trip)
             km = {}
 
             def matched(m) -> None:
@@ -671,7 +683,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             rec = record_track(
                 session, trip.id, track, total_wh=args.total_wh,
                 config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
-                temperature_c=args.temperature,
+                temperature_c=temperature,
                 on_matched=matched, on_recorded=recorded,
             )
             stages.close()
@@ -762,8 +774,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
-        # the ambient temperature of the observations; blank where none was recorded
-        temp = "" if r["temperature_c"] is None else f"{r['temperature_c']:.1f}"
+        # the ambient temperature of the observations, else the one the trip was planned at
+        # (what observe records it at); blank where neither was given
+        c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
+        temp = "" if c is None else f"{c:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
         print(f"{head}{pred:>20}{obs:>13}{temp:>7}".rstrip())
     return 0

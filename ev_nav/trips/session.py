@@ -485,6 +485,7 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             "observed_wh": None if observed is None else round(observed, 1),
             "temperature_c": temperature,
+            "planned_temperature_c": trip.temperature_c,
         }
         if with_vehicle:
             row["vehicle"] = trip.extra.get("vehicle")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -94,8 +95,19 @@ def town_size_arg(text: str) -> int:
     return value
 
 
+#: A negative number, or a ``LAT,LON`` point whose latitude is negative (``-33.9,18.4``): a
+#: value, never an option. argparse knows only the first; a southern point given where a
+#: positional belongs (``network fetch -33.9,18.4``) was taken for an unknown option.
+_NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d+\s*,\s*-?\d*\.?\d+$")
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (like every other ev-nav error)."""
+    """An argument parser whose usage errors are one line (like every other ev-nav error), and
+    that reads a negative number or southern ``LAT,LON`` point as a value wherever one goes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"ev-nav: error: {message} (see '{self.prog} --help')\n")

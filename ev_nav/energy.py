@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import ConfigError, InvalidObservation, NetworkFileNotFound
+from ev_nav.errors import ConfigError, InvalidObservation, require_file
 
 J_PER_WH = 3600.0
 
@@ -339,9 +339,7 @@ def load_vehicle(path: str | Path) -> Vehicle:
     """Read a vehicle from a TOML file: optional ``preset = "..."`` (a preset or catalogue
     model) plus parameter overrides, e.g. ``aux_power_w = 400`` or
     ``charge_curve = [[0, 120], [80, 50], [100, 10]]``."""
-    p = Path(path)
-    if not p.is_file():
-        raise NetworkFileNotFound(f"vehicle file not found: {p}")
+    p = require_file(path, "vehicle file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

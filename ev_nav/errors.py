@@ -6,6 +6,8 @@ non-zero, without a traceback. Messages say what went wrong *and* what to do abo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class EvNavError(Exception):
     """Base class of all user-facing ev-nav errors."""
@@ -135,3 +137,29 @@ class OutOfDomainError(EvNavError, ValueError):
     """A point outside an objective's declared domain: wrong number of values, a value outside
     its bounds, a non-whole value for an integer input, or a value that is not one of a
     categorical input's choices."""
+
+
+# --- input paths ------------------------------------------------------------------------------
+def require_file(
+    path: str | Path, what: str, error: type[EvNavError] = NetworkFileNotFound
+) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if it is an existing file, else ``error`` naming it.
+
+    The one check of every input file a user names (``--segments``, ``--gpx``, a network, a
+    vehicle file, a charger CSV, an OSM file, a fleet config): a folder given where a file
+    belongs is said to be a folder, not reported as missing.
+
+    Parameters
+    ----------
+    path : str or Path
+    what : str
+        What the file is, for the message (``"observation file"``).
+    error : type
+        The named exception to raise.
+    """
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        raise error(f"{what} {p} is a directory; give the file itself")
+    raise error(f"{what} not found: {p}")

@@ -80,3 +80,16 @@ def test_route_command_warns_when_the_reserve_is_at_risk(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "warning: the planned route misses the reserve" in out
     assert main([*argv, "--soc", "150%"]) == 2
+    capsys.readouterr()
+    # a reserve above the departure charge: no route or stop can help, and it says so (it
+    # suggested --policy safe or charging stops)
+    assert main([*argv, "--soc", "40%", "--reserve", "50%", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("warning: the reserve (50%) is more than the departure charge (40%), so no other "
+            "route or charging stop can keep it; charge before leaving, or lower --reserve") in out
+    assert "--policy safe" not in out and "--confidence" not in out
+    # a reserve without a departure charge was silently ignored
+    assert main([*argv, "--reserve", "50%", "--dry-run"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1
+    assert "--reserve is checked against the departure charge: add --soc" in out.err

@@ -76,6 +76,12 @@ def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, ca
                            "--no-map")
     assert code == 3
     assert "no plan reaches 95%: this is the least risky one found" in out
+    # no stops allowed: the advice says to allow them; no "0 stops, 5 min each", and a charge
+    # below empty is not printed as a negative percentage
+    assert "charge more before leaving, allow charging stops (--max-stops N), lower" in out
+    assert "0 stops" not in out and "no charging stop" in out
+    assert "-" not in out.split("to the destination")[1].splitlines()[0]
+    assert "the battery is predicted to run empty on the way" in out
 
 
 @pytest.mark.parametrize(

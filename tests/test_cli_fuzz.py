@@ -130,7 +130,21 @@ def _bad_inputs(state, tmp):
     fleet = tmp / "fleet.toml"
     fleet.write_text('horizon = 1\n[network]\nkind = "synthetic"\nn_segments = 300\n',
                      encoding="utf-8")
+    from ev_nav.roads.synthetic import synthetic_town
+
+    net = tmp / "town.npz"
+    synthetic_town(SEGMENTS).save(net)
+    folder = tmp / "a-folder"
+    folder.mkdir()
     return [
+        # a folder where a file belongs (was "X file not found: DIR")
+        (["observe", state, "1", "--segments", folder], "is a directory"),
+        (["observe", state, "1", "--gpx", folder], "is a directory"),
+        (["init", new, "--network", folder], "is a directory"),
+        ([*town, "--segments", "300", "--vehicle-file", folder], "is a directory"),
+        (["network", "chargers", net, "--csv", folder], "is a directory"),
+        (["network", "build", "--osm", folder, "--out", tmp / "out.npz"], "is a directory"),
+        (["fleet", "run", folder, "--quiet"], "is a directory"),
         # an output folder that cannot be made (was an OSError traceback)
         (["fleet", "run", fleet, "--quiet", "--out", a_file / "runs"], "Not a directory"),
         (["fleet", "grid", fleet, "--quiet", "--out", "/proc/ev-nav-runs"],

@@ -112,10 +112,26 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
 
     session = open_session(state)
     mean = session.model.posterior().mean[half].tolist()
+    # the part's prediction, from the model's parts: joint posterior covariance plus noise
+    cov = session.model.route_covariance(half)
+    sd = float(np.sqrt(cov.sum() + session.model.noise_variance(half, np.ones(half.size))))
     session.close()
     code, out, err = _run(capsys, "observe", state, 1, "--segments",
                           _csv(tmp_path, half, mean), "--partial")
     assert code == 0 and f"recorded {half.size} segment energies" in out, err
+    # the prediction shown is the observed part's, not the whole route's (it was the latter)
+    assert (f"({sum(mean):.1f} Wh; predicted for these {half.size} segments {sum(mean):.1f} "
+            f"± {sd:.1f} Wh)") in out
+    assert f"{trip.predicted_wh:.1f} ±" not in out
+
+
+def test_partial_goes_with_segments_only(capsys, planned, tmp_path):
+    """--partial with --total-wh (or --gpx, --undo) was silently ignored: a total is of the
+    whole trip (or of the tracked route), so there is no part to leave out."""
+    state, trip = planned
+    for more in (["--total-wh", f"{trip.predicted_wh:.1f}"], ["--undo"]):
+        _refused(capsys, state, ["observe", state, 1, "--partial", *more],
+                 "--partial goes with --segments CSV only", "--gpx TRACK --total-wh X")
 
 
 def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, tmp_path):
@@ -133,7 +149,8 @@ def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, t
     session.close()
     assert not np.allclose(learned.mean, prior.mean)
     code, out, err = _run(capsys, "observe", state, 1, "--undo")
-    assert code == 0 and "forgot 1 observation batch" in out, err
+    # singular where it is one (it said "forgot 1 observation batch(es)")
+    assert code == 0 and "trip 1: forgot 1 observation batch\n" in out, err
     session = open_session(state)
     after = session.model.posterior()
     assert session.store.observations() == []

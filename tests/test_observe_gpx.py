@@ -7,6 +7,8 @@ from the network fail with one line naming the problem, and leave the state unch
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -72,6 +74,8 @@ def test_gpx_with_total_records_the_driven_route(tmp_path, capsys, net):
                           f"{total:.1f}")
     assert code == 0, err
     assert "matched" in out and "recorded the trip total on the driven route" in out
+    n_points = gpx.read_text().count("<trkpt")
+    assert re.search(rf"matched {n_points:,} track points to \d+ segments \(", out), out
     with Store.open(state) as st:
         (batch,) = st.observations(1)
         # the total is an observation of the matched route, not of the plan
@@ -215,3 +219,24 @@ def test_gpx_reader_reads_what_the_writer_wrote_and_namespaced_extensions(tmp_pa
     with pytest.raises(EmptyTrackError):
         (tmp_path / "e.gpx").write_text("<gpx/>")
         read_gpx(tmp_path / "e.gpx")
+
+
+def test_gpx_shows_its_stages_on_a_terminal_only(tmp_path, capsys, monkeypatch, net):
+    """observe --gpx took 12 s on a large town in silence; on a terminal it now names each stage
+    on stderr (a line removed at the end), and stdout is what it was; off a terminal, nothing."""
+    state, planned = _plan(tmp_path, capsys, net)
+    driven = _detour(net, planned)
+    track = simulate_track(net, driven, np.random.default_rng(3), noise_m=10.0,
+                           start_fraction=0.0, end_fraction=1.0)
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon, time_s=T0 + track.time_s)
+    total = f"{float(net.e_det()[driven].sum()):.1f}"
+    code, quiet_out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh", total)
+    assert code == 0 and err == "", err
+    assert _run(capsys, "observe", state, 1, "--undo")[0] == 0
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh", total)
+    assert code == 0, err
+    assert out == quiet_out
+    for stage in ("reading the track", "opening the state", "matching the track to the roads",
+                  "recording it and updating the model"):
+        assert f"observe: {stage}" in err, err

@@ -107,9 +107,9 @@ def test_history_shows_the_temperature_of_each_trips_observations(tmp_path, caps
     assert table[planned["trip"]][-1] == "-"
 
 
-def test_route_at_a_temperature_says_so_and_its_hint_carries_it(tmp_path, capsys, net):
-    """The trip does not store its planning temperature: the table said nothing of it and the
-    printed hint recorded the drive without one (learned as reference conditions)."""
+def test_route_at_a_temperature_says_so(tmp_path, capsys, net):
+    """The table says what temperature the trip is predicted at; the trip keeps it (schema 7),
+    so the printed hint needs no --temperature."""
     state = tmp_path / "state"
     assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
     mid = net.segment_midpoints()
@@ -119,9 +119,9 @@ def test_route_at_a_temperature_says_so_and_its_hint_carries_it(tmp_path, capsys
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1] == "predicted at -7.5 °C"
-    assert lines[-1] == (
-        f"record the drive with: ev-nav observe {state} 1 --total-wh X --temperature -7.5"
-    )
+    assert lines[-1] == f"record the drive with: ev-nav observe {state} 1 --total-wh X"
+    with Store.open(state) as store:
+        assert store.get_trip(1).temperature_c == -7.5
     code, out, err = _run(capsys, "route", state, *ends, "--avoid", "motorway", "--dry-run",
                           "--temperature", "3")
     assert code == 0, err
@@ -129,6 +129,67 @@ def test_route_at_a_temperature_says_so_and_its_hint_carries_it(tmp_path, capsys
     code, out, err = _run(capsys, "route", state, *ends)
     assert code == 0, err
     assert "°C" not in out and out.splitlines()[-1].endswith("--total-wh X")
+
+
+def test_observe_defaults_to_the_temperature_the_trip_was_planned_at(tmp_path, capsys, net):
+    """'route --temperature -20' then 'observe STATE 1 --total-wh X' learned the reading as
+    reference conditions (the plan's temperature was not stored); now it is recorded at -20 °C
+    with a notice, an explicit --temperature wins, and history shows it."""
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    cold = _plan(capsys, state, net, "--temperature", "-20")
+    warm = _plan(capsys, state, net, "--temperature", "-20")
+    plain = _plan(capsys, state, net)
+    total = cold["routes"]["planned"]["predicted_wh"]
+    code, out, err = _run(capsys, "observe", state, cold["trip"], "--total-wh", total)
+    assert code == 0, err
+    assert err == (f"ev-nav: notice: recorded at -20 °C, the temperature trip {cold['trip']} "
+                   "was planned at (--temperature C for another)\n")
+    code, _, err = _run(capsys, "observe", state, warm["trip"], "--total-wh", total,
+                        "--temperature", "-15", "--force")
+    assert code == 0 and err == "", err
+    code, _, err = _run(capsys, "observe", state, plain["trip"], "--total-wh",
+                        plain["routes"]["planned"]["predicted_wh"])
+    assert code == 0 and err == "", err
+    with Store.open(state) as store:
+        temps = {b.trip_id: b.temperature_c for b in store.observations()}
+        assert temps == {cold["trip"]: -20.0, warm["trip"]: -15.0, plain["trip"]: None}
+        assert [t.temperature_c for t in store.list_trips()] == [-20.0, -20.0, None]
+    code, out, _ = _run(capsys, "history", state, "--json")
+    rows = {r["trip"]: r for r in json.loads(out)}
+    assert rows[warm["trip"]]["planned_temperature_c"] == -20.0
+    assert rows[warm["trip"]]["temperature_c"] == -15.0
+    assert rows[plain["trip"]]["planned_temperature_c"] is None
+
+
+def test_a_schema_6_state_opens_with_trips_planned_at_no_temperature(tmp_path):
+    """Schema 7 adds the trips' planning temperature; earlier trips read back without one and
+    the migrated state records new trips with theirs."""
+    state = tmp_path / "old"
+    state.mkdir()
+    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
+    for k in range(6):
+        schema_mod.MIGRATIONS[k](conn)
+    conn.execute("PRAGMA user_version = 6")
+    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
+        ("network_hash", "h"), ("network_ref", "n.npz"), ("model_kind", "gp"),
+        ("created", "2026-01-01T00:00:00+00:00")])
+    conn.execute("INSERT INTO vehicles(name, spec, created) VALUES "
+                 "('car', '{}', '2026-01-01')")
+    conn.execute(
+        """INSERT INTO trips(created, origin_segment, goal_segment, policy, seed, route_json,
+               predicted_wh, predicted_sd_wh, length_m, time_s, vehicle_id)
+           VALUES ('2026-01-01', 1, 3, 'ts', NULL, '[1, 2, 3]', 50.0, 2.0, 300.0, 30.0, 1)""")
+    conn.close()
+    with Store.open(state) as s:
+        assert s.schema_version == SCHEMA_VERSION == 7
+        (old,) = s.list_trips()
+        assert old.temperature_c is None and old.route.tolist() == [1, 2, 3]
+        new = s.add_trip(origin_segment=1, goal_segment=2, policy="mean", route=[1, 2],
+                         predicted_wh=10.0, predicted_sd_wh=1.0, length_m=100.0, time_s=10.0,
+                         temperature_c=-4.5)
+        assert s.get_trip(new).temperature_c == -4.5
+        assert s.integrity_check() == ["ok"]
 
 
 def test_a_bad_temperature_is_refused_without_recording(tmp_path, capsys, net):

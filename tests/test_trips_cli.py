@@ -1,6 +1,7 @@
 """End-to-end per-trip workflow through the CLI, and its bad-input handling (issue 5)."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -193,7 +194,9 @@ def test_unreachable_goal_is_a_clear_error():
         ("init", ["(default 2000)", "sumo-default, the default", "gp (a GP over the road graph, "
                   "default)"]),
         ("route", ["start, snapped to the nearest road", "(default 500)"]),
-        ("observe", ["the trip's id, as 'route' printed it", "(default 10)"]),
+        ("observe", ["the trip's id, as 'route' printed it", "(default 10)",
+                     "forget this trip's observations; the model forgets what it learned from "
+                     "them"]),
         ("map", ["predicted Wh/km (default)"]),
     ],
 )
@@ -206,3 +209,22 @@ def test_help_names_each_default(capsys, command, fragments):
     flat = " ".join(out.split())  # argparse wraps the help to the terminal's width
     for fragment in fragments:
         assert fragment in flat, fragment
+
+
+def test_init_and_map_show_their_stages_on_a_terminal_only(tmp_path, capsys, monkeypatch):
+    """init on LuST took ~36 s and map on the 2,000-segment town 7-9 s with no sign of life; on
+    a terminal each now names its stage on stderr, and stdout is what it was; off one, nothing."""
+    code, quiet_init, err = _run(capsys, "init", tmp_path / "a", "--synthetic", "--segments", 300)
+    assert code == 0 and err == ""
+    code, quiet_map, err = _run(capsys, "map", tmp_path / "a", "--out", tmp_path / "m.html")
+    assert code == 0 and err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = _run(capsys, "init", tmp_path / "b", "--synthetic", "--segments", 300)
+    assert code == 0 and out == quiet_init.replace(str(tmp_path / "a"), str(tmp_path / "b"))
+    for stage in ("loading the network", "building the prior (", "saving the model"):
+        assert f"init: {stage}" in err, err
+    assert "stage 3/3" in err
+    code, out, err = _run(capsys, "map", tmp_path / "a", "--out", tmp_path / "m.html")
+    assert code == 0 and out == quiet_map
+    for stage in ("opening the state", "computing the layer", "drawing the map"):
+        assert f"map: {stage}" in err, err

@@ -389,6 +389,28 @@ def test_zero_byte_state_is_left_alone(tmp_path, capsys, net):
     assert db.stat().st_size == 0
     code, out, _ = _run(capsys, "doctor", state)
     assert code == 1 and "0 bytes" in out
+    assert "--repair cannot help" in out and "'ev-nav doctor" not in out
+
+
+@pytest.mark.parametrize("content", [b"hello\n", bytes(range(256)) * 20])
+def test_doctor_on_a_file_sqlite_cannot_read_advises_no_useless_repair(
+    tmp_path, capsys, net, content
+):
+    """doctor recommended --repair, which then failed with the same problem; now it says that
+    --repair cannot help and what can, never to delete the file, and leaves it as it was."""
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    db = Store.db_path(state)
+    for side in ("-wal", "-shm"):
+        Path(str(db) + side).unlink(missing_ok=True)
+    db.write_bytes(content)
+    for argv in (("doctor", state), ("doctor", state, "--repair")):
+        code, out, _ = _run(capsys, *argv)
+        assert code == 1 and "not an SQLite database" in out
+        assert "--repair cannot help" in out and "restore it from a backup" in out
+        assert "--repair' to fix" not in out
+        assert "delete" not in out and "remove" not in out
+    assert db.read_bytes() == content
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name)) == [db.name]
 
 
 # ----------------------------------------------------------------------------- processes
@@ -535,7 +557,9 @@ def test_planted_or_damaged_caches_are_refused_and_rebuilt(tmp_path, capsys, net
     assert np.all(sd3 < 1e4)
     # the rebuilt prior is recorded and verifies; doctor --repair removes the stranger
     code, out, _ = _run(capsys, "doctor", state, "--repair")
-    assert code == 0 and "deleted 1 cache files" in out, out
+    # one file is one file (it said "deleted 1 cache files")
+    assert code == 0 and "deleted 1 cache file that failed verification" in out, out
+    assert "  2 trips, 2 observation batches, 2 observations" in out, out
     assert not stranger.exists()
     code, out, _ = _run(capsys, "doctor", state)
     assert code == 0 and "healthy" in out, out

@@ -39,10 +39,11 @@ from ev_nav.errors import (
     ChargerDataError,
     ConfigError,
     InvalidNetworkData,
-    NetworkFileNotFound,
     NotOSMError,
     OutsideNetworkError,
+    require_file,
 )
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:  # the network imports this module; only type hints go the other way
     from ev_nav.roads.network import RoadNetwork
@@ -299,7 +300,7 @@ class ChargersRead:
             text = _NOTE_TEXT.get(key, f"socket:{kind} (not a known plug) ignored")
             parts.append(f"{n:,} {text}")
         extra = f" ({'; '.join(parts)})" if parts else ""
-        return f"{len(self.chargers):,} charging site(s) attached{extra}"
+        return f"{plural(len(self.chargers), 'charging site')} attached{extra}"
 
 
 _NOTE_TEXT = {
@@ -473,9 +474,7 @@ def read_osm_chargers(
     import osmium
     import osmium.filter
 
-    p = Path(path)
-    if not p.is_file():
-        raise NetworkFileNotFound(f"OSM file not found: {p}")
+    p = require_file(path, "OSM file")
     notes: Counter[str] = Counter()
     sites: list[tuple[float, float, dict[str, str]]] = []
     ways: list[tuple[list[int], dict[str, str]]] = []
@@ -570,9 +569,7 @@ def read_charger_csv(
         A missing or unknown column, or a row with a bad number, coordinates out of range, a
         power that is not positive, or an unknown connector (the message names the line).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise NetworkFileNotFound(f"charger file not found: {p}")
+    p = require_file(path, "charger file")
     lon, lat, power, capacity, names, operators = [], [], [], [], [], []
     try:
         with open(p, newline="", encoding="utf-8-sig") as fh:

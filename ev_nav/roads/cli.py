@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.roads.network import RoadNetwork
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.roads.chargers import Chargers
@@ -123,7 +124,14 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
         return
     width = max(len(k) for k in summary)
     for key, value in summary.items():
-        if isinstance(value, float):
+        if key == "bounds":
+            value = ", ".join(f"{k} {lo:.4f} .. {hi:.4f}" for k, (lo, hi) in value.items())
+        elif key == "road_kind_segments" and value is None:
+            # no road tags kept (a synthetic town, or a network built before they were)
+            value = "not recorded (--avoid motorway works; toll, unpaved and ferry need them)"
+        elif value is None:
+            value = "not recorded"
+        elif isinstance(value, float):
             value = f"{value:,.3f}"
         elif isinstance(value, int):
             value = f"{value:,}"
@@ -133,12 +141,11 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from ev_nav.errors import NetworkFileNotFound
+    from ev_nav.errors import require_file
     from ev_nav.roads.load import LoadOptions, load_osm
 
     for path in args.chargers:  # before the build, which may take minutes
-        if not path.is_file():
-            raise NetworkFileNotFound(f"charger file not found: {path}")
+        require_file(path, "charger file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
@@ -159,25 +166,38 @@ def _describe(chargers: Chargers, notes: dict[str, int]) -> str:
     return ChargersRead(chargers, notes).describe()
 
 
-def _add_csv_chargers(net: RoadNetwork, files: list[Path], replace: bool) -> RoadNetwork:
+def _add_csv_chargers(
+    net: RoadNetwork, files: list[Path], replace: bool, *, need_sites: bool = False
+) -> RoadNetwork:
     """``net`` with the sites of the CSV ``files`` added (or, with ``replace``, instead of its
-    own); one line per file says what was attached."""
+    own); one line per file says what was attached. ``need_sites``: refuse (ChargerDataError,
+    before anything is written) when the files attach no site at all."""
+    from ev_nav.errors import ChargerDataError
     from ev_nav.roads.chargers import Chargers, read_charger_csv
 
     table = Chargers() if replace else net.chargers
+    attached = 0
     for path in files:
         read = read_charger_csv(path, net)
         print(f"{path}: {read.describe()}")
         table = table.concat(read.chargers)
+        attached += len(read.chargers)
+    if need_sites and files and not attached:
+        lon0, lat0, lon1, lat1 = net.bounds()
+        raise ChargerDataError(
+            f"no site of {', '.join(map(str, files))} lies near the roads of {net.name} (lat "
+            f"{lat0:.4f}..{lat1:.4f}, lon {lon0:.4f}..{lon1:.4f}); nothing written - check "
+            "that the file is for this network and its columns are lat,lon in that order"
+        )
     return net.with_chargers(table) if files else net
 
 
 def _cmd_chargers(args: argparse.Namespace) -> int:
     net = RoadNetwork.load(args.path)
     before = len(net.chargers)
-    net = _add_csv_chargers(net, args.csv, replace=args.replace)
+    net = _add_csv_chargers(net, args.csv, replace=args.replace, need_sites=True)
     net.save(args.path)  # atomic: readers see the old file or the new one
-    print(f"wrote {args.path}  ({len(net.chargers):,} charging sites, {before:,} before)")
+    print(f"wrote {args.path}  ({plural(len(net.chargers), 'charging site')}, {before:,} before)")
     return 0
 
 

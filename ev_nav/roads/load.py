@@ -25,10 +25,10 @@ import numpy as np
 
 from ev_nav.errors import (
     ElevationCoverageError,
-    NetworkFileNotFound,
     NoDrivableRoadsError,
     NotOSMError,
     OfflineError,
+    require_file,
 )
 from ev_nav.roads.chargers import read_osm_chargers
 from ev_nav.roads.network import FORMAT_VERSION, ROAD_FLAGS, RoadNetwork, build_network
@@ -171,8 +171,7 @@ def _read_osm_graph(path: Path, options: LoadOptions):
     """The raw osmnx graph of an OSM file and its turn restrictions (XML or PBF)."""
     import osmnx as ox
 
-    if not path.is_file():
-        raise NetworkFileNotFound(f"OSM file not found: {path}")
+    require_file(path, "OSM file")
     # the settings change is undone after the read so other osmnx users are unaffected
     settings = {
         "useful_tags_node": _node_tags(),
@@ -265,8 +264,7 @@ def _dem_paths(dems: Sequence[Path]) -> list[str]:
     """rasterio-readable paths: ``.hgt.zip`` members are read through GDAL's /vsizip/."""
     out = []
     for dem in dems:
-        if not dem.is_file():
-            raise NetworkFileNotFound(f"DEM file not found: {dem}")
+        require_file(dem, "DEM file")
         if dem.suffix.lower() == ".zip":
             with zipfile.ZipFile(dem) as zf:
                 members = [
@@ -519,11 +517,9 @@ def load_osm(
     osm_path = Path(osm)
     dem_paths = [Path(d) for d in dems]
     options = options or LoadOptions()
-    if not osm_path.is_file():
-        raise NetworkFileNotFound(f"OSM file not found: {osm_path}")
+    require_file(osm_path, "OSM file")
     for dem in dem_paths:
-        if not dem.is_file():
-            raise NetworkFileNotFound(f"DEM file not found: {dem}")
+        require_file(dem, "DEM file")
     key = cache_key(osm_path, dem_paths, options)
     cache_file = Path(cache_dir) / f"{osm_path.name.split('.')[0]}-{key}.npz" if cache_dir else None
     if cache_file is not None and cache_file.is_file():

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
 from ev_nav.energy import CONNECTORS, Vehicle, segment_energy_wh
-from ev_nav.errors import InvalidNetworkData, NetworkCacheError, NetworkFileNotFound
+from ev_nav.errors import InvalidNetworkData, NetworkCacheError, require_file
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.chargers import Chargers
 
@@ -502,8 +502,12 @@ class RoadNetwork:
         grade_pct = np.percentile(np.abs(self.grade), [50, 90, 99, 100]) * 100
         flat = not self.has_elevation
         limited = self.meta.get("grade_clipped_share")
+        lon0, lat0, lon1, lat1 = self.bounds()
         return {
             "name": self.name,
+            # where the network lies: points given to route must be near its roads
+            "bounds": {"lat": [round(lat0, 6), round(lat1, 6)],
+                       "lon": [round(lon0, 6), round(lon1, 6)]},
             "nodes": self.n_nodes,
             "segments": self.n_segments,
             "connections": self.n_connections,
@@ -629,9 +633,7 @@ class RoadNetwork:
     @classmethod
     def load(cls, path: str | Path) -> RoadNetwork:
         """Load a network written by :meth:`save`."""
-        p = Path(path)
-        if not p.is_file():
-            raise NetworkFileNotFound(f"network file not found: {p}")
+        p = require_file(path, "network file")
         if not zipfile.is_zipfile(p):
             # np.load would read a lone .npy array (no archive to open) or suggest loading
             # pickled data, neither of which fits a network file

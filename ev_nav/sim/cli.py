@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ev_nav.wording import plural
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``fleet`` command group."""
@@ -126,13 +128,27 @@ def _prepare(args: argparse.Namespace):
 def _finish(result, out: Path) -> int:
     from ev_nav.sim.report import write_report
 
-    print(f"{len(result.outcomes)} runs in {result.seconds:.1f} s -> {out}")
+    reused = sum(o.status == "skipped" for o in result.outcomes)
+    ran = len(result.outcomes) - reused
+    note = ""
+    if reused:  # --resume: finished runs are read back, not run again
+        were = "was" if reused == 1 else "were"
+        note = (" (every run had finished: reused, none run again)" if not ran
+                else f" ({reused} had finished and {were} reused, {ran} run now)")
+    print(f"{plural(len(result.outcomes), 'run')} in {result.seconds:.1f} s -> {out}{note}")
     for o in result.failed:
         print(f"FAILED {o.run_id}: {o.error} (see {out / 'runs' / o.run_id / 'error.txt'})")
     table = write_report(out)
     if table:
         print(table)
+        _print_written(out)
     return 1 if result.failed else 0
+
+
+def _print_written(out: Path) -> None:
+    from ev_nav.sim.report import REPORT_FILES
+
+    print(f"wrote {', '.join(REPORT_FILES)} in {out}")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -180,5 +196,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not (args.run_dir / "runs").is_dir():
         raise StateError(f"{args.run_dir} is not an experiment folder (no runs/ inside)")
     table = write_report(args.run_dir)
-    print(table or "no finished runs yet")
+    print(table or "no finished runs yet: nothing written")
+    if table:
+        _print_written(args.run_dir)
     return 0

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ev_nav import settings
-from ev_nav.errors import ConfigError, NetworkFileNotFound
+from ev_nav.errors import ConfigError, NetworkFileNotFound, require_file
 from ev_nav.sim.environment import TruthSpec
 from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
 
@@ -24,9 +24,7 @@ def paper_routes(
     networks: Sequence[str] = ("monaco", "luxembourg"),
 ) -> list[tuple[NetworkSpec, TripSpec]]:
     """(network, route) pairs of the paper experiments, routes A and B per network."""
-    path = Path(routes_file)
-    if not path.is_file():
-        raise NetworkFileNotFound(f"routes file not found: {path}")
+    path = require_file(routes_file, "routes file")
     table = tomllib.loads(path.read_text(encoding="utf-8"))
     data = Path(data_dir) if data_dir else settings.data_dir()
     out = []

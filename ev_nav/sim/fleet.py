@@ -32,7 +32,12 @@ from ev_nav.bandits.indices import make_index
 from ev_nav.bandits.routing import Router
 from ev_nav.checkpoints import decode as decode_checkpoint
 from ev_nav.checkpoints import encode as encode_checkpoint
-from ev_nav.errors import ConfigError, ModelStateError, NetworkFileNotFound, UnreachableError
+from ev_nav.errors import (
+    ConfigError,
+    ModelStateError,
+    UnreachableError,
+    require_file,
+)
 from ev_nav.faults import crash_point
 from ev_nav.gp.changes import ChangeDetector
 from ev_nav.gp.posterior import SegmentModel
@@ -778,9 +783,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
 
     Returns the specs and the ``[output]`` table (``dir``, ``checkpoint_every``).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise NetworkFileNotFound(f"config file not found: {p}")
+    p = require_file(path, "config file")
     try:
         cfg = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -792,6 +795,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         unknown = set(table) - names
         if unknown:
             raise ConfigError(f"{p}: unknown {what} key(s): {', '.join(sorted(unknown))}")
+        check_config_table(cls, table, f"{p}: {_TABLES[what]}")
         return cls(**table)
 
     networks = cfg.get("networks") or [cfg.get("network", {})]
@@ -826,6 +830,14 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         _config_whole(output["checkpoint_every"], f"{p}: [output] checkpoint_every", least=1)
     if "dir" in output and not isinstance(output["dir"], str):
         raise ConfigError(f"{p}: [output] dir must be a folder name, got {output['dir']!r}")
+    for spec in net_specs:
+        _check_network(spec, f"{p}: {_TABLES['network']}")
+    if truth.kind == "file" and not truth.path:
+        raise ConfigError(f"{p}: [truth] kind = 'file' needs 'path'")
+    if truth.path:
+        _check_file(truth.path, f"{p}: [truth] path")
+    for spec in trip_specs:
+        _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
     specs = [
         RunSpec(network=n, agent=a, trips=r, truth=truth, horizon=horizon, seed=int(s))
         for n in net_specs
@@ -834,6 +846,125 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         for s in seeds
     ]
     return specs, output
+
+
+#: The values a config's string keys may take (a typo fails here, before any run, instead of in
+#: every run at its first trip). ``kernel_mode`` and ``segment_scale`` are checked against
+#: their owners' lists in :func:`check_config_table`.
+CONFIG_CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
+    (NetworkSpec, "kind"): ("synthetic", "osm", "file"),
+    (AgentSpec, "model"): ("gp", "bi"),
+    (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "mean", "safe",
+                            "random"),
+    (AgentSpec, "rectification"): ("reduced", "paper"),
+    (AgentSpec, "learner"): ("exact", "svgp"),
+    (TripSpec, "kind"): ("fixed", "random"),
+    (TruthSpec, "kind"): ("physical", "gp", "det-noise", "file"),
+    (TruthSpec, "optimum"): ("exact", "rectified"),
+}
+
+
+#: How a config's tables are written in TOML (for messages that name a key).
+_TABLES = {"network": "[network]", "route": "[[routes]]", "agent": "[[agents]]", "truth": "[truth]"}
+
+
+def _choices(cls: type, key: str) -> tuple[str, ...] | None:
+    if cls is AgentSpec and key == "segment_scale":
+        from ev_nav.gp.incremental_state import SEGMENT_SCALES
+
+        return SEGMENT_SCALES
+    if cls is AgentSpec and key == "kernel_mode":
+        from ev_nav.gp.kernels import KERNEL_MODES
+
+        return KERNEL_MODES
+    return CONFIG_CHOICES.get((cls, key))
+
+
+_TYPE_WORDS = {"bool": "true or false", "int": "a whole number", "float": "a number",
+               "str": "a string"}
+
+
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether a TOML value fits a spec field's annotation (``"float"``, ``"str | None"``,
+    ``"tuple[int, ...]"``, ``"int | tuple[float, float] | None"``)."""
+    for option in (o.strip() for o in annotation.split("|")):
+        if option == "bool" and isinstance(value, bool):
+            return True
+        if isinstance(value, bool):
+            continue  # a boolean is no number or string
+        if option == "int" and isinstance(value, int):
+            return True
+        if option == "float" and isinstance(value, int | float):
+            return True
+        if option == "str" and isinstance(value, str):
+            return True
+        if option.startswith("tuple[") and isinstance(value, list | tuple):
+            inner = [t.strip() for t in option[len("tuple["):-1].split(",")]
+            if inner[-1] == "...":
+                if all(_fits(v, inner[0]) for v in value):
+                    return True
+            elif len(value) == len(inner) and all(map(_fits, value, inner)):
+                return True
+    return False
+
+
+def _expected(annotation: str) -> str:
+    words = []
+    for option in (o.strip() for o in annotation.split("|")):
+        if option.startswith("tuple[") and option.endswith("...]"):
+            words.append(f"a list of {_TYPE_WORDS[option[6:-6].strip()]}s")
+        elif option.startswith("tuple["):
+            words.append(f"a list [{option[6:-1]}]")
+        elif option in _TYPE_WORDS:
+            words.append(_TYPE_WORDS[option])
+    return " or ".join(words)
+
+
+def check_config_table(cls: type, table: dict[str, Any], where: str) -> None:
+    """Refuse a config table's value of the wrong type or outside its choices, naming the key.
+
+    Raises
+    ------
+    ConfigError
+        One line: ``where``, the key, what it must be and what it is.
+    """
+    annotations = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    for key, value in table.items():
+        annotation = annotations[key]
+        if not _fits(value, annotation):
+            raise ConfigError(f"{where} {key} must be {_expected(annotation)}, got {value!r}")
+        choices = _choices(cls, key)
+        if choices is not None and value not in choices:
+            raise ConfigError(
+                f"{where} {key} must be one of {', '.join(choices)}, got {value!r}"
+            )
+
+
+def _check_file(path: str, where: str) -> None:
+    require_file(path, f"{where}: file")
+
+
+def _check_network(spec: NetworkSpec, where: str) -> None:
+    if spec.kind in ("osm", "file"):
+        if not spec.path:
+            raise ConfigError(f"{where} kind = {spec.kind!r} needs 'path'")
+        _check_file(spec.path, f"{where} path")
+        for dem in spec.dems:
+            _check_file(dem, f"{where} dems")
+    elif spec.kind == "synthetic":
+        from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS
+
+        if not 1 <= spec.n_segments <= MAX_TOWN_SEGMENTS:
+            raise ConfigError(
+                f"{where} n_segments must be in 1..{MAX_TOWN_SEGMENTS:,}, got {spec.n_segments}"
+            )
+
+
+def _check_trips(spec: TripSpec, where: str) -> None:
+    if spec.kind == "fixed" and (spec.start is None or spec.goal is None):
+        raise ConfigError(f"{where}: a fixed route needs start and goal")
+    if spec.vehicles < 1:
+        raise ConfigError(f"{where} vehicles must be >= 1, got {spec.vehicles}")
 
 
 def _config_whole(value: Any, what: str, least: int) -> int:

@@ -122,8 +122,14 @@ def model_comparison(summary, first: str = "GP", second: str = "BI") -> str:
     return "\n".join(lines)
 
 
+#: The files :func:`write_report` (re)writes in the experiment folder.
+REPORT_FILES = ("results.csv", "summary.csv", "regret.png", "summary.md", "per_seed.md")
+
+
 def write_report(out_dir: str | Path, run_ids: Sequence[str] | None = None) -> str:
-    """(Re)aggregate an experiment folder: ``regret.png``, ``summary.md``, ``per_seed.md``.
+    """(Re)aggregate an experiment folder: :data:`REPORT_FILES` (``results.csv`` and
+    ``summary.csv`` by :func:`~ev_nav.sim.grid.aggregate`, ``regret.png``, ``summary.md``,
+    ``per_seed.md``).
 
     ``run_ids`` limits the report to those runs (finished ones; default: every run folder).
     Returns the Markdown summary table ("" when no run has finished).

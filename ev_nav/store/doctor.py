@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.store.facade import Store
@@ -57,6 +58,9 @@ class DoctorReport:
         Facts about a state (counts, checkpoints) for the report.
     repaired_all : bool
         ``repair=True`` fixed every problem found.
+    advice : str, optional
+        What to do instead, where ``--repair`` cannot help (a database file SQLite cannot read
+        at all); None where it can.
     """
 
     state: Path
@@ -64,6 +68,7 @@ class DoctorReport:
     repairs: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     repaired_all: bool = False
+    advice: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -95,7 +100,15 @@ def check_state(
         Store._check_file(path)
     except StateDamagedError as exc:
         report.problems.append(str(exc))
-        return report  # nothing SQLite can read: there is nothing to salvage either
+        # nothing SQLite can read: there is nothing to salvage either, so --repair cannot help;
+        # the file may still be the user's only copy of the data, so it is never deleted
+        report.advice = (
+            "--repair cannot help: SQLite reads nothing from this file, so there is nothing to "
+            f"salvage; the file was left as it is (keep it) - if {path} is the right file, "
+            "restore it from a backup, or create a new state with 'ev-nav init' in another "
+            "directory"
+        )
+        return report
     damaged = _integrity_problems(path)
     if damaged:
         report.problems.append(f"database damaged: {'; '.join(damaged[:3])}")
@@ -139,8 +152,9 @@ def _check_contents(
     with Store.open(state) as store:
         batches = store.observations()
         report.info.append(
-            f"{store.n_trips()} trips, {len(batches)} observation batches, "
-            f"{store.n_observations()} observations"
+            f"{plural(store.n_trips(), 'trip')}, "
+            f"{plural(len(batches), 'observation batch')}, "
+            f"{plural(store.n_observations(), 'observation')}"
         )
         incomplete = store._conn.execute(
             """SELECT b.id FROM observation_batches b LEFT JOIN observations o
@@ -148,7 +162,8 @@ def _check_contents(
         ).fetchall()
         if incomplete:
             report.problems.append(
-                f"{len(incomplete)} observation batches have rows missing (ids "
+                f"{plural(len(incomplete), 'observation batch')} "
+                f"{'has' if len(incomplete) == 1 else 'have'} rows missing (ids "
                 f"{', '.join(str(r[0]) for r in incomplete[:5])}); they cannot be restored"
             )
             all_fixed = False
@@ -188,7 +203,8 @@ def _check_contents(
             if why is not None:
                 bad.append(ck.id)
                 report.problems.append(f"checkpoint {ck.id}: {why}")
-        report.info.append(f"{len(records)} checkpoints, {len(records) - len(bad)} usable")
+        usable = len(records) - len(bad)
+        report.info.append(f"{plural(len(records), 'checkpoint')}, {usable} usable")
         if bad or not records:
             if not records:
                 report.problems.append("no model checkpoint")
@@ -199,8 +215,9 @@ def _check_contents(
                 session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
                 save_checkpoint(session)
                 report.repairs.append(
-                    f"deleted {len(bad)} unusable checkpoints; rebuilt the model from the prior "
-                    f"and {len(batches)} observation batches and saved it"
+                    f"deleted {plural(len(bad), 'unusable checkpoint')}; rebuilt the model from "
+                    f"the prior and {plural(len(batches), 'observation batch')}"
+                    " and saved it"
                 )
             else:
                 all_fixed = False
@@ -236,7 +253,7 @@ def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
         if why is not None:
             bad.append(path)
             report.problems.append(f"cache file {path.name} {why}")
-    report.info.append(f"{len(files)} cache files, {len(files) - len(bad)} verified")
+    report.info.append(f"{plural(len(files), 'cache file')}, {len(files) - len(bad)} verified")
     gone = [name for name in recorded if not (cache.folder / name).is_file()]
     if repair and (bad or gone):
         for path in bad:
@@ -245,7 +262,7 @@ def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
         store.forget_cache_files([p.name for p in bad] + gone)
         if bad:
             report.repairs.append(
-                f"deleted {len(bad)} cache files that failed verification (derived data: "
+                f"deleted {plural(len(bad), 'cache file')} that failed verification (derived data: "
                 "recomputed when next needed)"
             )
     return not bad or repair
@@ -367,6 +384,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.repair and report.repaired_all:
         print(f"{args.state}: repaired")
         return 0
-    if not args.repair:
+    if report.advice is not None:
+        print(report.advice)
+    elif not args.repair:
         print(f"run 'ev-nav doctor {args.state} --repair' to fix what can be fixed")
     return 1

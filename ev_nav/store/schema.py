@@ -197,6 +197,16 @@ def _migrate_v6(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX observations_segment ON observations(segment_id, batch_id)")
 
 
+def _migrate_v7(conn: sqlite3.Connection) -> None:
+    """Schema 7: the ambient temperature a trip was planned at.
+
+    ``trips.temperature_c`` [°C] is the temperature ``route --temperature`` predicted the trip
+    at; ``observe`` records the drive's readings at it unless told another. NULL (every earlier
+    trip) means planned at the model's reference conditions.
+    """
+    conn.execute("ALTER TABLE trips ADD COLUMN temperature_c REAL")
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v1,
@@ -205,6 +215,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v4,
     _migrate_v5,
     _migrate_v6,
+    _migrate_v7,
 )
 
 #: The schema version this code writes.

@@ -50,6 +50,9 @@ class Trip:
     start_fraction, end_fraction : float
         Where along the route's first segment the trip starts and along its last it ends (0 =
         the segment's start node, 1 = its end node).
+    temperature_c : float or None
+        Ambient temperature the trip was planned at [°C] (None: the model's reference
+        conditions).
     """
 
     id: int
@@ -68,6 +71,7 @@ class Trip:
     extra: dict[str, Any] = field(default_factory=dict)
     start_fraction: float = 0.0
     end_fraction: float = 1.0
+    temperature_c: float | None = None
 
     @property
     def shares(self) -> NDArray[np.float64]:
@@ -100,6 +104,8 @@ class TripPlan:
         JSON-serialisable extra data.
     start_fraction, end_fraction : float
         Where along the first segment the trip starts and along the last it ends (0..1).
+    temperature_c : float, optional
+        Ambient temperature the trip was predicted at [°C].
     """
 
     origin_segment: int
@@ -115,6 +121,7 @@ class TripPlan:
     extra: dict[str, Any] | None = None
     start_fraction: float = 0.0
     end_fraction: float = 1.0
+    temperature_c: float | None = None
 
 
 
@@ -183,8 +190,8 @@ class TripsMixin(StoreConnection):
         cur = conn.execute(
             """INSERT INTO trips(id, created, origin_segment, goal_segment, policy, seed,
                    route_json, predicted_wh, predicted_sd_wh, length_m, time_s, status,
-                   extra_json, vehicle_id, start_fraction, end_fraction)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?)""",
+                   extra_json, vehicle_id, start_fraction, end_fraction, temperature_c)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?)""",
             (trip_id, *row),
         )
         return int(cur.lastrowid)
@@ -214,6 +221,9 @@ class TripsMixin(StoreConnection):
         for name in ("predicted_sd_wh", "length_m", "time_s"):
             if float(figures[name]) < 0:
                 raise StateError(f"trip {name} must be >= 0, got {figures[name]}")
+        temperature = plan.temperature_c
+        if temperature is not None and not math.isfinite(float(temperature)):
+            raise StateError(f"trip temperature_c must be finite, got {temperature}")
         try:
             extra_json = json.dumps(plan.extra or {}, sort_keys=True, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -231,12 +241,13 @@ class TripsMixin(StoreConnection):
             vid,
             fs,
             fg,
+            None if temperature is None else float(temperature),
         )
 
     _TRIP_COLUMNS = (
         "id, created, origin_segment, goal_segment, policy, seed, route_json, predicted_wh, "
         "predicted_sd_wh, length_m, time_s, status, vehicle_id, extra_json, start_fraction, "
-        "end_fraction"
+        "end_fraction, temperature_c"
     )
 
     @staticmethod
@@ -258,6 +269,7 @@ class TripsMixin(StoreConnection):
             extra=json.loads(row[13]),
             start_fraction=float(row[14]),
             end_fraction=float(row[15]),
+            temperature_c=None if row[16] is None else float(row[16]),
         )
 
     def get_trip(self, trip_id: int) -> Trip:

@@ -47,6 +47,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.trips.battery import route_energy
+from ev_nav.wording import plural
 
 __all__ = [
     "ChargeSettings",
@@ -905,6 +906,13 @@ def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
 def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
     """The route table of a plan with stops, as ``ev-nav route`` prints it."""
     st = plan.settings
+
+    def arrive(wh: float) -> str:
+        # below 0% of the usable capacity the battery has run out on the way: say so, a
+        # negative charge is no charge anyone can arrive with
+        pct = plan.pct(wh)
+        return f"{'empty':>9}" if pct < 0 else f"{pct:>8.1f}%"
+
     lines = [
         f"{'step':<34}{'km':>7}{'min':>7}{'arrive':>9}{'5th pct':>9}{'charge to':>11}"
         f"{'charging':>10}",
@@ -916,29 +924,42 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
             where = f"to {s.site.name} ({s.site.power_kw:.0f} kW)"
             lines.append(
                 f"{where[:33]:<34}{km:>7.1f}{leg.drive_min:>7.1f}"
-                f"{plan.pct(s.arrival_mean_wh):>8.1f}%{plan.pct(s.arrival_p5_wh):>8.1f}%"
+                f"{arrive(s.arrival_mean_wh)}{arrive(s.arrival_p5_wh)}"
                 f"{plan.pct(s.charge_to_wh):>10.0f}%{s.charge_min + s.overhead_min:>7.1f} min"
             )
         else:
             lines.append(
                 f"{'to the destination':<34}{km:>7.1f}{leg.drive_min:>7.1f}"
-                f"{plan.pct(plan.goal_arrival_mean_wh):>8.1f}%"
-                f"{plan.pct(plan.goal_arrival_p5_wh):>8.1f}%"
+                f"{arrive(plan.goal_arrival_mean_wh)}{arrive(plan.goal_arrival_p5_wh)}"
             )
     n = len(plan.stops)
-    lines.append(
-        f"total {plan.total_min:.0f} min: driving {plan.drive_min:.0f}, charging and stops "
-        f"{plan.charge_min:.0f} ({n} stop{'s' if n != 1 else ''}, {st.stop_overhead_min:g} min "
-        "each besides charging)"
-    )
+    if n:
+        lines.append(
+            f"total {plan.total_min:.0f} min: driving {plan.drive_min:.0f}, charging and stops "
+            f"{plan.charge_min:.0f} ({plural(n, 'stop')}, {st.stop_overhead_min:g} min each "
+            "besides charging)"
+        )
+    else:
+        lines.append(f"total {plan.total_min:.0f} min: driving, no charging stop")
+    arrivals = [s.arrival_mean_wh for s in plan.stops] + [plan.goal_arrival_mean_wh]
+    short = -min(plan.pct(wh) for wh in arrivals)
+    if short > 0:
+        lines.append(f"the battery is predicted to run empty on the way ({short:.1f}% of it "
+                     "short at the worst arrival)")
     keep = f"every arrival keeps the {plan.pct(st.reserve_wh):.0f}% reserve"
     if plan.feasible:
         lines.append(f"{keep} with probability >= {100 * plan.probability:.1f}% "
                      f"(asked: {100 * st.confidence:g}%)")
     else:
+        # what the user can change; more stops only where the limit, not the chargers, held
+        # the plan back
+        stops = (
+            "allow charging stops (--max-stops N), " if st.max_stops == 0
+            else "allow more stops (--max-stops), " if n == st.max_stops < 10 else ""
+        )
         lines.append(
             f"no plan reaches {100 * st.confidence:g}%: this is the least risky one found; "
             f"{keep} with probability >= {100 * plan.probability:.1f}% — charge more before "
-            "leaving, lower the reserve or the confidence"
+            f"leaving, {stops}lower the reserve or the confidence"
         )
     return lines

@@ -22,10 +22,13 @@ import numpy as np
 from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
+from ev_nav.progress import Stages
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
+    from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
 
 
@@ -123,7 +126,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="state of charge at departure (80%%, 24.5kWh): show arrival charge per route",
     )
     p.add_argument(
-        "--reserve", default="10%", help="charge to keep at arrival (default 10%%)"
+        "--reserve", help="charge to keep at arrival, with --soc (default "
+        f"{DEFAULT_RESERVE.replace('%', '%%')})",
     )
     p.add_argument(
         "--confidence",
@@ -196,7 +200,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     what.add_argument("--total-wh", type=_finite_float, help="only the trip's total energy [Wh]")
     what.add_argument(
-        "--undo", action="store_true", help="forget this trip's observations (and the model too)"
+        "--undo", action="store_true",
+        help="forget this trip's observations; the model forgets what it learned from them",
     )
     p.add_argument(
         "--force",
@@ -204,7 +209,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"record readings more than {PLAUSIBLE_SIGMAS:g} sd from the prediction",
     )
     p.add_argument(
-        "--partial", action="store_true", help="accept a CSV that covers only part of the route"
+        "--partial", action="store_true",
+        help="accept a --segments CSV that covers only part of the route"
     )
     p.add_argument(
         "--gpx",
@@ -314,14 +320,16 @@ def _cmd_init(args: argparse.Namespace) -> int:
     from ev_nav.trips.session import create_state
 
     vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
-    session = create_state(
-        args.state,
-        network=None if args.synthetic else args.network,
-        synthetic=args.segments if args.synthetic else None,
-        town_seed=args.seed_town,
-        model=args.model,
-        vehicle=vehicle,
-    )
+    with Stages("init", 3) as stages:
+        session = create_state(
+            args.state,
+            network=None if args.synthetic else args.network,
+            synthetic=args.segments if args.synthetic else None,
+            town_seed=args.seed_town,
+            model=args.model,
+            vehicle=vehicle,
+            on_stage=stages.stage,
+        )
     session.close()
     net = session.net
     print(
@@ -365,6 +373,10 @@ def _stops_arg(text: str) -> int:
     return value
 
 
+#: The arrival reserve [%] when --soc is given without --reserve.
+DEFAULT_RESERVE = "10%"
+
+
 def _route_with_stops(args: argparse.Namespace) -> int:
     """``ev-nav route --confidence``: a trip with charging stops (planned, not recorded)."""
     from ev_nav.trips.charging import (
@@ -387,7 +399,7 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         max_charge = parse_charge(args.max_charge, capacity)
         settings = ChargeSettings(
             start_wh=parse_charge(args.soc, capacity),
-            reserve_wh=parse_charge(args.reserve, capacity),
+            reserve_wh=parse_charge(args.reserve or DEFAULT_RESERVE, capacity),
             confidence=args.confidence,
             stop_overhead_min=args.stop_minutes,
             max_stops=args.max_stops,
@@ -433,6 +445,10 @@ def _at_temperature(session: Session, temperature: float | None) -> None:
 def _cmd_route(args: argparse.Namespace) -> int:
     from ev_nav.trips.planning import plan_trip, write_trip_files
 
+    if args.reserve is not None and args.soc is None:
+        # an arrival reserve means something only against a departure charge
+        raise ConfigError("--reserve is checked against the departure charge: add --soc "
+                          "(e.g. --soc 80%)")
     if args.confidence is not None:
         return _route_with_stops(args)
     # planning reads the posterior only: restored without torch where possible (issue 29)
@@ -444,7 +460,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
         _at_temperature(session, args.temperature)
         capacity = session.vehicle.battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
-        reserve = parse_charge(args.reserve, capacity)
+        reserve = parse_charge(args.reserve or DEFAULT_RESERVE, capacity)
         trip = plan_trip(
             session,
             args.origin,
@@ -485,7 +501,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
         opts = trip.options
         avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
         priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
-        # the trip does not store the temperature it was planned at: say it, here and in the hint
+        # recorded with the trip: observe records the drive at it unless told another
         at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
         if avoiding or priced or at:
             print("; ".join(x for x in (avoiding, priced, at) if x))
@@ -503,7 +519,13 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
             risk = 1.0 - arrivals["planned"].p_reserve
-            if risk > RISK_WARNING:
+            if risk > RISK_WARNING and reserve > soc:
+                # another route or a charging stop cannot help: the drive starts below the
+                # reserve (only a route recovering charge downhill could end above it)
+                print(f"warning: the reserve ({100 * reserve / capacity:.0f}%) is more than the "
+                      f"departure charge ({100 * soc / capacity:.0f}%), so no other route or "
+                      "charging stop can keep it; charge before leaving, or lower --reserve")
+            elif risk > RISK_WARNING:
                 print(f"warning: the planned route misses the reserve with probability "
                       f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "
                       "charging stops (--confidence 0.95)")
@@ -519,24 +541,31 @@ def _cmd_route(args: argparse.Namespace) -> int:
             if path.suffix == ".html":
                 print(f"map: {path}")
         if not args.dry_run:
-            temperature = "" if args.temperature is None else f" --temperature {args.temperature:g}"
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
-                  f"--total-wh X{temperature}")
+                  "--total-wh X")
     return 0
 
 
 def _cmd_observe(args: argparse.Namespace) -> int:
     from ev_nav.trips.observations import (
         forget_trip,
+        predict_readings,
         read_segment_csv,
         record_segments,
         record_total,
     )
 
+    if args.partial and args.segments is None:
+        # a total (typed, or with a track) is the whole trip's or the tracked route's: it has
+        # no part to leave out, and a total of part of a drive needs that part's route
+        raise InvalidObservation(
+            "--partial goes with --segments CSV only; for a total of part of the trip give the "
+            "route driven with --gpx TRACK --total-wh X"
+        )
     if args.undo:
         with _session(args.state, args.network, with_model=False) as session:
             n = forget_trip(session, args.trip_id)
-            print(f"trip {args.trip_id}: forgot {n} observation batch(es)")
+            print(f"trip {args.trip_id}: forgot {plural(n, 'observation batch')}")
             print("model updated (the trip's observations are forgotten)")
         return 0
     if args.gpx is not None:
@@ -548,42 +577,62 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         raise InvalidObservation("give --segments CSV or --total-wh X (or --gpx, or --undo)")
     with _session(args.state, args.network) as session:
         trip = session.store.get_trip(args.trip_id)
+        temperature = _drive_temperature(args, trip)
 
-        def acknowledge(what: str, observed: float):
+        def acknowledge(what: str, observed: float, mean: float, sd: float, part: str = ""):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
                     print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
                                       "observed_wh": round(observed, 3),
-                                      "predicted_wh": round(trip.predicted_wh, 1),
-                                      "predicted_sd_wh": round(trip.predicted_sd_wh, 1)}),
+                                      "predicted_wh": round(mean, 1),
+                                      "predicted_sd_wh": round(sd, 1)}),
                           flush=True)
                     return
                 print(
-                    f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted "
-                    f"{trip.predicted_wh:.1f} ± {trip.predicted_sd_wh:.1f} Wh)",
+                    f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
+                    f"{mean:.1f} ± {sd:.1f} Wh)",
                     flush=True,
                 )
 
             return done
 
+        whole = (trip.predicted_wh, trip.predicted_sd_wh)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
+            part = ""
+            if args.partial and np.setdiff1d(trip.route, seg).size:
+                # the trip's prediction is its whole route's: compare with these segments'
+                on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
+                predicted = predict_readings(session, on, temperature)
+                whole = (predicted.mean_wh, predicted.sd_wh)
+                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
-                source=str(args.segments), temperature_c=args.temperature,
-                on_recorded=acknowledge(f"{seg.size} segment energies", float(np.sum(wh))),
+                source=str(args.segments), temperature_c=temperature,
+                on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
+                                        float(np.sum(wh)), *whole, part),
             )
         else:
             record_total(
                 session, trip.id, args.total_wh, force=args.force,
-                temperature_c=args.temperature,
-                on_recorded=acknowledge("the trip total", float(args.total_wh)),
+                temperature_c=temperature,
+                on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
             )
         if not args.json:
             print("model updated")
             _print_flagged(session, args.state)
     return 0
+
+
+def _drive_temperature(args: argparse.Namespace, trip: Trip) -> float | None:
+    """The temperature a drive's readings are recorded at [°C]: ``--temperature``, else the one
+    the trip was planned at (said on stderr, so that it is never a surprise), else None."""
+    if args.temperature is not None or trip.temperature_c is None:
+        return args.temperature
+    print(f"ev-nav: notice: recorded at {trip.temperature_c:g} °C, the temperature trip "
+          f"{trip.id} was planned at (--temperature C for another)", file=sys.stderr)
+    return trip.temperature_c
 
 
 def _print_flagged(session: Session, state: Path) -> None:
@@ -600,87 +649,104 @@ def _observe_gpx(args: argparse.Namespace) -> int:
     from ev_nav.trips.gpx import read_gpx
     from ev_nav.trips.tracks import record_track
 
-    track = read_gpx(args.gpx)  # a bad file fails before the state and model are opened
-    with _session(args.state, args.network) as session:
-        trip = session.store.get_trip(args.trip_id)
-        km = {}
+    with Stages("observe", 4) as stages:
+        stages.stage("reading the track")
+        track = read_gpx(args.gpx)  # a bad file fails before the state and model are opened
+        stages.stage("opening the state")
+        with _session(args.state, args.network) as session:
+            trip = session.store.get_trip(args.trip_id)
+            temperature = _drive_temperature(args, trip)
+            km = {}
 
-        def matched(m) -> None:
-            km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
-            km["share"] = float(np.isin(trip.route, m.segments).mean())
+            def matched(m) -> None:
+                km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
+                km["share"] = float(np.isin(trip.route, m.segments).mean())
+                if not args.json:
+                    stages.print(
+                        f"trip {trip.id}: matched {plural(track.n_points, 'track point')} to "
+                        f"{plural(m.segments.size, 'segment')} ({km['driven']:.2f} km); "
+                        f"{100 * km['share']:.0f}% of the planned route was driven"
+                    )
+                stages.stage("recording it and updating the model")
+
+            def recorded(batch: int) -> None:
+                # printed as soon as the record is committed: a kill after it loses nothing
+                what = "the trip total" if args.total_wh is not None else "per-segment energies"
+                if args.json:
+                    stages.print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
+                                             "driven_km": round(km["driven"], 3),
+                                             "planned_share": round(km["share"], 4)}))
+                else:
+                    stages.print(f"trip {trip.id}: recorded {what} on the driven route")
+
+            stages.stage("matching the track to the roads")
+            rec = record_track(
+                session, trip.id, track, total_wh=args.total_wh,
+                config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
+                temperature_c=temperature,
+                on_matched=matched, on_recorded=recorded,
+            )
+            stages.close()
             if not args.json:
-                print(f"trip {trip.id}: matched {track.n_points} track points to "
-                      f"{m.segments.size} segments ({km['driven']:.2f} km); "
-                      f"{100 * km['share']:.0f}% of the planned route was driven", flush=True)
-
-        def recorded(batch: int) -> None:
-            # printed as soon as the record is committed: a kill after it loses nothing
-            what = "the trip total" if args.total_wh is not None else "per-segment energies"
-            if args.json:
-                print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
-                                  "driven_km": round(km["driven"], 3),
-                                  "planned_share": round(km["share"], 4)}), flush=True)
-            else:
-                print(f"trip {trip.id}: recorded {what} on the driven route", flush=True)
-
-        rec = record_track(
-            session, trip.id, track, total_wh=args.total_wh,
-            config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
-            temperature_c=args.temperature,
-            on_matched=matched, on_recorded=recorded,
-        )
-        if not args.json:
-            print(f"observed {rec.observed_wh:.1f} Wh on {rec.segment_ids.size} segments")
-            print("model updated")
-            _print_flagged(session, args.state)
+                on = plural(rec.segment_ids.size, "segment")
+                print(f"observed {rec.observed_wh:.1f} Wh on {on}")
+                print("model updated")
+                _print_flagged(session, args.state)
     return 0
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
     from ev_nav.viz.maps import network_map, visits_map
 
-    with _session(args.state, args.network, with_model=args.layer != "visits") as session:
-        net = session.net
-        titles = {
-            "mean": "posterior mean energy [Wh]",
-            "sd": "posterior sd [Wh]",
-            "visits": "times driven",
-            "energy-per-km": "predicted energy [Wh/km]",
-        }
-        out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
-        if out.is_dir():
-            raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
-        title = f"ev-nav: {titles[args.layer]}"
-        try:
-            if args.layer == "visits":
-                # the exploration map: log scale from 1 to the true maximum, never-driven grey
-                counts = session.store.visit_counts(net.n_segments).astype(float)
-                visits_map(
-                    net, counts, legend_title=titles["visits"], title=title, path=out,
-                    standalone=args.standalone, changes=_change_labels(session),
-                )
-            else:
-                post = session.model.posterior()
-                values = {
-                    "mean": post.mean,
-                    "sd": post.std,
-                    "energy-per-km": post.mean / (net.length_m / 1000.0),
-                }[args.layer]
-                network_map(
-                    net,
-                    values,
-                    layer_name=args.layer,
-                    legend_title=titles[args.layer],
-                    mean_wh=post.mean,
-                    sd_wh=post.std,
-                    title=title,
-                    path=out,
-                    standalone=args.standalone,
-                    changes=_change_labels(session),
-                )
-        except OSError as exc:  # a read-only folder, a path through a file, ...
-            raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
-        print(json.dumps({"map": str(out), "layer": args.layer}) if args.json else f"map: {out}")
+    with Stages("map", 3) as stages:
+        stages.stage("opening the state")
+        with _session(args.state, args.network, with_model=args.layer != "visits") as session:
+            net = session.net
+            titles = {
+                "mean": "posterior mean energy [Wh]",
+                "sd": "posterior sd [Wh]",
+                "visits": "times driven",
+                "energy-per-km": "predicted energy [Wh/km]",
+            }
+            out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+            if out.is_dir():
+                raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
+            title = f"ev-nav: {titles[args.layer]}"
+            try:
+                stages.stage("computing the layer")
+                if args.layer == "visits":
+                    # the exploration map: log scale from 1 to the true maximum, never-driven grey
+                    counts = session.store.visit_counts(net.n_segments).astype(float)
+                    stages.stage("drawing the map")
+                    visits_map(
+                        net, counts, legend_title=titles["visits"], title=title, path=out,
+                        standalone=args.standalone, changes=_change_labels(session),
+                    )
+                else:
+                    post = session.model.posterior()
+                    values = {
+                        "mean": post.mean,
+                        "sd": post.std,
+                        "energy-per-km": post.mean / (net.length_m / 1000.0),
+                    }[args.layer]
+                    stages.stage("drawing the map")
+                    network_map(
+                        net,
+                        values,
+                        layer_name=args.layer,
+                        legend_title=titles[args.layer],
+                        mean_wh=post.mean,
+                        sd_wh=post.std,
+                        title=title,
+                        path=out,
+                        standalone=args.standalone,
+                        changes=_change_labels(session),
+                    )
+            except OSError as exc:  # a read-only folder, a path through a file, ...
+                raise StateIOError(f"cannot write the map {out} ({exc.strerror or exc})") from None
+            stages.close()
+            doc = {"map": str(out), "layer": args.layer}
+            print(json.dumps(doc) if args.json else f"map: {out}")
     return 0
 
 
@@ -708,8 +774,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
-        # the ambient temperature of the observations; blank where none was recorded
-        temp = "" if r["temperature_c"] is None else f"{r['temperature_c']:.1f}"
+        # the ambient temperature of the observations, else the one the trip was planned at
+        # (what observe records it at); blank where neither was given
+        c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
+        temp = "" if c is None else f"{c:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
         print(f"{head}{pred:>20}{obs:>13}{temp:>7}".rstrip())
     return 0
@@ -726,8 +794,9 @@ def _cmd_changes(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({"dismissed": segs, "changes": len(gone)}))
             else:
-                print(f"dismissed {len(gone)} change(s) on segment(s) "
-                      f"{', '.join(map(str, segs))}; the model uses their readings again")
+                on, its = ("segment", "its") if len(segs) == 1 else ("segments", "their")
+                print(f"dismissed {plural(len(gone), 'change')} on {on} "
+                      f"{', '.join(map(str, segs))}; the model uses {its} readings again")
             return 0
         rows = change_rows(
             session.store.segment_changes(include_dismissed=args.all), session.net

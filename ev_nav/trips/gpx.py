@@ -33,7 +33,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import EmptyTrackError, TrackFileError
+from ev_nav.errors import EmptyTrackError, TrackFileError, require_file
 from ev_nav.provenance import atomic_write_text
 
 __all__ = ["MAX_TRACK_POINTS", "Track", "read_gpx", "write_gpx"]
@@ -180,9 +180,7 @@ def read_gpx(path: str | Path) -> Track:
     EmptyTrackError
         The file has no track points.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise TrackFileError(f"track file not found: {p}")
+    p = require_file(path, "track file", TrackFileError)
     parser = expat.ParserCreate(namespace_separator=" ")
     reader = _Reader(parser, str(p))
     # refuse any DTD before its content is read: no internal entities to expand, no external

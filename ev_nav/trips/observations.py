@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from ev_nav.errors import InvalidObservation, UnknownSegmentError
+from ev_nav.errors import InvalidObservation, UnknownSegmentError, require_file
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
-from ev_nav.trips.battery import route_energy
+from ev_nav.trips.battery import RouteEnergy, route_energy
 from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
@@ -39,6 +39,7 @@ __all__ = [
     "PLAUSIBLE_SIGMAS",
     "check_plausible",
     "plausible_noise_variance",
+    "predict_readings",
     "forget_trip",
     "read_segment_csv",
     "record_segments",
@@ -53,8 +54,7 @@ MAX_CSV_ROWS = 2_000_000
 
 def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read ``segment,energy_wh`` rows (header required)."""
-    if not path.is_file():
-        raise InvalidObservation(f"observation file not found: {path}")
+    require_file(path, "observation file", InvalidObservation)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -386,6 +386,16 @@ def record_total(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def predict_readings(
+    session: Session, segment_ids: np.ndarray, temperature_c: float | None = None
+) -> RouteEnergy:
+    """The model's prediction [Wh] of the sum of per-segment readings of ``segment_ids`` (each
+    segment driven in full), joint posterior sd and observation noise included, at
+    ``temperature_c`` [°C] where given: what a partial record is compared with, since the
+    trip's own prediction is for its whole route."""
+    return route_energy(_judging_model(session, temperature_c), segment_ids)
 
 
 def _judging_model(session: Session, temperature_c: float | None) -> Any:

@@ -340,6 +340,8 @@ def plan_trip(
             extra=extra,
             start_fraction=p.start_fraction,
             end_fraction=p.end_fraction,
+            # planned on the posterior at a temperature (AtTemperature): observe defaults to it
+            temperature_c=getattr(session.model, "temperature_c", None),
         )
 
     if record:

@@ -17,7 +17,7 @@ model every observation so far has produced.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -409,6 +409,7 @@ def create_state(
     town_seed: int = 0,
     model: str = "gp",
     vehicle: Vehicle | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> Session:
     """Create a state directory bound to a network and return it open (with its prior model).
 
@@ -424,8 +425,13 @@ def create_state(
         The learning model.
     vehicle : Vehicle, optional
         Default: the paper's EV (``sumo-default``).
+    on_stage : callable, optional
+        Called with the name of each stage as it starts (progress of a large network: the
+        prior covariance of LuST's 5,614 segments takes ~15 s).
     """
     from ev_nav.store import Store
+
+    stage = on_stage or (lambda _name: None)
 
     if (network is None) == (synthetic is None):
         raise StateError("give exactly one of network= and synthetic=")
@@ -433,6 +439,7 @@ def create_state(
         Path(network).resolve()
     )
     veh = vehicle or Vehicle()
+    stage("loading the network")
     net = load_network_ref(ref)
     store = Store.create(
         state,
@@ -444,9 +451,11 @@ def create_state(
         network_arrays_hash=net.arrays_hash,
     )
     try:
+        stage(f"building the prior ({net.n_segments:,} segments)")
         session = Session(
             store, net, veh, build_model(model, net, veh, cache=state_cache(store))
         )
+        stage("saving the model")
         save_checkpoint(session)  # applied_upto = 0: the prior
     except BaseException:
         store.close()
@@ -476,6 +485,7 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             "observed_wh": None if observed is None else round(observed, 1),
             "temperature_c": temperature,
+            "planned_temperature_c": trip.temperature_c,
         }
         if with_vehicle:
             row["vehicle"] = trip.extra.get("vehicle")

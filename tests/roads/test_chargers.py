@@ -438,7 +438,7 @@ def test_network_chargers_command(town, tmp_path, capsys):
     first.write_text(f"lat,lon,power_kw,name\n{a_lat},{a_lon},50,A\n")
     second.write_text(f"lat,lon,power_kw,name,connectors\n{b_lat},{b_lon},300,B,nacs\n")
     code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", first)
-    assert code == 0 and "1 charging site(s) attached" in out
+    assert code == 0 and "1 charging site attached" in out
     code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", second)
     assert code == 0 and "(2 charging sites, 1 before)" in out
     assert RoadNetwork.load(path).chargers.name == ("A", "B")
@@ -454,6 +454,17 @@ def test_network_chargers_command(town, tmp_path, capsys):
     code, out, err = run_cli(capsys, "network", "chargers", path, "--csv", bad)
     assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "bad.csv line 2" in err and path.read_bytes() == before
+    # every site too far from the roads: it rewrote the file ("2 charging sites, 2 before"; with
+    # --replace it dropped every site); now nothing is written and the error says why
+    far = tmp_path / "far.csv"
+    far.write_text("lat,lon,power_kw,name\n10,10,50,X\n11,11,50,Y\n")
+    mtime = path.stat().st_mtime_ns
+    for extra in ([], ["--replace"]):
+        code, out, err = run_cli(capsys, "network", "chargers", path, "--csv", far, *extra)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert "0 charging sites attached (2 farther than" in out and "wrote" not in out
+        assert f"no site of {far} lies near the roads of" in err and "nothing written" in err
+        assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
 
 
 def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, capsys):
@@ -464,7 +475,7 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
     code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out", out_file,
                              "--chargers", csv_file, "--chargers", csv_file)
     assert code == 0, err
-    assert "OSM: 4 charging site(s) attached" in out
+    assert "OSM: 4 charging sites attached" in out
     net = RoadNetwork.load(out_file)
     assert net.chargers.name == (*grid.chargers.name, "Home", "Home")
     assert net.arrays_hash == grid.arrays_hash

@@ -2,6 +2,7 @@
 
 import bz2
 import gzip
+import json
 
 import numpy as np
 import pytest
@@ -182,3 +183,45 @@ def test_cli_refuses_a_grade_limit_or_radius_out_of_range(tmp_path, capsys, argv
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err
     assert not (tmp_path / "n.npz").exists()
+
+
+@pytest.mark.parametrize("place", ["-33.9,18.4", "-33.9, -18.4", "-0.5,-78"])
+def test_fetch_takes_a_southern_point(tmp_path, capsys, monkeypatch, place):
+    """'network fetch -33.9,18.4' failed with 'the following arguments are required: place'
+    (argparse took the point for an option; it worked only after '--')."""
+    import ev_nav.roads.load as load
+    from ev_nav.errors import OfflineError
+
+    asked = []
+
+    def offline(place, **_kw):
+        asked.append(place)
+        raise OfflineError("no internet in the tests")
+
+    monkeypatch.setattr(load, "fetch_place", offline)
+    assert main(["network", "fetch", place, "--out", str(tmp_path / "n.npz")]) == 2
+    assert asked == [place]
+    assert "no internet in the tests" in capsys.readouterr().err
+    # an unknown option is still one
+    assert main(["network", "fetch", "-x", "--out", str(tmp_path / "n.npz")]) == 2
+    assert "required: place" in capsys.readouterr().err
+
+
+def test_info_shows_the_bounds_and_no_bare_none(capsys):
+    """'network info' gave no extent (a user provoked an out-of-network error to learn it) and
+    printed 'road_kind_segments None' for the synthetic town."""
+    from ev_nav.roads.synthetic import synthetic_town
+
+    net = synthetic_town(300)
+    lon0, lat0, lon1, lat1 = (float(net.node_lon.min()), float(net.node_lat.min()),
+                              float(net.node_lon.max()), float(net.node_lat.max()))
+    assert main(["network", "info", "--synthetic", "--segments", "300"]) == 0
+    out = capsys.readouterr().out
+    assert f"lat {lat0:.4f} .. {lat1:.4f}, lon {lon0:.4f} .. {lon1:.4f}" in out
+    assert "None" not in out
+    assert "road_kind_segments" in out and "not recorded (--avoid motorway works" in out
+    assert main(["network", "info", "--synthetic", "--segments", "300", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["bounds"] == {"lat": [round(lat0, 6), round(lat1, 6)],
+                             "lon": [round(lon0, 6), round(lon1, 6)]}
+    assert doc["road_kind_segments"] is None

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ev_nav.cli import main
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, EvNavError
 from ev_nav.sim.environment import Environment, TruthSpec
 from ev_nav.sim.fleet import (
     AgentSpec,
@@ -140,6 +140,51 @@ def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragme
     assert code == 2 and "Traceback" not in err
     assert err.count("\n") == 1 and fragment in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ('[[agents]]\nmodel = "gpx"', "[[agents]] model must be one of gp, bi, got 'gpx'"),
+        ('[[agents]]\npolicy = "xx"', "policy must be one of ts, ts-joint, bucb, bucb-quantile, "
+                                     "ucb, mean, safe, random, got 'xx'"),
+        ('[[agents]]\nsegment_scale = "x"', "[[agents]] segment_scale must be one of uniform, "
+                                           "loss, got 'x'"),
+        ('[[agents]]\nlengthscale = "x"', "[[agents]] lengthscale must be a number, got 'x'"),
+        ("[[agents]]\ndetect_changes = 1", "detect_changes must be true or false, got 1"),
+        ('[truth]\nkind = "foo"', "[truth] kind must be one of physical, gp, det-noise, file"),
+        ('[truth]\nkind = "file"', "[truth] kind = 'file' needs 'path'"),
+        ('[truth]\nkind = "file"\npath = "no.csv"', "[truth] path: file not found"),
+        ('[network]\nkind = "osm"\npath = "no.osm"', "[network] path: file not found"),
+        ('[network]\nkind = "file"', "[network] kind = 'file' needs 'path'"),
+        ('[network]\nkind = "net"', "[network] kind must be one of synthetic, osm, file"),
+        ('[[routes]]\nname = "A"\nstart = 3', "[[routes]] 'A': a fixed route needs start and goal"),
+        ('[[routes]]\nstart = [1, "x"]\ngoal = 2', "[[routes]] start must be a whole number or"),
+        ('[[routes]]\nkind = "loop"', "[[routes]] kind must be one of fixed, random"),
+    ],
+)
+def test_toml_config_refuses_bad_tables_before_any_run(tmp_path, capsys, table, fragment):
+    """Each made every run of the grid FAIL at its first trip (exit 1; a lengthscale string
+    showed a raw TypeError per run); now one line naming the key before any run, exit 2."""
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text(f"horizon = 2\n{table}\n")
+    with pytest.raises(EvNavError, match=re.escape(fragment)):
+        specs_from_toml(cfg)
+    code = main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1 and fragment in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_toml_config_accepts_every_documented_choice(tmp_path):
+    cfg = tmp_path / "fleet.toml"
+    agents = "".join(f'[[agents]]\npolicy = "{p}"\n' for p in
+                     ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "mean", "safe", "random"))
+    cfg.write_text(f'horizon = 2\n{agents}[[agents]]\nmodel = "bi"\nsegment_scale = "loss"\n'
+                   '[truth]\nkind = "det-noise"\noptimum = "rectified"\n')
+    specs, _ = specs_from_toml(cfg)
+    assert len(specs) == 9
 
 
 def test_truth_kinds():

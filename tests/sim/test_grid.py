@@ -104,6 +104,35 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path):
     pd.testing.assert_frame_equal(_results(ref), _results(out), check_exact=True)
 
 
+def test_resume_of_finished_runs_says_they_were_reused_and_report_names_its_files(
+    tmp_path, capsys
+):
+    """A --resume with every run finished printed '4 runs in 8.4 s' as if they had run, and
+    'fleet report' did not say which files it wrote."""
+    from ev_nav.cli import main
+    from ev_nav.sim.report import REPORT_FILES
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    argv = ["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    n = len(list(out.glob("runs/*/trips.csv")))
+    assert f"{n} runs in" in first and "reused" not in first
+    assert f"wrote {', '.join(REPORT_FILES)} in {out}" in first
+    assert main([*argv, "--resume"]) == 0
+    again = capsys.readouterr().out
+    assert f"{n} runs in" in again
+    assert "(every run had finished: reused, none run again)" in again
+    for name in REPORT_FILES:
+        (out / name).unlink()
+    assert main(["fleet", "report", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert report.strip().endswith(f"wrote {', '.join(REPORT_FILES)} in {out}")
+    assert all((out / name).is_file() for name in REPORT_FILES)
+
+
 def test_refuses_to_mix_without_resume(tmp_path):
     cfg = tmp_path / "grid.toml"
     cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))

@@ -700,7 +700,8 @@ class FleetService:
         temperature: float | None = None,
     ) -> dict[str, object]:
         """Check and commit a trip's observations (a total or per-segment energies [Wh]),
-        made at ``temperature`` [°C] where given (stored with them; docs/temperature.md).
+        made at ``temperature`` [°C] where given, else at the temperature the trip was planned
+        at, if any (stored with them and returned as ``temperature_c``; docs/temperature.md).
 
         When this returns, the observation is in the store (acknowledged); the model writer
         learns from it afterwards. Raises what the library raises for bad readings
@@ -712,6 +713,8 @@ class FleetService:
         if (total_wh is None) == (segments is None):
             raise InvalidObservation("give either total_wh or segments (not both)")
         snap = self.snapshot
+        if temperature is None:  # as 'ev-nav observe': the drive is taken to be at the plan's
+            temperature = self._store().get_trip(trip_id).temperature_c
         # judged at a temperature, the readings need the model's temperature coefficients
         with self._session(snap, read_only_model=temperature is None) as session:
             trip = session.store.get_trip(trip_id)
@@ -734,6 +737,7 @@ class FleetService:
             "batch": batch,
             "recorded": what,
             "observed_wh": round(observed, 3),
+            "temperature_c": temperature,
             "predicted_wh": round(trip.predicted_wh, 1),
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             # the snapshot that includes this batch has a larger version; poll health for it

@@ -45,6 +45,22 @@ def test_routes_and_observations_take_a_temperature(state) -> None:
         assert batch.temperature_c == -8.0
 
 
+def test_an_observation_without_a_temperature_is_taken_at_the_trips(state) -> None:
+    """As 'ev-nav observe': a trip planned at a temperature and observed without one is recorded
+    at the planning temperature (a trip planned without one stays without); one given wins."""
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = far_points(svc.net)
+        cold = svc.plan(origin, goal, policy="mean", temperature=-5.0)
+        mild = svc.plan(origin, goal, policy="mean")
+        other = svc.plan(origin, goal, policy="mean", temperature=-5.0)
+        acks = [svc.record(t["trip"], total_wh=t["routes"]["planned"]["predicted_wh"], **kw)
+                for t, kw in ((cold, {}), (mild, {}), (other, {"temperature": 2.0}))]
+    assert [a["temperature_c"] for a in acks] == [-5.0, None, 2.0]
+    with Store.open(state) as store:
+        stored = {b.id: b.temperature_c for b in store.observations()}
+    assert [stored[a["batch"]] for a in acks] == [-5.0, None, 2.0]
+
+
 def test_the_http_api_takes_and_checks_a_temperature(server, served_town) -> None:
     """Over HTTP: a route at a temperature is predicted at it; a temperature outside −60..60 °C
     or not a number is a one-line 422, nothing recorded."""

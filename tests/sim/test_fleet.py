@@ -131,9 +131,15 @@ dir = "out"
 def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragment):
     """Each was a ValueError/TypeError traceback, a silently truncated horizon, a grid of no
     runs that exited 0, or a run failing at its first trip; now one line before any run."""
+    _refused_before_any_run(tmp_path, capsys, f"{line}\n", fragment, ConfigError)
+
+
+def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
+    """The config ``text`` is refused by the loader (``error`` naming ``fragment``) and by
+    ``fleet run`` with one line on stderr, exit 2, nothing run or written."""
     cfg = tmp_path / "fleet.toml"
-    cfg.write_text(f"{line}\n")
-    with pytest.raises(ConfigError, match=re.escape(fragment)):
+    cfg.write_text(text)
+    with pytest.raises(error, match=re.escape(fragment)):
         specs_from_toml(cfg)
     code = main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
@@ -166,15 +172,7 @@ def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragme
 def test_toml_config_refuses_bad_tables_before_any_run(tmp_path, capsys, table, fragment):
     """Each made every run of the grid FAIL at its first trip (exit 1; a lengthscale string
     showed a raw TypeError per run); now one line naming the key before any run, exit 2."""
-    cfg = tmp_path / "fleet.toml"
-    cfg.write_text(f"horizon = 2\n{table}\n")
-    with pytest.raises(EvNavError, match=re.escape(fragment)):
-        specs_from_toml(cfg)
-    code = main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err
-    assert err.count("\n") == 1 and fragment in err
-    assert not (tmp_path / "out").exists()
+    _refused_before_any_run(tmp_path, capsys, f"horizon = 2\n{table}\n", fragment, EvNavError)
 
 
 def test_toml_config_accepts_every_documented_choice(tmp_path):

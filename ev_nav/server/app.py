@@ -221,12 +221,14 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-#: The library's messages name the command line's options (it serves ``ev-nav observe``); an
-#: API client sets request fields instead. (No option here is a prefix of another.)
+#: The library's messages name the command line's options and commands (it serves ``ev-nav
+#: observe``); an API client sets request fields and reads endpoints instead. (No option here
+#: is a prefix of another.)
 API_TERMS: tuple[tuple[str, str], ...] = (
     ("--total-wh", '"total_wh"'),
     ("--partial", '"partial": true'),
     ("--force", '"force": true'),
+    ("'ev-nav history'", "GET /api/trips"),
 )
 
 

@@ -91,8 +91,10 @@ def _assert_error(r: httpx.Response, status: int, *needles: str) -> str:
     assert set(body) == {"error", "type"}
     msg = body["error"]
     assert "\n" not in msg and "Traceback" not in msg and msg
-    # the API speaks in request fields, never in the command line's options
+    # the API speaks in request fields and endpoints, never in the command line's options or
+    # commands
     assert not re.search(r"(^|[\s(])--[a-z]", msg), msg
+    assert "ev-nav " not in msg, msg
     for n in needles:
         assert n in msg, msg
     return msg
@@ -304,7 +306,8 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
          headers={"Authorization": "Bearer guess"}, json={"origin": origin, "goal": goal}),
          403, ("wrong token",)),
         ("unknown trip", dict(method="POST", url="/api/trips/987654/observations",
-         headers=AUTH, json={"total_wh": 100.0}), 404, ("unknown trip id 987654",)),
+         headers=AUTH, json={"total_wh": 100.0}), 404, ("unknown trip id 987654",
+                                                          "GET /api/trips")),
         ("trip id not a number", dict(method="POST", url="/api/trips/abc/observations",
          headers=AUTH, json={"total_wh": 100.0}), 422, ("trip_id",)),
         ("beyond any vehicle", dict(method="POST", url=obs, headers=AUTH,

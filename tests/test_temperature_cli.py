@@ -162,18 +162,25 @@ def test_observe_defaults_to_the_temperature_the_trip_was_planned_at(tmp_path, c
     assert rows[plain["trip"]]["planned_temperature_c"] is None
 
 
+def _state_at_schema(state, version: int) -> sqlite3.Connection:
+    """A state's database as ev-nav wrote it at schema ``version`` (its first ``version``
+    migrations and its meta rows), open for the test to add rows to."""
+    state.mkdir()
+    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
+    for k in range(version):
+        schema_mod.MIGRATIONS[k](conn)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
+        ("network_hash", "h"), ("network_ref", "n.npz"), ("model_kind", "gp"),
+        ("created", "2026-01-01T00:00:00+00:00")])
+    return conn
+
+
 def test_a_schema_6_state_opens_with_trips_planned_at_no_temperature(tmp_path):
     """Schema 7 adds the trips' planning temperature; earlier trips read back without one and
     the migrated state records new trips with theirs."""
     state = tmp_path / "old"
-    state.mkdir()
-    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
-    for k in range(6):
-        schema_mod.MIGRATIONS[k](conn)
-    conn.execute("PRAGMA user_version = 6")
-    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
-        ("network_hash", "h"), ("network_ref", "n.npz"), ("model_kind", "gp"),
-        ("created", "2026-01-01T00:00:00+00:00")])
+    conn = _state_at_schema(state, 6)
     conn.execute("INSERT INTO vehicles(name, spec, created) VALUES "
                  "('car', '{}', '2026-01-01')")
     conn.execute(
@@ -208,14 +215,7 @@ def test_a_bad_temperature_is_refused_without_recording(tmp_path, capsys, net):
 def test_a_schema_4_state_opens_with_no_temperatures(tmp_path):
     """The migration adds the column; earlier batches read back without a temperature."""
     state = tmp_path / "old"
-    state.mkdir()
-    conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
-    for k in range(4):
-        schema_mod.MIGRATIONS[k](conn)
-    conn.execute("PRAGMA user_version = 4")
-    conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
-        ("network_hash", "h"), ("network_ref", "n.npz"), ("model_kind", "gp"),
-        ("created", "2026-01-01T00:00:00+00:00")])
+    conn = _state_at_schema(state, 4)
     conn.execute(
         """INSERT INTO trips(created, origin_segment, goal_segment, policy, seed, route_json,
                predicted_wh, predicted_sd_wh, length_m, time_s)

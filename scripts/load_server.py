@@ -6,9 +6,11 @@ state, starts ``ev-nav serve`` on a free port of 127.0.0.1 in a child process, a
 ``--vehicles`` simulated vehicles (one thread and one keep-alive connection each, the real
 client of :mod:`ev_nav.server.client`) ask for routes between random places, "drive" them in a
 simulated world (physical ground truth with observation noise) and post what they cost, for
-``--duration`` seconds. Then it waits (at most ``--catch-up-timeout``) for the model to absorb
-every acknowledged observation, stops the server gracefully and checks the state: every
-acknowledged observation must be in the store, the durable record the model is rebuilt from.
+``--duration`` seconds. A vehicle asks for the route it drives alone; ``--alternatives`` adds
+the rows a person compares (best guess, shortest, fastest), as the previous release always did.
+Then it waits (at most ``--catch-up-timeout``) for the model to absorb every acknowledged
+observation, stops the server gracefully and checks the state: every acknowledged observation
+must be in the store, the durable record the model is rebuilt from.
 
 Prints requests/s, route latency (p50/p95), observation latency, how long the model took to
 catch up (or how far behind it still was), and ``lost observations: N``; exits 1 if anything was
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--release", type=Path,
                         help="serve with the ev_nav package of another checkout (e.g. a worktree "
                         "of the last release), to print its figures beside this one's")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="vehicles ask for the rows shown for comparison too (best guess, "
+                        "shortest, fastest), as a person's request does; by default they ask for "
+                        "the route they drive alone. Always on with --release (older servers "
+                        "have no such option)")
     parser.add_argument("--quick", action="store_true",
                         help="2 vehicles for 6 s on a 400-segment synthetic town (a smoke test)")
     args = parser.parse_args(argv)
@@ -189,9 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [_pairs(net, per_vehicle, rng, 500.0) for _ in range(args.vehicles)]
     token = secrets.token_hex(16)
 
+    # a server from before the option plans every comparison row (and refuses the field)
+    alternatives = args.alternatives or args.release is not None
     print(f"load_server: {args.vehicles} vehicles for {args.duration:.0f} s against "
           f"'ev-nav serve' on {net.name} ({net.n_segments:,} segments), model {args.model}, "
-          f"policy {args.policy}, posting {args.observe}", flush=True)
+          f"policy {args.policy}, posting {args.observe}, route documents: "
+          f"{'with the comparison rows' if alternatives else 'the planned route alone'}",
+          flush=True)
     env, cwd = None, None
     if args.release is not None:
         # 'python -m' puts the working directory first on the path: run the server there
@@ -226,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         deadline = time.monotonic() + args.duration
         report = drive_fleet(lambda: RoutingClient(url, token), net, world, pairs,
                              policy=args.policy, observe=args.observe, seed=args.seed,
-                             deadline=deadline)
+                             deadline=deadline, alternatives=alternatives)
         acked = report.acknowledged
         t_end = time.monotonic()
         server_cpu = _cpu_seconds(server.proc.pid)

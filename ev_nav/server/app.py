@@ -138,6 +138,12 @@ class RouteRequest(BaseModel):
         None, ge=-60, le=60, allow_inf_nan=False,
         description="ambient temperature [°C]: predict the routes at it (docs/temperature.md)",
     )
+    alternatives: Flag = Field(
+        True,
+        description="also route and describe the rows shown for comparison (best guess, "
+        "shortest, fastest; safe with soc); false: the planned route alone, what a vehicle "
+        "that drives the plan needs (a third of the work)",
+    )
 
 
 class ChargingRequest(BaseModel):
@@ -385,6 +391,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             avoid=req.avoid,
             time_weight=req.time_weight,
             temperature=req.temperature,
+            alternatives=req.alternatives,
         ))
 
     @app.post(

@@ -157,10 +157,12 @@ class RoutingClient:
         avoid: Sequence[str] = (),
         time_weight: float = 0.0,
         temperature: float | None = None,
+        alternatives: bool = True,
     ) -> dict[str, object]:
         """Plan and record a trip; ``origin``/``goal``/``via`` are (lat, lon) [deg], ``avoid``
         road kinds, ``time_weight`` the price of time [Wh/min] (as ``plan_trip``),
-        ``temperature`` the ambient temperature [°C] to predict at."""
+        ``temperature`` the ambient temperature [°C] to predict at; ``alternatives=False``
+        asks for the planned route alone (no rows for comparison)."""
         body: dict[str, object] = {"origin": list(origin), "goal": list(goal), "policy": policy}
         if soc is not None:
             body["soc"] = soc
@@ -174,6 +176,8 @@ class RoutingClient:
             body["time_weight"] = float(time_weight)
         if temperature is not None:
             body["temperature"] = float(temperature)
+        if not alternatives:  # sent only when asked: servers before the option refuse the field
+            body["alternatives"] = False
         return self._dict(self.request("POST", "/api/routes", body))
 
     def record_total(
@@ -310,6 +314,7 @@ def drive_fleet(
     seed: int = 0,
     deadline: float | None = None,
     on_trip: Callable[[TripRecord], None] | None = None,
+    alternatives: bool = False,
 ) -> DriveReport:
     """Drive ``len(pairs)`` vehicles concurrently against a server.
 
@@ -334,6 +339,10 @@ def drive_fleet(
         ``time.monotonic()`` after which vehicles stop starting trips (a load test's duration).
     on_trip : callable, optional
         Called with each finished trip (from the vehicle's thread).
+    alternatives : bool
+        Ask for the rows shown for comparison too (best guess, shortest, fastest). A vehicle
+        drives the planned route, so by default it asks for that alone; a server from before
+        the option needs ``True`` (it refuses the field).
     """
     if observe not in ("segments", "total"):
         raise ConfigError(f"observe must be 'segments' or 'total', got {observe!r}")
@@ -368,7 +377,9 @@ def drive_fleet(
     ) -> TripRecord:
         origin = (float(mid[start, 1]), float(mid[start, 0]))
         dest = (float(mid[goal, 1]), float(mid[goal, 0]))
-        doc = client.plan(origin, dest, policy=policy, vehicle=f"sim-{v}")
+        doc = client.plan(
+            origin, dest, policy=policy, vehicle=f"sim-{v}", alternatives=alternatives
+        )
         route_s = client.last_seconds
         routes = doc["routes"]
         assert isinstance(routes, dict)

@@ -535,6 +535,7 @@ class FleetService:
         time_weight: float = 0.0,
         vehicle_model: str | None = None,
         temperature: float | None = None,
+        alternatives: bool = True,
     ) -> dict[str, object]:
         """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
 
@@ -549,7 +550,8 @@ class FleetService:
         document plus each route's coordinates and the model version it was planned on. A bad
         charge or an unknown model is refused before anything is recorded. ``temperature``
         [°C]: every route is planned and predicted on the posterior at it
-        (``docs/temperature.md``).
+        (``docs/temperature.md``). ``alternatives=False``: the planned route alone, without
+        the rows shown for comparison (a vehicle's request; a third of the searches).
         """
         from ev_nav.trips.battery import (
             RISK_WARNING,
@@ -586,6 +588,7 @@ class FleetService:
                 via=via,
                 avoid=avoid,
                 time_weight=time_weight,
+                alternatives=alternatives,
             )
             # another car's forecast and arrival charge need each route's energy; a plain
             # request (most of a fleet's) has its prediction in the document already
@@ -624,7 +627,9 @@ class FleetService:
             risk = 1.0 - arrivals["planned"].p_reserve
             doc["warning"] = (
                 f"the planned route misses the reserve with probability {100 * risk:.0f}%; "
-                "consider the 'safe' route or charging stops (POST /api/charging-plans)"
+                + ("consider the 'safe' route or charging stops (POST /api/charging-plans)"
+                   if "safe" in routes
+                   else "consider charging stops (POST /api/charging-plans)")
                 if risk > RISK_WARNING
                 else None
             )

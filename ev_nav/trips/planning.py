@@ -215,6 +215,7 @@ def plan_trip(
     via: Sequence[tuple[float, float]] = (),
     avoid: Sequence[str] = (),
     time_weight: float = 0.0,
+    alternatives: bool = True,
 ) -> PlannedTrip:
     """Snap ``origin``, ``via`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
@@ -231,7 +232,10 @@ def plan_trip(
 
     With ``with_safe`` the ``safe`` route (least upper-quantile energy,
     :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
-    with the trip (the server records the requesting vehicle's name there).
+    with the trip (the server records the requesting vehicle's name there). With
+    ``alternatives=False`` only the planned route is routed and described (no best guess, safe,
+    shortest or fastest row): what a vehicle that drives the plan needs, for a third of the
+    route searches and predictions. The planned route and the recorded trip are the same.
 
     Route options (:class:`~ev_nav.trips.route_options.RouteOptions`), obeyed by the plan and
     every alternative: ``via`` points the route passes in order (legs concatenated), ``avoid``
@@ -277,17 +281,18 @@ def plan_trip(
     # shown beside an exploring plan so the driver sees what exploring costs; the safe route;
     # the shortest and the fastest
     fixed: dict[str, Route] = {}
-    if policy != "mean":
+    if alternatives and policy != "mean":
         # greedy: each segment's expected loss (energy less its potential change) under the
         # posterior of physically possible losses (the "mean" rule); the best guess row is
         # then the least predicted cost of all routes shown (see plan() below)
         greedy = _fixed_weights("mean", post, dphi)
         fixed["best guess"] = describe_route(net, router.route_energy(greedy), model, "mean")
-    if with_safe and policy != "safe":
+    if alternatives and with_safe and policy != "safe":
         careful = _fixed_weights("safe", post, dphi)
         fixed["safe"] = describe_route(net, router.route_energy(careful), model, "safe")
-    fixed["shortest"] = describe_route(net, router.route(net.length_m), model, "shortest")
-    fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
+    if alternatives:
+        fixed["shortest"] = describe_route(net, router.route(net.length_m), model, "shortest")
+        fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
 

@@ -212,6 +212,33 @@ def test_plan_route_figures(http, served_town, served_state) -> None:
     assert rows[-1]["km"] == routes["planned"]["km"] and rows[-1]["observed_wh"] is None
 
 
+def test_plan_without_alternatives_is_the_same_trip(http, served_town) -> None:
+    """A vehicle's request (``alternatives: false``) gets the planned route alone: the same
+    route, figures and arrival as the full document planned with the same draw, and a
+    recorded trip like any other."""
+    settle(http)
+    ask = {"policy": "ts", "seed": 4321, "soc": "80%"}
+    full = _plan(http, served_town, 2, **ask)
+    alone = _plan(http, served_town, 2, **ask, alternatives=False)
+    assert {"planned", "best guess", "shortest", "fastest"} <= set(full["routes"])
+    assert list(alone["routes"]) == ["planned"]
+    assert alone["model_version"] == full["model_version"]  # nothing learned in between
+    for key in ("segments", "start_fraction", "end_fraction", "km", "minutes", "predicted_wh",
+                "predicted_sd_wh", "arrival", "coordinates"):
+        assert alone["routes"]["planned"][key] == full["routes"]["planned"][key], key
+    assert alone["trip"] == full["trip"] + 1
+    rows = http.get("/api/trips", params={"limit": 2}).json()
+    assert [r["trip"] for r in rows] == [full["trip"], alone["trip"]]
+    assert rows[0]["km"] == rows[1]["km"] == full["routes"]["planned"]["km"]
+    # a charge that cannot keep the reserve: the warning names only what the answer holds
+    low = {"policy": "mean", "soc": "2%"}
+    with_rows, alone = _plan(http, served_town, 2, **low), _plan(
+        http, served_town, 2, **low, alternatives=False)
+    assert "'safe' route" in with_rows["warning"] and "safe" in with_rows["routes"]
+    assert alone["warning"].startswith("the planned route misses the reserve")
+    assert "safe" not in alone["warning"] and "POST /api/charging-plans" in alone["warning"]
+
+
 # ---------------------------------------------------------------------- observations
 def test_record_total_the_model_learns_it(http, served_town, served_state) -> None:
     before = settle(http)
@@ -289,6 +316,8 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
          json={"origin": origin, "goal": origin}), 422, ("same place on the road",)),
         ("unknown policy", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": origin, "goal": goal, "policy": "fastest"}), 422, ("policy",)),
+        ("alternatives as a string", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "alternatives": "no"}), 422, ("alternatives",)),
         ("unknown field", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": origin, "goal": goal, "speed": 3}), 422, ("speed",)),
         ("charge beyond the battery", dict(method="POST", url="/api/routes", headers=AUTH,

@@ -37,7 +37,10 @@ class _Client:
     def __exit__(self, *exc):
         return None
 
-    def plan(self, origin, dest, *, policy, vehicle):
+    asked: list[bool] = []
+
+    def plan(self, origin, dest, *, policy, vehicle, alternatives=True):
+        self.asked.append(alternatives)
         return {"trip": 1, "start_segment": 4, "goal_segment": 9, "model_version": 0,
                 "routes": {"planned": {"segments": [4, 5, 7, 9], "start_fraction": 0.3,
                                        "end_fraction": 0.25}}}
@@ -54,7 +57,7 @@ class _Client:
 def test_a_total_counts_the_driven_part_of_the_first_and_last_segment():
     net = synthetic_town(400, seed=0)
     energies = np.arange(net.n_segments, dtype=np.float64) * 10.0 + 1.0
-    _Client.posted = []
+    _Client.posted, _Client.asked = [], []
     drive_fleet(_Client, net, _World(energies), [[(4, 9)]], observe="total")
     # by hand: 70 % of segment 4 (41 Wh), all of 5 (51) and 7 (71), 25 % of 9 (91)
     assert len(_Client.posted) == 1 and _Client.posted[0][0] == "total"
@@ -63,3 +66,7 @@ def test_a_total_counts_the_driven_part_of_the_first_and_last_segment():
     _Client.posted = []
     drive_fleet(_Client, net, _World(energies), [[(4, 9)]], observe="segments")
     assert _Client.posted == [("segments", ([4, 5, 7, 9], [41.0, 51.0, 71.0, 91.0]))]
+    # a vehicle drives the plan: it asks for that route alone, unless told otherwise
+    assert _Client.asked == [False, False]
+    drive_fleet(_Client, net, _World(energies), [[(4, 9)]], alternatives=True)
+    assert _Client.asked[-1] is True

@@ -240,7 +240,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         type=Path,
-        help="HTML file (default STATE/maps/<layer>.html); the map library goes in lib/ beside it",
+        help="HTML file, ending in .html or .htm (default STATE/maps/<layer>.html); the map "
+        "library goes in lib/ beside it",
     )
     p.add_argument(
         "--standalone",
@@ -696,8 +697,13 @@ def _observe_gpx(args: argparse.Namespace) -> int:
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
-    from ev_nav.viz.maps import network_map, visits_map
+    from ev_nav.viz.maps import check_map_path, network_map, visits_map
 
+    # the output is checked before any work: nothing is opened or written for a bad one
+    out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+    if out.is_dir():
+        raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
+    check_map_path(out)
     with Stages("map", 3) as stages:
         stages.stage("opening the state")
         with _session(args.state, args.network, with_model=args.layer != "visits") as session:
@@ -708,9 +714,6 @@ def _cmd_map(args: argparse.Namespace) -> int:
                 "visits": "times driven",
                 "energy-per-km": "predicted energy [Wh/km]",
             }
-            out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
-            if out.is_dir():
-                raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
             title = f"ev-nav: {titles[args.layer]}"
             try:
                 stages.stage("computing the layer")

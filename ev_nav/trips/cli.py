@@ -160,7 +160,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KIND",
         help="road kinds to avoid: motorway, toll, unpaved, ferry (comma-separated or repeated; "
-        "toll, unpaved and ferry need a network built from OSM, which tags them)",
+        "toll, unpaved and ferry need a network built from OSM, which tags them; ferry crossings "
+        "are not loaded, so a network has none to avoid)",
     )
     p.add_argument(
         "--time-weight",
@@ -500,7 +501,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
         print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
         opts = trip.options
-        avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
+        # a kind the network has none of was not avoided (its notice said so): not claimed here
+        avoided = [k for k in opts.avoid if k not in trip.absent_kinds]
+        avoiding = f"avoiding {', '.join(avoided)}" if avoided else ""
         priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
         # recorded with the trip: observe records the drive at it unless told another
         at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"

@@ -27,6 +27,14 @@ from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, r
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 from ev_nav.wording import plural
 
+#: What the route table's "± model sd" is (printed under the table).
+MODEL_SD_MEANING = (
+    "the model's uncertainty about the mean energy; a single drive varies more (drive-to-drive "
+    "noise)"
+)
+#: What the arrival charge's interval and probability count (printed under that table).
+ARRIVAL_SPREAD_MEANING = "the model's uncertainty plus the drive-to-drive noise"
+
 if TYPE_CHECKING:
     from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
@@ -509,12 +517,16 @@ def _cmd_route(args: argparse.Namespace) -> int:
         at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
         if avoiding or priced or at:
             print("; ".join(x for x in (avoiding, priced, at) if x))
-        print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
+        # Two spreads are shown: the table's sd is the model's uncertainty about each route's
+        # mean energy (joint posterior); the arrival interval and probability add one drive's
+        # noise (route_energy). Each is labelled, or a driver reads one as the other.
+        print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± model sd':>13}")
         for name, r in trip.routes.items():
             print(
                 f"{name:<12}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
-                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
+                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>13.1f}"
             )
+        print(f"model sd: {MODEL_SD_MEANING}")
         if arrivals:
             print(f"arrival charge (departing at {100 * soc / capacity:.0f}%, reserve "
                   f"{100 * reserve / capacity:.0f}% of {capacity / 1000:g} kWh):")
@@ -522,6 +534,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             for name, a in arrivals.items():
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
+            print(f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}")
             risk = 1.0 - arrivals["planned"].p_reserve
             if risk > RISK_WARNING and reserve > soc:
                 # another route or a charging stop cannot help: the drive starts below the

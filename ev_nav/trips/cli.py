@@ -596,7 +596,10 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         trip = session.store.get_trip(args.trip_id)
         temperature = _drive_temperature(args, trip)
 
-        def acknowledge(what: str, observed: float, mean: float, sd: float, part: str = ""):
+        def acknowledge(
+            what: str, observed: float, mean: float, sd: float, part: str = "",
+            spread: str = "model sd",
+        ):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
@@ -608,27 +611,32 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                     return
                 print(
                     f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
-                    f"{mean:.1f} ± {sd:.1f} Wh)",
+                    f"{mean:.1f} Wh, {spread} {sd:.1f} Wh)",
                     flush=True,
                 )
 
             return done
 
+        # the trip's prediction carries the route table's sd (the model's uncertainty); the
+        # prediction of a part's readings adds the drive-to-drive noise: each says which it is
         whole = (trip.predicted_wh, trip.predicted_sd_wh)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
-            part = ""
+            labels = ("", "model sd")  # what the prediction is of, and what its sd counts
             if args.partial and np.setdiff1d(trip.route, seg).size:
                 # the trip's prediction is its whole route's: compare with these segments'
                 on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
                 predicted = predict_readings(session, on, temperature)
                 whole = (predicted.mean_wh, predicted.sd_wh)
-                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
+                labels = (
+                    " for this segment" if on.size == 1 else f" for these {on.size} segments",
+                    "sd with drive-to-drive noise",
+                )
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
                 on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
-                                        float(np.sum(wh)), *whole, part),
+                                        float(np.sum(wh)), *whole, *labels),
             )
         else:
             record_total(

@@ -1,6 +1,7 @@
 """Battery-aware planning (issue 16, item 3): arrival charge from the route's joint posterior."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -111,7 +112,8 @@ def test_route_output_labels_its_two_spreads(tmp_path, capsys):
     ends = ["--from", "47.0010,8.0020", "--to", "47.0240,8.0350", "--policy", "mean"]
     # a few drives of the route, so the model is surer of its mean than one drive's noise
     for trip in range(1, 5):
-        assert main(["route", str(state), *ends, "--no-map", "--json"]) == 0
+        no_map = ["--no-map"] if trip > 1 else []  # the first trip's map is read below
+        assert main(["route", str(state), *ends, "--json", *no_map]) == 0
         predicted = json.loads(capsys.readouterr().out)["routes"]["planned"]["predicted_wh"]
         assert main(["observe", str(state), str(trip), "--total-wh", str(predicted)]) == 0
         capsys.readouterr()
@@ -151,3 +153,9 @@ def test_route_output_labels_its_two_spreads(tmp_path, capsys):
     assert (high_json - low_json) / 2 == pytest.approx(half_pct, abs=0.006)
     model_only_pct = z * np.sqrt(model_var) * 100.0 / capacity
     assert (high_json - low_json) / 2 > 1.5 * model_only_pct
+    # the other places the route's sd is shown say the same: its map legend and the history
+    legend = (state / "maps" / "trip-1.html").read_text(encoding="utf-8")
+    assert "Wh (model sd)" in legend
+    assert not re.findall(r"predicted -?\d+ ± \d+ Wh(?! \(model sd\))", legend)
+    assert main(["history", str(state)]) == 0
+    assert "predicted Wh ± model sd" in capsys.readouterr().out.splitlines()[0]

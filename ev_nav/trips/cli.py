@@ -797,7 +797,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print("no trips yet; plan one with 'ev-nav route'")
         return 0
     header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
-    print(f"{header}{'predicted Wh':>20}{'observed Wh':>13}{'°C':>7}")
+    print(f"{header}{'predicted Wh ± model sd':>25}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
@@ -806,7 +806,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
         temp = "" if c is None else f"{c:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
-        print(f"{head}{pred:>20}{obs:>13}{temp:>7}".rstrip())
+        print(f"{head}{pred:>25}{obs:>13}{temp:>7}".rstrip())
     return 0
 
 

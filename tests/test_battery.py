@@ -1,5 +1,8 @@
 """Battery-aware planning (issue 16, item 3): arrival charge from the route's joint posterior."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -93,3 +96,66 @@ def test_route_command_warns_when_the_reserve_is_at_risk(tmp_path, capsys):
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1
     assert "--reserve is checked against the departure charge: add --soc" in out.err
+
+
+def test_route_output_labels_its_two_spreads(tmp_path, capsys):
+    """The route table's sd (the model's uncertainty about the mean energy) and the arrival
+    interval (that plus one drive's noise) were both unlabelled spreads; each is now named, and
+    each figure is the spread its label says (computed here from the model's parts)."""
+    from ev_nav.cli import main
+    from ev_nav.trips.cli import ARRIVAL_SPREAD_MEANING, MODEL_SD_MEANING
+    from ev_nav.trips.session import open_session
+
+    state = tmp_path / "s"
+    assert main(["init", str(state), "--synthetic", "--model", "gp"]) == 0
+    capsys.readouterr()
+    ends = ["--from", "47.0010,8.0020", "--to", "47.0240,8.0350", "--policy", "mean"]
+    # a few drives of the route, so the model is surer of its mean than one drive's noise
+    for trip in range(1, 5):
+        no_map = ["--no-map"] if trip > 1 else []  # the first trip's map is read below
+        assert main(["route", str(state), *ends, "--json", *no_map]) == 0
+        predicted = json.loads(capsys.readouterr().out)["routes"]["planned"]["predicted_wh"]
+        assert main(["observe", str(state), str(trip), "--total-wh", str(predicted)]) == 0
+        capsys.readouterr()
+    argv = ["route", str(state), *ends, "--soc", "10%", "--dry-run", "--no-map"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("route") and "km" in ln)
+    assert header.split()[-3:] == ["±", "model", "sd"]
+    assert f"model sd: {MODEL_SD_MEANING}" in lines
+    assert "drive-to-drive noise" in MODEL_SD_MEANING and "uncertainty" in MODEL_SD_MEANING
+    assert f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}" in lines
+    table_sd = float(next(ln for ln in lines if ln.startswith("planned ")).split()[-1])
+    arrival = next(ln for ln in lines if ln.startswith("planned ") and "%" in ln).split()
+    low, high = (float(x) for x in arrival[2].rstrip("%").split("-"))
+
+    assert main([*argv, "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["routes"]["planned"]
+    low_json, high_json = planned["arrival"]["interval_pct"]
+    seg = np.asarray(planned["segments"])
+    h = np.ones(seg.size)
+    h[0] -= planned["start_fraction"]
+    h[-1] = planned["end_fraction"] - (planned["start_fraction"] if seg.size == 1 else 0.0)
+    session = open_session(state)
+    try:
+        model, capacity = session.model, session.vehicle.battery_wh
+        model_var = float(h @ model.route_covariance(seg) @ h)
+        noise_var = float(model.noise_variance(seg, h))
+    finally:
+        session.close()
+    # the table's figure: the model's uncertainty alone
+    assert table_sd == pytest.approx(np.sqrt(model_var), abs=0.06)
+    # the arrival interval: model uncertainty plus the drive's noise, not the model's alone
+    z = 1.6448536  # the 95th percentile of the standard normal
+    half_pct = z * np.sqrt(model_var + noise_var) * 100.0 / capacity
+    assert (high - low) / 2 == pytest.approx(half_pct, abs=0.06)
+    assert (high_json - low_json) / 2 == pytest.approx(half_pct, abs=0.006)
+    model_only_pct = z * np.sqrt(model_var) * 100.0 / capacity
+    assert (high_json - low_json) / 2 > 1.5 * model_only_pct
+    # the other places the route's sd is shown say the same: its map legend and the history
+    legend = (state / "maps" / "trip-1.html").read_text(encoding="utf-8")
+    assert "Wh (model sd)" in legend
+    assert not re.findall(r"predicted -?\d+ ± \d+ Wh(?! \(model sd\))", legend)
+    assert main(["history", str(state)]) == 0
+    assert "predicted Wh ± model sd" in capsys.readouterr().out.splitlines()[0]

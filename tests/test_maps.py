@@ -671,3 +671,27 @@ def test_cli_map_out_elsewhere_and_standalone(tmp_path: Path, capsys) -> None:
     code = main(["map", str(state), "--layer", "sd", "--out", str(tmp_path / "blocked" / "x.html")])
     err = capsys.readouterr().err
     assert code == 2 and "--standalone" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["mymap", "map.png", "map.svg"])
+def test_cli_map_out_without_an_html_extension_is_refused(tmp_path: Path, capsys, name) -> None:
+    """``map --out NAME`` used to write an HTML page under any name (``mymap``, ``map.png``);
+    a map is HTML only: one line naming .html/.htm, exit 2, nothing written."""
+    from ev_nav.cli import main
+
+    state = tmp_path / "st"
+    assert main(["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    before = sorted(p.relative_to(state) for p in state.rglob("*"))
+    capsys.readouterr()
+    code = main(["map", str(state), "--layer", "visits", "--out", str(out / name)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert ".html or .htm" in err and name in err
+    assert list(out.iterdir()) == []  # neither the page nor lib/
+    assert sorted(p.relative_to(state) for p in state.rglob("*")) == before
+    # the known extensions, any case, are written
+    for ok in ("m.html", "m.HTM"):
+        assert main(["map", str(state), "--layer", "visits", "--out", str(out / ok)]) == 0
+        assert (out / ok).read_text().lstrip().lower().startswith("<!doctype html")

@@ -85,6 +85,8 @@ def test_zero_total_and_far_readings_need_force(capsys, planned, tmp_path):
     assert "--force" in line
     code, out, err = _run(capsys, "observe", state, 1, "--total-wh", f"{far:.1f}", "--force")
     assert code == 0 and "recorded the trip total" in out, err
+    # the trip's sd is the route table's: the model's uncertainty, labelled as such
+    assert f"predicted {trip.predicted_wh:.1f} Wh, model sd {trip.predicted_sd_wh:.1f} Wh)" in out
 
 
 def test_kwh_mixup_is_named(capsys, planned):
@@ -120,9 +122,10 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
                           _csv(tmp_path, half, mean), "--partial")
     assert code == 0 and f"recorded {half.size} segment energies" in out, err
     # the prediction shown is the observed part's, not the whole route's (it was the latter)
+    # labelled: this sd counts the drive-to-drive noise, unlike the route table's model sd
     assert (f"({sum(mean):.1f} Wh; predicted for these {half.size} segments {sum(mean):.1f} "
-            f"± {sd:.1f} Wh)") in out
-    assert f"{trip.predicted_wh:.1f} ±" not in out
+            f"Wh, sd with drive-to-drive noise {sd:.1f} Wh)") in out
+    assert f"{trip.predicted_wh:.1f} Wh" not in out
 
 
 def test_partial_goes_with_segments_only(capsys, planned, tmp_path):

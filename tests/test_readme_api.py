@@ -41,8 +41,8 @@ def test_readme_per_trip_example_output_is_current(tmp_path, capsys):
         assert line in printed, f"README line not printed any more: {line!r}"
     assert main(["observe", str(state), "1", "--total-wh", "530"]) == 0
     out = capsys.readouterr().out
-    assert "trip 1: recorded the trip total (530.0 Wh; predicted 478.0 ± 83.1 Wh)" in out
-    assert "#   trip 1: recorded the trip total (530.0 Wh; predicted 478.0 ± 83.1 Wh)" in text
+    ack = "trip 1: recorded the trip total (530.0 Wh; predicted 478.0 Wh, model sd 83.1 Wh)"
+    assert ack in out and f"#   {ack}" in text
 
 
 def test_route_json_and_clean_exports(tmp_path, capsys):

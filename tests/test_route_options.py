@@ -421,3 +421,43 @@ def test_cli_route_options(tmp_path, capsys, net, tagged):
     assert "ev-nav: notice: no segment of" in err and "unpaved" in err
     for name, r in doc["routes"].items():
         assert not toll[r["segments"]].any(), name
+
+
+def test_cli_avoid_ferry_says_the_network_has_none(tmp_path, capsys, monaco, net, tagged):
+    """``--avoid ferry`` never acts (``network build`` loads no ferry crossings): the route says
+    so in one notice line, does not claim "avoiding ferry", and plans the routes it would plan
+    without it. A kind that is present is still reported as avoided."""
+    # the real Monaco network records road kinds, and (independently of the router) has no ferry
+    flags = monaco.flagged("ferry")
+    assert flags is not None and not flags.any()
+    path = monaco.save(tmp_path / "monaco.npz")
+    state = tmp_path / "monaco"
+    assert _run(capsys, "init", state, "--network", path, "--model", "bi")[0] == 0
+    s, g = _corners(monaco)
+    ends = ["--from", _latlon(monaco, s), "--to", _latlon(monaco, g), "--policy", "mean"]
+    code, out, err = _run(capsys, "route", state, *ends, "--avoid", "ferry", "--dry-run")
+    assert code == 0, err
+    assert err.splitlines() == [
+        f"ev-nav: notice: {monaco.name} has no ferries to avoid (ev-nav loads drivable roads "
+        "only, not ferry crossings), so avoiding ferry changes no route"
+    ]
+    assert "avoiding" not in out  # was "avoiding ferry": a claim nothing backed
+    doc = json.loads(_run(capsys, "route", state, *ends, "--avoid", "ferry", "--dry-run",
+                          "--json")[1])  # fmt: skip
+    plain = json.loads(_run(capsys, "route", state, *ends, "--dry-run", "--json")[1])
+    assert doc["avoid"] == ["ferry"] and doc["notices"] == [err.split("notice: ")[1].strip()]
+    for name, r in plain["routes"].items():
+        assert doc["routes"][name]["segments"] == r["segments"], name
+
+    # toll is present on the tagged town: avoided and said so; ferry only gets the notice
+    _, toll, town_path = tagged
+    town_state = tmp_path / "town"
+    assert _run(capsys, "init", town_state, "--network", town_path, "--model", "bi")[0] == 0
+    s, g = _corners(net)
+    code, out, err = _run(
+        capsys, "route", town_state, "--from", _latlon(net, s), "--to", _latlon(net, g),
+        "--avoid", "toll,ferry", "--dry-run",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "avoiding toll\n" in out and "has no ferries to avoid" in err
+    assert len(err.splitlines()) == 1

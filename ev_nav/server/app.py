@@ -371,7 +371,8 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         response_model=dict[str, object],
         description="Snaps origin and goal to roads and returns the planned route beside the "
         "best guess, shortest and fastest (and safe with a departure charge): km, minutes, "
-        "predicted Wh ± sd (joint posterior), arrival charge, coordinates "
+        "predicted Wh ± model sd (joint posterior: the model's uncertainty about the mean, "
+        "without one drive's noise, which the arrival charge adds), arrival charge, coordinates "
         "[lon, lat, elevation m]. Every route starts and ends at the exact points, passes the "
         "via points and uses no avoided road kind; notices lists avoided kinds the network has "
         "no segment of.",

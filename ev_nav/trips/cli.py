@@ -27,6 +27,14 @@ from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, r
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
 from ev_nav.wording import plural
 
+#: What the route table's "± model sd" is (printed under the table).
+MODEL_SD_MEANING = (
+    "the model's uncertainty about the mean energy; a single drive varies more (drive-to-drive "
+    "noise)"
+)
+#: What the arrival charge's interval and probability count (printed under that table).
+ARRIVAL_SPREAD_MEANING = "the model's uncertainty plus the drive-to-drive noise"
+
 if TYPE_CHECKING:
     from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
@@ -160,7 +168,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KIND",
         help="road kinds to avoid: motorway, toll, unpaved, ferry (comma-separated or repeated; "
-        "toll, unpaved and ferry need a network built from OSM, which tags them)",
+        "toll, unpaved and ferry need a network built from OSM, which tags them; ferry crossings "
+        "are not loaded, so a network has none to avoid)",
     )
     p.add_argument(
         "--time-weight",
@@ -240,7 +249,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         type=Path,
-        help="HTML file (default STATE/maps/<layer>.html); the map library goes in lib/ beside it",
+        help="HTML file, ending in .html or .htm (default STATE/maps/<layer>.html); the map "
+        "library goes in lib/ beside it",
     )
     p.add_argument(
         "--standalone",
@@ -499,18 +509,24 @@ def _cmd_route(args: argparse.Namespace) -> int:
         print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
               f"policy {trip.policy}")
         opts = trip.options
-        avoiding = f"avoiding {', '.join(opts.avoid)}" if opts.avoid else ""
+        # a kind the network has none of was not avoided (its notice said so): not claimed here
+        avoided = [k for k in opts.avoid if k not in trip.absent_kinds]
+        avoiding = f"avoiding {', '.join(avoided)}" if avoided else ""
         priced = f"time priced at {opts.time_weight:g} Wh/min" if opts.time_weight else ""
         # recorded with the trip: observe records the drive at it unless told another
         at = "" if args.temperature is None else f"predicted at {args.temperature:g} °C"
         if avoiding or priced or at:
             print("; ".join(x for x in (avoiding, priced, at) if x))
-        print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± sd':>9}")
+        # Two spreads are shown: the table's sd is the model's uncertainty about each route's
+        # mean energy (joint posterior); the arrival interval and probability add one drive's
+        # noise (route_energy). Each is labelled, or a driver reads one as the other.
+        print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± model sd':>13}")
         for name, r in trip.routes.items():
             print(
                 f"{name:<12}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
-                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>9.1f}"
+                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>13.1f}"
             )
+        print(f"model sd: {MODEL_SD_MEANING}")
         if arrivals:
             print(f"arrival charge (departing at {100 * soc / capacity:.0f}%, reserve "
                   f"{100 * reserve / capacity:.0f}% of {capacity / 1000:g} kWh):")
@@ -518,6 +534,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             for name, a in arrivals.items():
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
+            print(f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}")
             risk = 1.0 - arrivals["planned"].p_reserve
             if risk > RISK_WARNING and reserve > soc:
                 # another route or a charging stop cannot help: the drive starts below the
@@ -579,7 +596,10 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         trip = session.store.get_trip(args.trip_id)
         temperature = _drive_temperature(args, trip)
 
-        def acknowledge(what: str, observed: float, mean: float, sd: float, part: str = ""):
+        def acknowledge(
+            what: str, observed: float, mean: float, sd: float, part: str = "",
+            spread: str = "model sd",
+        ):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
@@ -591,27 +611,32 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                     return
                 print(
                     f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
-                    f"{mean:.1f} ± {sd:.1f} Wh)",
+                    f"{mean:.1f} Wh, {spread} {sd:.1f} Wh)",
                     flush=True,
                 )
 
             return done
 
+        # the trip's prediction carries the route table's sd (the model's uncertainty); the
+        # prediction of a part's readings adds the drive-to-drive noise: each says which it is
         whole = (trip.predicted_wh, trip.predicted_sd_wh)
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
-            part = ""
+            labels = ("", "model sd")  # what the prediction is of, and what its sd counts
             if args.partial and np.setdiff1d(trip.route, seg).size:
                 # the trip's prediction is its whole route's: compare with these segments'
                 on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
                 predicted = predict_readings(session, on, temperature)
                 whole = (predicted.mean_wh, predicted.sd_wh)
-                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
+                labels = (
+                    " for this segment" if on.size == 1 else f" for these {on.size} segments",
+                    "sd with drive-to-drive noise",
+                )
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
                 on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
-                                        float(np.sum(wh)), *whole, part),
+                                        float(np.sum(wh)), *whole, *labels),
             )
         else:
             record_total(
@@ -696,8 +721,13 @@ def _observe_gpx(args: argparse.Namespace) -> int:
 
 
 def _cmd_map(args: argparse.Namespace) -> int:
-    from ev_nav.viz.maps import network_map, visits_map
+    from ev_nav.viz.maps import check_map_path, network_map, visits_map
 
+    # the output is checked before any work: nothing is opened or written for a bad one
+    out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
+    if out.is_dir():
+        raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
+    check_map_path(out)
     with Stages("map", 3) as stages:
         stages.stage("opening the state")
         with _session(args.state, args.network, with_model=args.layer != "visits") as session:
@@ -708,9 +738,6 @@ def _cmd_map(args: argparse.Namespace) -> int:
                 "visits": "times driven",
                 "energy-per-km": "predicted energy [Wh/km]",
             }
-            out = args.out or Path(args.state) / "maps" / f"{args.layer}.html"
-            if out.is_dir():
-                raise StateIOError(f"--out {out} is a directory; give the HTML file to write")
             title = f"ev-nav: {titles[args.layer]}"
             try:
                 stages.stage("computing the layer")
@@ -770,7 +797,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print("no trips yet; plan one with 'ev-nav route'")
         return 0
     header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
-    print(f"{header}{'predicted Wh':>20}{'observed Wh':>13}{'°C':>7}")
+    print(f"{header}{'predicted Wh ± model sd':>25}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
         obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
@@ -779,7 +806,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
         temp = "" if c is None else f"{c:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
-        print(f"{head}{pred:>20}{obs:>13}{temp:>7}".rstrip())
+        print(f"{head}{pred:>25}{obs:>13}{temp:>7}".rstrip())
     return 0
 
 

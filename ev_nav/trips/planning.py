@@ -113,6 +113,9 @@ class PlannedTrip:
         The segments the via points snapped to.
     notices : tuple of str
         One line per avoided kind no segment of the network has (nothing to avoid).
+    absent_kinds : tuple of str
+        Those kinds (``options.avoid`` echoes the request; these were not avoided, there being
+        none of them).
     """
 
     trip_id: int
@@ -125,6 +128,7 @@ class PlannedTrip:
     options: RouteOptions = RouteOptions()
     via_segments: tuple[int, ...] = ()
     notices: tuple[str, ...] = ()
+    absent_kinds: tuple[str, ...] = ()
 
     @property
     def exploring_cost(self) -> tuple[float, float] | None:
@@ -358,7 +362,7 @@ def plan_trip(
     return PlannedTrip(
         trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes,
         recorded=record, options=options, via_segments=router.via_segments,
-        notices=tuple(router.notices),
+        notices=tuple(router.notices), absent_kinds=router.absent_kinds,
     )
 
 
@@ -386,11 +390,12 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
             page = folder / f"trip-{trip.trip_id}.html"
             planned_name = f"planned ({trip.policy})"
             others = {n: r for n, r in trip.routes.items() if n != "planned"}
-            # the legend shows each route's own figures: its joint-posterior sd, as in the table
+            # the legend shows each route's own figures: its joint-posterior sd, labelled as in
+            # the route table (the model's uncertainty, not one drive's noise)
             labels = {
                 (planned_name if n == "planned" else n): (
                     f"{r.length_m / 1000:.2f} km, {r.time_s / 60:.1f} min, predicted "
-                    f"{r.predicted_wh:.0f} ± {r.predicted_sd_wh:.0f} Wh"
+                    f"{r.predicted_wh:.0f} ± {r.predicted_sd_wh:.0f} Wh (model sd)"
                 )
                 for n, r in trip.routes.items()
             }

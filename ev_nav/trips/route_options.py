@@ -8,7 +8,9 @@ origin → via 1 → … → goal as concatenated legs that use no avoided segme
 Road kinds (:data:`ROAD_KINDS`): ``motorway`` comes from the highway class every network has;
 ``toll``, ``unpaved`` and ``ferry`` from OSM way tags a network built from OSM records
 (:data:`ev_nav.roads.network.ROAD_FLAGS`). Avoiding a kind the network records no tags for is an
-error (the constraint could not be honoured); a tagged kind no segment has is a notice.
+error (the constraint could not be honoured); a tagged kind no segment has is a notice
+(:func:`nothing_to_avoid`), and the kind is not reported as avoided. No network holds ferries in
+practice: ferry ways are not drivable roads, so ``network build`` leaves them out.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ if TYPE_CHECKING:
     from ev_nav.bandits.routing import PartialPath, Router
     from ev_nav.roads.network import RoadNetwork
 
-__all__ = ["MAX_VIA", "ROAD_KINDS", "ConstrainedRouter", "RouteOptions", "avoided_segments"]
+__all__ = [
+    "MAX_VIA",
+    "ROAD_KINDS",
+    "ConstrainedRouter",
+    "RouteOptions",
+    "avoided_segments",
+    "nothing_to_avoid",
+]
 
 #: Road kinds that can be avoided, with what marks them.
 ROAD_KINDS: dict[str, str] = {
@@ -139,22 +148,32 @@ def avoided_segments(
         A kind the network records no tags for (the synthetic town, or a network file written
         before ev-nav recorded toll, surface and ferry tags).
     """
+    mask, absent = _avoided(net, kinds)
+    return mask, [nothing_to_avoid(net, kind) for kind in absent]
+
+
+def _avoided(net: RoadNetwork, kinds: Sequence[str]) -> tuple[NDArray[np.bool_], tuple[str, ...]]:
+    """Segments of any of ``kinds``, and the kinds no segment has."""
     mask = np.zeros(net.n_segments, dtype=bool)
-    notices: list[str] = []
+    absent: list[str] = []
     for kind in parse_kinds(kinds):
         of_kind = _of_kind(net, kind)
         if not of_kind.any():
-            why = (
-                " (ev-nav networks hold drivable roads only; ferry crossings are not loaded)"
-                if kind == "ferry"
-                else ""
-            )
-            notices.append(
-                f"no segment of {net.name} is tagged {kind} ({ROAD_KINDS[kind]}); "
-                f"nothing to avoid{why}"
-            )
+            absent.append(kind)
         mask |= of_kind
-    return mask, notices
+    return mask, tuple(absent)
+
+
+def nothing_to_avoid(net: RoadNetwork, kind: str) -> str:
+    """The one-line notice for an avoided ``kind`` no segment of ``net`` has."""
+    if kind == "ferry":
+        # ferry ways carry no drivable highway class, so `network build` leaves them out: the
+        # driver must not think a crossing was steered round
+        return (
+            f"{net.name} has no ferries to avoid (ev-nav loads drivable roads only, not ferry "
+            "crossings), so avoiding ferry changes no route"
+        )
+    return f"no segment of {net.name} is tagged {kind} ({ROAD_KINDS[kind]}); nothing to avoid"
 
 
 def _of_kind(net: RoadNetwork, kind: str) -> NDArray[np.bool_]:
@@ -194,8 +213,10 @@ class ConstrainedRouter:
 
     Attributes
     ----------
+    absent_kinds : tuple of str
+        The avoided kinds no segment has (nothing was avoided for them).
     notices : list of str
-        One line per avoided kind no segment has (nothing to avoid).
+        One line per kind of ``absent_kinds`` (:func:`nothing_to_avoid`).
     """
 
     def __init__(
@@ -208,7 +229,8 @@ class ConstrainedRouter:
         self._net = net
         self._router = router
         self.options = options
-        self._avoided, self.notices = avoided_segments(net, options.avoid)
+        self._avoided, self.absent_kinds = _avoided(net, options.avoid)
+        self.notices = [nothing_to_avoid(net, kind) for kind in self.absent_kinds]
         names = ["the origin", *(f"via point {k}" for k in range(1, len(stops) - 1)), "the goal"]
         self.stops: list[list[tuple[int, float]]] = []
         for name, cands in zip(names, stops, strict=True):

@@ -97,6 +97,30 @@ class MapWriteError(EvNavError, OSError):
     """A map, or the shared files it links, could not be written."""
 
 
+class MapPathError(EvNavError, ValueError):
+    """A map file named without an extension the map is written in (it is HTML only)."""
+
+
+#: The file extensions a map may be saved under: a map is one HTML page, in no other format.
+MAP_EXTENSIONS: tuple[str, ...] = (".html", ".htm")
+
+
+def check_map_path(path: str | Path) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if it ends in one of :data:`MAP_EXTENSIONS`
+    (any case), else :class:`MapPathError` naming them.
+
+    A name without one (``--out mymap``, ``--out map.png``) would get an HTML page that neither
+    a browser nor the user takes for one.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in MAP_EXTENSIONS:
+        hint = f" (e.g. {p.name}.html)" if not p.suffix else ""
+        raise MapPathError(
+            f"a map is an HTML page: {p} must end in {' or '.join(MAP_EXTENSIONS)}{hint}"
+        )
+    return p
+
+
 def leaflet_file(name: str) -> bytes:
     """A file of the packaged Leaflet distribution (``leaflet.js``, ``images/layers.png``, ...).
 
@@ -1081,7 +1105,8 @@ def visits_map(
 
 
 def save_map(m: folium.Map, path: str | Path, *, standalone: bool = False) -> Path:
-    """Render ``m`` to an HTML file, atomically; return the path.
+    """Render ``m`` to an HTML file (``path`` ends in ``.html`` or ``.htm``), atomically; return
+    the path.
 
     By default the page links the map library and the network drawing from ``lib/`` beside it
     (written there first, once per folder: see :func:`install_map_library`), so the maps of a
@@ -1089,7 +1114,7 @@ def save_map(m: folium.Map, path: str | Path, *, standalone: bool = False) -> Pa
     ``standalone`` everything is inlined into one file that works anywhere on its own (~0.2 MB
     more per page, plus the network). A folium map not made here is rendered as it is.
     """
-    target = Path(path)
+    target = check_map_path(path)
     assets: _PageAssets | None = getattr(m, "_ev_nav_assets", None)
     try:
         if assets is None or standalone:
@@ -1124,7 +1149,9 @@ __all__ = [
     "LEGEND_ID",
     "NETWORK_CLASS",
     "LIB_DIR",
+    "MAP_EXTENSIONS",
     "MapLibraryMissing",
+    "MapPathError",
     "MapWriteError",
     "ROUTE_CLASS",
     "install_map_library",
@@ -1132,6 +1159,7 @@ __all__ = [
     "route_latlon",
     "route_map",
     "route_stats",
+    "check_map_path",
     "save_map",
     "visits_map",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from ev_nav.cli import main
 
@@ -45,3 +46,32 @@ def test_bad_variance_is_a_one_line_error(tmp_path, capsys):
     assert code != 0
     err = capsys.readouterr().err
     assert err.startswith("ev-nav: error:") and "variance" in err
+
+
+@pytest.mark.parametrize("family", ["cvs", "ucvs", "ptr", "boke"])
+def test_bare_family_name_prints_help_and_runs_nothing(family, tmp_path, capsys, monkeypatch):
+    # `ev-nav bo cvs` alone used to start the family's full default experiment (hours).
+    monkeypatch.chdir(tmp_path)
+    assert main(["bo", family]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith(f"usage: ev-nav bo {family}") and "run" in out and "report" in out
+    assert "note:" not in err
+    assert list(tmp_path.iterdir()) == []  # no runs/ folder, nothing started
+
+
+def test_option_only_form_still_runs_with_its_note(tmp_path, capsys):
+    out = tmp_path / "legacy"
+    code = main(
+        ["bo", "cvs", "--benchmark", "hartmann3", "--method", "etcada", "--costs", "cheap",
+         "--budget", "2", "--seeds", "1", "--out", str(out), "--quiet", "--no-figures", *TINY]
+    )  # fmt: skip
+    assert code == 0
+    assert "'ev-nav bo cvs OPTIONS' is now 'ev-nav bo cvs run OPTIONS'" in capsys.readouterr().err
+    assert set(pd.read_csv(out / "results.csv")["method"]) == {"etcada"}
+
+
+def test_an_option_given_at_its_default_value_is_still_the_run_alias(capsys):
+    # `--executor local` is the default, but typed: the user asked for a run, not for help.
+    assert main(["bo", "ptr", "--executor", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "is now 'ev-nav bo ptr run OPTIONS'" in err and "give --benchmark" in err

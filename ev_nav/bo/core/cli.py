@@ -4,7 +4,8 @@ Each family module (``ev_nav.bo.<family>.cli``) describes itself as :class:`Fami
 (``cvs`` and ``ucvs`` share a package); :func:`add_family` turns each into a parser with the
 three actions and the options every family shares (user objective, executor, resumption). The
 old option-only forms (``ev-nav bo cvs --benchmark …``) still run, with a one-line note naming
-the new form.
+the new form; the bare family name (no action, no option) prints the family's help instead of
+starting its default experiment.
 """
 
 from __future__ import annotations
@@ -70,16 +71,46 @@ def add_family(sub: argparse._SubParsersAction, family: Family) -> argparse.Argu
     report.add_argument("--figure", type=Path, default=None, help="also write this PNG")
     report.set_defaults(func=family.report)
     if family.legacy:
+        _record_given_options(parser)
         family.add_run_options(parser, True)
         add_shared_run_options(parser)
-        parser.set_defaults(func=_legacy(family))
+        parser.set_defaults(func=_legacy(family, parser))
     else:
         parser.set_defaults(func=lambda _a: parser.print_help() or 1)
     return parser
 
 
-def _legacy(family: Family) -> Handler:
+#: Namespace attribute listing the destinations of the options given on the command line of a
+#: family's option-only form.
+_GIVEN = "_bo_given_options"
+
+
+def _record_given_options(parser: argparse.ArgumentParser) -> None:
+    """Make every option later added to ``parser`` note its destination in ``_GIVEN`` when it
+    appears on the command line.
+
+    Comparing values with their defaults cannot tell ``--seeds 10`` (the default, but asked
+    for) from nothing typed; the bare form must be told apart from any option given.
+    """
+    for name, cls in list(parser._registries["action"].items()):
+        if name in ("help", "version", "parsers"):
+            continue
+
+        class Given(cls):  # type: ignore[misc, valid-type]
+            def __call__(self, parser, namespace, values, option_string=None):
+                super().__call__(parser, namespace, values, option_string)
+                setattr(namespace, _GIVEN, {*getattr(namespace, _GIVEN, ()), self.dest})
+
+        parser.register("action", name, Given)
+
+
+def _legacy(family: Family, parser: argparse.ArgumentParser) -> Handler:
     def handler(args: argparse.Namespace) -> int:
+        if not getattr(args, _GIVEN, None):
+            # The bare family name: a user asking what the family does, not for its full
+            # default experiment (which takes hours).
+            parser.print_help()
+            return 1
         print(
             f"ev-nav: note: 'ev-nav bo {family.name} OPTIONS' is now "
             f"'ev-nav bo {family.name} run OPTIONS'",

@@ -142,7 +142,7 @@ class RouteRequest(BaseModel):
         True,
         description="also route and describe the rows shown for comparison (best guess, "
         "shortest, fastest; safe with soc); false: the planned route alone, what a vehicle "
-        "that drives the plan needs (a third of the work)",
+        "that drives the plan needs (one route search instead of three or four)",
     )
 
 

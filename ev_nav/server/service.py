@@ -551,7 +551,8 @@ class FleetService:
         charge or an unknown model is refused before anything is recorded. ``temperature``
         [°C]: every route is planned and predicted on the posterior at it
         (``docs/temperature.md``). ``alternatives=False``: the planned route alone, without
-        the rows shown for comparison (a vehicle's request; a third of the searches).
+        the rows shown for comparison (a vehicle's request; one route search instead of three
+        or four).
         """
         from ev_nav.trips.battery import (
             RISK_WARNING,

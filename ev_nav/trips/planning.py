@@ -238,8 +238,8 @@ def plan_trip(
     :class:`~ev_nav.bandits.indices.SafeIndex`) is shown too. ``extra`` (JSON-ready) is stored
     with the trip (the server records the requesting vehicle's name there). With
     ``alternatives=False`` only the planned route is routed and described (no best guess, safe,
-    shortest or fastest row): what a vehicle that drives the plan needs, for a third of the
-    route searches and predictions. The planned route and the recorded trip are the same.
+    shortest or fastest row): what a vehicle that drives the plan needs, for one route search
+    and prediction instead of three or four. The planned route and the recorded trip are the same.
 
     Route options (:class:`~ev_nav.trips.route_options.RouteOptions`), obeyed by the plan and
     every alternative: ``via`` points the route passes in order (legs concatenated), ``avoid``

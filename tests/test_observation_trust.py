@@ -95,6 +95,35 @@ def test_kwh_mixup_is_named(capsys, planned):
     _refused(capsys, state, ["observe", state, 1, "--total-wh", repr(kwh)], "looks like kWh")
 
 
+def test_refusals_name_their_sd(capsys, planned):
+    """A refusal's ± was unlabelled, and larger than the route table's sd of the same trip: it
+    counts one drive's noise (at least 20 % of each segment's loss), so it says so, in the
+    acknowledgement's words; the load script's refusal substrings stay."""
+    from ev_nav.potential import loss_scale
+    from ev_nav.trips import open_session
+
+    state, trip = planned
+    session = open_session(state)
+    shares = np.asarray(trip.shares)
+    noise = session.model.noise_variance(trip.route, shares)
+    floor = 0.2**2 * float(shares @ loss_scale(session.net, session.vehicle)[trip.route] ** 2)
+    session.close()
+    sd = float(np.sqrt(trip.predicted_sd_wh**2 + max(noise, floor)))
+    assert f"{sd:.1f}" != f"{trip.predicted_sd_wh:.1f}"  # not the route table's model sd
+    shown = f"predicted {trip.predicted_wh:.1f} Wh, sd with drive-to-drive noise {sd:.1f} Wh"
+    far = trip.predicted_wh + 50 * sd
+    z = (far - trip.predicted_wh) / sd
+    for value, reason, said in [
+        ("0", "reads as no reading", f"({shown})"),
+        (repr(trip.predicted_wh / 1000), "looks like kWh", f"({shown})"),
+        (f"{far:.1f}", "standard deviations from",
+         f"{z:.0f} standard deviations from the predicted {trip.predicted_wh:.1f} Wh "
+         f"(sd with drive-to-drive noise {sd:.1f} Wh); check the reading"),
+    ]:
+        line = _refused(capsys, state, ["observe", state, 1, "--total-wh", value], reason, said)
+        assert "±" not in line
+
+
 @pytest.mark.parametrize("value", [1e12, 1e308])
 def test_absurd_segment_energies_refused(capsys, planned, tmp_path, value):
     state, trip = planned

@@ -24,7 +24,7 @@ from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
-from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
+from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural
 
 #: What the route table's "± model sd" is (printed under the table).
@@ -630,7 +630,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                 whole = (predicted.mean_wh, predicted.sd_wh)
                 labels = (
                     " for this segment" if on.size == 1 else f" for these {on.size} segments",
-                    "sd with drive-to-drive noise",
+                    SD_WITH_NOISE,
                 )
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,

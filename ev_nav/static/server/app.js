@@ -356,7 +356,7 @@ function showTrip(trip) {
       pane: "routes", color: style.color, weight: style.weight, opacity: 1, lineCap: "butt",
       className: "ev-route ev-route-" + name.replace(" ", "-"),
     }).bindTooltip(name + ": " + r.km.toFixed(2) + " km, predicted " + fmt(r.predicted_wh)
-      + " ± " + fmt(r.predicted_sd_wh) + " Wh", { sticky: true }).addTo(ui.map);
+      + " ± " + fmt(r.predicted_sd_wh) + " Wh (model sd)", { sticky: true }).addTo(ui.map);
     ui.routes.push(line);
     bounds.extend(line.getBounds());
   }

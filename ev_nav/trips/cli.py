@@ -168,8 +168,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KIND",
         help="road kinds to avoid: motorway, toll, unpaved, ferry (comma-separated or repeated; "
-        "toll, unpaved and ferry need a network built from OSM, which tags them; ferry crossings "
-        "are not loaded, so a network has none to avoid)",
+        "toll and unpaved need a network built from OSM, which tags them; ferry crossings are "
+        "not loaded, so a network has none to avoid)",
     )
     p.add_argument(
         "--time-weight",

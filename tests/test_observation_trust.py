@@ -157,6 +157,42 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     assert f"{trip.predicted_wh:.1f} Wh" not in out
 
 
+def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
+    """``observe --json``'s predicted_sd_wh was the model sd for a total and the sd with the
+    drive-to-drive noise for a --partial record: it is the model sd (the route table's) in
+    both, beside sd_with_noise_wh, each computed here from the model's parts."""
+    import json
+
+    from ev_nav.trips import open_session
+
+    state, trip = planned
+    half = trip.route[: trip.route.size // 2]
+    session = open_session(state)
+    noise = session.model.noise_variance(trip.route, np.asarray(trip.shares))
+    mean = session.model.posterior().mean[half].tolist()
+    part_var = float(session.model.route_covariance(half).sum())
+    part_noise = float(session.model.noise_variance(half, np.ones(half.size)))
+    session.close()
+    code, out, err = _run(capsys, "observe", state, 1, "--total-wh",
+                          f"{trip.predicted_wh:.1f}", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["predicted_wh"] == pytest.approx(trip.predicted_wh, abs=0.06)
+    assert doc["predicted_sd_wh"] == pytest.approx(trip.predicted_sd_wh, abs=0.06)
+    assert doc["sd_with_noise_wh"] == pytest.approx(
+        np.sqrt(trip.predicted_sd_wh**2 + noise), abs=0.06)
+    assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
+    assert _run(capsys, "observe", state, 1, "--undo")[0] == 0  # the model as it was
+    code, out, err = _run(capsys, "observe", state, 1, "--segments",
+                          _csv(tmp_path, half, mean), "--partial", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["predicted_wh"] == pytest.approx(sum(mean), abs=0.06)
+    assert doc["predicted_sd_wh"] == pytest.approx(np.sqrt(part_var), abs=0.06)
+    assert doc["sd_with_noise_wh"] == pytest.approx(np.sqrt(part_var + part_noise), abs=0.06)
+    assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
+
+
 def test_partial_goes_with_segments_only(capsys, planned, tmp_path):
     """--partial with --total-wh (or --gpx, --undo) was silently ignored: a total is of the
     whole trip (or of the tracked route), so there is no part to leave out."""

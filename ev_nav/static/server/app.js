@@ -423,8 +423,8 @@ async function recordTotal() {
   try {
     const ack = await api("POST", "/api/trips/" + ui.trip.trip + "/observations", body);
     status("trip " + ack.trip + ": recorded " + fmt(ack.observed_wh) + " Wh (predicted "
-      + fmt(ack.predicted_wh) + " ± " + fmt(ack.predicted_sd_wh) + " Wh); the model is learning",
-    "ok");
+      + fmt(ack.predicted_wh) + " Wh, model sd " + fmt(ack.predicted_sd_wh)
+      + " Wh); the model is learning", "ok");
     $("record").hidden = true;
     waitForModel(ack.batch);
   } catch (err) {

@@ -156,6 +156,14 @@ def test_route_output_labels_its_two_spreads(tmp_path, capsys):
     # the other places the route's sd is shown say the same: its map legend and the history
     legend = (state / "maps" / "trip-1.html").read_text(encoding="utf-8")
     assert "Wh (model sd)" in legend
-    assert not re.findall(r"predicted -?\d+ ± \d+ Wh(?! \(model sd\))", legend)
+    # ... with the route table's figures (its tooltip too: both are the route's label)
+    session = open_session(state)
+    try:
+        first = session.store.get_trip(1)
+    finally:
+        session.close()
+    shown = f"predicted {first.predicted_wh:.1f} ± {first.predicted_sd_wh:.1f} Wh (model sd)"
+    assert legend.count(shown) >= 2
+    assert not re.findall(r"predicted -?[\d.]+ ± [\d.]+ Wh(?! \(model sd\))", legend)
     assert main(["history", str(state)]) == 0
     assert "predicted Wh ± model sd" in capsys.readouterr().out.splitlines()[0]

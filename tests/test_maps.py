@@ -106,14 +106,49 @@ def test_route_latlon_joins_segments(net: RoadNetwork) -> None:
 def test_route_stats_match_network(net: RoadNetwork) -> None:
     route = _walk(net, 15, 3, 2)
     mean = net.e_det()
-    sd = np.linspace(0.5, 2.0, net.n_segments)
-    s = route_stats(net, route, mean, sd)
+    s = route_stats(net, route, mean)
     assert s["length_km"] == pytest.approx(sum(net.length_m[e] for e in route) / 1000)
     assert s["time_min"] == pytest.approx(
         sum(net.length_m[e] / net.speed_mps[e] for e in route) / 60
     )
     assert s["energy_wh"] == pytest.approx(sum(mean[e] for e in route))
-    assert s["energy_sd_wh"] == pytest.approx(np.sqrt(sum(sd[e] ** 2 for e in route)))
+    # no sd: segments' sds do not add up to a route's (its joint posterior's, on a Route)
+    assert "energy_sd_wh" not in s
+
+
+def test_route_tooltips_show_the_route_tables_figures(net: RoadNetwork, tmp_path: Path) -> None:
+    """A route's tooltip showed an unlabelled ± summed as if its segments were independent,
+    while the route table shows its joint-posterior sd: hovering now shows the table's figures,
+    labelled model sd; a route without its figures shows its predicted mean only."""
+    from ev_nav.bandits.agent import describe_route
+    from ev_nav.sim.fleet import AgentSpec, make_model
+
+    model = make_model(AgentSpec(), net, 0)
+    planned, other, bare = _walk(net, 30, 0, 3), _walk(net, 12, 0, 4), _walk(net, 8, 5, 5)
+    seen = np.asarray(planned[:10])
+    model.update(seen, net.e_det()[seen] * 1.1)  # readings correlate the route's segments
+    post = model.posterior()
+    figures = {"planned route": describe_route(net, planned, model),
+               "other": describe_route(net, other, model)}
+    path = tmp_path / "route.html"
+    route_map(net, planned, {"other": other, "bare": bare}, mean_wh=post.mean, sd_wh=post.std,
+              route_figures=figures, path=path)
+    tips = dict(t.split(": ", 1) for t in re.findall(
+        r"\.bindTooltip\(\s*`<div>\s*(.*?)\s*</div>`", path.read_text(encoding="utf-8"), re.S)
+        if ": " in t)
+    for name, segs in (("planned route", planned), ("other", other)):
+        seg = np.asarray(segs)
+        # the table's figures, computed here from the model's parts: the joint covariance
+        sd = float(np.sqrt(model.route_covariance(seg).sum()))
+        table = (f"{net.length_m[seg].sum() / 1000:.2f} km, "
+                 f"{net.travel_time_s[seg].sum() / 60:.1f} min, predicted "
+                 f"{post.mean[seg].sum():.1f} ± {sd:.1f} Wh (model sd)")
+        assert tips[name] == table
+        independent = float(np.sqrt(np.sum(post.std[seg] ** 2)))
+        assert f"{independent:.1f}" != f"{sd:.1f}" and f"{independent:.3g}" not in tips[name]
+    seg = np.asarray(bare)
+    assert tips["bare"].endswith(f"predicted {format_value(post.mean[seg].sum())} Wh")
+    assert "±" not in tips["bare"]
 
 
 # ---------------------------------------------------------------------- route map

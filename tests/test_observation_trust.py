@@ -95,6 +95,35 @@ def test_kwh_mixup_is_named(capsys, planned):
     _refused(capsys, state, ["observe", state, 1, "--total-wh", repr(kwh)], "looks like kWh")
 
 
+def test_refusals_name_their_sd(capsys, planned):
+    """A refusal's ± was unlabelled, and larger than the route table's sd of the same trip: it
+    counts one drive's noise (at least 20 % of each segment's loss), so it says so, in the
+    acknowledgement's words; the load script's refusal substrings stay."""
+    from ev_nav.potential import loss_scale
+    from ev_nav.trips import open_session
+
+    state, trip = planned
+    session = open_session(state)
+    shares = np.asarray(trip.shares)
+    noise = session.model.noise_variance(trip.route, shares)
+    floor = 0.2**2 * float(shares @ loss_scale(session.net, session.vehicle)[trip.route] ** 2)
+    session.close()
+    sd = float(np.sqrt(trip.predicted_sd_wh**2 + max(noise, floor)))
+    assert f"{sd:.1f}" != f"{trip.predicted_sd_wh:.1f}"  # not the route table's model sd
+    shown = f"predicted {trip.predicted_wh:.1f} Wh, sd with drive-to-drive noise {sd:.1f} Wh"
+    far = trip.predicted_wh + 50 * sd
+    z = (far - trip.predicted_wh) / sd
+    for value, reason, said in [
+        ("0", "reads as no reading", f"({shown})"),
+        (repr(trip.predicted_wh / 1000), "looks like kWh", f"({shown})"),
+        (f"{far:.1f}", "standard deviations from",
+         f"{z:.0f} standard deviations from the predicted {trip.predicted_wh:.1f} Wh "
+         f"(sd with drive-to-drive noise {sd:.1f} Wh); check the reading"),
+    ]:
+        line = _refused(capsys, state, ["observe", state, 1, "--total-wh", value], reason, said)
+        assert "±" not in line
+
+
 @pytest.mark.parametrize("value", [1e12, 1e308])
 def test_absurd_segment_energies_refused(capsys, planned, tmp_path, value):
     state, trip = planned
@@ -126,6 +155,42 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     assert (f"({sum(mean):.1f} Wh; predicted for these {half.size} segments {sum(mean):.1f} "
             f"Wh, sd with drive-to-drive noise {sd:.1f} Wh)") in out
     assert f"{trip.predicted_wh:.1f} Wh" not in out
+
+
+def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
+    """``observe --json``'s predicted_sd_wh was the model sd for a total and the sd with the
+    drive-to-drive noise for a --partial record: it is the model sd (the route table's) in
+    both, beside sd_with_noise_wh, each computed here from the model's parts."""
+    import json
+
+    from ev_nav.trips import open_session
+
+    state, trip = planned
+    half = trip.route[: trip.route.size // 2]
+    session = open_session(state)
+    noise = session.model.noise_variance(trip.route, np.asarray(trip.shares))
+    mean = session.model.posterior().mean[half].tolist()
+    part_var = float(session.model.route_covariance(half).sum())
+    part_noise = float(session.model.noise_variance(half, np.ones(half.size)))
+    session.close()
+    code, out, err = _run(capsys, "observe", state, 1, "--total-wh",
+                          f"{trip.predicted_wh:.1f}", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["predicted_wh"] == pytest.approx(trip.predicted_wh, abs=0.06)
+    assert doc["predicted_sd_wh"] == pytest.approx(trip.predicted_sd_wh, abs=0.06)
+    assert doc["sd_with_noise_wh"] == pytest.approx(
+        np.sqrt(trip.predicted_sd_wh**2 + noise), abs=0.06)
+    assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
+    assert _run(capsys, "observe", state, 1, "--undo")[0] == 0  # the model as it was
+    code, out, err = _run(capsys, "observe", state, 1, "--segments",
+                          _csv(tmp_path, half, mean), "--partial", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["predicted_wh"] == pytest.approx(sum(mean), abs=0.06)
+    assert doc["predicted_sd_wh"] == pytest.approx(np.sqrt(part_var), abs=0.06)
+    assert doc["sd_with_noise_wh"] == pytest.approx(np.sqrt(part_var + part_noise), abs=0.06)
+    assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
 
 
 def test_partial_goes_with_segments_only(capsys, planned, tmp_path):

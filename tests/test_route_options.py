@@ -207,6 +207,36 @@ def test_untagged_kind_and_bad_kind_are_errors(session, net):
     assert session.store.n_trips() == before  # nothing recorded
 
 
+def test_ferry_on_an_untagged_network_is_the_notice(tmp_path, capsys, session, net):
+    """``--avoid ferry`` on the synthetic town (no road-kind tags) was an error advising a
+    rebuild from OSM, which would add no ferry (ferry ways are never loaded): it is the notice
+    an OSM network gives, and the routes are those planned without it; toll stays an error."""
+    assert net.flagged("ferry") is None  # the town records no road kinds
+    s, g = _corners(net)
+    a, b = _point(net, s), _point(net, g)
+    plain = plan_trip(session, a, b, policy="mean", record=False)
+    trip = plan_trip(session, a, b, policy="mean", avoid=["ferry"], record=False)
+    assert trip.absent_kinds == ("ferry",)
+    assert trip.notices == (
+        f"{net.name} has no ferries to avoid (ev-nav loads drivable roads only, not ferry "
+        "crossings), so avoiding ferry changes no route",
+    )
+    for name, r in plain.routes.items():
+        assert np.array_equal(trip.routes[name].segments, r.segments), name
+    with pytest.raises(RouteOptionError, match="records no toll tags"):
+        plan_trip(session, a, b, avoid=["ferry", "toll"], record=False)
+    # the command line: one notice line, no "avoiding ferry", the trip recorded
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    code, out, err = _run(capsys, "route", state, "--from", _latlon(net, s), "--to",
+                          _latlon(net, g), "--avoid", "ferry", "--no-map")
+    assert code == 0, err
+    assert err.splitlines() == [f"ev-nav: notice: {trip.notices[0]}"]
+    assert "avoiding" not in out
+    with Store.open(state) as st:
+        assert st.n_trips() == 1
+
+
 @pytest.fixture(scope="module")
 def tagged(tmp_path_factory, net):
     """A state on the town with toll flags on a band of segments (as OSM tags would give)."""

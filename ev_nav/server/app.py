@@ -125,7 +125,8 @@ class RouteRequest(BaseModel):
         max_length=len(ROAD_KINDS),
         description="road kinds no route may use: "
         + "; ".join(f"{k} ({v})" for k, v in ROAD_KINDS.items())
-        + ". toll, unpaved and ferry need a network built from OSM (which tags them)",
+        + ". toll and unpaved need a network built from OSM (which tags them); ferry crossings "
+        "are not loaded, so no network has one to avoid (a notice, not an error)",
     )
     time_weight: Number = Field(
         0.0,

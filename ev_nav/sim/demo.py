@@ -48,7 +48,7 @@ def _demo(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm.auto import tqdm
 
-    from ev_nav.bandits.agent import Agent
+    from ev_nav.bandits.agent import Agent, describe_route
     from ev_nav.roads.cli import print_summary
     from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network, run_one
     from ev_nav.sim.grid import aggregate
@@ -100,13 +100,20 @@ def _demo(args: argparse.Namespace) -> int:
     from ev_nav.bandits.routing import Router
 
     shortest = Router(net).route(net.length_m, start, goal)
+    alternatives = {"energy-optimal (true)": best, "shortest": shortest}
+    # each route's prediction from the model's joint posterior, as the route table shows it
+    figures = {
+        n: describe_route(net, r, model)
+        for n, r in {"planned by GP (mean)": planned, **alternatives}.items()
+    }
     html = route_map(
         net,
         planned,
-        {"energy-optimal (true)": best, "shortest": shortest},
+        alternatives,
         route_name="planned by GP (mean)",
         mean_wh=post.mean,
         sd_wh=post.std,
+        route_figures=figures,
         color_by=wh_per_km,
         legend_title="learned energy [Wh/km]",
         title="ev-nav demo: learned energy and a planned route",

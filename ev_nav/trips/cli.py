@@ -24,7 +24,7 @@ from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
-from ev_nav.trips.observations import PLAUSIBLE_SIGMAS
+from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural
 
 #: What the route table's "± model sd" is (printed under the table).
@@ -168,8 +168,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KIND",
         help="road kinds to avoid: motorway, toll, unpaved, ferry (comma-separated or repeated; "
-        "toll, unpaved and ferry need a network built from OSM, which tags them; ferry crossings "
-        "are not loaded, so a network has none to avoid)",
+        "toll and unpaved need a network built from OSM, which tags them; ferry crossings are "
+        "not loaded, so a network has none to avoid)",
     )
     p.add_argument(
         "--time-weight",
@@ -597,46 +597,52 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         temperature = _drive_temperature(args, trip)
 
         def acknowledge(
-            what: str, observed: float, mean: float, sd: float, part: str = "",
-            spread: str = "model sd",
+            what: str, observed: float, mean: float, model_sd: float, noisy_sd: float,
+            part: str = "",
         ):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
+                    # both spreads, each under one name whatever was recorded
                     print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
                                       "observed_wh": round(observed, 3),
                                       "predicted_wh": round(mean, 1),
-                                      "predicted_sd_wh": round(sd, 1)}),
+                                      "predicted_sd_wh": round(model_sd, 1),
+                                      "sd_with_noise_wh": round(noisy_sd, 1)}),
                           flush=True)
                     return
+                # the trip's own prediction shows the route table's model sd; a part's, the
+                # spread of its readings (with the drive-to-drive noise)
+                spread = f"{SD_WITH_NOISE} {noisy_sd:.1f}" if part else f"model sd {model_sd:.1f}"
                 print(
                     f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
-                    f"{mean:.1f} Wh, {spread} {sd:.1f} Wh)",
+                    f"{mean:.1f} Wh, {spread} Wh)",
                     flush=True,
                 )
 
             return done
 
-        # the trip's prediction carries the route table's sd (the model's uncertainty); the
-        # prediction of a part's readings adds the drive-to-drive noise: each says which it is
-        whole = (trip.predicted_wh, trip.predicted_sd_wh)
+        # the trip's prediction carries the route table's sd (the model's uncertainty); one
+        # drive's readings vary more, by the model's noise (temperature plays no part in it)
+        noise = session.model.noise_variance(trip.route, np.asarray(trip.shares))
+        whole = (trip.predicted_wh, trip.predicted_sd_wh,
+                 math.sqrt(trip.predicted_sd_wh**2 + noise))
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
-            labels = ("", "model sd")  # what the prediction is of, and what its sd counts
+            part = ""  # what the prediction is of: the trip, or the part recorded
             if args.partial and np.setdiff1d(trip.route, seg).size:
                 # the trip's prediction is its whole route's: compare with these segments'
                 on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
-                predicted = predict_readings(session, on, temperature)
-                whole = (predicted.mean_wh, predicted.sd_wh)
-                labels = (
-                    " for this segment" if on.size == 1 else f" for these {on.size} segments",
-                    "sd with drive-to-drive noise",
-                )
+                predicted = predict_readings(session, on, temperature)  # noise included
+                noise = session.model.noise_variance(on, np.ones(on.size))
+                model_sd = math.sqrt(max(predicted.sd_wh**2 - noise, 0.0))  # and without it
+                whole = (predicted.mean_wh, model_sd, predicted.sd_wh)
+                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
                 on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
-                                        float(np.sum(wh)), *whole, *labels),
+                                        float(np.sum(wh)), *whole, part),
             )
         else:
             record_total(

@@ -37,6 +37,7 @@ __all__ = [
     "HARD_LIMIT_WH",
     "PLAUSIBLE_NOISE_SPREAD",
     "PLAUSIBLE_SIGMAS",
+    "SD_WITH_NOISE",
     "check_plausible",
     "plausible_noise_variance",
     "predict_readings",
@@ -110,6 +111,10 @@ PLAUSIBLE_NOISE_SPREAD = 0.2
 #: plausible (within 3 sd).
 NO_READING_WH = 0.5
 
+#: What a refusal calls the sd a reading is judged by: the model's uncertainty plus one drive's
+#: noise, larger than the route table's "model sd" (which counts only the former).
+SD_WITH_NOISE = "sd with drive-to-drive noise"
+
 #: No segment or trip of a road vehicle can use or recover this much [Wh] (the largest EV
 #: batteries hold ~200 kWh); refused even with ``--force``.
 HARD_LIMIT_WH = 1_000_000.0
@@ -146,12 +151,14 @@ def check_plausible(
 ) -> None:
     """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
 
-    ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution;
-    ``what`` names each reading for the message. The message says why: too large for any
-    vehicle (always), a likely kWh/Wh mix-up, a blank reading, or how many standard deviations
-    from the prediction (the last three skipped with ``force``). One rule for every sign: a
-    negative reading (regeneration on a descent) is judged against the prediction like a
-    positive one.
+    ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution,
+    ``sd`` the model's uncertainty plus one drive's noise (at least the plausible noise,
+    :func:`plausible_noise_variance`); ``what`` names each reading for the message. The message
+    says why: too large for any vehicle (always), a likely kWh/Wh mix-up, a blank reading, or
+    how many standard deviations from the prediction (the last three skipped with ``force``),
+    and names the prediction's sd as "sd with drive-to-drive noise" (larger than the route
+    table's model sd, which it includes). One rule for every sign: a negative reading
+    (regeneration on a descent) is judged against the prediction like a positive one.
     """
     big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
     if big.size:
@@ -170,8 +177,8 @@ def check_plausible(
     if fits.any():
         k = int(np.flatnonzero(fits)[0])
         raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} looks like kWh (predicted {mean[k]:.1f} ± "
-            f"{sd[k]:.1f} Wh); give energies in Wh, or --force to record it as it is"
+            f"{what[k]}: {values[k]:g} looks like kWh ({_predicted(mean[k], sd[k])}); "
+            "give energies in Wh, or --force to record it as it is"
         )
     # No reading: a logger that did not record shows 0 (or a denormal from a bad conversion).
     # Judged like every other reading, against the prediction, with the same sign rules: a
@@ -180,20 +187,24 @@ def check_plausible(
     if blank.any():
         k = int(np.flatnonzero(blank)[0])
         raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} Wh reads as no reading (predicted {mean[k]:.1f} ± "
-            f"{sd[k]:.1f} Wh); the logger likely did not record this drive - --force to record "
-            "it as it is"
+            f"{what[k]}: {values[k]:g} Wh reads as no reading ({_predicted(mean[k], sd[k])}); "
+            "the logger likely did not record this drive - --force to record it as it is"
         )
     bad = np.flatnonzero(z > PLAUSIBLE_SIGMAS)
     if not bad.size:
         return
     k = int(bad[np.argmax(z[bad])])
-    pred = f"predicted {mean[k]:.1f} ± {sd[k]:.1f} Wh"
     more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
     raise InvalidObservation(
-        f"{what[k]}: {values[k]:g} Wh is {z[k]:.0f} standard deviations from the {pred}"
-        f"{more}; check the reading, or --force to record it"
+        f"{what[k]}: {values[k]:g} Wh is {z[k]:.0f} standard deviations from the predicted "
+        f"{mean[k]:.1f} Wh ({SD_WITH_NOISE} {sd[k]:.1f} Wh){more}; check the reading, or "
+        "--force to record it"
     )
+
+
+def _predicted(mean: float, sd: float) -> str:
+    """A refusal's prediction [Wh] with its sd, named as the acknowledgement names it."""
+    return f"predicted {mean:.1f} Wh, {SD_WITH_NOISE} {sd:.1f} Wh"
 
 
 def record_segments(

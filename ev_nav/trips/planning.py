@@ -390,15 +390,9 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
             page = folder / f"trip-{trip.trip_id}.html"
             planned_name = f"planned ({trip.policy})"
             others = {n: r for n, r in trip.routes.items() if n != "planned"}
-            # the legend shows each route's own figures: its joint-posterior sd, labelled as in
-            # the route table (the model's uncertainty, not one drive's noise)
-            labels = {
-                (planned_name if n == "planned" else n): (
-                    f"{r.length_m / 1000:.2f} km, {r.time_s / 60:.1f} min, predicted "
-                    f"{r.predicted_wh:.0f} ± {r.predicted_sd_wh:.0f} Wh (model sd)"
-                )
-                for n, r in trip.routes.items()
-            }
+            # the legend and tooltips show each route's own figures, as the route table does:
+            # its joint-posterior sd, labelled model sd (not one drive's noise)
+            figures = {(planned_name if n == "planned" else n): r for n, r in trip.routes.items()}
             route_map(
                 session.net,
                 _drawn(trip.routes["planned"]),
@@ -406,7 +400,7 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
                 route_name=planned_name,
                 mean_wh=post.mean,
                 sd_wh=post.std,
-                route_labels=labels,
+                route_figures=figures,
                 title=f"ev-nav trip {trip.trip_id}",
                 path=page,
             )

@@ -7,10 +7,11 @@ origin → via 1 → … → goal as concatenated legs that use no avoided segme
 
 Road kinds (:data:`ROAD_KINDS`): ``motorway`` comes from the highway class every network has;
 ``toll``, ``unpaved`` and ``ferry`` from OSM way tags a network built from OSM records
-(:data:`ev_nav.roads.network.ROAD_FLAGS`). Avoiding a kind the network records no tags for is an
-error (the constraint could not be honoured); a tagged kind no segment has is a notice
-(:func:`nothing_to_avoid`), and the kind is not reported as avoided. No network holds ferries in
-practice: ferry ways are not drivable roads, so ``network build`` leaves them out.
+(:data:`ev_nav.roads.network.ROAD_FLAGS`). Avoiding toll or unpaved on a network that records no
+tags for them is an error (the constraint could not be honoured; a rebuild from OSM adds them); a
+tagged kind no segment has is a notice (:func:`nothing_to_avoid`), and the kind is not reported
+as avoided. No network holds ferries: ferry ways are not drivable roads, so ``network build``
+leaves them out, and ``ferry`` is that notice on every network, tagged or not.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ def avoided_segments(
     Raises
     ------
     RouteOptionError
-        A kind the network records no tags for (the synthetic town, or a network file written
-        before ev-nav recorded toll, surface and ferry tags).
+        Toll or unpaved on a network that records no tags for them (the synthetic town, or a
+        network file written before ev-nav recorded toll, surface and ferry tags).
     """
     mask, absent = _avoided(net, kinds)
     return mask, [nothing_to_avoid(net, kind) for kind in absent]
@@ -181,6 +182,10 @@ def _of_kind(net: RoadNetwork, kind: str) -> NDArray[np.bool_]:
         classes = [i for i, c in enumerate(net.highway_classes) if c in _MOTORWAY_CLASSES]
         return np.isin(net.highway, classes)
     flagged = net.flagged(kind)
+    if flagged is None and kind == "ferry":
+        # no network has ferries, tags or not (ferry ways are never loaded): the notice, not
+        # an error advising a rebuild that would add none
+        return np.zeros(net.n_segments, dtype=bool)
     if flagged is None:
         raise RouteOptionError(
             f"network {net.name} records no {kind} tags ({ROAD_KINDS[kind]}): it is the "
@@ -209,7 +214,7 @@ class ConstrainedRouter:
     Raises
     ------
     RouteOptionError
-        An avoided kind the network has no tags for; a stop on an avoided road.
+        Toll or unpaved on a network with no tags for them; a stop on an avoided road.
 
     Attributes
     ----------

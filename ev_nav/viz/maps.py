@@ -9,6 +9,9 @@ Design points
 * **Legends are plain HTML/CSS**, not JavaScript widgets: they show even if no script runs. Every
   energy figure a legend derives from the model is written as "predicted", so a route named for
   what it truly is (e.g. the demo's true energy optimum) never shows a prediction as its truth.
+  A route's legend row and tooltip show its own figures where the caller has them (a
+  :class:`~ev_nav.bandits.agent.Route`: the route table's predicted Wh ± model sd, from the joint
+  posterior); per-segment sds alone cannot give a route's sd, so without them only the mean shows.
 * **Offline, shared files.** A saved map needs two things that are the same for every map of a
   network: the map library (Leaflet, BSD-2, shipped in ``ev_nav/static/leaflet`` with its
   NOTICE) and the network's geometry. :func:`save_map` puts them once in a ``lib/`` folder beside
@@ -40,7 +43,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import folium
 import numpy as np
@@ -54,6 +57,9 @@ from ev_nav.provenance import atomic_path, atomic_write_text
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.roads.partial import route_coordinates
 from ev_nav.viz import NO_DATA_COLOR, ColorScale, format_value
+
+if TYPE_CHECKING:
+    from ev_nav.bandits.agent import Route
 
 #: Colours of the planned route and its alternatives, in legend order.
 ROUTE_COLORS: tuple[str, ...] = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
@@ -273,15 +279,13 @@ def _segment_lines(net: RoadNetwork) -> list[list[list[float]]]:
 
 
 def route_stats(
-    net: RoadNetwork,
-    segments: ArrayLike,
-    mean_wh: ArrayLike | None = None,
-    sd_wh: ArrayLike | None = None,
+    net: RoadNetwork, segments: ArrayLike, mean_wh: ArrayLike | None = None
 ) -> dict[str, float]:
-    """Length [km], free-flow time [min] and (if given) predicted energy [Wh] of a route.
+    """Length [km], free-flow time [min] and (if given) predicted energy [Wh] of a route of whole
+    segments.
 
-    The energy sd assumes independent segments (``sqrt(sum sd^2)``); callers with the joint
-    posterior should pass their own figure through ``route_labels``.
+    No sd: the route's sd needs the model's joint posterior (segments' sds do not add up to it);
+    a :class:`~ev_nav.bandits.agent.Route` carries it (:func:`route_label`).
     """
     seg = _check_segments(net, segments, "the route")
     out = {
@@ -290,8 +294,6 @@ def route_stats(
     }
     if mean_wh is not None:
         out["energy_wh"] = float(np.asarray(mean_wh, dtype=np.float64)[seg].sum())
-    if sd_wh is not None:
-        out["energy_sd_wh"] = float(np.sqrt(np.sum(np.asarray(sd_wh, dtype=np.float64)[seg] ** 2)))
     return out
 
 
@@ -299,11 +301,21 @@ def _stats_label(stats: Mapping[str, float]) -> str:
     text = f"{stats['length_km']:.2f} km, {stats['time_min']:.1f} min"
     if "energy_wh" in stats:
         # "predicted": the figure is the model's belief, whatever the route is named after
-        text += f", predicted {format_value(stats['energy_wh'])}"
-        if "energy_sd_wh" in stats:
-            text += f" ± {format_value(stats['energy_sd_wh'])}"
-        text += " Wh"
+        text += f", predicted {format_value(stats['energy_wh'])} Wh"
     return text
+
+
+def route_label(route: Route) -> str:
+    """A route's legend row and tooltip: its own figures as the route table prints them.
+
+    Length [km] and time [min] of the part driven, predicted energy [Wh] ± the route's model
+    sd [Wh] (:attr:`~ev_nav.bandits.agent.Route.predicted_sd_wh`, the joint posterior's: the
+    model's uncertainty about the mean, not one drive's noise).
+    """
+    return (
+        f"{route.length_m / 1000:.2f} km, {route.time_s / 60:.1f} min, predicted "
+        f"{route.predicted_wh:.1f} ± {route.predicted_sd_wh:.1f} Wh (model sd)"
+    )
 
 
 def route_widths(n_routes: int) -> list[float]:
@@ -799,18 +811,25 @@ def _add_routes(
     net: RoadNetwork,
     routes: Mapping[str, NDArray[np.float64]],
     labels: Mapping[str, str],
+    figures: Mapping[str, Route],
     mean_wh: NDArray[np.float64] | None,
-    sd_wh: NDArray[np.float64] | None,
     segments: Mapping[str, ArrayLike],
 ) -> tuple[list[tuple[str, str, str]], list[tuple[NDArray[np.float64], str, float, str]]]:
     """Draw routes (``routes``: name -> lat/lon rows; the first is the planned one) widest first,
-    then the planned route's start and end markers; return legend rows and SVG lines."""
+    then the planned route's start and end markers; return legend rows and SVG lines. A route's
+    text (legend row and tooltip, the same) is its ``labels`` entry, else its own ``figures``,
+    else what the network's per-segment means give."""
     legend: list[tuple[str, str, str]] = []
     svg: list[tuple[NDArray[np.float64], str, float, str]] = []
     widths = route_widths(len(routes))
     for k, (name, latlon) in enumerate(routes.items()):
         color = ROUTE_COLORS[k % len(ROUTE_COLORS)]
-        label = labels.get(name) or _stats_label(route_stats(net, segments[name], mean_wh, sd_wh))
+        if name in labels:
+            label = labels[name]
+        elif name in figures:
+            label = route_label(figures[name])
+        else:
+            label = _stats_label(route_stats(net, segments[name], mean_wh))
         cls = f"{ROUTE_CLASS} {ROUTE_CLASS}-{k}"
         folium.PolyLine(
             latlon.tolist(),
@@ -910,6 +929,7 @@ def network_map(
     log_scale: bool = False,
     routes: Mapping[str, ArrayLike] | None = None,
     route_labels: Mapping[str, str] | None = None,
+    route_figures: Mapping[str, Route] | None = None,
     weight: float | ArrayLike = 3.0,
     title: str | None = None,
     tiles: str | None = "OpenStreetMap",
@@ -937,7 +957,12 @@ def network_map(
     routes : mapping name -> segment ids, optional
         Routes drawn over the network (first one emphasised), listed in the legend.
     route_labels : mapping name -> str, optional
-        Legend text per route (default: length, time and predicted energy).
+        Legend and tooltip text per route (default: its ``route_figures``, else its length,
+        time and predicted energy from ``mean_wh``, without an sd).
+    route_figures : mapping name -> Route, optional
+        Each route's own figures (:class:`~ev_nav.bandits.agent.Route`, e.g. from
+        :func:`~ev_nav.bandits.agent.describe_route`), shown as the route table shows them:
+        predicted Wh ± model sd (:func:`route_label`).
     weight : float or array_like
         Line width [px], scalar or per segment.
     title : str, optional
@@ -991,7 +1016,7 @@ def network_map(
     svg_lines: list[tuple[NDArray[np.float64], str, float, str]] = []
     if routes:
         legend_rows, svg_lines = _add_routes(
-            m, net, lines, route_labels or {}, mean, sd, routes
+            m, net, lines, route_labels or {}, route_figures or {}, mean, routes
         )
         parts.append(_routes_legend_html(legend_rows, markers=True))
     charger_row = _add_chargers(m, net) if chargers else None
@@ -1019,6 +1044,7 @@ def route_map(
     mean_wh: ArrayLike | None = None,
     sd_wh: ArrayLike | None = None,
     route_labels: Mapping[str, str] | None = None,
+    route_figures: Mapping[str, Route] | None = None,
     color_by: ArrayLike | None = None,
     legend_title: str = "predicted energy [Wh/km]",
     title: str | None = None,
@@ -1029,9 +1055,11 @@ def route_map(
     """A planned route and its alternatives (e.g. shortest, fastest) over the network.
 
     The network is drawn faint (or coloured by ``color_by``, e.g. predicted Wh/km); the routes are
-    drawn on top, the planned one solid and the alternatives dashed, each listed in the legend with
-    length, time and predicted energy (from ``mean_wh``/``sd_wh``) unless ``route_labels`` gives
-    the text. Parameters as in :func:`network_map`.
+    drawn on top, the planned one solid and the alternatives dashed, each listed in the legend (and
+    its tooltip) with length, time and predicted energy: ± model sd where ``route_figures`` gives
+    the route's own figures, the mean from ``mean_wh`` otherwise, unless ``route_labels`` gives
+    the text. ``mean_wh``/``sd_wh`` are also the network's per-segment tooltips. Parameters as in
+    :func:`network_map`.
     """
     routes: dict[str, ArrayLike] = {route_name: route_segments}
     for name, segs in (alternatives or {}).items():
@@ -1048,6 +1076,7 @@ def route_map(
         sd_wh=sd_wh,
         routes=routes,
         route_labels=route_labels,
+        route_figures=route_figures,
         weight=weight,
         title=title,
         tiles=tiles,
@@ -1157,6 +1186,7 @@ __all__ = [
     "install_map_library",
     "network_map",
     "route_latlon",
+    "route_label",
     "route_map",
     "route_stats",
     "check_map_path",

@@ -129,6 +129,8 @@ def test_health_openapi_and_pages(http, served_town) -> None:
     # layers' lines (feature i is segment i: test_layers_are_geojson_of_the_served_posterior)
     script = http.get("/static/server/app.js").text
     assert '"/api/layers"' in script and '"/api/changes"' in script
+    # a route's tooltip and an observation's acknowledgement name the sd as the CLI does
+    assert '" Wh (model sd)"' in script and '" Wh, model sd "' in script
     page = http.get("/")
     assert page.status_code == 200 and "/static/leaflet/leaflet.js" in page.text
     assert re.findall(r'(?:src|href)="(https?:[^"]*)"', page.text) == []

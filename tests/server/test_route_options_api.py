@@ -71,6 +71,25 @@ def test_via_and_avoid_over_http(http, served_town) -> None:
         assert np.min(np.abs(coords[:, None, :] - via_xy[None, :, :]).sum(axis=2)) < 1e-5, name
 
 
+def test_avoid_ferry_on_the_town_is_a_notice(http, served_town) -> None:
+    """The served town records no road kinds: avoiding ferry was a 422 advising a rebuild from
+    OSM (which loads no ferry either); it is the plan with the one notice, as on OSM networks."""
+    net = served_town
+    s, g = _corners(net)
+    base = {"origin": _point(net, s), "goal": _point(net, g), "policy": "mean",
+            "alternatives": False}
+    settle(http)  # the same model plans both
+    r = http.post("/api/routes", json={**base, "avoid": ["ferry"]}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    trip = r.json()
+    assert trip["avoid"] == ["ferry"] and trip["notices"] == [
+        f"{net.name} has no ferries to avoid (ev-nav loads drivable roads only, not ferry "
+        "crossings), so avoiding ferry changes no route"
+    ]
+    plain = http.post("/api/routes", json=base, headers=AUTH).json()
+    assert trip["routes"]["planned"]["segments"] == plain["routes"]["planned"]["segments"]
+
+
 def test_time_weight_through_the_client(server, served_town) -> None:
     from ev_nav.server.client import RoutingClient
 

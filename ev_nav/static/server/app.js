@@ -356,7 +356,7 @@ function showTrip(trip) {
       pane: "routes", color: style.color, weight: style.weight, opacity: 1, lineCap: "butt",
       className: "ev-route ev-route-" + name.replace(" ", "-"),
     }).bindTooltip(name + ": " + r.km.toFixed(2) + " km, predicted " + fmt(r.predicted_wh)
-      + " ± " + fmt(r.predicted_sd_wh) + " Wh", { sticky: true }).addTo(ui.map);
+      + " ± " + fmt(r.predicted_sd_wh) + " Wh (model sd)", { sticky: true }).addTo(ui.map);
     ui.routes.push(line);
     bounds.extend(line.getBounds());
   }
@@ -423,8 +423,8 @@ async function recordTotal() {
   try {
     const ack = await api("POST", "/api/trips/" + ui.trip.trip + "/observations", body);
     status("trip " + ack.trip + ": recorded " + fmt(ack.observed_wh) + " Wh (predicted "
-      + fmt(ack.predicted_wh) + " ± " + fmt(ack.predicted_sd_wh) + " Wh); the model is learning",
-    "ok");
+      + fmt(ack.predicted_wh) + " Wh, model sd " + fmt(ack.predicted_sd_wh)
+      + " Wh); the model is learning", "ok");
     $("record").hidden = true;
     waitForModel(ack.batch);
   } catch (err) {

@@ -105,6 +105,10 @@ def test_recorded_trip_names_its_model_and_shows_that_cars_figures(learned, caps
     dry = json.loads(out)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
+    # what the state learns from this trip's reading is said
+    assert err == ("ev-nav: notice: the state learns sumo-default's energies: a reading "
+                   "recorded for this trip counts as sumo-default's (a volkswagen-id3-pro "
+                   "reading is not converted)\n")
     head = out.splitlines()[0]
     assert head == (f"trip {dry['trip']}: segment {dry['start_segment']} -> "
                     f"{dry['goal_segment']}, policy ts, for {MODEL} (58 kWh; energies learned "

@@ -528,6 +528,11 @@ def _cmd_route(args: argparse.Namespace) -> int:
         )
         for notice in trip.notices:
             print(f"ev-nav: notice: {notice}", file=sys.stderr)
+        if model_car is not None and not args.dry_run:
+            # observations teach the state's vehicle: another car's reading is taken as its own
+            print(f"ev-nav: notice: the state learns {session.vehicle.name}'s energies: a "
+                  f"reading recorded for this trip counts as {session.vehicle.name}'s (a "
+                  f"{model_car.name} reading is not converted)", file=sys.stderr)
         written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
         energies = {
             name: shifted_energy(

@@ -91,18 +91,25 @@ def test_readme_long_trip_example_output_is_current(tmp_path, capsys):
     block = block.split("```", 1)[0]
     csv = block.split("<<'CSV'\n", 1)[1].split("CSV\n", 1)[0]
     (tmp_path / "sites.csv").write_text(csv, encoding="utf-8")
-    expected = [ln[4:].rstrip() for ln in block.splitlines() if ln.startswith("#   ")]
-    assert len(expected) >= 6
+    # the ID.3's own state, then a default-vehicle state planning for the ID.3 by name
+    own, other = block.split("ev-nav init lux-default", 1)
+    expected = [ln[4:].rstrip() for ln in own.splitlines() if ln.startswith("#   ")]
+    expected_other = [ln[4:].rstrip() for ln in other.splitlines()
+                      if ln.startswith("#   ") and ln[4:].strip() != "..."]
+    assert len(expected) >= 6 and len(expected_other) >= 3
     net = tmp_path / "lux.npz"
     assert main(["network", "build", "--osm", str(data), "--chargers",
                  str(tmp_path / "sites.csv"), "--out", str(net)]) == 0
-    state = tmp_path / "lux-state"
-    assert main(["init", str(state), "--network", str(net), "--vehicle",
-                 "volkswagen-id3-pro"]) == 0
-    capsys.readouterr()
-    assert main(["route", str(state), "--from", "49.6100,6.0410", "--to", "49.6385,6.2150",
-                 "--soc", "10%", "--reserve", "8%", "--confidence", "0.95"]) == 0
-    printed = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
-    for line in expected:
-        line = line.replace("lux-state/", f"{state}/")
-        assert line in printed, f"README line not printed any more: {line!r}"
+    trip = ["--from", "49.6100,6.0410", "--to", "49.6385,6.2150", "--soc", "10%", "--reserve",
+            "8%", "--confidence", "0.95"]
+    for name, vehicle, lines in [("lux-state", ["--vehicle", "volkswagen-id3-pro"], expected),
+                                 ("lux-default", [], expected_other)]:
+        state = tmp_path / name
+        assert main(["init", str(state), "--network", str(net), *vehicle]) == 0
+        capsys.readouterr()
+        model = [] if vehicle else ["--vehicle-model", "volkswagen-id3-pro"]
+        assert main(["route", str(state), *trip, *model]) == 0
+        printed = [ln.rstrip() for ln in capsys.readouterr().out.splitlines()]
+        for line in lines:
+            line = line.replace(f"{name}/", f"{state}/")
+            assert line in printed, f"README line not printed any more: {line!r}"

@@ -212,7 +212,9 @@ class Chargers:
         if not vehicle.connectors:
             raise ConfigError(
                 f"vehicle {vehicle.name!r} has no known charging plugs, so no charger can be "
-                "matched to it; pick a catalogue vehicle (list them with 'ev-nav vehicles')"
+                "matched to it; plan for a catalogue model with --vehicle-model NAME, or on a "
+                "state made with 'ev-nav init --vehicle NAME' ('ev-nav vehicles' lists the "
+                "models)"
             )
         # DC plugs first: argmax takes the first of equal powers
         plugs = sorted(set(vehicle.connectors), key=lambda c: (c not in DC_CONNECTORS, c))

@@ -230,12 +230,15 @@ def _one_line(text: str) -> str:
 
 #: The library's messages name the command line's options and commands (it serves ``ev-nav
 #: observe``); an API client sets request fields and reads endpoints instead. (No option here
-#: is a prefix of another.)
+#: is a prefix of another.) A state's vehicle is its operator's choice (``ev-nav init
+#: --vehicle``), said as such.
 API_TERMS: tuple[tuple[str, str], ...] = (
     ("--total-wh", '"total_wh"'),
     ("--partial", '"partial": true'),
     ("--force", '"force": true'),
     ("'ev-nav history'", "GET /api/trips"),
+    ("--vehicle-model NAME", 'the request field "vehicle_model"'),
+    ("a state made with 'ev-nav init --vehicle NAME'", "a state its operator made for one"),
 )
 
 

@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from ev_nav.gp.posterior import SegmentModel, SegmentPosterior
     from ev_nav.roads.network import RoadNetwork
     from ev_nav.store import Store
-    from ev_nav.trips.battery import RouteEnergy
     from ev_nav.trips.session import Session
 
 __all__ = ["LOCK_NAME", "FleetService", "ServeLock", "ServiceClosed", "Snapshot"]
@@ -361,19 +360,6 @@ def _clone_model(
     return rebuilt, "state_dict"
 
 
-def _shifted(energy: RouteEnergy, shift: NDArray[np.float64] | None, route: Any) -> RouteEnergy:
-    """A route's energy for another car: the mean moved by the cars' ``E_det`` difference on
-    the part of each segment driven; the spread (what is not known about the roads) kept."""
-    if shift is None:
-        return energy
-    from ev_nav.trips.battery import RouteEnergy
-
-    seg = np.asarray(route.segments, dtype=np.int64)
-    h = np.ones(seg.size) if route.shares is None else np.asarray(route.shares, dtype=np.float64)
-    return RouteEnergy(energy.mean_wh + float(h @ shift[seg]), energy.sd_wh,
-                       energy.independent_sd_wh)
-
-
 class FleetService:
     """An open state served to many vehicles (see the module docstring for the design).
 
@@ -490,10 +476,13 @@ class FleetService:
         return snap
 
     def _e_det_shift(self, car: Vehicle) -> NDArray[np.float64]:
-        """Per-segment ``E_det(car) − E_det(state vehicle)`` [Wh] (cached by the car's name)."""
+        """Per-segment ``E_det(car) − E_det(state vehicle)`` [Wh]
+        (:func:`ev_nav.trips.battery.e_det_shift`, cached by the car's name)."""
+        from ev_nav.trips.battery import e_det_shift
+
         shift = self._e_det_shifts.get(car.name)
         if shift is None:
-            shift = self.net.e_det(car) - self.net.e_det(self.vehicle)
+            shift = e_det_shift(self.net, car, self.vehicle)
             self._e_det_shifts[car.name] = shift  # a racing duplicate computes the same array
         return shift
 
@@ -559,6 +548,7 @@ class FleetService:
             arrival_forecast,
             parse_charge,
             route_energy,
+            shifted_energy,
         )
         from ev_nav.trips.planning import plan_trip
         from ev_nav.vehicles import catalogue_vehicle
@@ -594,7 +584,9 @@ class FleetService:
             # another car's forecast and arrival charge need each route's energy; a plain
             # request (most of a fleet's) has its prediction in the document already
             energies = {
-                name: _shifted(route_energy(session.model, r.segments, r.shares), shift, r)
+                name: shifted_energy(
+                    route_energy(session.model, r.segments, r.shares), shift, r.segments, r.shares
+                )
                 for name, r in trip.routes.items()
                 if model_car is not None or soc_wh is not None
             }
@@ -612,12 +604,7 @@ class FleetService:
                 routes[name]["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
             a = arrivals.get(name)
             if a is not None:
-                routes[name]["arrival"] = {
-                    "soc_pct": round(a.soc_pct, 2),
-                    "interval_pct": [round(a.low_pct, 2), round(a.high_pct, 2)],
-                    "level": a.level,
-                    "p_reserve": round(a.p_reserve, 4),
-                }
+                routes[name]["arrival"] = a.to_dict()
         doc["vehicle"] = vehicle
         if model_car is not None:
             doc["vehicle_model"] = {"name": vehicle_model, "battery_wh": model_car.battery_wh}

@@ -7,6 +7,12 @@ route are correlated through the graph and feature kernels, so their variances d
 an independent-segment model such as BI has a diagonal covariance) plus the observation noise of
 each segment driven. Arrival charge is departure charge minus that energy, so its credible
 interval and the probability of arriving above a reserve are closed-form.
+
+Another car than the one the state learned for (a catalogue model, ``--vehicle-model`` /
+``"vehicle_model"``) takes the learned energies moved by the two cars' deterministic energies:
+:func:`e_det_shift` per segment, :func:`shifted_energy` per route. What the model learned
+about the roads carries over; the difference in physics (mass, drag, auxiliaries, drivetrain) is
+added, and the spread (what is not known about the roads) is kept.
 """
 
 from __future__ import annotations
@@ -22,11 +28,16 @@ import numpy as np
 from ev_nav.errors import ConfigError
 
 if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
+    from numpy.typing import ArrayLike, NDArray
 
+    from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
+    from ev_nav.roads.network import RoadNetwork
 
-__all__ = ["ArrivalForecast", "RouteEnergy", "arrival_forecast", "parse_charge", "route_energy"]
+__all__ = [
+    "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift", "parse_charge",
+    "route_energy", "route_shift_wh", "shifted_energy",
+]
 
 #: Planned routes whose probability of arriving below the reserve exceeds this get a warning.
 RISK_WARNING = 0.05
@@ -81,6 +92,40 @@ def route_energy(
     )
 
 
+def e_det_shift(net: RoadNetwork, car: Vehicle, learned_for: Vehicle) -> NDArray[np.float64]:
+    """Per-segment ``E_det(car) − E_det(learned_for)`` [Wh], shape (n_segments,): what moves
+    energies learned for one vehicle to another car (each at the segment's speed limit,
+    :meth:`~ev_nav.roads.network.RoadNetwork.e_det`)."""
+    return net.e_det(car) - net.e_det(learned_for)
+
+
+def route_shift_wh(
+    shift: NDArray[np.float64], segments: ArrayLike, shares: ArrayLike | None = None
+) -> float:
+    """What ``shift`` (from :func:`e_det_shift`) adds to a route's energy [Wh]: its sum over
+    the part of each segment driven (``shares``, default 1)."""
+    seg = np.asarray(segments, dtype=np.int64)
+    h = np.ones(seg.size) if shares is None else np.asarray(shares, dtype=np.float64)
+    return float(h @ shift[seg])
+
+
+def shifted_energy(
+    energy: RouteEnergy,
+    shift: NDArray[np.float64] | None,
+    segments: ArrayLike,
+    shares: ArrayLike | None = None,
+) -> RouteEnergy:
+    """A route's energy for another car: ``energy``'s mean moved by :func:`route_shift_wh`, the
+    spread kept (the shift is known; what is not known about the roads is not).
+    ``shift=None`` (the state's own vehicle) returns ``energy`` unchanged."""
+    if shift is None:
+        return energy
+    return RouteEnergy(
+        energy.mean_wh + route_shift_wh(shift, segments, shares), energy.sd_wh,
+        energy.independent_sd_wh,
+    )
+
+
 @dataclass(frozen=True)
 class ArrivalForecast:
     """Arrival state of charge of one route (percentages of the usable capacity).
@@ -102,6 +147,15 @@ class ArrivalForecast:
     high_pct: float
     level: float
     p_reserve: float
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``arrival`` entry of a route in ``ev-nav route --json`` and ``POST /api/routes``."""
+        return {
+            "soc_pct": round(self.soc_pct, 2),
+            "interval_pct": [round(self.low_pct, 2), round(self.high_pct, 2)],
+            "level": self.level,
+            "p_reserve": round(self.p_reserve, 4),
+        }
 
 
 def arrival_forecast(

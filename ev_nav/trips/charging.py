@@ -264,8 +264,9 @@ def charge_time_table(vehicle: Vehicle, site: ChargingSite, max_pct: int = 100) 
     if site.dc:
         if not vehicle.charge_curve:
             raise ConfigError(
-                f"vehicle {vehicle.name} has no DC charging curve: pick a catalogue vehicle "
-                "('ev-nav vehicles') or give charge_curve in its vehicle file"
+                f"vehicle {vehicle.name} has no DC charging curve: plan for a catalogue model "
+                "with --vehicle-model NAME ('ev-nav vehicles' lists the models) or give "
+                "charge_curve in its vehicle file"
             )
         return vehicle.charging_minutes_from(0.0, grid, max_kw=site.power_kw)
     hours_per_pct = vehicle.battery_wh / 1000.0 / 100.0 / site.power_kw

@@ -23,7 +23,15 @@ from ev_nav.cli import seed_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
-from ev_nav.trips.battery import RISK_WARNING, arrival_forecast, parse_charge, route_energy
+from ev_nav.trips.battery import (
+    RISK_WARNING,
+    arrival_forecast,
+    e_det_shift,
+    parse_charge,
+    route_energy,
+    route_shift_wh,
+    shifted_energy,
+)
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural
 
@@ -36,6 +44,7 @@ MODEL_SD_MEANING = (
 ARRIVAL_SPREAD_MEANING = "the model's uncertainty plus the drive-to-drive noise"
 
 if TYPE_CHECKING:
+    from ev_nav.energy import Vehicle
     from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
 
@@ -153,6 +162,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-charge", default="100%", help="highest charge to plan a stop to (default 100%%)"
     )
     p.add_argument("--max-stops", type=_stops_arg, default=4, help="most stops (default 4)")
+    p.add_argument(
+        "--vehicle-model",
+        metavar="NAME",
+        help="plan for this catalogue car ('ev-nav vehicles' lists them) instead of the "
+        "state's vehicle: predictions and arrival charge use the learned energies moved by the "
+        "two cars' physics difference, and its battery; charging stops (--confidence) its "
+        "battery, charging curve and plugs. The routes are chosen on what the state learned",
+    )
     p.add_argument(
         "--via",
         type=_parse_latlon,
@@ -387,6 +404,16 @@ def _stops_arg(text: str) -> int:
 DEFAULT_RESERVE = "10%"
 
 
+def _model_car(name: str | None) -> Vehicle | None:
+    """The catalogue car ``--vehicle-model`` names (None without the option); an unknown name
+    is the catalogue's one-line error listing the valid ones, before anything is opened."""
+    if name is None:
+        return None
+    from ev_nav.vehicles import catalogue_vehicle
+
+    return catalogue_vehicle(name).vehicle
+
+
 def _route_with_stops(args: argparse.Namespace) -> int:
     """``ev-nav route --confidence``: a trip with charging stops (planned, not recorded)."""
     from ev_nav.trips.charging import (
@@ -396,15 +423,21 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         plan_to_dict,
         vehicle_sites,
     )
+    from ev_nav.trips.planning import _router
 
     if args.soc is None:
         raise ConfigError("planning charging stops needs the departure charge: add --soc")
     if args.via or args.avoid or args.time_weight:
         raise ConfigError("--via, --avoid and --time-weight do not combine with --confidence yet")
+    model_car = _model_car(args.vehicle_model)
     with _session(args.state, args.network, save_repairs=False,
                   planning=args.temperature is None) as session:
         _at_temperature(session, args.temperature)
-        net, vehicle = session.net, session.vehicle
+        net = session.net
+        # another car plans with its battery, curve and plugs on the learned energies moved by
+        # the cars' E_det difference (as the server's charging plans)
+        vehicle = model_car or session.vehicle
+        shift = None if model_car is None else e_det_shift(net, model_car, session.vehicle)
         capacity = vehicle.battery_wh
         max_charge = parse_charge(args.max_charge, capacity)
         settings = ChargeSettings(
@@ -420,21 +453,23 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         sites = vehicle_sites(net, vehicle)
         plan = plan_charging(
             net, session.model, vehicle, sites, (start.segment, start.fraction),
-            (goal.segment, goal.fraction), settings,
+            (goal.segment, goal.fraction), settings, router=_router(net), mean_shift=shift,
         )
         if args.json:
-            doc = {"vehicle": vehicle.name, "chargers_usable": len(sites),
-                   **plan_to_dict(plan, net)}
+            # "vehicle": the state's; "vehicle_model": the car planned for (the API's key)
+            doc = {"vehicle": session.vehicle.name, "vehicle_model": vehicle.name,
+                   "chargers_usable": len(sites), **plan_to_dict(plan, net)}
             print(json.dumps(doc, indent=2))
             return 0 if plan.feasible else 3
+        learned = "" if model_car is None else f"; energies learned for {session.vehicle.name}"
         print(f"long trip: segment {start.segment} -> {goal.segment}, vehicle {vehicle.name} "
-              f"({capacity / 1000:g} kWh), departing at {plan.pct(settings.start_wh):.0f}%, "
-              f"{len(sites)} usable chargers on this network")
+              f"({capacity / 1000:g} kWh{learned}), departing at "
+              f"{plan.pct(settings.start_wh):.0f}%, {len(sites)} usable chargers on this network")
         for note in plan.notes:
             print(f"ev-nav: notice: {note}", file=sys.stderr)
         for line in plan_table(plan, net):
             print(line)
-        if not args.no_map:
+        if not (args.no_map or args.dry_run):
             from ev_nav.trips.planning import write_charging_map
 
             page = write_charging_map(session, plan)
@@ -461,6 +496,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
                           "(e.g. --soc 80%)")
     if args.confidence is not None:
         return _route_with_stops(args)
+    model_car = _model_car(args.vehicle_model)
     # planning reads the posterior only: restored without torch where possible (issue 29)
     # a temperature needs the learner's temperature coefficients (not the torch-free posterior)
     with _session(
@@ -468,7 +504,11 @@ def _cmd_route(args: argparse.Namespace) -> int:
         planning=args.temperature is None,
     ) as session:
         _at_temperature(session, args.temperature)
-        capacity = session.vehicle.battery_wh
+        # another car (--vehicle-model): the routes are chosen on what the state learned; their
+        # energies and the arrival charge are that car's (the learned energies moved by the cars'
+        # E_det difference, :func:`shifted_energy`), against its battery; as the server's routes
+        shift = None if model_car is None else e_det_shift(session.net, model_car, session.vehicle)
+        capacity = (model_car or session.vehicle).battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
         reserve = parse_charge(args.reserve or DEFAULT_RESERVE, capacity)
         trip = plan_trip(
@@ -483,31 +523,49 @@ def _cmd_route(args: argparse.Namespace) -> int:
             via=args.via,
             avoid=[k for kinds in args.avoid for k in kinds],
             time_weight=args.time_weight,
+            # stored with the trip, as the server stores it
+            extra=None if model_car is None else {"vehicle_model": model_car.name},
         )
         for notice in trip.notices:
             print(f"ev-nav: notice: {notice}", file=sys.stderr)
+        if model_car is not None and not args.dry_run:
+            # observations teach the state's vehicle: another car's reading is taken as its own
+            print(f"ev-nav: notice: the state learns {session.vehicle.name}'s energies: a "
+                  f"reading recorded for this trip counts as {session.vehicle.name}'s (a "
+                  f"{model_car.name} reading is not converted)", file=sys.stderr)
         written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
-        arrivals = {}
-        if soc is not None:
-            for name, r in trip.routes.items():
-                arrivals[name] = arrival_forecast(
-                    soc, reserve, capacity, route_energy(session.model, r.segments, r.shares)
-                )
+        energies = {
+            name: shifted_energy(
+                route_energy(session.model, r.segments, r.shares), shift, r.segments, r.shares
+            )
+            for name, r in trip.routes.items()
+            if model_car is not None or soc is not None
+        }
+        arrivals = {
+            name: arrival_forecast(soc, reserve, capacity, energies[name])
+            for name in trip.routes
+            if soc is not None
+        }
         if args.json:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
-            for name, a in arrivals.items():
-                doc["routes"][name]["arrival"] = {
-                    "soc_pct": round(a.soc_pct, 2),
-                    "interval_pct": [round(a.low_pct, 2), round(a.high_pct, 2)],
-                    "level": a.level,
-                    "p_reserve": round(a.p_reserve, 4),
-                }
+            for name in trip.routes:
+                if model_car is not None:  # the API's fields
+                    doc["routes"][name]["vehicle_model_wh"] = round(energies[name].mean_wh, 1)
+                    doc["routes"][name]["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
+                if name in arrivals:
+                    doc["routes"][name]["arrival"] = arrivals[name].to_dict()
+            if model_car is not None:
+                doc["vehicle_model"] = {"name": model_car.name, "battery_wh": capacity}
             print(json.dumps(doc, indent=2))
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
         via = "".join(f" -> {v}" for v in trip.via_segments)
+        car = "" if model_car is None else (
+            f", for {model_car.name} ({capacity / 1000:g} kWh; energies learned for "
+            f"{session.vehicle.name})"
+        )
         print(f"{head} {trip.trip_id}: segment {trip.start_segment}{via} -> {trip.goal_segment}, "
-              f"policy {trip.policy}")
+              f"policy {trip.policy}{car}")
         opts = trip.options
         # a kind the network has none of was not avoided (its notice said so): not claimed here
         avoided = [k for k in opts.avoid if k not in trip.absent_kinds]
@@ -520,11 +578,17 @@ def _cmd_route(args: argparse.Namespace) -> int:
         # Two spreads are shown: the table's sd is the model's uncertainty about each route's
         # mean energy (joint posterior); the arrival interval and probability add one drive's
         # noise (route_energy). Each is labelled, or a driver reads one as the other.
+        # Another car's prediction is the learned one moved by the cars' E_det difference; the
+        # model's sd is unchanged (the shift is known, the roads are not)
+        moved = {
+            name: 0.0 if shift is None else route_shift_wh(shift, r.segments, r.shares)
+            for name, r in trip.routes.items()
+        }
         print(f"{'route':<12}{'km':>8}{'min':>8}{'predicted Wh':>16}{'± model sd':>13}")
         for name, r in trip.routes.items():
             print(
                 f"{name:<12}{r.length_m / 1000:>8.2f}{r.time_s / 60:>8.1f}"
-                f"{r.predicted_wh:>16.1f}{r.predicted_sd_wh:>13.1f}"
+                f"{r.predicted_wh + moved[name]:>16.1f}{r.predicted_sd_wh:>13.1f}"
             )
         print(f"model sd: {MODEL_SD_MEANING}")
         if arrivals:
@@ -552,7 +616,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
                               trip.routes["best guess"].segments):
                 print("the planned route is the best guess")
             else:
-                print(f"exploring: {extra[0]:+.1f} Wh, {extra[1] / 60:+.1f} min against the best "
+                wh = extra[0] + moved["planned"] - moved["best guess"]  # the table's figures
+                print(f"exploring: {wh:+.1f} Wh, {extra[1] / 60:+.1f} min against the best "
                       "guess (predicted; exploring is how the model learns)")
         for path in written:
             if path.suffix == ".html":

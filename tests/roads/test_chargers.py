@@ -332,7 +332,8 @@ def test_for_vehicle_matches_plugs_and_caps_power():
 
 
 def test_for_vehicle_without_plugs_names_the_fix():
-    with pytest.raises(ConfigError, match="pick a catalogue vehicle.*ev-nav vehicles"):
+    fix = "--vehicle-model NAME, or on a state made with 'ev-nav init --vehicle NAME'"
+    with pytest.raises(ConfigError, match=f"{fix}.*ev-nav vehicles"):
         table(power_row(ccs2=50)).for_vehicle(get_vehicle("sumo-default"))
 
 

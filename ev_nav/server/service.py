@@ -701,7 +701,7 @@ class FleetService:
         (:class:`InvalidObservation`, :class:`UnknownTripError`), with nothing recorded.
         """
         from ev_nav.errors import InvalidObservation
-        from ev_nav.trips.observations import record_segments, record_total
+        from ev_nav.trips.observations import reading_shift, record_segments, record_total
 
         if (total_wh is None) == (segments is None):
             raise InvalidObservation("give either total_wh or segments (not both)")
@@ -711,12 +711,16 @@ class FleetService:
         # judged at a temperature, the readings need the model's temperature coefficients
         with self._session(snap, read_only_model=temperature is None) as session:
             trip = session.store.get_trip(trip_id)
+            # a trip planned for another car (vehicle_model): record_* judge its readings
+            # against that car's prediction and store them converted to the state's vehicle
+            moved = reading_shift(session, trip)
             if total_wh is not None:
                 if not math.isfinite(total_wh):
                     raise InvalidObservation(f"total_wh must be a finite number, got {total_wh}")
                 batch = record_total(session, trip.id, total_wh, force=force, absorb=False,
                                      temperature_c=temperature)
                 observed, what = float(total_wh), "total"
+                moved_wh = 0.0 if moved is None else moved.wh(trip.route, trip.shares)
             else:
                 seg, wh = segments  # type: ignore[misc]
                 batch = record_segments(
@@ -724,18 +728,26 @@ class FleetService:
                     source="the observation", absorb=False, temperature_c=temperature,
                 )
                 observed, what = float(np.sum(wh)), "segments"
+                moved_wh = 0.0 if moved is None else moved.wh(np.asarray(seg))
         self._jobs.put(_Job("wake"))
-        return {
+        # the prediction the reading is compared with is the car's that drove (the plan's
+        # vehicle_model_wh for a trip planned for another car)
+        planned = 0.0 if moved is None else moved.wh(trip.route, trip.shares)
+        ack: dict[str, object] = {
             "trip": trip.id,
             "batch": batch,
             "recorded": what,
             "observed_wh": round(observed, 3),
             "temperature_c": temperature,
-            "predicted_wh": round(trip.predicted_wh, 1),
+            "predicted_wh": round(trip.predicted_wh + planned, 1),
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             # the snapshot that includes this batch has a larger version; poll health for it
             "model_version_before": snap.version,
         }
+        if moved is not None:  # the car that drove, and what the state's vehicle learned
+            ack.update(vehicle_model=moved.vehicle_model, learned_for=moved.learned_for,
+                       learned_wh=round(observed - moved_wh, 3))
+        return ack
 
     def forget(self, trip_id: int, timeout_s: float = 300.0) -> dict[str, object]:
         """Remove a trip's observations; the model forgets them (done by the writer, waited

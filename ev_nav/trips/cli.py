@@ -528,11 +528,6 @@ def _cmd_route(args: argparse.Namespace) -> int:
         )
         for notice in trip.notices:
             print(f"ev-nav: notice: {notice}", file=sys.stderr)
-        if model_car is not None and not args.dry_run:
-            # observations teach the state's vehicle: another car's reading is taken as its own
-            print(f"ev-nav: notice: the state learns {session.vehicle.name}'s energies: a "
-                  f"reading recorded for this trip counts as {session.vehicle.name}'s (a "
-                  f"{model_car.name} reading is not converted)", file=sys.stderr)
         written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
         energies = {
             name: shifted_energy(
@@ -633,6 +628,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         forget_trip,
         predict_readings,
         read_segment_csv,
+        reading_shift,
         record_segments,
         record_total,
     )
@@ -660,38 +656,48 @@ def _cmd_observe(args: argparse.Namespace) -> int:
     with _session(args.state, args.network) as session:
         trip = session.store.get_trip(args.trip_id)
         temperature = _drive_temperature(args, trip)
+        # a trip planned for another car (route --vehicle-model): its readings and predictions
+        # are that car's; the state learns them moved to its own vehicle (record_* convert)
+        moved = reading_shift(session, trip)
 
         def acknowledge(
-            what: str, observed: float, mean: float, model_sd: float, noisy_sd: float,
-            part: str = "",
+            what: str, observed: float, learned: float, mean: float, model_sd: float,
+            noisy_sd: float, part: str = "",
         ):
             def done(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 if args.json:
                     # both spreads, each under one name whatever was recorded
-                    print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
-                                      "observed_wh": round(observed, 3),
-                                      "predicted_wh": round(mean, 1),
-                                      "predicted_sd_wh": round(model_sd, 1),
-                                      "sd_with_noise_wh": round(noisy_sd, 1)}),
-                          flush=True)
+                    doc = {"trip": trip.id, "batch": batch, "recorded": what,
+                           "observed_wh": round(observed, 3), "predicted_wh": round(mean, 1),
+                           "predicted_sd_wh": round(model_sd, 1),
+                           "sd_with_noise_wh": round(noisy_sd, 1)}
+                    if moved is not None:  # the car that drove, and what the state learned
+                        doc.update(vehicle_model=moved.vehicle_model,
+                                   learned_for=moved.learned_for, learned_wh=round(learned, 3))
+                    print(json.dumps(doc), flush=True)
                     return
                 # the trip's own prediction shows the route table's model sd; a part's, the
                 # spread of its readings (with the drive-to-drive noise)
                 spread = f"{SD_WITH_NOISE} {noisy_sd:.1f}" if part else f"model sd {model_sd:.1f}"
+                car = "" if moved is None else f" by {moved.vehicle_model}"
                 print(
-                    f"trip {trip.id}: recorded {what} ({observed:.1f} Wh; predicted{part} "
+                    f"trip {trip.id}: recorded {what}{car} ({observed:.1f} Wh; predicted{part} "
                     f"{mean:.1f} Wh, {spread} Wh)",
                     flush=True,
                 )
+                if moved is not None:
+                    print(f"learned as {learned:.1f} Wh for {moved.learned_for}, the state's "
+                          f"vehicle (the two cars' E_det difference taken off)", flush=True)
 
             return done
 
         # the trip's prediction carries the route table's sd (the model's uncertainty); one
         # drive's readings vary more, by the model's noise (temperature plays no part in it)
-        noise = session.model.noise_variance(trip.route, np.asarray(trip.shares))
-        whole = (trip.predicted_wh, trip.predicted_sd_wh,
-                 math.sqrt(trip.predicted_sd_wh**2 + noise))
+        shares = np.asarray(trip.shares)
+        noise = session.model.noise_variance(trip.route, shares)
+        whole = (trip.predicted_wh + (0.0 if moved is None else moved.wh(trip.route, shares)),
+                 trip.predicted_sd_wh, math.sqrt(trip.predicted_sd_wh**2 + noise))
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
             part = ""  # what the prediction is of: the trip, or the part recorded
@@ -701,19 +707,27 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                 predicted = predict_readings(session, on, temperature)  # noise included
                 noise = session.model.noise_variance(on, np.ones(on.size))
                 model_sd = math.sqrt(max(predicted.sd_wh**2 - noise, 0.0))  # and without it
-                whole = (predicted.mean_wh, model_sd, predicted.sd_wh)
+                whole = (predicted.mean_wh + (0.0 if moved is None else moved.wh(on)),
+                         model_sd, predicted.sd_wh)
                 part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
+            observed = float(np.sum(wh))
+            # unknown segments are refused by record_segments before anything is acknowledged
+            known = seg[(seg >= 0) & (seg < session.net.n_segments)]
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
-                on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
-                                        float(np.sum(wh)), *whole, part),
+                on_recorded=acknowledge(
+                    plural(seg.size, "segment energy", "segment energies"), observed,
+                    observed - (0.0 if moved is None else moved.wh(known)), *whole, part),
             )
         else:
+            total = float(args.total_wh)
             record_total(
-                session, trip.id, args.total_wh, force=args.force,
+                session, trip.id, total, force=args.force,
                 temperature_c=temperature,
-                on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
+                on_recorded=acknowledge(
+                    "the trip total", total,
+                    total - (0.0 if moved is None else moved.wh(trip.route, shares)), *whole),
             )
         if not args.json:
             print("model updated")
@@ -877,7 +891,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
         temp = "" if c is None else f"{c:.1f}"
         head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
-        print(f"{head}{pred:>25}{obs:>13}{temp:>7}".rstrip())
+        # another car's trip: both figures are the state's vehicle's (its reading converted)
+        car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
+        print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())
+    if any(r["vehicle_model"] is not None for r in rows):
+        print("* planned for another car: predicted and observed Wh are as learned for the "
+              "state's vehicle (that car's reading less the two cars' E_det difference)")
     return 0
 
 

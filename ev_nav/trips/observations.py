@@ -7,6 +7,12 @@ loss whatever the learner assumes) or a likely kWh/Wh mix-up is refused with the
 forced; a per-segment file that covers only part of the route is refused unless explicitly
 partial. A trip's observations can be forgotten again (:func:`forget_trip`): the model forgets
 them too.
+
+A trip planned for another car than the state's vehicle (``--vehicle-model`` / the API's
+``"vehicle_model"``, kept in the trip's extra) is driven by that car: its readings are judged
+against that car's prediction and converted to the state's vehicle before they are stored
+(:func:`reading_shift`), so the store, its replay and every learner see only the state's
+vehicle's energies.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -23,7 +30,7 @@ from ev_nav.errors import InvalidObservation, UnknownSegmentError, require_file
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
-from ev_nav.trips.battery import RouteEnergy, route_energy
+from ev_nav.trips.battery import RouteEnergy, e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
     from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
+    from ev_nav.store.trips import Trip
     from ev_nav.trips.session import Session
 
 __all__ = [
@@ -38,11 +46,13 @@ __all__ = [
     "PLAUSIBLE_NOISE_SPREAD",
     "PLAUSIBLE_SIGMAS",
     "SD_WITH_NOISE",
+    "ReadingShift",
     "check_plausible",
     "plausible_noise_variance",
     "predict_readings",
     "forget_trip",
     "read_segment_csv",
+    "reading_shift",
     "record_segments",
     "record_total",
 ]
@@ -120,13 +130,75 @@ SD_WITH_NOISE = "sd with drive-to-drive noise"
 HARD_LIMIT_WH = 1_000_000.0
 
 
+@dataclass(frozen=True)
+class ReadingShift:
+    """How the readings of a trip driven by another car are learned for the state's vehicle.
+
+    A reading ``y_e`` of segment ``e`` (a whole segment's energy [Wh]) is learned as
+    ``y_e − shift[e]``; a total ``T`` over segments driven with shares ``w_e`` as
+    ``T − Σ_e w_e · shift[e]`` (:meth:`wh`). ``shift`` is
+    :func:`ev_nav.trips.battery.e_det_shift` (the car that drove less the state's vehicle),
+    the same per-segment difference that moved the trip's predictions for that car, so a
+    reading that matches the car's prediction is learned as one that matches the state's.
+
+    Attributes
+    ----------
+    vehicle_model : str
+        The catalogue car the trip was planned for (and driven by).
+    learned_for : str
+        The state's vehicle, whose energies the model learns.
+    shift : ndarray of float, shape (n_segments,)
+        ``E_det(vehicle_model) − E_det(learned_for)`` per segment [Wh] (read-only).
+    """
+
+    vehicle_model: str
+    learned_for: str
+    shift: np.ndarray
+
+    def wh(self, segments: np.ndarray, shares: np.ndarray | None = None) -> float:
+        """What the car's readings of ``segments`` (each driven ``shares``, default whole) exceed
+        the state's vehicle's by [Wh]: subtract it from their sum to get what is learned."""
+        return route_shift_wh(self.shift, segments, shares)
+
+
+#: The last shift computed: (network, state vehicle, car name, shift). Networks and vehicles are
+#: frozen; a server records every posted reading of a fleet of one or two models against one
+#: state, and E_det over the network is not recomputed for each.
+_SHIFT: tuple[RoadNetwork, Vehicle, str, np.ndarray] | None = None
+
+
+def reading_shift(session: Session, trip: Trip) -> ReadingShift | None:
+    """How ``trip``'s readings are converted to the state's vehicle (:class:`ReadingShift`), or
+    None for a trip planned for the state's own vehicle (no ``vehicle_model`` in its extra).
+
+    Raises
+    ------
+    ConfigError
+        If the trip names a car the catalogue no longer has (nothing is recorded).
+    """
+    global _SHIFT
+    name = trip.extra.get("vehicle_model") if isinstance(trip.extra, dict) else None
+    if not name:
+        return None
+    name = str(name)
+    held = _SHIFT  # one read: another thread may replace it meanwhile
+    if held is None or held[0] is not session.net or held[1] != session.vehicle or held[2] != name:
+        from ev_nav.vehicles import catalogue_vehicle
+
+        shift = e_det_shift(session.net, catalogue_vehicle(name).vehicle, session.vehicle)
+        shift.setflags(write=False)
+        held = _SHIFT = (session.net, session.vehicle, name, shift)
+    return ReadingShift(name, session.vehicle.name, held[3])
+
+
 class _SegmentNames(Sequence[str]):
     """``segment E`` for each of a batch's segment ids, made only for a reading a message names
     (a server checks every posted observation: naming all its segments up front was a Python
-    loop over the route at every post)."""
+    loop over the route at every post). ``suffix`` follows each name (the car that drove)."""
 
-    def __init__(self, ids: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray, suffix: str = "") -> None:
         self._ids = ids
+        self._suffix = suffix
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -137,8 +209,8 @@ class _SegmentNames(Sequence[str]):
     def __getitem__(self, k: slice) -> list[str]: ...
     def __getitem__(self, k: int | slice) -> str | list[str]:
         if isinstance(k, slice):
-            return [f"segment {int(e)}" for e in self._ids[k]]
-        return f"segment {int(self._ids[k])}"
+            return [f"segment {int(e)}{self._suffix}" for e in self._ids[k]]
+        return f"segment {int(self._ids[k])}{self._suffix}"
 
 
 def check_plausible(
@@ -262,14 +334,21 @@ def record_segments(
     post = model.posterior()
     idx = np.where((seg >= 0) & (seg < post.mean.size), seg, 0)
     noise = np.maximum(_segment_noise(model, idx), plausible_noise_variance(session, idx))
+    # another car's readings: judged against its prediction (the figure its driver sees),
+    # stored as the state's vehicle's (each a whole segment's energy, moved by that segment's
+    # shift), so replay, checkpoints and every learner see the state's vehicle only
+    moved = reading_shift(session, trip)
+    shift = np.zeros(seg.size) if moved is None else moved.shift[idx]
     check_plausible(
         wh,
-        post.mean[idx],
+        post.mean[idx] + shift,
         np.sqrt(post.std[idx] ** 2 + noise),
-        _SegmentNames(seg),
+        _SegmentNames(seg, "" if moved is None else f" ({moved.vehicle_model})"),
         force=force,
     )
-    batch = store.add_observations(trip.id, seg, wh, route=route, temperature_c=temperature_c)
+    batch = store.add_observations(
+        trip.id, seg, wh - shift, route=route, temperature_c=temperature_c
+    )
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
@@ -356,6 +435,7 @@ def record_total(
     """
     store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
+    moved = reading_shift(session, trip)
     if route is None and temperature_c is not None:
         # the plan's prediction may be for another temperature: predict the route at this one
         shares = np.asarray(trip.shares)
@@ -381,15 +461,22 @@ def record_total(
         floor = plausible_noise_variance(session, route, shares)
         mean = predicted.mean_wh
         sd = math.sqrt(predicted.sd_wh**2 + max(floor - noise, 0.0))
+    # another car's total: judged against its prediction, stored as the state's vehicle's (the
+    # shift summed with the share of each segment driven, as the learner weighs the total)
+    shift, car = 0.0, ""
+    if moved is not None:
+        shift = (moved.wh(trip.route, np.asarray(trip.shares)) if route is None
+                 else moved.wh(route, driven_shares(route.size, start_fraction, end_fraction)))
+        car = f" ({moved.vehicle_model})"
     check_plausible(
         np.array([float(total_wh)]),
-        np.array([mean]),
+        np.array([mean + shift]),
         np.array([sd]),
-        [f"trip {trip.id} total"],
+        [f"trip {trip.id} total{car}"],
         force=force,
     )
     batch = store.add_total_observation(
-        trip.id, float(total_wh), route=route, start_fraction=start_fraction,
+        trip.id, float(total_wh) - shift, route=route, start_fraction=start_fraction,
         end_fraction=end_fraction, temperature_c=temperature_c,
     )
     if absorb:

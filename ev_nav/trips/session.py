@@ -465,7 +465,9 @@ def create_state(
 
 def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[str, object]]:
     """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None) and
-    the ambient temperature its observations were recorded at (``temperature_c`` [°C], or None).
+    the ambient temperature its observations were recorded at (``temperature_c`` [°C], or None),
+    and the catalogue car it was planned for (``vehicle_model``, or None: the state's vehicle;
+    its predicted and observed Wh are the state's vehicle's, as the model learned them).
 
     Reads the store only (no network, no model), so it is fast. ``with_vehicle`` adds the name
     of the vehicle that asked for the trip (``vehicle``: set by the server, else None).
@@ -486,6 +488,9 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
             "observed_wh": None if observed is None else round(observed, 1),
             "temperature_c": temperature,
             "planned_temperature_c": trip.temperature_c,
+            # planned for another car (route --vehicle-model): predicted and observed Wh are
+            # the state's vehicle's, that car's readings converted when they were recorded
+            "vehicle_model": trip.extra.get("vehicle_model"),
         }
         if with_vehicle:
             row["vehicle"] = trip.extra.get("vehicle")

@@ -1,0 +1,296 @@
+"""Readings of a trip planned for another car (``route --vehicle-model NAME``, the API's
+``"vehicle_model"``) are that car's: judged against its prediction and learned converted to the
+state's vehicle, so that a mixed fleet teaches the state its own vehicle's energies.
+
+Each check compares two states on one network: one observes a trip planned for the catalogue
+car with readings ``y``, the other the same route planned for its own vehicle with ``y`` less
+the two cars' deterministic energies (computed here from the energy model, independently of
+the code under test). Their models must be the same, after the record, after a restart and
+after a replay without checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ev_nav.energy import get_vehicle, segment_energy_wh
+from ev_nav.roads.synthetic import synthetic_town
+from tests.cli_helpers import latlon, run_cli
+
+MODEL = "volkswagen-id3-pro"
+TOKEN = {"Authorization": "Bearer tok"}
+
+
+@pytest.fixture(scope="module")
+def town(tmp_path_factory) -> dict[str, object]:
+    """A synthetic town on file and two far-apart points on it."""
+    root = tmp_path_factory.mktemp("vehicle-model-observe")
+    net = synthetic_town(600, seed=3)
+    netfile = root / "town.npz"
+    net.save(netfile)
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    return {"net": net, "file": netfile, "from": latlon(net, int(order[5])),
+            "to": latlon(net, int(order[-5]))}
+
+
+def _shift(net, state_vehicle: str = "sumo-default") -> np.ndarray:
+    """E_det(catalogue car) − E_det(state's vehicle) per segment [Wh], each at its speed limit:
+    the network's deterministic energies (what moved the plan's predictions), checked against
+    the energy model evaluated here."""
+    shift = net.e_det(get_vehicle(MODEL)) - net.e_det(get_vehicle(state_vehicle))
+    physics = (segment_energy_wh(net.length_m, net.speed_mps, net.grade, get_vehicle(MODEL))
+               - segment_energy_wh(net.length_m, net.speed_mps, net.grade,
+                                   get_vehicle(state_vehicle)))
+    np.testing.assert_allclose(shift, physics, rtol=0, atol=1e-6)
+    return shift
+
+
+def _shares(route: dict) -> np.ndarray:
+    """The part of each segment of a route document driven."""
+    seg = np.asarray(route["segments"])
+    fs, fg = route["start_fraction"], route["end_fraction"]
+    h = np.ones(seg.size)
+    h[0], h[-1] = (fg - fs, fg - fs) if seg.size == 1 else (1 - fs, fg)
+    return h
+
+
+def _trip_shares(state: Path, trip_id: int) -> np.ndarray:
+    """The share of each segment of a recorded trip driven, as stored (the documents round the
+    end fractions)."""
+    from ev_nav.store import Store
+
+    with Store.open(state) as store:
+        return np.asarray(store.get_trip(trip_id).shares)
+
+
+def _init(capsys, town, state: Path, *extra: object) -> None:
+    code, _, err = run_cli(capsys, "init", state, "--network", town["file"], *extra)
+    assert code == 0, err
+
+
+def _route(capsys, town, state: Path, *extra: object, back: bool = False) -> dict:
+    ends = ("--from", town["to"], "--to", town["from"]) if back else (
+        "--from", town["from"], "--to", town["to"])
+    code, out, err = run_cli(capsys, "route", state, *ends, "--policy", "mean", "--no-map",
+                             "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _posterior(state: Path) -> np.ndarray:
+    """The state's posterior mean [Wh] per segment as a new session rebuilds it."""
+    from ev_nav.trips.session import open_session
+
+    session = open_session(state)
+    try:
+        return np.asarray(session.model.posterior().mean, dtype=np.float64).copy()
+    finally:
+        session.close()
+
+
+def _same_models_after_restart_and_replay(car: Path, own: Path, segments: np.ndarray) -> None:
+    """(a) the two states' models agree; (b) so they do after a replay without checkpoints."""
+    from ev_nav.store import Store
+
+    a, b = _posterior(car), _posterior(own)
+    np.testing.assert_allclose(a[segments], b[segments], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
+    for state in (car, own):
+        with Store.open(state) as store:
+            store._conn.execute("DELETE FROM checkpoints")  # rebuilt from the stored readings
+    ra, rb = _posterior(car), _posterior(own)
+    np.testing.assert_allclose(ra, rb, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(ra, a, rtol=0, atol=1e-9)
+
+
+def test_cli_readings_of_another_car_are_learned_as_the_states_vehicles(
+    town, tmp_path, capsys
+) -> None:
+    car, own = tmp_path / "car", tmp_path / "own"
+    for state in (car, own):
+        _init(capsys, town, state)
+    shift = _shift(town["net"])
+    # trip 1: a trip total. Both states are fresh: the same route for either car
+    planned = _route(capsys, town, car, "--vehicle-model", MODEL)["routes"]["planned"]
+    same = _route(capsys, town, own)["routes"]["planned"]
+    assert [planned[k] for k in ("segments", "start_fraction", "end_fraction")] == \
+        [same[k] for k in ("segments", "start_fraction", "end_fraction")]
+    seg = np.asarray(planned["segments"])
+    h = _trip_shares(car, 1)
+    np.testing.assert_allclose(h, _shares(planned), rtol=0, atol=1e-5)
+    moved = float(h @ shift[seg])
+    y = planned["vehicle_model_wh"] + 6.25
+    code, out, err = run_cli(capsys, "observe", car, "1", "--total-wh", repr(y), "--json")
+    assert code == 0, err
+    ack = json.loads(out)
+    # what the car measured and was predicted, and what the state's vehicle learned
+    assert ack["observed_wh"] == pytest.approx(y, abs=1e-3)
+    assert ack["predicted_wh"] == pytest.approx(planned["vehicle_model_wh"], abs=0.051)
+    assert ack["vehicle_model"] == MODEL and ack["learned_for"] == "sumo-default"
+    assert ack["learned_wh"] == pytest.approx(y - moved, abs=1e-3)
+    code, out, err = run_cli(capsys, "observe", own, "1", "--total-wh", repr(y - moved))
+    assert code == 0, err
+    # trip 2, back: per-segment readings (each a whole segment's energy)
+    planned = _route(capsys, town, car, "--vehicle-model", MODEL, back=True)["routes"]["planned"]
+    same = _route(capsys, town, own, back=True)["routes"]["planned"]
+    assert planned["segments"] == same["segments"]  # the two models agree so far
+    back = np.asarray(planned["segments"])
+    y_e = _posterior(car)[back] + shift[back] + np.linspace(-0.5, 0.5, back.size)
+    for state, values in ((car, y_e), (own, y_e - shift[back])):
+        csv = tmp_path / f"{state.name}.csv"
+        csv.write_text("segment,energy_wh\n" + "".join(
+            f"{int(e)},{v!r}\n" for e, v in zip(back, values.tolist(), strict=True)))
+        code, out, err = run_cli(capsys, "observe", state, "2", "--segments", csv)
+        assert code == 0, err
+        if state == car:
+            lines = out.splitlines()
+            assert lines[0].startswith(f"trip 2: recorded {back.size} segment energies by {MODEL} "
+                                       f"({y_e.sum():.1f} Wh; predicted ")
+            assert lines[1] == (f"learned as {(y_e - shift[back]).sum():.1f} Wh for sumo-default, "
+                                "the state's vehicle (the two cars' E_det difference taken off)")
+    # the store holds what the state's vehicle learned: the same numbers in both states
+    from ev_nav.store import Store
+
+    with Store.open(car) as a, Store.open(own) as b:
+        for x, z in zip(a.observations(), b.observations(), strict=True):
+            np.testing.assert_allclose(x.energy_wh, z.energy_wh, rtol=0, atol=1e-9)
+    _same_models_after_restart_and_replay(car, own, np.union1d(seg, back))
+    # history labels the trips planned for the other car (its figures are the state's vehicle's)
+    code, out, err = run_cli(capsys, "history", car)
+    assert code == 0, err
+    rows = [ln for ln in out.splitlines() if ln.lstrip().startswith(("1 ", "2 "))]
+    assert len(rows) == 2 and all(ln.endswith(f"* driven by {MODEL}") for ln in rows)
+    assert "as learned for the state's vehicle" in out
+    code, out, err = run_cli(capsys, "history", car, "--json")
+    assert [r["vehicle_model"] for r in json.loads(out)] == [MODEL, MODEL]
+    code, out, err = run_cli(capsys, "history", own, "--json")
+    assert [r["vehicle_model"] for r in json.loads(out)] == [None, None]
+
+
+def test_api_readings_of_another_car_are_learned_as_the_states_vehicles(
+    town, tmp_path, capsys
+) -> None:
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from ev_nav.server.app import create_app
+    from ev_nav.server.service import FleetService
+
+    car, own = tmp_path / "car", tmp_path / "own"
+    for state in (car, own):
+        _init(capsys, town, state)
+    shift = _shift(town["net"])
+    origin, goal = (list(map(float, town[k].split(","))) for k in ("from", "to"))
+    acks, routes = {}, {}
+    for state, extra in ((car, {"vehicle_model": MODEL}), (own, {})):
+        with FleetService(state, poll_s=0.05) as svc, \
+                TestClient(create_app(svc, token="tok")) as client:
+            r = client.post("/api/routes", headers=TOKEN,
+                            json={"origin": origin, "goal": goal, "policy": "mean", **extra})
+            assert r.status_code == 200, r.text
+            planned = routes[state] = r.json()["routes"]["planned"]
+            seg = np.asarray(planned["segments"])
+            moved = float(_trip_shares(state, r.json()["trip"]) @ shift[seg])
+            y = routes[car]["vehicle_model_wh"] + 6.25
+            r = client.post(f"/api/trips/{r.json()['trip']}/observations", headers=TOKEN,
+                            json={"total_wh": y if state == car else y - moved})
+            assert r.status_code == 201, r.text
+            acks[state] = ack = r.json()
+            deadline = time.monotonic() + 120
+            while svc.health()["model_applied_upto"] < ack["batch"]:
+                assert time.monotonic() < deadline, "the writer did not learn the reading"
+                time.sleep(0.05)
+            rows = client.get("/api/trips").json()
+            assert rows[-1]["vehicle_model"] == extra.get("vehicle_model")
+    assert routes[car]["segments"] == routes[own]["segments"]
+    seg = np.asarray(routes[car]["segments"])
+    moved = float(_trip_shares(car, acks[car]["trip"]) @ shift[seg])
+    ack = acks[car]
+    assert ack["observed_wh"] == pytest.approx(y, abs=1e-3)
+    assert ack["predicted_wh"] == pytest.approx(routes[car]["vehicle_model_wh"], abs=0.051)
+    assert ack["vehicle_model"] == MODEL and ack["learned_for"] == "sumo-default"
+    assert ack["learned_wh"] == pytest.approx(y - moved, abs=1e-3)
+    assert "vehicle_model" not in acks[own] and "learned_wh" not in acks[own]
+    _same_models_after_restart_and_replay(car, own, seg)
+
+
+def test_a_reading_is_judged_against_the_car_that_drove(town, tmp_path, capsys) -> None:
+    from fastapi.testclient import TestClient
+
+    from ev_nav.energy import load_vehicle
+    from ev_nav.server.app import create_app
+    from ev_nav.server.service import FleetService
+    from ev_nav.trips.battery import route_energy
+    from ev_nav.trips.observations import (
+        PLAUSIBLE_SIGMAS,
+        plausible_noise_variance,
+        record_total,
+    )
+    from ev_nav.trips.planning import plan_trip
+    from ev_nav.trips.session import open_session
+
+    # a light car's state, well learned on one route: its readings there are tightly known,
+    # and the catalogue car uses tens of its standard deviations more
+    light = tmp_path / "light.toml"
+    light.write_text('preset = "volkswagen-id3-pro"\nname = "light-ev"\nmass_kg = 900.0\n'
+                     'aux_power_w = 0.0\nstops_per_km = 0.0\nrolling_coeff = 0.006\n'
+                     'drag_coeff = 0.2\n')
+    state = tmp_path / "state"
+    _init(capsys, town, state, "--vehicle-file", light)
+    origin, goal = (tuple(map(float, town[k].split(","))) for k in ("from", "to"))
+    session = open_session(state)
+    try:
+        for _ in range(14):
+            trip = plan_trip(session, origin, goal, policy="mean")
+            record_total(session, trip.trip_id, trip.routes["planned"].predicted_wh)
+    finally:
+        session.close()
+    doc = _route(capsys, town, state, "--vehicle-model", MODEL)
+    trip_id, planned = doc["trip"], doc["routes"]["planned"]
+    seg = np.asarray(planned["segments"])
+    h = _shares(planned)
+    net = town["net"]
+    moved = float(h @ (segment_energy_wh(net.length_m, net.speed_mps, net.grade,
+                                         get_vehicle(MODEL))
+                       - segment_energy_wh(net.length_m, net.speed_mps, net.grade,
+                                           load_vehicle(light)))[seg])
+    # the sd a total is judged by (model sd and at least the plausible noise), recomputed here
+    session = open_session(state)
+    try:
+        model = session.model
+        noise = max(float(model.noise_variance(seg, h)),
+                    float(plausible_noise_variance(session, seg, h)))
+        sd = float(np.sqrt(route_energy(model, seg, h).sd_wh ** 2
+                           - model.noise_variance(seg, h) + noise))
+    finally:
+        session.close()
+    y = planned["vehicle_model_wh"] + 0.5
+    # for the state's own vehicle this reading would be far beyond any plausible drive
+    assert abs(y - planned["predicted_wh"]) / sd > 30
+    assert abs(y - planned["vehicle_model_wh"]) / sd < 1
+    # a truly implausible one is refused, quoting the prediction for the car that drove
+    bad = 10 * planned["vehicle_model_wh"]
+    assert abs(bad - planned["vehicle_model_wh"]) / sd > PLAUSIBLE_SIGMAS
+    code, out, err = run_cli(capsys, "observe", state, trip_id, "--total-wh", bad)
+    assert code == 2 and out == ""
+    assert f"trip {trip_id} total ({MODEL}): {bad:g} Wh is " in err
+    assert f"from the predicted {planned['vehicle_model_wh']:.1f} Wh" in err
+    with FleetService(state, poll_s=0.05) as svc, \
+            TestClient(create_app(svc, token="tok")) as client:
+        r = client.post(f"/api/trips/{trip_id}/observations", headers=TOKEN,
+                        json={"total_wh": bad})
+        assert r.status_code == 422, r.text
+        assert f"from the predicted {planned['vehicle_model_wh']:.1f} Wh" in r.json()["error"]
+    # the car's plausible reading is accepted, and learned as the state's vehicle's
+    code, out, err = run_cli(capsys, "observe", state, trip_id, "--total-wh", repr(y), "--json")
+    assert code == 0, err
+    ack = json.loads(out)
+    assert ack["learned_for"] == "light-ev"
+    assert ack["learned_wh"] == pytest.approx(y - moved, abs=1e-3)
+    assert abs(ack["learned_wh"] - planned["predicted_wh"]) / sd < 1

@@ -294,3 +294,32 @@ def test_a_reading_is_judged_against_the_car_that_drove(town, tmp_path, capsys) 
     assert ack["learned_for"] == "light-ev"
     assert ack["learned_wh"] == pytest.approx(y - moved, abs=1e-3)
     assert abs(ack["learned_wh"] - planned["predicted_wh"]) / sd < 1
+
+
+def test_a_tracked_drive_of_another_car_is_converted_on_the_route_driven(
+    town, tmp_path, capsys
+) -> None:
+    from ev_nav.sim.gps import simulate_track
+    from ev_nav.store import Store
+    from ev_nav.trips.gpx import write_gpx
+
+    net, state = town["net"], tmp_path / "state"
+    _init(capsys, town, state)
+    planned = _route(capsys, town, state, "--vehicle-model", MODEL)["routes"]["planned"]
+    route = np.asarray(planned["segments"])
+    track = simulate_track(net, route, np.random.default_rng(3), noise_m=5.0,
+                           start_fraction=0.3, end_fraction=0.6)
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon,
+                    time_s=1_714_550_400.0 + track.time_s)
+    y = planned["vehicle_model_wh"] + 3.0
+    code, out, err = run_cli(capsys, "observe", state, "1", "--gpx", gpx, "--total-wh", repr(y))
+    assert code == 0, err
+    with Store.open(state) as store:
+        (batch,) = store.observations(1)
+    # the total less the shift over the part of each matched segment driven (the batch's shares)
+    assert batch.weights[0] < 0.99 and batch.weights[-1] < 0.99  # part-way at both ends
+    moved = float(batch.weights @ _shift(net)[batch.segment_ids])
+    assert batch.energy_wh[0] == pytest.approx(y - moved, rel=0, abs=1e-9)
+    assert f"observed {y:.1f} Wh by {MODEL} on " in out
+    assert (f"learned as {y - moved:.1f} Wh for sumo-default, the state's vehicle (the two "
+            "cars' E_det difference taken off)") in out

@@ -434,7 +434,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         response_model=dict[str, object],
         description="Durable when answered (the store first); the model learns in the "
         "background. Implausible readings (more than 8 sd from the prediction, a likely "
-        "kWh/Wh mix-up) are refused unless force; a trip is observed once.",
+        "kWh/Wh mix-up) are refused unless force; a trip is observed once. A trip planned "
+        "for a vehicle_model is that car's reading, judged against its prediction and learned "
+        "converted to the state's vehicle (the answer's learned_wh, learned_for).",
     )
     def record(trip_id: int, req: ObservationRequest) -> Response:
         segments = None
@@ -462,7 +464,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
              response_model=list[dict[str, object]],
              description="One row per trip (as 'ev-nav history --json'): the trip, its predicted "
              "and observed energy [Wh], and temperature_c, the ambient temperature [°C] its "
-             "observations were recorded at (null when none was given).")
+             "observations were recorded at (null when none was given), and vehicle_model, "
+             "the catalogue car it was planned for (null: the state's vehicle; its figures are "
+             "then the state's vehicle's, as learned).")
     def history(
         limit: Annotated[int | None, Query(ge=1, le=100_000, description="newest N")] = None,
     ) -> Response:

@@ -701,7 +701,12 @@ class FleetService:
         (:class:`InvalidObservation`, :class:`UnknownTripError`), with nothing recorded.
         """
         from ev_nav.errors import InvalidObservation
-        from ev_nav.trips.observations import reading_shift, record_segments, record_total
+        from ev_nav.trips.observations import (
+            learned_wh,
+            reading_shift,
+            record_segments,
+            record_total,
+        )
 
         if (total_wh is None) == (segments is None):
             raise InvalidObservation("give either total_wh or segments (not both)")
@@ -720,7 +725,6 @@ class FleetService:
                 batch = record_total(session, trip.id, total_wh, force=force, absorb=False,
                                      temperature_c=temperature)
                 observed, what = float(total_wh), "total"
-                moved_wh = 0.0 if moved is None else moved.wh(trip.route, trip.shares)
             else:
                 seg, wh = segments  # type: ignore[misc]
                 batch = record_segments(
@@ -728,7 +732,8 @@ class FleetService:
                     source="the observation", absorb=False, temperature_c=temperature,
                 )
                 observed, what = float(np.sum(wh)), "segments"
-                moved_wh = 0.0 if moved is None else moved.wh(np.asarray(seg))
+            # what the model learns, as stored (the reading converted to the state's vehicle)
+            learned = None if moved is None else learned_wh(session, trip.id, batch)
         self._jobs.put(_Job("wake"))
         # the prediction the reading is compared with is the car's that drove (the plan's
         # vehicle_model_wh for a trip planned for another car)
@@ -746,7 +751,7 @@ class FleetService:
         }
         if moved is not None:  # the car that drove, and what the state's vehicle learned
             ack.update(vehicle_model=moved.vehicle_model, learned_for=moved.learned_for,
-                       learned_wh=round(observed - moved_wh, 3))
+                       learned_wh=round(learned, 3))
         return ack
 
     def forget(self, trip_id: int, timeout_s: float = 300.0) -> dict[str, object]:

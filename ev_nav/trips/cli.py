@@ -626,6 +626,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
 def _cmd_observe(args: argparse.Namespace) -> int:
     from ev_nav.trips.observations import (
         forget_trip,
+        learned_wh,
         predict_readings,
         read_segment_csv,
         reading_shift,
@@ -661,11 +662,13 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         moved = reading_shift(session, trip)
 
         def acknowledge(
-            what: str, observed: float, learned: float, mean: float, model_sd: float,
-            noisy_sd: float, part: str = "",
+            what: str, observed: float, mean: float, model_sd: float, noisy_sd: float,
+            part: str = "",
         ):
             def done(batch: int) -> None:
-                # printed as soon as the record is committed: a kill after it loses nothing
+                # printed as soon as the record is committed: a kill after it loses nothing;
+                # what is learned is read back as stored (the reading converted)
+                learned = None if moved is None else learned_wh(session, trip.id, batch)
                 if args.json:
                     # both spreads, each under one name whatever was recorded
                     doc = {"trip": trip.id, "batch": batch, "recorded": what,
@@ -710,24 +713,17 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                 whole = (predicted.mean_wh + (0.0 if moved is None else moved.wh(on)),
                          model_sd, predicted.sd_wh)
                 part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
-            observed = float(np.sum(wh))
-            # unknown segments are refused by record_segments before anything is acknowledged
-            known = seg[(seg >= 0) & (seg < session.net.n_segments)]
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
-                on_recorded=acknowledge(
-                    plural(seg.size, "segment energy", "segment energies"), observed,
-                    observed - (0.0 if moved is None else moved.wh(known)), *whole, part),
+                on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
+                                        float(np.sum(wh)), *whole, part),
             )
         else:
-            total = float(args.total_wh)
             record_total(
-                session, trip.id, total, force=args.force,
+                session, trip.id, args.total_wh, force=args.force,
                 temperature_c=temperature,
-                on_recorded=acknowledge(
-                    "the trip total", total,
-                    total - (0.0 if moved is None else moved.wh(trip.route, shares)), *whole),
+                on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
             )
         if not args.json:
             print("model updated")
@@ -757,6 +753,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
     """``observe --gpx``: match the track, record what was driven (:mod:`ev_nav.trips.tracks`)."""
     from ev_nav.roads.matching import MatchConfig
     from ev_nav.trips.gpx import read_gpx
+    from ev_nav.trips.observations import learned_wh, reading_shift
     from ev_nav.trips.tracks import record_track
 
     with Stages("observe", 4) as stages:
@@ -766,7 +763,9 @@ def _observe_gpx(args: argparse.Namespace) -> int:
         with _session(args.state, args.network) as session:
             trip = session.store.get_trip(args.trip_id)
             temperature = _drive_temperature(args, trip)
+            moved = reading_shift(session, trip)  # a trip driven by another car: converted
             km = {}
+            learned: list[float] = []
 
             def matched(m) -> None:
                 km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
@@ -782,10 +781,17 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             def recorded(batch: int) -> None:
                 # printed as soon as the record is committed: a kill after it loses nothing
                 what = "the trip total" if args.total_wh is not None else "per-segment energies"
+                if moved is not None:
+                    learned.append(learned_wh(session, trip.id, batch))
                 if args.json:
-                    stages.print(json.dumps({"trip": trip.id, "batch": batch, "recorded": what,
-                                             "driven_km": round(km["driven"], 3),
-                                             "planned_share": round(km["share"], 4)}))
+                    doc = {"trip": trip.id, "batch": batch, "recorded": what,
+                           "driven_km": round(km["driven"], 3),
+                           "planned_share": round(km["share"], 4)}
+                    if moved is not None:  # the car that drove, and what the state learned
+                        doc.update(vehicle_model=moved.vehicle_model,
+                                   learned_for=moved.learned_for,
+                                   learned_wh=round(learned[0], 3))
+                    stages.print(json.dumps(doc))
                 else:
                     stages.print(f"trip {trip.id}: recorded {what} on the driven route")
 
@@ -799,7 +805,11 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             stages.close()
             if not args.json:
                 on = plural(rec.segment_ids.size, "segment")
-                print(f"observed {rec.observed_wh:.1f} Wh on {on}")
+                car = "" if moved is None else f" by {moved.vehicle_model}"
+                print(f"observed {rec.observed_wh:.1f} Wh{car} on {on}")
+                if moved is not None:
+                    print(f"learned as {learned[0]:.1f} Wh for {moved.learned_for}, the state's "
+                          f"vehicle (the two cars' E_det difference taken off)")
                 print("model updated")
                 _print_flagged(session, args.state)
     return 0

@@ -51,6 +51,7 @@ __all__ = [
     "plausible_noise_variance",
     "predict_readings",
     "forget_trip",
+    "learned_wh",
     "read_segment_csv",
     "reading_shift",
     "record_segments",
@@ -189,6 +190,17 @@ def reading_shift(session: Session, trip: Trip) -> ReadingShift | None:
         shift.setflags(write=False)
         held = _SHIFT = (session.net, session.vehicle, name, shift)
     return ReadingShift(name, session.vehicle.name, held[3])
+
+
+def learned_wh(session: Session, trip_id: int, batch: int) -> float:
+    """What the model learns from batch ``batch`` of trip ``trip_id`` [Wh]: its stored total, or
+    the sum of its stored segment energies. For a trip driven by another car
+    (:func:`reading_shift`) this is the reading converted to the state's vehicle, as stored;
+    an acknowledgement shows it beside what the car measured."""
+    stored = [b for b in session.store.observations(trip_id) if b.id == batch]
+    if not stored:
+        raise InvalidObservation(f"trip {trip_id} has no observation batch {batch}")
+    return float(stored[0].energy_wh.sum())
 
 
 class _SegmentNames(Sequence[str]):

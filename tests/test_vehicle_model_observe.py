@@ -323,3 +323,24 @@ def test_a_tracked_drive_of_another_car_is_converted_on_the_route_driven(
     assert f"observed {y:.1f} Wh by {MODEL} on " in out
     assert (f"learned as {y - moved:.1f} Wh for sumo-default, the state's vehicle (the two "
             "cars' E_det difference taken off)") in out
+
+
+def test_a_car_the_catalogue_lacks_is_a_one_line_error_recording_nothing(
+    town, tmp_path, capsys
+) -> None:
+    from ev_nav.store import Store
+
+    state = tmp_path / "state"
+    _init(capsys, town, state)
+    planned = _route(capsys, town, state, "--vehicle-model", MODEL)["routes"]["planned"]
+    with Store.open(state) as store:  # a trip recorded when the catalogue had another car
+        store._conn.execute("UPDATE trips SET extra_json = ? WHERE id = 1",
+                            ('{"vehicle_model": "delorean"}',))
+    code, out, err = run_cli(capsys, "observe", state, "1", "--total-wh",
+                             planned["vehicle_model_wh"])
+    assert code == 2 and out == ""
+    assert err == ("ev-nav: error: trip 1 was planned for 'delorean', which the vehicle "
+                   "catalogue does not have: its readings cannot be converted to "
+                   "sumo-default's\n")
+    with Store.open(state) as store:
+        assert store.observations() == []

@@ -12,7 +12,9 @@ Another car than the one the state learned for (a catalogue model, ``--vehicle-m
 ``"vehicle_model"``) takes the learned energies moved by the two cars' deterministic energies:
 :func:`e_det_shift` per segment, :func:`shifted_energy` per route. What the model learned
 about the roads carries over; the difference in physics (mass, drag, auxiliaries, drivetrain) is
-added, and the spread (what is not known about the roads) is kept.
+added, and the spread (what is not known about the roads) is kept. A reading of such a trip is
+moved back by the same shift before the state learns it
+(:func:`ev_nav.trips.observations.reading_shift`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from ev_nav.errors import InvalidObservation, UnknownSegmentError, require_file
+from ev_nav.errors import ConfigError, InvalidObservation, UnknownSegmentError, require_file
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
@@ -184,9 +184,15 @@ def reading_shift(session: Session, trip: Trip) -> ReadingShift | None:
     name = str(name)
     held = _SHIFT  # one read: another thread may replace it meanwhile
     if held is None or held[0] is not session.net or held[1] != session.vehicle or held[2] != name:
-        from ev_nav.vehicles import catalogue_vehicle
+        from ev_nav.vehicles import catalogue
 
-        shift = e_det_shift(session.net, catalogue_vehicle(name).vehicle, session.vehicle)
+        models = catalogue()
+        if name not in models:
+            raise ConfigError(
+                f"trip {trip.id} was planned for {name!r}, which the vehicle catalogue does not "
+                f"have: its readings cannot be converted to {session.vehicle.name}'s"
+            )
+        shift = e_det_shift(session.net, models[name].vehicle, session.vehicle)
         shift.setflags(write=False)
         held = _SHIFT = (session.net, session.vehicle, name, shift)
     return ReadingShift(name, session.vehicle.name, held[3])

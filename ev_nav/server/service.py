@@ -545,10 +545,9 @@ class FleetService:
         """
         from ev_nav.trips.battery import (
             RISK_WARNING,
-            arrival_forecast,
+            add_forecasts,
             parse_charge,
-            route_energy,
-            shifted_energy,
+            route_forecasts,
         )
         from ev_nav.trips.planning import plan_trip
         from ev_nav.vehicles import catalogue_vehicle
@@ -583,28 +582,14 @@ class FleetService:
             )
             # another car's forecast and arrival charge need each route's energy; a plain
             # request (most of a fleet's) has its prediction in the document already
-            energies = {
-                name: shifted_energy(
-                    route_energy(session.model, r.segments, r.shares), shift, r.segments, r.shares
-                )
-                for name, r in trip.routes.items()
-                if model_car is not None or soc_wh is not None
-            }
-            arrivals = {
-                name: arrival_forecast(soc_wh, reserve_wh, capacity, energies[name])
-                for name in trip.routes
-                if soc_wh is not None
-            }
+            energies, arrivals = route_forecasts(
+                session.model, trip.routes, shift=shift, departure_wh=soc_wh,
+                reserve_wh=reserve_wh, capacity_wh=capacity,
+            )
         doc = trip.to_dict(self.net)  # with each route's [lon, lat, elevation] coordinates
         routes = doc["routes"]
         assert isinstance(routes, dict)
-        for name in trip.routes:
-            if model_car is not None:
-                routes[name]["vehicle_model_wh"] = round(energies[name].mean_wh, 1)
-                routes[name]["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
-            a = arrivals.get(name)
-            if a is not None:
-                routes[name]["arrival"] = a.to_dict()
+        add_forecasts(routes, energies, arrivals, other_car=model_car is not None)
         doc["vehicle"] = vehicle
         if model_car is not None:
             doc["vehicle_model"] = {"name": vehicle_model, "battery_wh": model_car.battery_wh}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from ev_nav.errors import ConfigError
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
+    from ev_nav.bandits.agent import Route
     from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
@@ -175,3 +177,55 @@ def arrival_forecast(
     pct = 100.0 / capacity_wh
     p = NormalDist().cdf((mean - reserve_wh) / sd)
     return ArrivalForecast(mean * pct, (mean - z * sd) * pct, (mean + z * sd) * pct, level, p)
+
+
+def route_forecasts(
+    model: SegmentModel,
+    routes: Mapping[str, Route],
+    *,
+    shift: NDArray[np.float64] | None,
+    departure_wh: float | None,
+    reserve_wh: float,
+    capacity_wh: float,
+) -> tuple[dict[str, RouteEnergy], dict[str, ArrivalForecast]]:
+    """Each planned route's energy for the car that drives it and its arrival forecast.
+
+    The energies [Wh] (:func:`route_energy`, moved by :func:`shifted_energy` when ``shift`` is
+    another car's :func:`e_det_shift`) are computed only where something needs them: another
+    car's figures or a departure charge ``departure_wh`` [Wh]; the arrival forecasts only with
+    a departure charge. ``ev-nav route`` and the server's route request share this, so both
+    report the same figures for the same request.
+    """
+    if shift is None and departure_wh is None:
+        return {}, {}
+    energies = {
+        name: shifted_energy(route_energy(model, r.segments, r.shares), shift, r.segments, r.shares)
+        for name, r in routes.items()
+    }
+    arrivals = (
+        {}
+        if departure_wh is None
+        else {
+            name: arrival_forecast(departure_wh, reserve_wh, capacity_wh, e)
+            for name, e in energies.items()
+        }
+    )
+    return energies, arrivals
+
+
+def add_forecasts(
+    routes_doc: Mapping[str, MutableMapping[str, object]],
+    energies: Mapping[str, RouteEnergy],
+    arrivals: Mapping[str, ArrivalForecast],
+    *,
+    other_car: bool,
+) -> None:
+    """Add :func:`route_forecasts`' figures to a route document's ``routes`` entries, as
+    ``ev-nav route --json`` and ``POST /api/routes`` give them: ``vehicle_model_wh`` and
+    ``vehicle_model_sd_wh`` [Wh] for another car, ``arrival`` with a departure charge."""
+    for name, entry in routes_doc.items():
+        if other_car:
+            entry["vehicle_model_wh"] = round(energies[name].mean_wh, 1)
+            entry["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
+        if name in arrivals:
+            entry["arrival"] = arrivals[name].to_dict()

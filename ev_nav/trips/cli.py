@@ -25,12 +25,11 @@ from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
     RISK_WARNING,
-    arrival_forecast,
+    add_forecasts,
     e_det_shift,
     parse_charge,
-    route_energy,
+    route_forecasts,
     route_shift_wh,
-    shifted_energy,
 )
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural
@@ -529,26 +528,13 @@ def _cmd_route(args: argparse.Namespace) -> int:
         for notice in trip.notices:
             print(f"ev-nav: notice: {notice}", file=sys.stderr)
         written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
-        energies = {
-            name: shifted_energy(
-                route_energy(session.model, r.segments, r.shares), shift, r.segments, r.shares
-            )
-            for name, r in trip.routes.items()
-            if model_car is not None or soc is not None
-        }
-        arrivals = {
-            name: arrival_forecast(soc, reserve, capacity, energies[name])
-            for name in trip.routes
-            if soc is not None
-        }
+        energies, arrivals = route_forecasts(
+            session.model, trip.routes, shift=shift, departure_wh=soc, reserve_wh=reserve,
+            capacity_wh=capacity,
+        )
         if args.json:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
-            for name in trip.routes:
-                if model_car is not None:  # the API's fields
-                    doc["routes"][name]["vehicle_model_wh"] = round(energies[name].mean_wh, 1)
-                    doc["routes"][name]["vehicle_model_sd_wh"] = round(energies[name].sd_wh, 1)
-                if name in arrivals:
-                    doc["routes"][name]["arrival"] = arrivals[name].to_dict()
+            add_forecasts(doc["routes"], energies, arrivals, other_car=model_car is not None)
             if model_car is not None:
                 doc["vehicle_model"] = {"name": model_car.name, "battery_wh": capacity}
             print(json.dumps(doc, indent=2))

@@ -12,7 +12,7 @@ import pytest
 
 from ev_nav.energy import get_vehicle, segment_energy_wh
 from ev_nav.roads.synthetic import generated_chargers, synthetic_town
-from tests.cli_helpers import latlon, run_cli
+from tests.cli_helpers import driven_part, latlon, run_cli
 
 MODEL = "volkswagen-id3-pro"
 
@@ -53,15 +53,6 @@ def _trip_count(state) -> int:
     return len(trip_history(state))
 
 
-def _shares(route: dict) -> np.ndarray:
-    """The part of each segment of a route document driven."""
-    seg = np.asarray(route["segments"])
-    fs, fg = route["start_fraction"], route["end_fraction"]
-    h = np.ones(seg.size)
-    h[0], h[-1] = (fg - fs, fg - fs) if seg.size == 1 else (1 - fs, fg)
-    return h
-
-
 def test_route_json_is_the_services_document(learned, capsys) -> None:
     from ev_nav.server.service import FleetService
 
@@ -88,7 +79,7 @@ def test_route_json_is_the_services_document(learned, capsys) -> None:
              - segment_energy_wh(net.length_m, net.speed_mps, net.grade,
                                  get_vehicle("sumo-default")))
     for name, r in cli["routes"].items():
-        moved = r["predicted_wh"] + _shares(r) @ shift[np.asarray(r["segments"])]
+        moved = r["predicted_wh"] + driven_part(r) @ shift[np.asarray(r["segments"])]
         assert r["vehicle_model_wh"] == pytest.approx(moved, abs=0.11), name
         assert r["arrival"]["soc_pct"] == pytest.approx(
             80 - r["vehicle_model_wh"] / 580, abs=0.01), name

@@ -19,7 +19,7 @@ import pytest
 
 from ev_nav.energy import get_vehicle, segment_energy_wh
 from ev_nav.roads.synthetic import synthetic_town
-from tests.cli_helpers import latlon, run_cli
+from tests.cli_helpers import driven_part, latlon, run_cli
 
 MODEL = "volkswagen-id3-pro"
 TOKEN = {"Authorization": "Bearer tok"}
@@ -48,15 +48,6 @@ def _shift(net, state_vehicle: str = "sumo-default") -> np.ndarray:
                                    get_vehicle(state_vehicle)))
     np.testing.assert_allclose(shift, physics, rtol=0, atol=1e-6)
     return shift
-
-
-def _shares(route: dict) -> np.ndarray:
-    """The part of each segment of a route document driven."""
-    seg = np.asarray(route["segments"])
-    fs, fg = route["start_fraction"], route["end_fraction"]
-    h = np.ones(seg.size)
-    h[0], h[-1] = (fg - fs, fg - fs) if seg.size == 1 else (1 - fs, fg)
-    return h
 
 
 def _trip_shares(state: Path, trip_id: int) -> np.ndarray:
@@ -122,7 +113,7 @@ def test_cli_readings_of_another_car_are_learned_as_the_states_vehicles(
         [same[k] for k in ("segments", "start_fraction", "end_fraction")]
     seg = np.asarray(planned["segments"])
     h = _trip_shares(car, 1)
-    np.testing.assert_allclose(h, _shares(planned), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(h, driven_part(planned), rtol=0, atol=1e-5)
     moved = float(h @ shift[seg])
     y = planned["vehicle_model_wh"] + 6.25
     code, out, err = run_cli(capsys, "observe", car, "1", "--total-wh", repr(y), "--json")
@@ -254,7 +245,7 @@ def test_a_reading_is_judged_against_the_car_that_drove(town, tmp_path, capsys) 
     doc = _route(capsys, town, state, "--vehicle-model", MODEL)
     trip_id, planned = doc["trip"], doc["routes"]["planned"]
     seg = np.asarray(planned["segments"])
-    h = _shares(planned)
+    h = driven_part(planned)
     net = town["net"]
     moved = float(h @ (segment_energy_wh(net.length_m, net.speed_mps, net.grade,
                                          get_vehicle(MODEL))

@@ -418,7 +418,6 @@ class FleetService:
         self._closed = False
         # E_det(catalogue car) − E_det(state's vehicle) per segment, by catalogue name: the
         # network and vehicle are fixed while serving, so each model's shift is computed once
-        self._e_det_shifts: dict[str, NDArray[np.float64]] = {}
         #: one line per checkpoint passed over while opening (damaged, old format)
         self.notices: list[str] = []
         #: the last error of the model writer (None while all is well)
@@ -474,17 +473,6 @@ class FleetService:
         if snap is None or self._closed:
             raise ServiceClosed("the routing service is shutting down; retry in a moment")
         return snap
-
-    def _e_det_shift(self, car: Vehicle) -> NDArray[np.float64]:
-        """Per-segment ``E_det(car) − E_det(state vehicle)`` [Wh]
-        (:func:`ev_nav.trips.battery.e_det_shift`, cached by the car's name)."""
-        from ev_nav.trips.battery import e_det_shift
-
-        shift = self._e_det_shifts.get(car.name)
-        if shift is None:
-            shift = e_det_shift(self.net, car, self.vehicle)
-            self._e_det_shifts[car.name] = shift  # a racing duplicate computes the same array
-        return shift
 
     @contextmanager
     def _session(self, snap: Snapshot, *, read_only_model: bool) -> Iterator[Session]:
@@ -546,6 +534,7 @@ class FleetService:
         from ev_nav.trips.battery import (
             RISK_WARNING,
             add_forecasts,
+            e_det_shift,
             parse_charge,
             route_forecasts,
         )
@@ -553,7 +542,7 @@ class FleetService:
         from ev_nav.vehicles import catalogue_vehicle
 
         model_car = catalogue_vehicle(vehicle_model).vehicle if vehicle_model else None
-        shift = self._e_det_shift(model_car) if model_car is not None else None
+        shift = e_det_shift(self.net, model_car, self.vehicle) if model_car is not None else None
         capacity = (model_car or self.vehicle).battery_wh
         soc_wh = parse_charge(soc, capacity) if soc is not None else None
         reserve_wh = parse_charge(reserve, capacity)
@@ -631,14 +620,14 @@ class FleetService:
         """
         import math
 
-        from ev_nav.trips.battery import parse_charge
+        from ev_nav.trips.battery import e_det_shift, parse_charge
         from ev_nav.trips.charging import ChargeSettings, plan_to_dict, vehicle_sites
         from ev_nav.trips.charging import plan_charging as plan_stops
         from ev_nav.trips.planning import _router
         from ev_nav.vehicles import catalogue_vehicle
 
         car = catalogue_vehicle(vehicle_model).vehicle if vehicle_model else self.vehicle
-        shift = self._e_det_shift(car) if vehicle_model else None
+        shift = e_det_shift(self.net, car, self.vehicle) if vehicle_model else None
         capacity = car.battery_wh
         top = parse_charge(max_charge, capacity)
         settings = ChargeSettings(

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -96,11 +98,27 @@ def route_energy(
     )
 
 
+#: :func:`e_det_shift` per network object (held weakly: it goes with its network) and pair of
+#: cars: a server plans and records for a fleet of a few models on one network, and E_det over
+#: every segment is computed once per model, not per request.
+_SHIFTS: weakref.WeakKeyDictionary[RoadNetwork, dict[tuple[Vehicle, Vehicle], NDArray[np.float64]]]
+_SHIFTS = weakref.WeakKeyDictionary()
+_SHIFTS_LOCK = threading.Lock()
+
+
 def e_det_shift(net: RoadNetwork, car: Vehicle, learned_for: Vehicle) -> NDArray[np.float64]:
     """Per-segment ``E_det(car) − E_det(learned_for)`` [Wh], shape (n_segments,): what moves
     energies learned for one vehicle to another car (each at the segment's speed limit,
-    :meth:`~ev_nav.roads.network.RoadNetwork.e_det`)."""
-    return net.e_det(car) - net.e_det(learned_for)
+    :meth:`~ev_nav.roads.network.RoadNetwork.e_det`). Read-only, computed once per network
+    object and pair of cars (networks and vehicles are frozen)."""
+    with _SHIFTS_LOCK:
+        shift = _SHIFTS.setdefault(net, {}).get((car, learned_for))
+    if shift is None:
+        shift = net.e_det(car) - net.e_det(learned_for)
+        shift.setflags(write=False)
+        with _SHIFTS_LOCK:  # a racing duplicate computed the same array: keep the first
+            shift = _SHIFTS.setdefault(net, {}).setdefault((car, learned_for), shift)
+    return shift
 
 
 def route_shift_wh(

@@ -162,12 +162,6 @@ class ReadingShift:
         return route_shift_wh(self.shift, segments, shares)
 
 
-#: The last shift computed: (network, state vehicle, car name, shift). Networks and vehicles are
-#: frozen; a server records every posted reading of a fleet of one or two models against one
-#: state, and E_det over the network is not recomputed for each.
-_SHIFT: tuple[RoadNetwork, Vehicle, str, np.ndarray] | None = None
-
-
 def reading_shift(session: Session, trip: Trip) -> ReadingShift | None:
     """How ``trip``'s readings are converted to the state's vehicle (:class:`ReadingShift`), or
     None for a trip planned for the state's own vehicle (no ``vehicle_model`` in its extra).
@@ -177,25 +171,20 @@ def reading_shift(session: Session, trip: Trip) -> ReadingShift | None:
     ConfigError
         If the trip names a car the catalogue no longer has (nothing is recorded).
     """
-    global _SHIFT
     name = trip.extra.get("vehicle_model") if isinstance(trip.extra, dict) else None
     if not name:
         return None
     name = str(name)
-    held = _SHIFT  # one read: another thread may replace it meanwhile
-    if held is None or held[0] is not session.net or held[1] != session.vehicle or held[2] != name:
-        from ev_nav.vehicles import catalogue
+    from ev_nav.vehicles import catalogue
 
-        models = catalogue()
-        if name not in models:
-            raise ConfigError(
-                f"trip {trip.id} was planned for {name!r}, which the vehicle catalogue does not "
-                f"have: its readings cannot be converted to {session.vehicle.name}'s"
-            )
-        shift = e_det_shift(session.net, models[name].vehicle, session.vehicle)
-        shift.setflags(write=False)
-        held = _SHIFT = (session.net, session.vehicle, name, shift)
-    return ReadingShift(name, session.vehicle.name, held[3])
+    models = catalogue()
+    if name not in models:
+        raise ConfigError(
+            f"trip {trip.id} was planned for {name!r}, which the vehicle catalogue does not "
+            f"have: its readings cannot be converted to {session.vehicle.name}'s"
+        )
+    shift = e_det_shift(session.net, models[name].vehicle, session.vehicle)
+    return ReadingShift(name, session.vehicle.name, shift)
 
 
 def learned_wh(session: Session, trip_id: int, batch: int) -> float:

@@ -143,9 +143,14 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
 
     session = open_session(state)
     mean = session.model.posterior().mean[half].tolist()
-    # the part's prediction, from the model's parts: joint posterior covariance plus noise
+    # the part's prediction, from the model's parts: joint posterior covariance plus each
+    # reading's noise, at least the plausible noise (what the readings are judged by)
+    from ev_nav.potential import loss_scale
+    from ev_nav.trips.observations import PLAUSIBLE_NOISE_SPREAD
+
     cov = session.model.route_covariance(half)
-    sd = float(np.sqrt(cov.sum() + session.model.noise_variance(half, np.ones(half.size))))
+    floor = (PLAUSIBLE_NOISE_SPREAD * loss_scale(session.net, session.vehicle)[half]) ** 2
+    sd = float(np.sqrt(cov.sum() + np.maximum(session.model.noise_variances(half), floor).sum()))
     session.close()
     code, out, err = _run(capsys, "observe", state, 1, "--segments",
                           _csv(tmp_path, half, mean), "--partial")
@@ -160,19 +165,36 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
 def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
     """``observe --json``'s predicted_sd_wh was the model sd for a total and the sd with the
     drive-to-drive noise for a --partial record: it is the model sd (the route table's) in
-    both, beside sd_with_noise_wh, each computed here from the model's parts."""
+    both, beside sd_with_noise_wh, each computed here from the model's parts. The latter is the
+    sd a refusal judges by and names (the model's noise, at least the plausible noise): one
+    number under one name."""
     import json
+    import re
 
+    from ev_nav.potential import loss_scale
     from ev_nav.trips import open_session
+    from ev_nav.trips.observations import PLAUSIBLE_NOISE_SPREAD
 
     state, trip = planned
     half = trip.route[: trip.route.size // 2]
+    shares = np.asarray(trip.shares)
     session = open_session(state)
-    noise = session.model.noise_variance(trip.route, np.asarray(trip.shares))
+    a = loss_scale(session.net, session.vehicle)
+    noise = max(session.model.noise_variance(trip.route, shares),
+                PLAUSIBLE_NOISE_SPREAD**2 * float(np.bincount(
+                    trip.route, shares, a.size) @ a**2))
     mean = session.model.posterior().mean[half].tolist()
     part_var = float(session.model.route_covariance(half).sum())
-    part_noise = float(session.model.noise_variance(half, np.ones(half.size)))
+    part_noise = float(np.maximum(session.model.noise_variances(half),
+                                  (PLAUSIBLE_NOISE_SPREAD * a[half]) ** 2).sum())
     session.close()
+
+    def refusal_sd(*argv):
+        line = _refused(capsys, state, ["observe", state, 1, *argv], "standard deviations")
+        return float(re.search(r"sd with drive-to-drive noise ([0-9.]+) Wh", line).group(1))
+
+    far = 50 * (trip.predicted_wh + 10 * trip.predicted_sd_wh + 100)
+    judged = refusal_sd("--total-wh", f"{far:.1f}")
     code, out, err = _run(capsys, "observe", state, 1, "--total-wh",
                           f"{trip.predicted_wh:.1f}", "--json")
     assert code == 0, err
@@ -181,7 +203,9 @@ def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
     assert doc["predicted_sd_wh"] == pytest.approx(trip.predicted_sd_wh, abs=0.06)
     assert doc["sd_with_noise_wh"] == pytest.approx(
         np.sqrt(trip.predicted_sd_wh**2 + noise), abs=0.06)
+    assert doc["sd_with_noise_wh"] == pytest.approx(judged, abs=0.051)
     assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
+    assert doc["predicted_segments"] is None
     assert _run(capsys, "observe", state, 1, "--undo")[0] == 0  # the model as it was
     code, out, err = _run(capsys, "observe", state, 1, "--segments",
                           _csv(tmp_path, half, mean), "--partial", "--json")
@@ -191,6 +215,7 @@ def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
     assert doc["predicted_sd_wh"] == pytest.approx(np.sqrt(part_var), abs=0.06)
     assert doc["sd_with_noise_wh"] == pytest.approx(np.sqrt(part_var + part_noise), abs=0.06)
     assert doc["sd_with_noise_wh"] > doc["predicted_sd_wh"]
+    assert doc["predicted_segments"] == np.unique(half).size
 
 
 def test_partial_goes_with_segments_only(capsys, planned, tmp_path):

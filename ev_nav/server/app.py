@@ -436,7 +436,10 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         "background. Implausible readings (more than 8 sd from the prediction, a likely "
         "kWh/Wh mix-up) are refused unless force; a trip is observed once. A trip planned "
         "for a vehicle_model is that car's reading, judged against its prediction and learned "
-        "converted to the state's vehicle (the answer's learned_wh, learned_for).",
+        "converted to the state's vehicle (the answer's learned_wh, learned_for). The answer's "
+        "predicted_wh, predicted_sd_wh (model sd) and sd_with_noise_wh (the sd the readings "
+        "were judged by) are the trip's, or for a partial record its predicted_segments "
+        "segments' (null: the whole trip), as 'ev-nav observe --json'.",
     )
     def record(trip_id: int, req: ObservationRequest) -> Response:
         segments = None

@@ -211,8 +211,8 @@ class Snapshot:
 
 class _SnapshotView:
     """What the plausibility checks of :mod:`ev_nav.trips.observations` read from a model (its
-    posterior and noise), answered from a snapshot's published values without touching the
-    model itself; it cannot learn."""
+    posterior, noise and a route's covariance), answered from a snapshot's published values
+    without touching the model itself; it cannot learn."""
 
     def __init__(self, snap: Snapshot) -> None:
         self._snap = snap
@@ -235,6 +235,11 @@ class _SnapshotView:
     def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
         with self._snap.lock:
             return self._snap.model.noise_variances(segment_ids)
+
+    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        # a partial record's prediction (the joint sd of the segments recorded)
+        with self._snap.lock:
+            return self._snap.model.route_covariance(segment_ids)
 
     def update(self, segment_ids: ArrayLike, energies: ArrayLike) -> None:
         raise ModelStateError("a served snapshot is read-only; the model writer learns")
@@ -680,6 +685,7 @@ class FleetService:
             reading_shift,
             record_segments,
             record_total,
+            recorded_prediction,
         )
 
         if (total_wh is None) == (segments is None):
@@ -708,18 +714,23 @@ class FleetService:
                 observed, what = float(np.sum(wh)), "segments"
             # what the model learns, as stored (the reading converted to the state's vehicle)
             learned = None if moved is None else learned_wh(session, trip.id, batch)
+            # what the readings were compared with, as 'ev-nav observe --json' shows it: the
+            # trip's prediction, or a partial record's segments', for the car that drove
+            expected = recorded_prediction(
+                session, trip, None if segments is None else segments[0], partial=partial,
+                temperature_c=temperature,
+            )
         self._jobs.put(_Job("wake"))
-        # the prediction the reading is compared with is the car's that drove (the plan's
-        # vehicle_model_wh for a trip planned for another car)
-        planned = 0.0 if moved is None else moved.wh(trip.route, trip.shares)
         ack: dict[str, object] = {
             "trip": trip.id,
             "batch": batch,
             "recorded": what,
             "observed_wh": round(observed, 3),
             "temperature_c": temperature,
-            "predicted_wh": round(trip.predicted_wh + planned, 1),
-            "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
+            "predicted_wh": round(expected.mean_wh, 1),
+            "predicted_sd_wh": round(expected.model_sd_wh, 1),
+            "sd_with_noise_wh": round(expected.sd_with_noise_wh, 1),
+            "predicted_segments": expected.n_segments,
             # the snapshot that includes this batch has a larger version; poll health for it
             "model_version_before": snap.version,
         }

@@ -613,11 +613,11 @@ def _cmd_observe(args: argparse.Namespace) -> int:
     from ev_nav.trips.observations import (
         forget_trip,
         learned_wh,
-        predict_readings,
         read_segment_csv,
         reading_shift,
         record_segments,
         record_total,
+        recorded_prediction,
     )
 
     if args.partial and args.segments is None:
@@ -660,7 +660,9 @@ def _cmd_observe(args: argparse.Namespace) -> int:
                     doc = {"trip": trip.id, "batch": batch, "recorded": what,
                            "observed_wh": round(observed, 3), "predicted_wh": round(mean, 1),
                            "predicted_sd_wh": round(model_sd, 1),
-                           "sd_with_noise_wh": round(noisy_sd, 1)}
+                           "sd_with_noise_wh": round(noisy_sd, 1),
+                           # null: the trip's own prediction; a count: a partial record's
+                           "predicted_segments": expected.n_segments}
                     if moved is not None:  # the car that drove, and what the state learned
                         doc.update(vehicle_model=moved.vehicle_model,
                                    learned_for=moved.learned_for, learned_wh=round(learned, 3))
@@ -681,35 +683,30 @@ def _cmd_observe(args: argparse.Namespace) -> int:
 
             return done
 
-        # the trip's prediction carries the route table's sd (the model's uncertainty); one
-        # drive's readings vary more, by the model's noise (temperature plays no part in it)
-        shares = np.asarray(trip.shares)
-        noise = session.model.noise_variance(trip.route, shares)
-        whole = (trip.predicted_wh + (0.0 if moved is None else moved.wh(trip.route, shares)),
-                 trip.predicted_sd_wh, math.sqrt(trip.predicted_sd_wh**2 + noise))
         if args.segments is not None:
             seg, wh = read_segment_csv(args.segments)
-            part = ""  # what the prediction is of: the trip, or the part recorded
-            if args.partial and np.setdiff1d(trip.route, seg).size:
-                # the trip's prediction is its whole route's: compare with these segments'
-                on = np.unique(seg[(seg >= 0) & (seg < session.net.n_segments)])
-                predicted = predict_readings(session, on, temperature)  # noise included
-                noise = session.model.noise_variance(on, np.ones(on.size))
-                model_sd = math.sqrt(max(predicted.sd_wh**2 - noise, 0.0))  # and without it
-                whole = (predicted.mean_wh + (0.0 if moved is None else moved.wh(on)),
-                         model_sd, predicted.sd_wh)
-                part = " for this segment" if on.size == 1 else f" for these {on.size} segments"
+        # what the readings are compared with: the trip's prediction, or for part of its route
+        # those segments' (one rule with the server's acknowledgement)
+        expected = recorded_prediction(
+            session, trip, None if args.segments is None else seg, partial=args.partial,
+            temperature_c=temperature,
+        )
+        n_part = expected.n_segments
+        part = ("" if n_part is None else " for this segment" if n_part == 1
+                else f" for these {n_part} segments")
+        shown = (expected.mean_wh, expected.model_sd_wh, expected.sd_with_noise_wh, part)
+        if args.segments is not None:
             record_segments(
                 session, trip.id, seg, wh, force=args.force, partial=args.partial,
                 source=str(args.segments), temperature_c=temperature,
                 on_recorded=acknowledge(plural(seg.size, "segment energy", "segment energies"),
-                                        float(np.sum(wh)), *whole, part),
+                                        float(np.sum(wh)), *shown),
             )
         else:
             record_total(
                 session, trip.id, args.total_wh, force=args.force,
                 temperature_c=temperature,
-                on_recorded=acknowledge("the trip total", float(args.total_wh), *whole),
+                on_recorded=acknowledge("the trip total", float(args.total_wh), *shown),
             )
         if not args.json:
             print("model updated")

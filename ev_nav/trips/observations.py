@@ -47,6 +47,7 @@ __all__ = [
     "PLAUSIBLE_SIGMAS",
     "SD_WITH_NOISE",
     "ReadingShift",
+    "RecordedPrediction",
     "check_plausible",
     "plausible_noise_variance",
     "predict_readings",
@@ -54,6 +55,7 @@ __all__ = [
     "learned_wh",
     "read_segment_csv",
     "reading_shift",
+    "recorded_prediction",
     "record_segments",
     "record_total",
 ]
@@ -501,6 +503,72 @@ def predict_readings(
     ``temperature_c`` [°C] where given: what a partial record is compared with, since the
     trip's own prediction is for its whole route."""
     return route_energy(_judging_model(session, temperature_c), segment_ids)
+
+
+@dataclass(frozen=True)
+class RecordedPrediction:
+    """What a record's readings are compared with: the prediction an acknowledgement shows.
+
+    Attributes
+    ----------
+    mean_wh : float
+        The predicted energy [Wh] of what was recorded, for the car that drove.
+    model_sd_wh : float
+        The model's uncertainty about it [Wh] (the route table's "model sd").
+    sd_with_noise_wh : float
+        ``model_sd_wh`` with one drive's noise added [Wh]: the sd the readings were judged by
+        (the noise at least the plausible noise, :func:`plausible_noise_variance`), named
+        :data:`SD_WITH_NOISE` wherever it is shown.
+    n_segments : int or None
+        None when the prediction is the trip's own (a total, or readings of every segment of
+        its route); else the number of segments a partial record covers, whose prediction
+        this is.
+    """
+
+    mean_wh: float
+    model_sd_wh: float
+    sd_with_noise_wh: float
+    n_segments: int | None = None
+
+
+def recorded_prediction(
+    session: Session,
+    trip: Trip,
+    segment_ids: np.ndarray | None = None,
+    *,
+    partial: bool = False,
+    temperature_c: float | None = None,
+) -> RecordedPrediction:
+    """The prediction a record of ``trip`` is compared with (:class:`RecordedPrediction`), one
+    rule for ``ev-nav observe`` and the server's acknowledgement.
+
+    A total, or per-segment readings of the whole route (``segment_ids``), are compared with the
+    trip's own prediction; readings of part of the route (``partial`` and some route segment
+    missing) with the prediction of the sum of the valid listed segments' readings at
+    ``temperature_c`` [°C]. A trip planned for another car is predicted for that car
+    (:func:`reading_shift`).
+    """
+    moved = reading_shift(session, trip)
+    model = session.model
+    if segment_ids is not None and partial and np.setdiff1d(trip.route, segment_ids).size:
+        on = np.unique(segment_ids[(segment_ids >= 0) & (segment_ids < session.net.n_segments)])
+        judging = _judging_model(session, temperature_c)
+        predicted = route_energy(judging, on)  # the model's noise included: taken off here
+        model_sd = math.sqrt(max(predicted.sd_wh**2 - judging.noise_variance(on), 0.0))
+        # each reading is judged with at least the plausible noise (record_segments)
+        floor = plausible_noise_variance(session, on)
+        noise = float(np.maximum(_segment_noise(judging, on), floor).sum())
+        shift = 0.0 if moved is None else moved.wh(on)
+        return RecordedPrediction(predicted.mean_wh + shift, model_sd,
+                                  math.sqrt(model_sd**2 + noise), int(on.size))
+    shares = np.asarray(trip.shares)
+    # as record_total judges the trip's total: its joint sd and the larger of the model's
+    # noise and the plausible noise
+    noise = max(model.noise_variance(trip.route, shares),
+                plausible_noise_variance(session, trip.route, shares))
+    shift = 0.0 if moved is None else moved.wh(trip.route, shares)
+    return RecordedPrediction(trip.predicted_wh + shift, trip.predicted_sd_wh,
+                              math.sqrt(trip.predicted_sd_wh**2 + noise))
 
 
 def _judging_model(session: Session, temperature_c: float | None) -> Any:

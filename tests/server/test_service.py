@@ -224,3 +224,51 @@ def test_requests_see_what_other_connections_commit(state) -> None:
         assert svc.health()["trips"] == 2
         assert [t["trip"] for t in svc.history()] == [first["trip"], elsewhere.trip_id]
         assert svc.plan(origin, goal, policy="mean")["trip"] == elsewhere.trip_id + 1
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_acknowledgement_is_what_observe_shows(state, tmp_path, capsys, partial) -> None:
+    """The server's acknowledgement compares the readings with what ``ev-nav observe --json``
+    does, field for field: the trip's prediction for a total, the recorded segments' for a
+    partial record (it showed the whole trip's), and the sd the readings were judged by."""
+    import json
+    import shutil
+
+    from ev_nav.trips.planning import plan_trip
+    from ev_nav.trips.session import open_session
+    from tests.cli_helpers import run_cli
+
+    with open_session(state, planning=True) as session:
+        origin, goal = far_points(session.net)
+        plan = plan_trip(session, origin, goal, policy="mean")
+        trip = session.store.get_trip(plan.trip_id)
+        mean = session.model.posterior().mean
+    seg = trip.route[: max(trip.route.size // 2, 1)] if partial else trip.route
+    wh = mean[seg] + 0.5
+    twin = tmp_path / "twin"
+    shutil.copytree(state, twin)
+    if partial:
+        csv = tmp_path / "part.csv"
+        rows = "".join(f"{s},{w}\n" for s, w in zip(seg, wh, strict=True))
+        csv.write_text("segment,energy_wh\n" + rows)
+        code, out, err = run_cli(capsys, "observe", twin, trip.id, "--segments", csv,
+                                 "--partial", "--json")
+    else:
+        code, out, err = run_cli(capsys, "observe", twin, trip.id, "--total-wh",
+                                 f"{trip.predicted_wh + 1.0}", "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    with FleetService(state, poll_s=0.05) as svc:
+        if partial:
+            ack = svc.record(trip.id, segments=(seg, wh), partial=True)
+        else:
+            ack = svc.record(trip.id, total_wh=trip.predicted_wh + 1.0)
+    for key in ("predicted_wh", "predicted_sd_wh", "sd_with_noise_wh", "predicted_segments"):
+        assert ack[key] == shown[key], key
+    if partial:
+        assert ack["predicted_segments"] == np.unique(seg).size
+        assert ack["predicted_wh"] == pytest.approx(mean[seg].sum(), abs=0.06)
+    else:
+        assert ack["predicted_segments"] is None
+        assert ack["predicted_wh"] == pytest.approx(trip.predicted_wh, abs=0.06)
+    assert ack["sd_with_noise_wh"] > ack["predicted_sd_wh"]

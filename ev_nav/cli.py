@@ -202,6 +202,9 @@ def _main(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (one line already printed), --help, --version
         return int(exc.code or 0)
+    # the tokens as typed: a handler may need to tell an option given at its default value
+    # from no option at all (``ev-nav bo FAMILY`` alone prints help)
+    args.command_line = tuple(argv)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +71,6 @@ def add_family(sub: argparse._SubParsersAction, family: Family) -> argparse.Argu
     report.add_argument("--figure", type=Path, default=None, help="also write this PNG")
     report.set_defaults(func=family.report)
     if family.legacy:
-        _record_given_options(parser)
         family.add_run_options(parser, True)
         add_shared_run_options(parser)
         parser.set_defaults(func=_legacy(family, parser))
@@ -80,33 +79,24 @@ def add_family(sub: argparse._SubParsersAction, family: Family) -> argparse.Argu
     return parser
 
 
-#: Namespace attribute listing the destinations of the options given on the command line of a
-#: family's option-only form.
-_GIVEN = "_bo_given_options"
-
-
-def _record_given_options(parser: argparse.ArgumentParser) -> None:
-    """Make every option later added to ``parser`` note its destination in ``_GIVEN`` when it
-    appears on the command line.
+def _nothing_after(command_line: Sequence[str] | None, family: str) -> bool:
+    """Whether ``ev-nav bo FAMILY`` was typed with nothing after the family's name.
 
     Comparing values with their defaults cannot tell ``--seeds 10`` (the default, but asked
-    for) from nothing typed; the bare form must be told apart from any option given.
+    for) from nothing typed; the tokens as typed (``ev_nav.cli`` keeps them) can.
     """
-    for name, cls in list(parser._registries["action"].items()):
-        if name in ("help", "version", "parsers"):
-            continue
-
-        class Given(cls):  # type: ignore[misc, valid-type]
-            def __call__(self, parser, namespace, values, option_string=None):
-                super().__call__(parser, namespace, values, option_string)
-                setattr(namespace, _GIVEN, {*getattr(namespace, _GIVEN, ()), self.dest})
-
-        parser.register("action", name, Given)
+    if command_line is None:  # a parser used outside the CLI: options were given
+        return False
+    tokens = list(command_line)
+    if "bo" not in tokens:
+        return False
+    rest = tokens[tokens.index("bo") + 1 :]
+    return family in rest and rest.index(family) == len(rest) - 1
 
 
 def _legacy(family: Family, parser: argparse.ArgumentParser) -> Handler:
     def handler(args: argparse.Namespace) -> int:
-        if not getattr(args, _GIVEN, None):
+        if _nothing_after(getattr(args, "command_line", None), family.name):
             # The bare family name: a user asking what the family does, not for its full
             # default experiment (which takes hours).
             parser.print_help()

@@ -30,7 +30,7 @@ from ev_nav.errors import ConfigError, InvalidObservation, UnknownSegmentError, 
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
-from ev_nav.trips.battery import RouteEnergy, e_det_shift, route_energy, route_shift_wh
+from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
@@ -50,7 +50,6 @@ __all__ = [
     "RecordedPrediction",
     "check_plausible",
     "plausible_noise_variance",
-    "predict_readings",
     "forget_trip",
     "learned_wh",
     "read_segment_csv",
@@ -493,16 +492,6 @@ def record_total(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
-
-
-def predict_readings(
-    session: Session, segment_ids: np.ndarray, temperature_c: float | None = None
-) -> RouteEnergy:
-    """The model's prediction [Wh] of the sum of per-segment readings of ``segment_ids`` (each
-    segment driven in full), joint posterior sd and observation noise included, at
-    ``temperature_c`` [°C] where given: what a partial record is compared with, since the
-    trip's own prediction is for its whole route."""
-    return route_energy(_judging_model(session, temperature_c), segment_ids)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check ev_nav tests scripts
-	$(BIN)/python -m pytest -q
+	# one process per core, at most 4: the tests are independent (each its own tmp_path and
+	# ports); work stealing keeps both cores of a 2-core CI busy until the slow scripts end
+	$(BIN)/python -m pytest -q -n auto --maxprocesses=4 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check ev_nav tests scripts

@@ -16,3 +16,9 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
     else:
         noun = singular + ("es" if singular.endswith(("s", "x", "z", "ch", "sh")) else "s")
     return f"{count:,} {noun}"
+
+
+def signed(value: float, digits: int = 1) -> str:
+    """``value`` with its sign at ``digits`` decimals, never ``-0.0``: a difference that rounds
+    to nothing reads ``+0.0`` (``signed(-0.04)``), not a negative zero."""
+    return f"{round(float(value), digits) + 0.0:+.{digits}f}"

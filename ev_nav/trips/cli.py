@@ -32,7 +32,7 @@ from ev_nav.trips.battery import (
     route_shift_wh,
 )
 from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
-from ev_nav.wording import plural
+from ev_nav.wording import plural, signed
 
 #: What the route table's "± model sd" is (printed under the table).
 MODEL_SD_MEANING = (
@@ -598,7 +598,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 print("the planned route is the best guess")
             else:
                 wh = extra[0] + moved["planned"] - moved["best guess"]  # the table's figures
-                print(f"exploring: {wh:+.1f} Wh, {extra[1] / 60:+.1f} min against the best "
+                print(f"exploring: {signed(wh)} Wh, {signed(extra[1] / 60)} min against the best "
                       "guess (predicted; exploring is how the model learns)")
         for path in written:
             if path.suffix == ".html":
@@ -727,8 +727,8 @@ def _drive_temperature(args: argparse.Namespace, trip: Trip) -> float | None:
 def _print_flagged(session: Session, state: Path) -> None:
     """One line per road the observation flagged as changed."""
     for c in session.flagged:
-        print(f"road change flagged on segment {c.segment}: {c.shift_wh:+.1f} Wh "
-              f"({c.shift_sd:+.1f} sd) against the prediction; its older readings are set aside "
+        print(f"road change flagged on segment {c.segment}: {signed(c.shift_wh)} Wh "
+              f"({signed(c.shift_sd)} sd) against the prediction; its older readings are set aside "
               f"('ev-nav changes {state}' lists it)")
 
 
@@ -858,8 +858,8 @@ def _cmd_map(args: argparse.Namespace) -> int:
 def _change_labels(session: Session) -> dict[int, str]:
     """The state's flagged roads with a tooltip each, for the maps."""
     return {
-        c.segment: f"flagged as changed {c.created[:10]}, {c.shift_wh:+.1f} Wh "
-        f"({c.shift_sd:+.1f} sd) against the prediction, {c.set_aside} older readings set aside"
+        c.segment: f"flagged as changed {c.created[:10]}, {signed(c.shift_wh)} Wh "
+        f"({signed(c.shift_sd)} sd) against the prediction, {c.set_aside} older readings set aside"
         for c in session.store.segment_changes()
     }
 

@@ -225,3 +225,16 @@ def test_info_shows_the_bounds_and_no_bare_none(capsys):
     assert doc["bounds"] == {"lat": [round(lat0, 6), round(lat1, 6)],
                              "lon": [round(lon0, 6), round(lon1, 6)]}
     assert doc["road_kind_segments"] is None
+
+
+def test_cli_info_on_a_network_file_damaged_inside(tmp_path, capsys):
+    """A network file with a flipped byte inside one array (a bad disk, a broken copy): the zip
+    directory still reads, but the member's CRC fails. 'network info' printed zipfile's
+    BadZipFile traceback; it is the damaged-file line with the rebuild advice."""
+    from ev_nav.roads.synthetic import synthetic_town
+
+    p = synthetic_town(300).save(tmp_path / "town.npz")
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside an array member, far from the zip directory
+    p.write_bytes(bytes(data))
+    _cli_fails(capsys, ["network", "info", str(p)], "not a readable ev-nav network file")

@@ -238,3 +238,17 @@ def test_cli_info_on_a_network_file_damaged_inside(tmp_path, capsys):
     data[len(data) // 2] ^= 0xFF  # inside an array member, far from the zip directory
     p.write_bytes(bytes(data))
     _cli_fails(capsys, ["network", "info", str(p)], "not a readable ev-nav network file")
+
+
+def test_cli_build_from_an_osm_file_without_elements(tmp_path, capsys):
+    """An OSM XML file with no element at all (an export of an empty area): the error passed on
+    osmnx's Overpass advice ('No data elements in server response. Check query location/filters
+    and log.'), though no server was asked and no log was written."""
+    p = tmp_path / "empty-area.osm"
+    p.write_text("<?xml version='1.0' encoding='UTF-8'?>\n<osm version='0.6'></osm>\n")
+    with pytest.raises(NoDrivableRoadsError):
+        load_osm(p)
+    assert main(["network", "build", "--osm", str(p), "--out", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ev-nav: error: {p} holds no OSM nodes or ways\n"
+    assert not (tmp_path / "x.npz").exists()

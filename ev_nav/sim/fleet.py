@@ -789,6 +789,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p} is not valid TOML: {exc}") from None
     base = p.parent
+    _check_top_level(cfg, p)
 
     def build(cls, table: dict[str, Any], what: str):
         names = {f.name for f in dataclasses.fields(cls)}
@@ -846,6 +847,42 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         for s in seeds
     ]
     return specs, output
+
+
+#: A fleet config's top-level keys: a plain value, a table (``[name]``) or tables
+#: (``[[name]]``, at least one).
+_TOP_LEVEL: dict[str, str] = {
+    "horizon": "value", "seeds": "value",
+    "network": "table", "trips": "table", "truth": "table", "output": "table",
+    "networks": "tables", "routes": "tables", "agents": "tables",
+}
+_OUTPUT_KEYS = ("dir", "checkpoint_every")
+
+
+def _check_top_level(cfg: dict[str, Any], p: Path) -> None:
+    """Refuse a misspelt top-level or ``[output]`` key (it was ignored: the run went on with the
+    default) and a table given as a plain value (a traceback later)."""
+    unknown = sorted(set(cfg) - set(_TOP_LEVEL))
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s): {', '.join(unknown)} "
+            f"(known: {', '.join(_TOP_LEVEL)})"
+        )
+    for key, shape in _TOP_LEVEL.items():
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if shape == "table" and not isinstance(value, dict):
+            raise ConfigError(f"{p}: {key} must be a table ([{key}]), got {value!r}")
+        if shape == "tables" and not (
+            isinstance(value, list) and value and all(isinstance(t, dict) for t in value)
+        ):
+            raise ConfigError(f"{p}: {key} must be tables ([[{key}]]), got {value!r}")
+    unknown = sorted(set(cfg.get("output", {})) - set(_OUTPUT_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown [output] key(s): {', '.join(unknown)} (known: {', '.join(_OUTPUT_KEYS)})"
+        )
 
 
 #: The values a config's string keys may take (a typo fails here, before any run, instead of in

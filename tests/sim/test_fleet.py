@@ -134,6 +134,28 @@ def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragme
     _refused_before_any_run(tmp_path, capsys, f"{line}\n", fragment, ConfigError)
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("horizn = 5", "unknown top-level key(s): horizn"),
+        ("[output]\ndirr = 'x'", "unknown [output] key(s): dirr"),
+        ("[output]\ncheckpoint_evry = 3", "unknown [output] key(s): checkpoint_evry"),
+        ('network = "x"', "network must be a table ([network]), got 'x'"),
+        ('truth = "gp"', "truth must be a table ([truth]), got 'gp'"),
+        ("output = 3", "output must be a table ([output]), got 3"),
+        ("agents = 5", "agents must be tables ([[agents]]), got 5"),
+        ('routes = ["A"]', "routes must be tables ([[routes]]), got ['A']"),
+        ("agents = []", "agents must be tables ([[agents]]), got []"),
+        ("networks = []", "networks must be tables ([[networks]]), got []"),
+    ],
+)
+def test_toml_config_refuses_unknown_or_misshapen_top_level_keys(tmp_path, capsys, text, fragment):
+    """A misspelt top-level or [output] key was ignored (the run went on with the default
+    horizon, output folder or checkpoint interval); a table given as a plain value was a
+    ValueError/TypeError traceback; 'agents = []' ran no run and exited 0."""
+    _refused_before_any_run(tmp_path, capsys, f"{text}\n", fragment, ConfigError)
+
+
 def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
     """The config ``text`` is refused by the loader (``error`` naming ``fragment``) and by
     ``fleet run`` with one line on stderr, exit 2, nothing run or written."""

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ev_nav.cli import count_arg
 from ev_nav.wording import plural
 
 
@@ -18,14 +19,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("config", type=Path, help="experiment config (TOML, see README)")
-        p.add_argument("--out", type=Path, help="output folder (default: [output] dir or runs/)")
+        p.add_argument(
+            "--out", type=Path,
+            help="output folder (default: the config's [output] dir, else runs/CONFIG-NAME)",
+        )
         p.add_argument(
             "--resume",
             action="store_true",
             help="continue an interrupted experiment: finished runs are skipped, "
             "half-finished ones continue from their checkpoint",
         )
-        p.add_argument("--checkpoint-every", type=int, help="rounds between checkpoints")
+        p.add_argument(
+            "--checkpoint-every", type=count_arg,
+            help="rounds between checkpoints (default: the config's [output] checkpoint_every, "
+            "else 50)",
+        )
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
     run = sub.add_parser("run", help="run a fleet config in this process (progress per trip)")
@@ -39,14 +47,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grid.add_argument(
         "--executor",
         choices=("local", "dask", "inprocess"),
-        default="local",
-        help="local process pool (default), Dask, or in-process (debugging)",
+        help="local process pool (default), Dask (default with --dask-*), or in-process "
+        "(debugging)",
     )
-    grid.add_argument("--workers", type=int, help="local pool size (default: all cores)")
     grid.add_argument(
+        "--workers", type=count_arg, help="local process pool size (default: all cores)"
+    )
+    dask = grid.add_mutually_exclusive_group()
+    dask.add_argument(
         "--dask-scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786"
     )
-    grid.add_argument("--dask-local", type=int, help="start a Dask LocalCluster with N workers")
+    dask.add_argument(
+        "--dask-local", type=count_arg, metavar="N",
+        help="start a Dask LocalCluster with N workers (default with --executor dask: all cores)",
+    )
     grid.set_defaults(func=_cmd_grid)
 
     drive = sub.add_parser(
@@ -119,9 +133,7 @@ def _prepare(args: argparse.Namespace):
         raise ConfigError(
             f"{out} already holds runs; pass --resume to continue them or --out for a new folder"
         )
-    every = args.checkpoint_every or int(output.get("checkpoint_every", 50))
-    if every < 1:
-        raise ConfigError("--checkpoint-every must be >= 1")
+    every = args.checkpoint_every or int(output.get("checkpoint_every", 50))  # both >= 1
     return specs, out, every
 
 
@@ -170,10 +182,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_grid(args: argparse.Namespace) -> int:
     from ev_nav.sim.grid import make_executor, run_grid
 
+    kind = _executor_kind(args)  # before the config is read: a usage error comes first
     specs, out, every = _prepare(args)
-    kind = args.executor
-    if args.dask_scheduler or args.dask_local:
-        kind = "dask"
     executor = make_executor(
         kind, workers=args.workers, dask_scheduler=args.dask_scheduler, dask_local=args.dask_local
     )
@@ -187,6 +197,28 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         config={"config_file": str(args.config)},
     )
     return _finish(result, out)
+
+
+def _executor_kind(args: argparse.Namespace) -> str:
+    """The executor ``fleet grid`` runs on; refuses options the chosen one would ignore."""
+    from ev_nav.errors import ConfigError
+
+    dask_option = (
+        "--dask-scheduler" if args.dask_scheduler else "--dask-local" if args.dask_local else None
+    )
+    kind = args.executor or ("dask" if dask_option else "local")
+    if dask_option and kind != "dask":
+        raise ConfigError(f"{dask_option} runs on Dask; drop '--executor {kind}'")
+    if args.workers is not None and kind != "local":
+        where = (
+            "--dask-local N (a scheduler's workers are the 'dask worker' processes it has)"
+            if kind == "dask"
+            else "nothing (it runs one run at a time)"
+        )
+        raise ConfigError(
+            f"--workers sizes the local process pool; with the {kind} executor use {where}"
+        )
+    return kind
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

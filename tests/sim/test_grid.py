@@ -197,3 +197,34 @@ def test_grid_cli_local(tmp_path, executor):
         check=True,
     )
     assert "6 runs" in r.stdout and "BI-TS" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--checkpoint-every", "0"], "argument --checkpoint-every: expected a whole number >= 1"),
+        (["--workers", "0"], "argument --workers: expected a whole number >= 1, got '0'"),
+        (["--workers", "-2"], "argument --workers: expected a whole number >= 1, got '-2'"),
+        (["--dask-local", "0"], "argument --dask-local: expected a whole number >= 1, got '0'"),
+        (["--dask-local", "2", "--dask-scheduler", "tcp://h:8786"], "not allowed with argument"),
+        (["--executor", "local", "--dask-local", "2"], "--dask-local runs on Dask"),
+        (["--executor", "inprocess", "--dask-scheduler", "tcp://h:8786"],
+         "--dask-scheduler runs on Dask"),
+        (["--executor", "inprocess", "--workers", "3"], "--workers sizes the local process pool"),
+        (["--dask-local", "2", "--workers", "3"], "--workers sizes the local process pool"),
+    ],
+)
+def test_grid_cli_refuses_executor_options_it_would_ignore(tmp_path, capsys, options, fragment):
+    """Each was accepted and ignored: '--checkpoint-every 0' fell back to the config's interval,
+    '--workers 0' took every core and '-2' one, '--dask-local 0' ran the local pool instead of
+    Dask, '--executor local --dask-local 2' ran Dask, --workers went unused with Dask or in
+    process, and --dask-local unused beside --dask-scheduler. Now a usage error, nothing run."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    assert main(["fleet", "grid", str(cfg), "--quiet", "--out", str(out), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ev-nav: error:") and fragment in err, err
+    assert not out.exists()

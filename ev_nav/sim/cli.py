@@ -150,7 +150,14 @@ def _finish(result, out: Path) -> int:
     print(f"{plural(len(result.outcomes), 'run')} in {result.seconds:.1f} s -> {out}{note}")
     for o in result.failed:
         print(f"FAILED {o.run_id}: {o.error} (see {out / 'runs' / o.run_id / 'error.txt'})")
-    table = write_report(out)
+    # the report covers this config's runs: a folder resumed with an edited config also holds
+    # the old config's runs, which the summary would average in as more seeds
+    own = {o.run_id for o in result.outcomes}
+    others = [d for d in (out / "runs").iterdir() if d.is_dir() and d.name not in own]
+    if others:
+        print(f"note: {out / 'runs'} also holds {plural(len(others), 'run')} this config does "
+              "not make (left out of this report; 'ev-nav fleet report' includes every run)")
+    table = write_report(out, [o.run_id for o in result.outcomes if o.status != "failed"])
     if table:
         print(table)
         _print_written(out)

@@ -228,3 +228,27 @@ def test_grid_cli_refuses_executor_options_it_would_ignore(tmp_path, capsys, opt
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ev-nav: error:") and fragment in err, err
     assert not out.exists()
+
+
+def test_resume_with_a_changed_config_reports_only_its_own_runs(tmp_path, capsys):
+    """'fleet grid --resume' with an edited config (horizon 2 -> 3) into the folder of the first
+    averaged the old runs with the new ones: summary.md showed 12 'runs' per agent, half of them
+    of the other horizon. The grid's report covers the runs of its config, and a line says how
+    many other runs the folder holds."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    argv = ["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 3"))
+    assert main([*argv, "--resume"]) == 0
+    printed = capsys.readouterr().out
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["runs"].tolist() == [3, 3]  # three seeds per agent, all of horizon 3
+    results = pd.read_csv(out / "results.csv")
+    assert set(results.groupby("run_id")["t"].max()) == {3}  # rounds 1..3: horizon 3 only
+    assert f"{out / 'runs'} also holds 6 runs this config does not make" in printed
+    assert "| 3 |" in (out / "summary.md").read_text()

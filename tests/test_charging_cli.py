@@ -98,6 +98,37 @@ def test_route_with_stops_refuses_what_it_cannot_do(long_trip, capsys, extra, me
     assert code != 0 and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [["--max-stops", "2"], ["--max-charge", "80%"], ["--stop-minutes", "3"],
+     ["--stop-minutes", "5", "--max-stops", "4"]],
+)
+def test_stop_options_without_confidence_are_refused(long_trip, capsys, extra) -> None:
+    """'route --soc 30% --max-stops 2' (--confidence forgotten) planned and recorded a plain
+    trip, exit 0, and the stop options went unused; even at their default values."""
+    t = long_trip
+    before = run_cli(capsys, "history", t["state"], "--json")[1]
+    code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--soc", "30%", *extra)
+    assert code == 2 and out == ""
+    assert err == (f"ev-nav: error: {extra[0]} shapes charging stops, which only "
+                   "--confidence plans: add --confidence (e.g. 0.95)\n")
+    assert run_cli(capsys, "history", t["state"], "--json")[1] == before  # nothing recorded
+
+
+@pytest.mark.parametrize("extra", [["--policy", "ts"], ["--policy", "safe"], ["--seed", "3"]])
+def test_route_choice_options_with_confidence_are_refused(long_trip, capsys, extra) -> None:
+    """'route --confidence 0.95 --policy safe' printed the same plan as without it: a charging
+    plan chooses its legs by the model's mean energy and its joint posterior, never by a
+    policy or a Thompson draw."""
+    t = long_trip
+    code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--soc", "30%", "--confidence", "0.95", *extra)
+    assert code == 2 and out == ""
+    assert err == (f"ev-nav: error: {extra[0]} chooses a single route; a charging plan "
+                   "(--confidence) chooses its legs by the model's mean and joint posterior\n")
+
+
 @pytest.mark.parametrize("value", ["1", "0.3", "abc", "95"])
 def test_confidence_outside_its_range_is_a_one_line_error(long_trip, capsys, value) -> None:
     t = long_trip

@@ -95,7 +95,7 @@ def check_state(
     report = DoctorReport(Path(state))
     path = Store.db_path(state)
     if not path.is_file():
-        raise StateError(f"no ev-nav state in {state}")
+        raise Store.no_state_error(state)
     try:
         Store._check_file(path)
     except StateDamagedError as exc:

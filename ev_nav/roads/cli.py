@@ -37,6 +37,23 @@ def _max_grade_arg(text: str) -> float:
     return value
 
 
+def _network_out_arg(text: str) -> Path:
+    """Where ``network build | fetch`` writes: a ``.npz`` file name (other commands tell a
+    network file from an OSM file by it; an ``--out`` naming the OSM input overwrote it), not a
+    folder. Checked before the build, which may take minutes."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a folder; give a file name in it, e.g. {path / 'network.npz'}"
+        )
+    if path.suffix.lower() != ".npz":
+        hint = path.with_name(f"{path.name.split('.')[0] or 'network'}.npz")
+        raise argparse.ArgumentTypeError(
+            f"a network file name ends in .npz (e.g. {hint}), got {text!r}"
+        )
+    return path
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``network`` command group."""
     parser = subparsers.add_parser("network", help="build, inspect or download road networks")
@@ -54,7 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="elevation raster (GeoTIFF, .hgt or .hgt.zip); repeat for several tiles",
     )
-    build.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    build.add_argument(
+        "--out", required=True, type=_network_out_arg, help="output network file (.npz)"
+    )
     build.add_argument(
         "--max-grade", type=_max_grade_arg, default=0.3,
         help="limit |grade| to this slope, in (0, 1] (default 0.3)",
@@ -107,7 +126,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="radius around a point [m] (default 3000)",
     )
     fetch.add_argument("--dem", action="append", default=[], type=Path, help="elevation raster")
-    fetch.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    fetch.add_argument(
+        "--out", required=True, type=_network_out_arg, help="output network file (.npz)"
+    )
     fetch.set_defaults(func=_cmd_fetch)
 
 

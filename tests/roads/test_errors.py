@@ -58,7 +58,8 @@ def test_missing_file(tmp_path, capsys):
         load_osm(tmp_path / "missing.osm")
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(tmp_path / "missing.osm"), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(tmp_path / "missing.osm"),
+         "--out", str(tmp_path / "x.npz")],
         "not found",
     )
 
@@ -67,7 +68,7 @@ def test_not_osm(not_osm, tmp_path, capsys):
     with pytest.raises(NotOSMError):
         load_osm(not_osm)
     _cli_fails(
-        capsys, ["network", "build", "--osm", str(not_osm), "--out", str(tmp_path / "x")], "OSM"
+        capsys, ["network", "build", "--osm", str(not_osm), "--out", str(tmp_path / "x.npz")], "OSM"
     )
 
 
@@ -76,7 +77,7 @@ def test_no_drivable_roads(footway_osm, tmp_path, capsys):
         load_osm(footway_osm)
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(footway_osm), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(footway_osm), "--out", str(tmp_path / "x.npz")],
         "drivable",
     )
 
@@ -88,10 +89,11 @@ def test_dem_does_not_cover(shared_file, tmp_path, capsys):
         load_osm(osm, dems=[dem])
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(osm), "--dem", str(dem), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(osm), "--dem", str(dem),
+         "--out", str(tmp_path / "x.npz")],
         "do not cover",
     )
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x.npz").exists()
 
 
 def test_bz2_is_read(shared_file, tmp_path):
@@ -252,3 +254,31 @@ def test_cli_build_from_an_osm_file_without_elements(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"ev-nav: error: {p} holds no OSM nodes or ways\n"
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["build", "fetch"])
+def test_cli_out_must_be_a_network_file_name(tmp_path, capsys, monkeypatch, command):
+    """'network build --osm town.osm --out town.osm' overwrote the user's OSM file with the
+    network archive; '--out town' wrote a network that 'routes pick' then read as OSM (it goes
+    by the .npz suffix); '--out DIR' built for minutes and then failed naming a hidden temporary
+    file. Each is refused before anything is read or fetched."""
+    import ev_nav.roads.load as load
+
+    monkeypatch.setattr(load, "fetch_place", lambda *a, **k: pytest.fail("fetched"))
+    osm = tmp_path / "town.osm"
+    osm.write_text(FOOTWAYS_ONLY)
+    folder = tmp_path / "nets"
+    folder.mkdir()
+    source = ["--osm", str(osm)] if command == "build" else ["43.7,7.4"]
+    for out, fragment in (
+        (osm, f"argument --out: a network file name ends in .npz (e.g. {tmp_path}/town.npz)"),
+        (tmp_path / "town", f"argument --out: a network file name ends in .npz (e.g. "
+                            f"{tmp_path}/town.npz)"),
+        (folder, f"argument --out: {folder} is a folder; give a file name in it, e.g. "
+                 f"{folder}/network.npz"),
+    ):
+        assert main(["network", command, *source, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err, err
+    assert osm.read_text() == FOOTWAYS_ONLY
+    assert list(folder.iterdir()) == [] and not (tmp_path / "town").exists()

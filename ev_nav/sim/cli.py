@@ -98,6 +98,14 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
     from ev_nav.sim.routes import pick_routes, routes_toml
 
     path = Path(args.network)
+    if args.out is not None:  # before the picking, which takes seconds to minutes
+        if args.out.is_dir():
+            raise ConfigError(f"--out {args.out} is a folder; give a file, e.g. routes.toml")
+        if args.out.resolve() == path.resolve():
+            raise ConfigError(
+                f"--out {args.out} is the network file itself; give the TOML snippet its own "
+                "file, e.g. routes.toml"
+            )
     if path.suffix == ".npz":
         net = RoadNetwork.load(path)
     else:

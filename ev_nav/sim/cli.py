@@ -137,6 +137,8 @@ def _prepare(args: argparse.Namespace):
 
     specs, output = specs_from_toml(args.config)
     out = args.out or Path(output.get("dir", Path("runs") / args.config.stem))
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"the output folder {out} is a file; give a folder with --out")
     if not args.resume and (out / "runs").is_dir() and any((out / "runs").iterdir()):
         raise ConfigError(
             f"{out} already holds runs; pass --resume to continue them or --out for a new folder"

@@ -252,3 +252,19 @@ def test_resume_with_a_changed_config_reports_only_its_own_runs(tmp_path, capsys
     assert set(results.groupby("run_id")["t"].max()) == {3}  # rounds 1..3: horizon 3 only
     assert f"{out / 'runs'} also holds 6 runs this config does not make" in printed
     assert "| 3 |" in (out / "summary.md").read_text()
+
+
+def test_out_that_is_a_file_is_refused_with_a_line_that_says_so(tmp_path, capsys):
+    """'fleet run fleet.toml --out notes.txt' said only 'File exists: notes.txt'."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    for cmd in ("run", "grid"):
+        assert main(["fleet", cmd, str(cfg), "--quiet", "--out", str(notes)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"ev-nav: error: the output folder {notes} is a file; give a folder "
+                       "with --out\n")
+    assert notes.read_text() == "mine\n"

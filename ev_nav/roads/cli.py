@@ -110,10 +110,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = info.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", type=Path, help="network file written by 'network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
+    # no argparse defaults: given with a network file, they would be ignored (refused instead)
     info.add_argument(
-        "--segments", type=town_size_arg, default=2000, help="synthetic town size [segments]"
+        "--segments", type=town_size_arg,
+        help=f"synthetic town size [segments] (default {TOWN_DEFAULTS['segments']:,})",
     )
-    info.add_argument("--seed", type=seed_arg, default=0, help="synthetic town seed")
+    info.add_argument(
+        "--seed", type=seed_arg, help=f"synthetic town seed (default {TOWN_DEFAULTS['seed']})"
+    )
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(func=_cmd_info)
 
@@ -222,12 +226,25 @@ def _cmd_chargers(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The synthetic town ``network info --synthetic`` describes when not told otherwise.
+TOWN_DEFAULTS = {"segments": 2000, "seed": 0}
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
+    from ev_nav.errors import ConfigError
+
     if args.synthetic:
         from ev_nav.roads.synthetic import synthetic_town
 
+        for key, value in TOWN_DEFAULTS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
         net = synthetic_town(args.segments, seed=args.seed)
     else:
+        for key in TOWN_DEFAULTS:
+            if getattr(args, key) is not None:
+                raise ConfigError(f"--{key} sizes or seeds the synthetic town; it goes with "
+                                  "--synthetic, not a network file")
         net = RoadNetwork.load(args.path)
     print_summary(net, as_json=args.json)
     return 0

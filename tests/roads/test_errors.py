@@ -282,3 +282,20 @@ def test_cli_out_must_be_a_network_file_name(tmp_path, capsys, monkeypatch, comm
         assert err.count("\n") == 1 and fragment in err, err
     assert osm.read_text() == FOOTWAYS_ONLY
     assert list(folder.iterdir()) == [] and not (tmp_path / "town").exists()
+
+
+@pytest.mark.parametrize("option", [["--segments", "300"], ["--seed", "3"]])
+def test_cli_info_refuses_town_options_with_a_file(tmp_path, capsys, option):
+    """'network info town.npz --segments 300' printed the file's summary, the option unused."""
+    from ev_nav.roads.synthetic import synthetic_town
+
+    p = synthetic_town(300).save(tmp_path / "town.npz")
+    assert main(["network", "info", str(p), *option]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ev-nav: error: {option[0]} sizes or seeds the synthetic town; it goes with "
+                   "--synthetic, not a network file\n")
+    # with --synthetic they still work, and the defaults are the documented ones
+    assert main(["network", "info", "--synthetic", *option, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["name"] == ("synthetic-300-s0" if option[0] == "--segments"
+                           else "synthetic-2000-s3")

@@ -803,6 +803,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     net_specs = []
     for table in networks:
         table = dict(table)
+        _check_network_keys(table, f"{p}: {_TABLES['network']}")
         if table.get("path") and not Path(table["path"]).is_absolute():
             table["path"] = str((base / table["path"]).resolve())
         if "dems" in table:
@@ -981,6 +982,29 @@ def _check_file(path: str, where: str) -> None:
     require_file(path, f"{where}: file")
 
 
+#: The keys each kind of ``[network]`` uses (beside ``kind``); another was ignored.
+_NETWORK_KEYS: dict[str, tuple[str, ...]] = {
+    "synthetic": ("n_segments", "seed", "name"),
+    "osm": ("path", "dems", "name"),
+    "file": ("path", "name"),
+}
+
+
+def _check_network_keys(table: dict[str, Any], where: str) -> None:
+    kind = table.get("kind", NetworkSpec.kind)
+    used = _NETWORK_KEYS.get(kind) if isinstance(kind, str) else None
+    if used is None:
+        return  # an unknown kind: check_config_table names the choices
+    for key in table:
+        if key != "kind" and key not in used and key in _NETWORK_KEYS_ALL:
+            raise ConfigError(
+                f"{where} {key} is not used by kind = {kind!r} (it uses {', '.join(used)})"
+            )
+
+
+_NETWORK_KEYS_ALL = frozenset(k for keys in _NETWORK_KEYS.values() for k in keys)
+
+
 def _check_network(spec: NetworkSpec, where: str) -> None:
     if spec.kind in ("osm", "file"):
         if not spec.path:
@@ -989,11 +1013,12 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
         for dem in spec.dems:
             _check_file(dem, f"{where} dems")
     elif spec.kind == "synthetic":
-        from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS
+        from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 
-        if not 1 <= spec.n_segments <= MAX_TOWN_SEGMENTS:
+        if not MIN_TOWN_SEGMENTS <= spec.n_segments <= MAX_TOWN_SEGMENTS:
             raise ConfigError(
-                f"{where} n_segments must be in 1..{MAX_TOWN_SEGMENTS:,}, got {spec.n_segments}"
+                f"{where} n_segments must be in {MIN_TOWN_SEGMENTS}..{MAX_TOWN_SEGMENTS:,}, "
+                f"got {spec.n_segments}"
             )
 
 

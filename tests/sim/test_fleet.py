@@ -186,6 +186,16 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         ('[network]\nkind = "osm"\npath = "no.osm"', "[network] path: file not found"),
         ('[network]\nkind = "file"', "[network] kind = 'file' needs 'path'"),
         ('[network]\nkind = "net"', "[network] kind must be one of synthetic, osm, file"),
+        # keys the network's kind does not use were ignored: the run used another network
+        ('[network]\nkind = "synthetic"\npath = "town.npz"',
+         "[network] path is not used by kind = 'synthetic' (it uses n_segments, seed, name)"),
+        ('[network]\nkind = "file"\npath = "fleet.toml"\nn_segments = 300',
+         "[network] n_segments is not used by kind = 'file' (it uses path, name)"),
+        ('[network]\nkind = "osm"\npath = "fleet.toml"\nseed = 3',
+         "[network] seed is not used by kind = 'osm' (it uses path, dems, name)"),
+        # a town smaller than the smallest one built: a different town than asked, every run
+        # failed finding trips
+        ('[network]\nn_segments = 5', "[network] n_segments must be in 100..2,000,000, got 5"),
         ('[[routes]]\nname = "A"\nstart = 3', "[[routes]] 'A': a fixed route needs start and goal"),
         ('[[routes]]\nstart = [1, "x"]\ngoal = 2', "[[routes]] start must be a whole number or"),
         ('[[routes]]\nkind = "loop"', "[[routes]] kind must be one of fixed, random"),

@@ -803,7 +803,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     net_specs = []
     for table in networks:
         table = dict(table)
-        _check_network_keys(table, f"{p}: {_TABLES['network']}")
+        _check_kind_keys(NetworkSpec, table, f"{p}: {_TABLES['network']}")
         if table.get("path") and not Path(table["path"]).is_absolute():
             table["path"] = str((base / table["path"]).resolve())
         if "dems" in table:
@@ -813,6 +813,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     trip_specs = []
     for table in routes:
         table = dict(table)
+        _check_kind_keys(TripSpec, table, f"{p}: {_TABLES['route']}")
         for key in ("start", "goal"):
             if key in table:
                 table[key] = _tuple_endpoint(table[key])
@@ -982,27 +983,34 @@ def _check_file(path: str, where: str) -> None:
     require_file(path, f"{where}: file")
 
 
-#: The keys each kind of ``[network]`` uses (beside ``kind``); another was ignored.
-_NETWORK_KEYS: dict[str, tuple[str, ...]] = {
-    "synthetic": ("n_segments", "seed", "name"),
-    "osm": ("path", "dems", "name"),
-    "file": ("path", "name"),
+#: The keys each kind of ``[network]`` and of ``[[routes]]`` uses (beside ``kind``); another
+#: was ignored.
+_KIND_KEYS: dict[type, dict[str, tuple[str, ...]]] = {
+    NetworkSpec: {
+        "synthetic": ("n_segments", "seed", "name"),
+        "osm": ("path", "dems", "name"),
+        "file": ("path", "name"),
+    },
+    TripSpec: {
+        "fixed": ("start", "goal", "vehicles", "name"),
+        "random": ("vehicles", "min_distance_m", "name"),
+    },
 }
 
 
-def _check_network_keys(table: dict[str, Any], where: str) -> None:
-    kind = table.get("kind", NetworkSpec.kind)
-    used = _NETWORK_KEYS.get(kind) if isinstance(kind, str) else None
+def _check_kind_keys(cls: type, table: dict[str, Any], where: str) -> None:
+    """Refuse a key of ``table`` (a ``cls`` spec) that its ``kind`` does not use."""
+    kinds = _KIND_KEYS[cls]
+    kind = table.get("kind", cls.kind)  # type: ignore[attr-defined]
+    used = kinds.get(kind) if isinstance(kind, str) else None
     if used is None:
         return  # an unknown kind: check_config_table names the choices
+    known = {k for keys in kinds.values() for k in keys}
     for key in table:
-        if key != "kind" and key not in used and key in _NETWORK_KEYS_ALL:
+        if key != "kind" and key not in used and key in known:
             raise ConfigError(
                 f"{where} {key} is not used by kind = {kind!r} (it uses {', '.join(used)})"
             )
-
-
-_NETWORK_KEYS_ALL = frozenset(k for keys in _NETWORK_KEYS.values() for k in keys)
 
 
 def _check_network(spec: NetworkSpec, where: str) -> None:

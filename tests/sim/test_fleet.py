@@ -193,6 +193,12 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
          "[network] n_segments is not used by kind = 'file' (it uses path, name)"),
         ('[network]\nkind = "osm"\npath = "fleet.toml"\nseed = 3',
          "[network] seed is not used by kind = 'osm' (it uses path, dems, name)"),
+        ('[[routes]]\nkind = "random"\nstart = 3\ngoal = 40',
+         "[[routes]] start is not used by kind = 'random' (it uses vehicles, min_distance_m, "
+         "name)"),
+        ('[[routes]]\nstart = 3\ngoal = 40\nmin_distance_m = 500.0',
+         "[[routes]] min_distance_m is not used by kind = 'fixed' (it uses start, goal, "
+         "vehicles, name)"),
         # a town smaller than the smallest one built: a different town than asked, every run
         # failed finding trips
         ('[network]\nn_segments = 5', "[network] n_segments must be in 100..2,000,000, got 5"),

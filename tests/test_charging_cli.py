@@ -69,6 +69,23 @@ def test_route_with_stops_prints_the_plan_and_its_json(long_trip, capsys) -> Non
     t["json"] = doc
 
 
+def test_the_stop_column_is_the_time_at_the_stop(long_trip, capsys) -> None:
+    """The table's last column was headed 'charging', but it holds the charging time plus the
+    stop's fixed minutes (5.9 'charging' minutes for 0.9 min of charging at 120 kW)."""
+    t = long_trip
+    args = ["route", t["state"], "--from", t["from"], "--to", t["to"], "--soc", "30%",
+            "--confidence", "0.95", "--no-map"]
+    doc = json.loads(run_cli(capsys, *args, "--json")[1])
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and doc["stops"]
+    header, *rows = out.splitlines()[1:]
+    assert header.split()[-2:] == ["at", "stop"] and "charging" not in header
+    for stop, row in zip(doc["stops"], rows, strict=False):
+        assert row.endswith(" min")
+        shown = float(row.split()[-2])  # one decimal, of the unrounded minutes
+        assert shown == pytest.approx(stop["charge_min"] + stop["overhead_min"], abs=0.06)
+
+
 def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, capsys) -> None:
     t = long_trip
     code, out, _ = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],

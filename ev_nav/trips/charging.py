@@ -915,8 +915,9 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
         return f"{'empty':>9}" if pct < 0 else f"{pct:>8.1f}%"
 
     lines = [
+        # the last column is the time at the stop: charging plus the stop's fixed minutes
         f"{'step':<34}{'km':>7}{'min':>7}{'arrive':>9}{'5th pct':>9}{'charge to':>11}"
-        f"{'charging':>10}",
+        f"{'at stop':>10}",
     ]
     for j, leg in enumerate(plan.legs):
         km = float(leg.shares @ net.length_m[leg.segments]) / 1000

@@ -268,3 +268,30 @@ def test_out_that_is_a_file_is_refused_with_a_line_that_says_so(tmp_path, capsys
         assert err == (f"ev-nav: error: the output folder {notes} is a file; give a folder "
                        "with --out\n")
     assert notes.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("damage", ["empty", "other header", "cut short"])
+def test_report_on_a_damaged_trips_file_names_it(tmp_path, capsys, damage):
+    """A run's trips.csv damaged behind ev-nav's back (it is written atomically): an empty one
+    was a pandas EmptyDataError traceback, one with another header was left out of the report
+    without a word (the summary counted one run fewer). Now one line names the file and what
+    to do; the report files are left as they were."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    assert main(["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    trips = sorted(out.glob("runs/*/trips.csv"))[0]
+    text = trips.read_text()
+    trips.write_text({"empty": "", "other header": "garbage,,,\n",
+                      "cut short": text[: len(text) // 2].rsplit(",", 1)[0] + "\n"}[damage])
+    before = (out / "summary.md").read_bytes()
+    assert main(["fleet", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"ev-nav: error: {trips} is damaged (")
+    assert err.endswith(f"delete {trips.parent} and run the grid again with --resume\n")
+    assert (out / "summary.md").read_bytes() == before

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    run = sub.add_parser("run", help="run a fleet config in this process (progress per trip)")
+    run = sub.add_parser("run", help="run a fleet config in this process (progress per run)")
     common(run)
     run.set_defaults(func=_cmd_run)
 

@@ -295,3 +295,15 @@ def test_report_on_a_damaged_trips_file_names_it(tmp_path, capsys, damage):
     assert err.startswith(f"ev-nav: error: {trips} is damaged (")
     assert err.endswith(f"delete {trips.parent} and run the grid again with --resume\n")
     assert (out / "summary.md").read_bytes() == before
+
+
+def test_fleet_help_says_what_the_progress_counts(capsys):
+    """'fleet --help' said 'run' shows progress per trip; its bar counts runs (one bar over the
+    grid's runs, as the README says: 'in this process, progress per run')."""
+    from ev_nav.cli import main
+
+    assert main(["fleet", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "run a fleet config in this process (progress per run)" in text
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "ev-nav fleet run fleet.toml             # in this process, progress per run" in readme

@@ -54,6 +54,28 @@ def _network_out_arg(text: str) -> Path:
     return path
 
 
+def _place_arg(text: str) -> str:
+    """A place name or a ``LAT,LON`` point for ``network fetch``, checked before going online
+    (an out-of-range point or an empty name went to the server)."""
+    import math
+
+    from ev_nav.roads.load import _looks_like_point
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected a place name ('Monaco') or a LAT,LON point, got {text!r}"
+        )
+    if _looks_like_point(text):
+        lat, lon = (float(x) for x in text.split(","))
+        if not (math.isfinite(lat) and math.isfinite(lon) and -90 <= lat <= 90
+                and -180 <= lon <= 180):
+            raise argparse.ArgumentTypeError(
+                "a LAT,LON point has latitude in -90..90 and longitude in -180..180, "
+                f"got {text!r}"
+            )
+    return text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``network`` command group."""
     parser = subparsers.add_parser("network", help="build, inspect or download road networks")
@@ -124,7 +146,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch = sub.add_parser(
         "fetch", help="download a place's drivable network from OpenStreetMap (needs internet)"
     )
-    fetch.add_argument("place", help="place name ('Monaco') or 'LAT,LON' point")
+    fetch.add_argument("place", type=_place_arg, help="place name ('Monaco') or 'LAT,LON' point")
     fetch.add_argument(
         "--dist", type=_positive_float, default=3000.0,
         help="radius around a point [m] (default 3000)",
@@ -251,7 +273,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    from ev_nav.errors import require_file
     from ev_nav.roads.load import fetch_place
+
+    for path in args.dem:  # before the download, which may take minutes
+        require_file(path, "DEM file")
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)

@@ -299,3 +299,29 @@ def test_cli_info_refuses_town_options_with_a_file(tmp_path, capsys, option):
     doc = json.loads(capsys.readouterr().out)
     assert doc["name"] == ("synthetic-300-s0" if option[0] == "--segments"
                            else "synthetic-2000-s3")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["95,7"], "argument place: a LAT,LON point has latitude in -90..90 and longitude in "
+                   "-180..180, got '95,7'"),
+        (["43.7,200"], "got '43.7,200'"),
+        (["nan,7"], "got 'nan,7'"),
+        (["  "], "argument place: expected a place name ('Monaco') or a LAT,LON point"),
+        (["Monaco", "--dem", "absent.hgt"], "DEM file not found: absent.hgt"),
+    ],
+)
+def test_fetch_refuses_what_it_cannot_use_before_going_online(tmp_path, capsys, monkeypatch,
+                                                              argv, fragment):
+    """A point out of range or an empty place went to the Overpass server (an error from there,
+    or a download of nothing); a --dem that does not exist was found missing only after the
+    download. Each is refused first, nothing fetched."""
+    import ev_nav.roads.load as load
+
+    monkeypatch.setattr(load, "fetch_place", lambda *a, **k: pytest.fail("fetched"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["network", "fetch", *argv, "--out", "n.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+    assert not (tmp_path / "n.npz").exists()

@@ -848,6 +848,14 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         for a in agents
         for s in seeds
     ]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.run_id in seen:
+            raise ConfigError(
+                f"{p}: makes run {spec.run_id} twice (a repeated seed, or two identical "
+                "[[networks]], [[routes]] or [[agents]] tables)"
+            )
+        seen.add(spec.run_id)
     return specs, output
 
 

@@ -126,6 +126,10 @@ dir = "out"
         ("seeds = [0, -1]", "each seed must be >= 0, got -1"),
         ('[output]\ncheckpoint_every = "x"', "checkpoint_every must be a whole number"),
         ("[output]\ndir = 5", "dir must be a folder name, got 5"),
+        # 'the grid contains duplicate runs (identical specs)', after creating the output folder
+        ("seeds = [0, 0]", "makes run synthetic-2000_random_GP-TS_s0_"),
+        ('[[agents]]\nmodel = "gp"\n[[agents]]\nmodel = "gp"', "twice (a repeated seed, or "
+         "two identical [[networks]], [[routes]] or [[agents]] tables)"),
     ],
 )
 def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragment):

@@ -101,6 +101,24 @@ def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, ca
     assert "the battery is predicted to run empty on the way" in out
 
 
+def test_no_plan_on_a_network_without_usable_chargers_says_to_add_some(tmp_path, capsys) -> None:
+    """With no charger the car can use, the advice was 'charge more before leaving, lower the
+    reserve or the confidence', leaving out the one thing that makes stops possible."""
+    net = synthetic_town(1500, seed=1)
+    netfile = net.save(tmp_path / "bare.npz")
+    state = tmp_path / "state"
+    assert run_cli(capsys, "init", state, "--network", netfile, "--vehicle",
+                   "volkswagen-id3-pro")[0] == 0
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    code, out, _ = run_cli(capsys, "route", state, "--from", latlon(net, int(order[5])), "--to",
+                           latlon(net, int(order[-5])), "--soc", "1%", "--confidence", "0.95",
+                           "--no-map")
+    assert code == 3 and "0 usable chargers on this network" in out
+    assert (f"— add charging sites the car can use ('ev-nav network chargers {netfile} --csv "
+            "FILE'), charge more before leaving, lower the reserve or the confidence") in out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -904,8 +904,12 @@ def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
     }
 
 
-def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
-    """The route table of a plan with stops, as ``ev-nav route`` prints it."""
+def plan_table(plan: ChargingPlan, net: RoadNetwork, add_sites: str | None = None) -> list[str]:
+    """The route table of a plan with stops, as ``ev-nav route`` prints it.
+
+    ``add_sites``: how to add charging sites, given when the car can use none on the network
+    (the first thing to advise when no plan reaches the confidence).
+    """
     st = plan.settings
 
     def arrive(wh: float) -> str:
@@ -959,9 +963,10 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
             "allow charging stops (--max-stops N), " if st.max_stops == 0
             else "allow more stops (--max-stops), " if n == st.max_stops < 10 else ""
         )
+        sites = f"add charging sites the car can use ({add_sites}), " if add_sites else ""
         lines.append(
             f"no plan reaches {100 * st.confidence:g}%: this is the least risky one found; "
-            f"{keep} with probability >= {100 * plan.probability:.1f}% — charge more before "
-            f"leaving, {stops}lower the reserve or the confidence"
+            f"{keep} with probability >= {100 * plan.probability:.1f}% — {sites}charge more "
+            f"before leaving, {stops}lower the reserve or the confidence"
         )
     return lines

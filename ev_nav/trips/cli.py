@@ -484,7 +484,16 @@ def _route_with_stops(args: argparse.Namespace) -> int:
               f"{plan.pct(settings.start_wh):.0f}%, {len(sites)} usable chargers on this network")
         for note in plan.notes:
             print(f"ev-nav: notice: {note}", file=sys.stderr)
-        for line in plan_table(plan, net):
+        add_sites = None
+        if not sites:
+            from ev_nav.trips.session import SYNTHETIC_PREFIX
+
+            ref = str(args.network or session.store.network_ref)
+            add_sites = ("the embedded town has none: a network built from OSM with "
+                         "'ev-nav network build --chargers FILE'"
+                         if ref.startswith(SYNTHETIC_PREFIX)
+                         else f"'ev-nav network chargers {ref} --csv FILE'")
+        for line in plan_table(plan, net, add_sites):
             print(line)
         if not (args.no_map or args.dry_run):
             from ev_nav.trips.planning import write_charging_map

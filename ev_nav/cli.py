@@ -80,6 +80,17 @@ def seed_arg(text: str) -> int:
     return value
 
 
+def count_arg(text: str) -> int:
+    """A count that must be at least one (workers, rounds between checkpoints, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def town_size_arg(text: str) -> int:
     """The size of the embedded synthetic town [segments], within the range it can be built in."""
     from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS

@@ -69,6 +69,23 @@ def test_route_with_stops_prints_the_plan_and_its_json(long_trip, capsys) -> Non
     t["json"] = doc
 
 
+def test_the_stop_column_is_the_time_at_the_stop(long_trip, capsys) -> None:
+    """The table's last column was headed 'charging', but it holds the charging time plus the
+    stop's fixed minutes (5.9 'charging' minutes for 0.9 min of charging at 120 kW)."""
+    t = long_trip
+    args = ["route", t["state"], "--from", t["from"], "--to", t["to"], "--soc", "30%",
+            "--confidence", "0.95", "--no-map"]
+    doc = json.loads(run_cli(capsys, *args, "--json")[1])
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and doc["stops"]
+    header, *rows = out.splitlines()[1:]
+    assert header.split()[-2:] == ["at", "stop"] and "charging" not in header
+    for stop, row in zip(doc["stops"], rows, strict=False):
+        assert row.endswith(" min")
+        shown = float(row.split()[-2])  # one decimal, of the unrounded minutes
+        assert shown == pytest.approx(stop["charge_min"] + stop["overhead_min"], abs=0.06)
+
+
 def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, capsys) -> None:
     t = long_trip
     code, out, _ = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
@@ -84,6 +101,24 @@ def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, ca
     assert "the battery is predicted to run empty on the way" in out
 
 
+def test_no_plan_on_a_network_without_usable_chargers_says_to_add_some(tmp_path, capsys) -> None:
+    """With no charger the car can use, the advice was 'charge more before leaving, lower the
+    reserve or the confidence', leaving out the one thing that makes stops possible."""
+    net = synthetic_town(1500, seed=1)
+    netfile = net.save(tmp_path / "bare.npz")
+    state = tmp_path / "state"
+    assert run_cli(capsys, "init", state, "--network", netfile, "--vehicle",
+                   "volkswagen-id3-pro")[0] == 0
+    mid = net.segment_midpoints()
+    order = np.argsort(mid[:, 0] + mid[:, 1])
+    code, out, _ = run_cli(capsys, "route", state, "--from", latlon(net, int(order[5])), "--to",
+                           latlon(net, int(order[-5])), "--soc", "1%", "--confidence", "0.95",
+                           "--no-map")
+    assert code == 3 and "0 usable chargers on this network" in out
+    assert (f"— add charging sites the car can use ('ev-nav network chargers {netfile} --csv "
+            "FILE'), charge more before leaving, lower the reserve or the confidence") in out
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -96,6 +131,37 @@ def test_route_with_stops_refuses_what_it_cannot_do(long_trip, capsys, extra, me
     code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
                              "--confidence", "0.95", *extra)
     assert code != 0 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--max-stops", "2"], ["--max-charge", "80%"], ["--stop-minutes", "3"],
+     ["--stop-minutes", "5", "--max-stops", "4"]],
+)
+def test_stop_options_without_confidence_are_refused(long_trip, capsys, extra) -> None:
+    """'route --soc 30% --max-stops 2' (--confidence forgotten) planned and recorded a plain
+    trip, exit 0, and the stop options went unused; even at their default values."""
+    t = long_trip
+    before = run_cli(capsys, "history", t["state"], "--json")[1]
+    code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--soc", "30%", *extra)
+    assert code == 2 and out == ""
+    assert err == (f"ev-nav: error: {extra[0]} shapes charging stops, which only "
+                   "--confidence plans: add --confidence (e.g. 0.95)\n")
+    assert run_cli(capsys, "history", t["state"], "--json")[1] == before  # nothing recorded
+
+
+@pytest.mark.parametrize("extra", [["--policy", "ts"], ["--policy", "safe"], ["--seed", "3"]])
+def test_route_choice_options_with_confidence_are_refused(long_trip, capsys, extra) -> None:
+    """'route --confidence 0.95 --policy safe' printed the same plan as without it: a charging
+    plan chooses its legs by the model's mean energy and its joint posterior, never by a
+    policy or a Thompson draw."""
+    t = long_trip
+    code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--soc", "30%", "--confidence", "0.95", *extra)
+    assert code == 2 and out == ""
+    assert err == (f"ev-nav: error: {extra[0]} chooses a single route; a charging plan "
+                   "(--confidence) chooses its legs by the model's mean and joint posterior\n")
 
 
 @pytest.mark.parametrize("value", ["1", "0.3", "abc", "95"])

@@ -208,6 +208,24 @@ def test_routes_pick_bad_options_are_one_line(tmp_path, town, capsys, option, fr
     assert "Traceback" not in err and err.count("\n") == 1 and fragment in err
 
 
+def test_routes_pick_never_writes_over_its_network(tmp_path, town, capsys):
+    """'routes pick town.npz --out town.npz' replaced the network file with the TOML snippet;
+    refused before anything is picked, the network left as it was."""
+    from ev_nav.cli import main
+
+    path = tmp_path / "town.npz"
+    town.save(path)
+    before = path.read_bytes()
+    for out in (str(path), str(tmp_path / "." / "town.npz")):
+        assert main(["routes", "pick", str(path), "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"ev-nav: error: --out {out} is the network file itself; give the "
+                       "TOML snippet its own file, e.g. routes.toml\n")
+    assert path.read_bytes() == before
+    assert main(["routes", "pick", str(path), "--out", str(tmp_path)]) == 2
+    assert f"--out {tmp_path} is a folder" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", ["srtm_monaco", "town"])
 def test_loss_lower_bound_is_rolling_resistance_under_the_deterministic_loss(request, name):
     """The physical loss bound: η⁻ × rolling-resistance work, recomputed here from the vehicle's

@@ -228,3 +228,24 @@ def test_init_and_map_show_their_stages_on_a_terminal_only(tmp_path, capsys, mon
     assert code == 0 and out == quiet_map
     for stage in ("opening the state", "computing the layer", "drawing the map"):
         assert f"map: {stage}" in err, err
+
+
+def test_a_wrong_state_or_network_path_gets_advice_that_fits(tmp_path, capsys, net):
+    """'ev-nav history notes.csv' advised "create one with 'ev-nav init notes.csv ...'", which
+    fails (a file is in the way); a --network file that does not exist was called "the state's
+    network" with the advice "pass --network PATH", which the user had just done."""
+    notes = tmp_path / "notes.csv"
+    notes.write_text("a,b\n")
+    for argv in (["history"], ["doctor"], ["serve", "--port", "0"]):
+        code, _, err = _run(capsys, *argv, notes)
+        assert code == 2 and "Traceback" not in err
+        assert err == (f"ev-nav: error: no ev-nav state in {notes}: it is a file; give the "
+                       "state directory ('ev-nav init DIR' creates one)\n")
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    missing = tmp_path / "moved.npz"
+    s, g = _endpoints(net)
+    code, _, err = _run(capsys, "route", state, "--from", _latlon(net, s), "--to",
+                        _latlon(net, g), "--network", missing, "--no-map")
+    assert code == 2
+    assert err == f"ev-nav: error: --network {missing}: network file not found: {missing}\n"

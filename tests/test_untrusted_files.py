@@ -587,3 +587,25 @@ def test_cache_verification_reads_what_was_written(tmp_path):
         with pytest.warns(StateNotice):
             assert cache.read_array("xF-1.npy", (300, 301)) is None
         assert not path.exists()  # deleted: the rebuild replaces it
+
+
+def test_doctor_on_a_network_it_cannot_use_advises_the_option_that_helps(tmp_path, capsys):
+    """A state whose network file moved (or given the wrong one with --network): doctor said
+    "run 'ev-nav doctor STATE --repair' to fix what can be fixed", and --repair then printed the
+    same problem with no advice at all: it cannot fetch a network. It says what helps instead."""
+    netfile = synthetic_town(SEGMENTS, seed=0).save(tmp_path / "town.npz")
+    other = synthetic_town(SEGMENTS, seed=1).save(tmp_path / "other.npz")
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--network", netfile)[0] == 0
+    moved = netfile.rename(tmp_path / "moved.npz")
+    for extra in ((), ("--repair",)):
+        code, out, _ = _run(capsys, "doctor", state, *extra)
+        assert code == 1 and "network file not found" in out
+        assert "--repair' to fix" not in out
+        assert "--repair cannot fix the network: if the file moved, give it with --network" in out
+        code, out, _ = _run(capsys, "doctor", state, "--network", other, *extra)
+        assert code == 1 and "was created for network" in out
+        assert "--repair' to fix" not in out
+        assert "give the file the state was made with, with --network" in out
+    code, out, _ = _run(capsys, "doctor", state, "--network", moved)
+    assert code == 0 and out.strip().endswith(f"{state}: healthy")

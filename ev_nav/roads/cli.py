@@ -37,6 +37,45 @@ def _max_grade_arg(text: str) -> float:
     return value
 
 
+def _network_out_arg(text: str) -> Path:
+    """Where ``network build | fetch`` writes: a ``.npz`` file name (other commands tell a
+    network file from an OSM file by it; an ``--out`` naming the OSM input overwrote it), not a
+    folder. Checked before the build, which may take minutes."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a folder; give a file name in it, e.g. {path / 'network.npz'}"
+        )
+    if path.suffix.lower() != ".npz":
+        hint = path.with_name(f"{path.name.split('.')[0] or 'network'}.npz")
+        raise argparse.ArgumentTypeError(
+            f"a network file name ends in .npz (e.g. {hint}), got {text!r}"
+        )
+    return path
+
+
+def _place_arg(text: str) -> str:
+    """A place name or a ``LAT,LON`` point for ``network fetch``, checked before going online
+    (an out-of-range point or an empty name went to the server)."""
+    import math
+
+    from ev_nav.roads.load import _looks_like_point
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected a place name ('Monaco') or a LAT,LON point, got {text!r}"
+        )
+    if _looks_like_point(text):
+        lat, lon = (float(x) for x in text.split(","))
+        if not (math.isfinite(lat) and math.isfinite(lon) and -90 <= lat <= 90
+                and -180 <= lon <= 180):
+            raise argparse.ArgumentTypeError(
+                "a LAT,LON point has latitude in -90..90 and longitude in -180..180, "
+                f"got {text!r}"
+            )
+    return text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``network`` command group."""
     parser = subparsers.add_parser("network", help="build, inspect or download road networks")
@@ -54,7 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="elevation raster (GeoTIFF, .hgt or .hgt.zip); repeat for several tiles",
     )
-    build.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    build.add_argument(
+        "--out", required=True, type=_network_out_arg, help="output network file (.npz)"
+    )
     build.add_argument(
         "--max-grade", type=_max_grade_arg, default=0.3,
         help="limit |grade| to this slope, in (0, 1] (default 0.3)",
@@ -91,23 +132,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src = info.add_mutually_exclusive_group(required=True)
     src.add_argument("path", nargs="?", type=Path, help="network file written by 'network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
+    # no argparse defaults: given with a network file, they would be ignored (refused instead)
     info.add_argument(
-        "--segments", type=town_size_arg, default=2000, help="synthetic town size [segments]"
+        "--segments", type=town_size_arg,
+        help=f"synthetic town size [segments] (default {TOWN_DEFAULTS['segments']:,})",
     )
-    info.add_argument("--seed", type=seed_arg, default=0, help="synthetic town seed")
+    info.add_argument(
+        "--seed", type=seed_arg, help=f"synthetic town seed (default {TOWN_DEFAULTS['seed']})"
+    )
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(func=_cmd_info)
 
     fetch = sub.add_parser(
         "fetch", help="download a place's drivable network from OpenStreetMap (needs internet)"
     )
-    fetch.add_argument("place", help="place name ('Monaco') or 'LAT,LON' point")
+    fetch.add_argument("place", type=_place_arg, help="place name ('Monaco') or 'LAT,LON' point")
     fetch.add_argument(
         "--dist", type=_positive_float, default=3000.0,
         help="radius around a point [m] (default 3000)",
     )
     fetch.add_argument("--dem", action="append", default=[], type=Path, help="elevation raster")
-    fetch.add_argument("--out", required=True, type=Path, help="output network file (.npz)")
+    fetch.add_argument(
+        "--out", required=True, type=_network_out_arg, help="output network file (.npz)"
+    )
     fetch.set_defaults(func=_cmd_fetch)
 
 
@@ -201,19 +248,36 @@ def _cmd_chargers(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The synthetic town ``network info --synthetic`` describes when not told otherwise.
+TOWN_DEFAULTS = {"segments": 2000, "seed": 0}
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
+    from ev_nav.errors import ConfigError
+
     if args.synthetic:
         from ev_nav.roads.synthetic import synthetic_town
 
+        for key, value in TOWN_DEFAULTS.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
         net = synthetic_town(args.segments, seed=args.seed)
     else:
+        for key in TOWN_DEFAULTS:
+            if getattr(args, key) is not None:
+                raise ConfigError(f"--{key} sizes or seeds the synthetic town; it goes with "
+                                  "--synthetic, not a network file")
         net = RoadNetwork.load(args.path)
     print_summary(net, as_json=args.json)
     return 0
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    from ev_nav.errors import require_file
     from ev_nav.roads.load import fetch_place
+
+    for path in args.dem:  # before the download, which may take minutes
+        require_file(path, "DEM file")
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)

@@ -196,6 +196,10 @@ def _read_osm_graph(path: Path, options: LoadOptions):
     except (ParseError, UnicodeDecodeError, EOFError, OSError) as exc:
         raise NotOSMError(f"{path} is not a readable OSM XML file ({exc})") from None
     except Exception as exc:  # osmnx raises plain errors on empty or foreign XML
+        if type(exc).__name__ == "InsufficientResponseError":
+            # osmnx's text for it is Overpass advice ("server response ... log"); no server
+            # was asked
+            raise NoDrivableRoadsError(f"{path} holds no OSM nodes or ways") from None
         if "graph contains no nodes" in str(exc).lower() or isinstance(exc, (KeyError, ValueError)):
             raise NoDrivableRoadsError(f"{path} contains no usable OSM ways ({exc})") from None
         raise

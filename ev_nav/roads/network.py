@@ -15,6 +15,7 @@ import math
 import time
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -658,7 +659,9 @@ class RoadNetwork:
                     for k in data.files
                     if k.startswith("chargers_")
                 }
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            # BadZipFile: a member whose bytes no longer match its CRC (the zip directory still
+            # reads, so is_zipfile passed); zlib.error, EOFError: a damaged compressed member
             raise NetworkCacheError(
                 f"{p} is not a readable ev-nav network file ({exc}); rebuild it with "
                 "'ev-nav network build'"

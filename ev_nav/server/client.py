@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from ev_nav.errors import ConfigError, EvNavError
 from ev_nav.roads.partial import driven_shares
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
@@ -438,12 +439,14 @@ def drive_fleet(
 def fleet_from_config(
     config: str, server_url: str, *, token: str | None, vehicles: int | None, rounds: int | None,
     observe: str, progress: Callable[[str], None] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> tuple[DriveReport, dict[str, object]]:
     """``ev-nav fleet drive``: the first run of a fleet config, driven through a server.
 
     The config gives the network (the server must serve the same one), the trips, the ground
     truth, the policy (``[[agents]]``' first), the seed, and the horizon (``rounds`` trips per
-    vehicle unless given). Returns the report and the server's health afterwards.
+    vehicle unless given). Returns the report and the server's health afterwards. ``notice``
+    is told, for a config of several runs, which one is driven.
     """
     from ev_nav.energy import Vehicle
     from ev_nav.sim.environment import Environment
@@ -453,6 +456,17 @@ def fleet_from_config(
     if not specs:
         raise ConfigError(f"{config} defines no runs")
     spec = specs[0]
+    if len(specs) > 1 and notice is not None:
+        # the other runs (seeds, agents, routes, networks) are not driven: say so
+        counts = [
+            plural(len({getattr(s, part) for s in specs}), noun)
+            for part, noun in (("network", "network"), ("trips", "route"),
+                               ("agent", "agent"), ("seed", "seed"))
+            if len({getattr(s, part) for s in specs}) > 1
+        ]
+        notice(f"{config} makes {len(specs)} runs ({' x '.join(counts)}); 'fleet drive' drives "
+               f"the first: {spec.network.label}, route {spec.trips.name!r}, policy "
+               f"{spec.agent.policy}, seed {spec.seed}")
     with RoutingClient(server_url, token) as client:
         health = client.health()
     net = load_network(spec.network)
@@ -532,12 +546,14 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         str(args.config), args.server, token=token, vehicles=args.vehicles,
         rounds=args.rounds, observe=args.observe,
         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+        notice=lambda line: print(f"ev-nav: notice: {line}", file=sys.stderr, flush=True),
     )
     routes = [t.route_seconds for t in report.trips]
     refused = sum(t.refused is not None for t in report.trips)
     quarters = ", ".join(f"{q:.1f}" for q in report.regret_by_quarter())
-    print(f"{len(report.trips)} trips by {len({t.vehicle for t in report.trips})} vehicles "
-          f"through {args.server} in {report.seconds:.1f} s")
+    print(f"{plural(len(report.trips), 'trip')} by "
+          f"{plural(len({t.vehicle for t in report.trips}), 'vehicle')} through {args.server} "
+          f"in {report.seconds:.1f} s")
     print(f"mean regret per trip by quarter [Wh]: {quarters}")
     print(f"route latency p50 {percentile_ms(routes, 50):.0f} ms, "
           f"p95 {percentile_ms(routes, 95):.0f} ms")

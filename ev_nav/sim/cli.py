@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ev_nav.cli import count_arg
 from ev_nav.wording import plural
 
 
@@ -18,17 +19,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("config", type=Path, help="experiment config (TOML, see README)")
-        p.add_argument("--out", type=Path, help="output folder (default: [output] dir or runs/)")
+        p.add_argument(
+            "--out", type=Path,
+            help="output folder (default: the config's [output] dir, else runs/CONFIG-NAME)",
+        )
         p.add_argument(
             "--resume",
             action="store_true",
             help="continue an interrupted experiment: finished runs are skipped, "
             "half-finished ones continue from their checkpoint",
         )
-        p.add_argument("--checkpoint-every", type=int, help="rounds between checkpoints")
+        p.add_argument(
+            "--checkpoint-every", type=count_arg,
+            help="rounds between checkpoints (default: the config's [output] checkpoint_every, "
+            "else 50)",
+        )
         p.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    run = sub.add_parser("run", help="run a fleet config in this process (progress per trip)")
+    run = sub.add_parser("run", help="run a fleet config in this process (progress per run)")
     common(run)
     run.set_defaults(func=_cmd_run)
 
@@ -39,14 +47,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grid.add_argument(
         "--executor",
         choices=("local", "dask", "inprocess"),
-        default="local",
-        help="local process pool (default), Dask, or in-process (debugging)",
+        help="local process pool (default), Dask (default with --dask-*), or in-process "
+        "(debugging)",
     )
-    grid.add_argument("--workers", type=int, help="local pool size (default: all cores)")
     grid.add_argument(
+        "--workers", type=count_arg, help="local process pool size (default: all cores)"
+    )
+    dask = grid.add_mutually_exclusive_group()
+    dask.add_argument(
         "--dask-scheduler", help="address of an existing Dask scheduler, e.g. tcp://host:8786"
     )
-    grid.add_argument("--dask-local", type=int, help="start a Dask LocalCluster with N workers")
+    dask.add_argument(
+        "--dask-local", type=count_arg, metavar="N",
+        help="start a Dask LocalCluster with N workers (default with --executor dask: all cores)",
+    )
     grid.set_defaults(func=_cmd_grid)
 
     drive = sub.add_parser(
@@ -84,6 +98,14 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
     from ev_nav.sim.routes import pick_routes, routes_toml
 
     path = Path(args.network)
+    if args.out is not None:  # before the picking, which takes seconds to minutes
+        if args.out.is_dir():
+            raise ConfigError(f"--out {args.out} is a folder; give a file, e.g. routes.toml")
+        if args.out.resolve() == path.resolve():
+            raise ConfigError(
+                f"--out {args.out} is the network file itself; give the TOML snippet its own "
+                "file, e.g. routes.toml"
+            )
     if path.suffix == ".npz":
         net = RoadNetwork.load(path)
     else:
@@ -115,13 +137,13 @@ def _prepare(args: argparse.Namespace):
 
     specs, output = specs_from_toml(args.config)
     out = args.out or Path(output.get("dir", Path("runs") / args.config.stem))
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"the output folder {out} is a file; give a folder with --out")
     if not args.resume and (out / "runs").is_dir() and any((out / "runs").iterdir()):
         raise ConfigError(
             f"{out} already holds runs; pass --resume to continue them or --out for a new folder"
         )
-    every = args.checkpoint_every or int(output.get("checkpoint_every", 50))
-    if every < 1:
-        raise ConfigError("--checkpoint-every must be >= 1")
+    every = args.checkpoint_every or int(output.get("checkpoint_every", 50))  # both >= 1
     return specs, out, every
 
 
@@ -138,7 +160,14 @@ def _finish(result, out: Path) -> int:
     print(f"{plural(len(result.outcomes), 'run')} in {result.seconds:.1f} s -> {out}{note}")
     for o in result.failed:
         print(f"FAILED {o.run_id}: {o.error} (see {out / 'runs' / o.run_id / 'error.txt'})")
-    table = write_report(out)
+    # the report covers this config's runs: a folder resumed with an edited config also holds
+    # the old config's runs, which the summary would average in as more seeds
+    own = {o.run_id for o in result.outcomes}
+    others = [d for d in (out / "runs").iterdir() if d.is_dir() and d.name not in own]
+    if others:
+        print(f"note: {out / 'runs'} also holds {plural(len(others), 'run')} this config does "
+              "not make (left out of this report; 'ev-nav fleet report' includes every run)")
+    table = write_report(out, [o.run_id for o in result.outcomes if o.status != "failed"])
     if table:
         print(table)
         _print_written(out)
@@ -170,10 +199,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_grid(args: argparse.Namespace) -> int:
     from ev_nav.sim.grid import make_executor, run_grid
 
+    kind = _executor_kind(args)  # before the config is read: a usage error comes first
     specs, out, every = _prepare(args)
-    kind = args.executor
-    if args.dask_scheduler or args.dask_local:
-        kind = "dask"
     executor = make_executor(
         kind, workers=args.workers, dask_scheduler=args.dask_scheduler, dask_local=args.dask_local
     )
@@ -187,6 +214,28 @@ def _cmd_grid(args: argparse.Namespace) -> int:
         config={"config_file": str(args.config)},
     )
     return _finish(result, out)
+
+
+def _executor_kind(args: argparse.Namespace) -> str:
+    """The executor ``fleet grid`` runs on; refuses options the chosen one would ignore."""
+    from ev_nav.errors import ConfigError
+
+    dask_option = (
+        "--dask-scheduler" if args.dask_scheduler else "--dask-local" if args.dask_local else None
+    )
+    kind = args.executor or ("dask" if dask_option else "local")
+    if dask_option and kind != "dask":
+        raise ConfigError(f"{dask_option} runs on Dask; drop '--executor {kind}'")
+    if args.workers is not None and kind != "local":
+        where = (
+            "--dask-local N (a scheduler's workers are the 'dask worker' processes it has)"
+            if kind == "dask"
+            else "nothing (it runs one run at a time)"
+        )
+        raise ConfigError(
+            f"--workers sizes the local process pool; with the {kind} executor use {where}"
+        )
+    return kind
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

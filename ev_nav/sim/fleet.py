@@ -789,6 +789,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p} is not valid TOML: {exc}") from None
     base = p.parent
+    _check_top_level(cfg, p)
 
     def build(cls, table: dict[str, Any], what: str):
         names = {f.name for f in dataclasses.fields(cls)}
@@ -802,6 +803,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     net_specs = []
     for table in networks:
         table = dict(table)
+        _check_kind_keys(NetworkSpec, table, f"{p}: {_TABLES['network']}")
         if table.get("path") and not Path(table["path"]).is_absolute():
             table["path"] = str((base / table["path"]).resolve())
         if "dems" in table:
@@ -811,6 +813,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     trip_specs = []
     for table in routes:
         table = dict(table)
+        _check_kind_keys(TripSpec, table, f"{p}: {_TABLES['route']}")
         for key in ("start", "goal"):
             if key in table:
                 table[key] = _tuple_endpoint(table[key])
@@ -845,7 +848,51 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         for a in agents
         for s in seeds
     ]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.run_id in seen:
+            raise ConfigError(
+                f"{p}: makes run {spec.run_id} twice (a repeated seed, or two identical "
+                "[[networks]], [[routes]] or [[agents]] tables)"
+            )
+        seen.add(spec.run_id)
     return specs, output
+
+
+#: A fleet config's top-level keys: a plain value, a table (``[name]``) or tables
+#: (``[[name]]``, at least one).
+_TOP_LEVEL: dict[str, str] = {
+    "horizon": "value", "seeds": "value",
+    "network": "table", "trips": "table", "truth": "table", "output": "table",
+    "networks": "tables", "routes": "tables", "agents": "tables",
+}
+_OUTPUT_KEYS = ("dir", "checkpoint_every")
+
+
+def _check_top_level(cfg: dict[str, Any], p: Path) -> None:
+    """Refuse a misspelt top-level or ``[output]`` key (it was ignored: the run went on with the
+    default) and a table given as a plain value (a traceback later)."""
+    unknown = sorted(set(cfg) - set(_TOP_LEVEL))
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown top-level key(s): {', '.join(unknown)} "
+            f"(known: {', '.join(_TOP_LEVEL)})"
+        )
+    for key, shape in _TOP_LEVEL.items():
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if shape == "table" and not isinstance(value, dict):
+            raise ConfigError(f"{p}: {key} must be a table ([{key}]), got {value!r}")
+        if shape == "tables" and not (
+            isinstance(value, list) and value and all(isinstance(t, dict) for t in value)
+        ):
+            raise ConfigError(f"{p}: {key} must be tables ([[{key}]]), got {value!r}")
+    unknown = sorted(set(cfg.get("output", {})) - set(_OUTPUT_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{p}: unknown [output] key(s): {', '.join(unknown)} (known: {', '.join(_OUTPUT_KEYS)})"
+        )
 
 
 #: The values a config's string keys may take (a typo fails here, before any run, instead of in
@@ -944,6 +991,36 @@ def _check_file(path: str, where: str) -> None:
     require_file(path, f"{where}: file")
 
 
+#: The keys each kind of ``[network]`` and of ``[[routes]]`` uses (beside ``kind``); another
+#: was ignored.
+_KIND_KEYS: dict[type, dict[str, tuple[str, ...]]] = {
+    NetworkSpec: {
+        "synthetic": ("n_segments", "seed", "name"),
+        "osm": ("path", "dems", "name"),
+        "file": ("path", "name"),
+    },
+    TripSpec: {
+        "fixed": ("start", "goal", "vehicles", "name"),
+        "random": ("vehicles", "min_distance_m", "name"),
+    },
+}
+
+
+def _check_kind_keys(cls: type, table: dict[str, Any], where: str) -> None:
+    """Refuse a key of ``table`` (a ``cls`` spec) that its ``kind`` does not use."""
+    kinds = _KIND_KEYS[cls]
+    kind = table.get("kind", cls.kind)  # type: ignore[attr-defined]
+    used = kinds.get(kind) if isinstance(kind, str) else None
+    if used is None:
+        return  # an unknown kind: check_config_table names the choices
+    known = {k for keys in kinds.values() for k in keys}
+    for key in table:
+        if key != "kind" and key not in used and key in known:
+            raise ConfigError(
+                f"{where} {key} is not used by kind = {kind!r} (it uses {', '.join(used)})"
+            )
+
+
 def _check_network(spec: NetworkSpec, where: str) -> None:
     if spec.kind in ("osm", "file"):
         if not spec.path:
@@ -952,11 +1029,12 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
         for dem in spec.dems:
             _check_file(dem, f"{where} dems")
     elif spec.kind == "synthetic":
-        from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS
+        from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 
-        if not 1 <= spec.n_segments <= MAX_TOWN_SEGMENTS:
+        if not MIN_TOWN_SEGMENTS <= spec.n_segments <= MAX_TOWN_SEGMENTS:
             raise ConfigError(
-                f"{where} n_segments must be in 1..{MAX_TOWN_SEGMENTS:,}, got {spec.n_segments}"
+                f"{where} n_segments must be in {MIN_TOWN_SEGMENTS}..{MAX_TOWN_SEGMENTS:,}, "
+                f"got {spec.n_segments}"
             )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ev_nav import settings
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, StateError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.sim.fleet import RunSpec, run_dir_for, run_one
 
@@ -400,6 +400,33 @@ def run_grid(
     return result
 
 
+def _read_trips(path: Path):
+    """A finished run's ``trips.csv``; one written by ev-nav is complete (atomic write), so one
+    that is not was damaged behind its back: a StateError naming it and what to do, instead of a
+    pandas traceback or a run silently left out of the report."""
+    import pandas as pd
+
+    from ev_nav.sim.fleet import RESULT_COLUMNS
+
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        why = str(exc).strip().splitlines()[0]
+    else:
+        missing = [c for c in RESULT_COLUMNS if c not in df.columns]
+        if missing:
+            why = f"no column {', '.join(missing)}"
+        elif df.empty:
+            why = "no trip"
+        elif df[list(RESULT_COLUMNS)].isna().to_numpy().any():  # every value is written
+            why = "a row is incomplete"
+        else:
+            return df
+    raise StateError(
+        f"{path} is damaged ({why}); delete {path.parent} and run the grid again with --resume"
+    )
+
+
 def aggregate(out_dir: str | Path, run_ids: Sequence[str] | None = None):
     """Concatenate run results into ``results.csv`` and write ``summary.csv``; returns both.
 
@@ -418,7 +445,7 @@ def aggregate(out_dir: str | Path, run_ids: Sequence[str] | None = None):
     if not paths:
         empty = pd.DataFrame()
         return empty, empty
-    df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    df = pd.concat([_read_trips(p) for p in paths], ignore_index=True)
     df = df.sort_values(["run_id", "t", "vehicle"], kind="stable").reset_index(drop=True)
     df["cum_regret_wh"] = df.groupby("run_id")["regret_wh"].cumsum()
     final = df.groupby(["network", "route", "agent", "seed", "run_id"], as_index=False)[

@@ -60,7 +60,7 @@ class DoctorReport:
         ``repair=True`` fixed every problem found.
     advice : str, optional
         What to do instead, where ``--repair`` cannot help (a database file SQLite cannot read
-        at all); None where it can.
+        at all, a network file that is missing or not the state's); None where it can.
     """
 
     state: Path
@@ -95,7 +95,7 @@ def check_state(
     report = DoctorReport(Path(state))
     path = Store.db_path(state)
     if not path.is_file():
-        raise StateError(f"no ev-nav state in {state}")
+        raise Store.no_state_error(state)
     try:
         Store._check_file(path)
     except StateDamagedError as exc:
@@ -172,12 +172,22 @@ def _check_contents(
             net = load_network_ref(ref)
         except (EvNavError, OSError) as exc:
             report.problems.append(f"network {ref} cannot be loaded ({exc})")
+            report.advice = (
+                "--repair cannot fix the network: if the file moved, give it with --network "
+                "PATH (here and to every command); otherwise rebuild it with 'ev-nav network "
+                "build' from the same OSM file and options. Checkpoints and caches are checked "
+                "once the network loads"
+            )
             return False
         recorded = store.meta().get("network_arrays_hash")
         try:
             store.check_network(net.content_hash, net.arrays_hash if recorded else None)
         except StateError as exc:
             report.problems.append(str(exc))
+            report.advice = (
+                "--repair cannot fix this: give the file the state was made with, with "
+                "--network PATH. Checkpoints and caches are checked once the network matches"
+            )
             return False
         if recorded is None:
             report.problems.append("the network's arrays hash was never recorded (older state)")

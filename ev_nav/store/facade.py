@@ -145,6 +145,19 @@ class Store(
             raise
         return store
 
+    @staticmethod
+    def no_state_error(state_dir: str | Path) -> StateError:
+        """The error for a path that holds no state, with advice that fits what is there."""
+        if Path(state_dir).is_file():
+            # 'ev-nav init FILE' would fail too: a file is in the way
+            return StateError(
+                f"no ev-nav state in {state_dir}: it is a file; give the state directory "
+                "('ev-nav init DIR' creates one)"
+            )
+        return StateError(
+            f"no ev-nav state in {state_dir}; create one with 'ev-nav init {state_dir} ...'"
+        )
+
     @classmethod
     def open(cls, state_dir: str | Path) -> Store:
         """Open an existing state, upgrading its schema if it is older than this code.
@@ -156,9 +169,7 @@ class Store(
         """
         path = cls.db_path(state_dir)
         if not path.is_file():
-            raise StateError(
-                f"no ev-nav state in {state_dir}; create one with 'ev-nav init {state_dir} ...'"
-            )
+            raise cls.no_state_error(state_dir)
         cls._check_file(path)
         conn = cls._connect(path)
         store = cls(path, conn)

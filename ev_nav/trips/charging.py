@@ -904,8 +904,12 @@ def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
     }
 
 
-def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
-    """The route table of a plan with stops, as ``ev-nav route`` prints it."""
+def plan_table(plan: ChargingPlan, net: RoadNetwork, add_sites: str | None = None) -> list[str]:
+    """The route table of a plan with stops, as ``ev-nav route`` prints it.
+
+    ``add_sites``: how to add charging sites, given when the car can use none on the network
+    (the first thing to advise when no plan reaches the confidence).
+    """
     st = plan.settings
 
     def arrive(wh: float) -> str:
@@ -915,8 +919,9 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
         return f"{'empty':>9}" if pct < 0 else f"{pct:>8.1f}%"
 
     lines = [
+        # the last column is the time at the stop: charging plus the stop's fixed minutes
         f"{'step':<34}{'km':>7}{'min':>7}{'arrive':>9}{'5th pct':>9}{'charge to':>11}"
-        f"{'charging':>10}",
+        f"{'at stop':>10}",
     ]
     for j, leg in enumerate(plan.legs):
         km = float(leg.shares @ net.length_m[leg.segments]) / 1000
@@ -958,9 +963,10 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork) -> list[str]:
             "allow charging stops (--max-stops N), " if st.max_stops == 0
             else "allow more stops (--max-stops), " if n == st.max_stops < 10 else ""
         )
+        sites = f"add charging sites the car can use ({add_sites}), " if add_sites else ""
         lines.append(
             f"no plan reaches {100 * st.confidence:g}%: this is the least risky one found; "
-            f"{keep} with probability >= {100 * plan.probability:.1f}% — charge more before "
-            f"leaving, {stops}lower the reserve or the confidence"
+            f"{keep} with probability >= {100 * plan.probability:.1f}% — {sites}charge more "
+            f"before leaving, {stops}lower the reserve or the confidence"
         )
     return lines

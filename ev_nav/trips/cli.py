@@ -133,7 +133,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--policy",
         choices=("ts", "bucb", "ucb", "mean", "safe"),
-        default="ts",
         help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy, "
         "safe avoids energy surprises (least 95%% quantile)",
     )
@@ -154,13 +153,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--stop-minutes",
         type=_minutes_arg,
-        default=5.0,
-        help="time a charging stop costs besides charging [min] (default 5)",
+        help="time a charging stop costs besides charging [min], with --confidence "
+        f"(default {STOP_DEFAULTS['stop_minutes']:g})",
     )
     p.add_argument(
-        "--max-charge", default="100%", help="highest charge to plan a stop to (default 100%%)"
+        "--max-charge",
+        help="highest charge to plan a stop to, with --confidence "
+        f"(default {STOP_DEFAULTS['max_charge'].replace('%', '%%')})",
     )
-    p.add_argument("--max-stops", type=_stops_arg, default=4, help="most stops (default 4)")
+    p.add_argument(
+        "--max-stops", type=_stops_arg,
+        help=f"most stops, with --confidence (default {STOP_DEFAULTS['max_stops']})",
+    )
     p.add_argument(
         "--vehicle-model",
         metavar="NAME",
@@ -402,6 +406,11 @@ def _stops_arg(text: str) -> int:
 #: The arrival reserve [%] when --soc is given without --reserve.
 DEFAULT_RESERVE = "10%"
 
+#: What shapes the stops of ``route --confidence`` when not given (``None`` on the command line
+#: tells an option given at its default from one not given: either is refused without
+#: --confidence).
+STOP_DEFAULTS: dict[str, object] = {"stop_minutes": 5.0, "max_charge": "100%", "max_stops": 4}
+
 
 def _model_car(name: str | None) -> Vehicle | None:
     """The catalogue car ``--vehicle-model`` names (None without the option); an unknown name
@@ -428,6 +437,15 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         raise ConfigError("planning charging stops needs the departure charge: add --soc")
     if args.via or args.avoid or args.time_weight:
         raise ConfigError("--via, --avoid and --time-weight do not combine with --confidence yet")
+    for option in ("policy", "seed"):
+        if getattr(args, option) is not None:
+            raise ConfigError(
+                f"--{option} chooses a single route; a charging plan (--confidence) chooses its "
+                "legs by the model's mean and joint posterior"
+            )
+    for key, value in STOP_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     model_car = _model_car(args.vehicle_model)
     with _session(args.state, args.network, save_repairs=False,
                   planning=args.temperature is None) as session:
@@ -466,7 +484,16 @@ def _route_with_stops(args: argparse.Namespace) -> int:
               f"{plan.pct(settings.start_wh):.0f}%, {len(sites)} usable chargers on this network")
         for note in plan.notes:
             print(f"ev-nav: notice: {note}", file=sys.stderr)
-        for line in plan_table(plan, net):
+        add_sites = None
+        if not sites:
+            from ev_nav.trips.session import SYNTHETIC_PREFIX
+
+            ref = str(args.network or session.store.network_ref)
+            add_sites = ("the embedded town has none: a network built from OSM with "
+                         "'ev-nav network build --chargers FILE'"
+                         if ref.startswith(SYNTHETIC_PREFIX)
+                         else f"'ev-nav network chargers {ref} --csv FILE'")
+        for line in plan_table(plan, net, add_sites):
             print(line)
         if not (args.no_map or args.dry_run):
             from ev_nav.trips.planning import write_charging_map
@@ -495,6 +522,11 @@ def _cmd_route(args: argparse.Namespace) -> int:
                           "(e.g. --soc 80%)")
     if args.confidence is not None:
         return _route_with_stops(args)
+    for key in STOP_DEFAULTS:
+        if getattr(args, key) is not None:
+            option = "--" + key.replace("_", "-")
+            raise ConfigError(f"{option} shapes charging stops, which only --confidence plans: "
+                              "add --confidence (e.g. 0.95)")
     model_car = _model_car(args.vehicle_model)
     # planning reads the posterior only: restored without torch where possible (issue 29)
     # a temperature needs the learner's temperature coefficients (not the torch-free posterior)
@@ -514,7 +546,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             session,
             args.origin,
             args.goal,
-            policy=args.policy,
+            policy=args.policy or "ts",
             seed=args.seed,
             max_snap_m=args.max_snap,
             with_safe=soc is not None,

@@ -380,6 +380,8 @@ def open_session(
         try:
             net = load_network_ref(ref)
         except FileNotFoundError as exc:
+            if network is not None:  # the user's own path: no advice to pass what they passed
+                raise StateError(f"--network {network}: {exc}") from None
             raise StateError(
                 f"the state's network {ref} is missing ({exc}); pass --network PATH"
             ) from None

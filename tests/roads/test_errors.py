@@ -58,7 +58,8 @@ def test_missing_file(tmp_path, capsys):
         load_osm(tmp_path / "missing.osm")
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(tmp_path / "missing.osm"), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(tmp_path / "missing.osm"),
+         "--out", str(tmp_path / "x.npz")],
         "not found",
     )
 
@@ -67,7 +68,7 @@ def test_not_osm(not_osm, tmp_path, capsys):
     with pytest.raises(NotOSMError):
         load_osm(not_osm)
     _cli_fails(
-        capsys, ["network", "build", "--osm", str(not_osm), "--out", str(tmp_path / "x")], "OSM"
+        capsys, ["network", "build", "--osm", str(not_osm), "--out", str(tmp_path / "x.npz")], "OSM"
     )
 
 
@@ -76,7 +77,7 @@ def test_no_drivable_roads(footway_osm, tmp_path, capsys):
         load_osm(footway_osm)
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(footway_osm), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(footway_osm), "--out", str(tmp_path / "x.npz")],
         "drivable",
     )
 
@@ -88,10 +89,11 @@ def test_dem_does_not_cover(shared_file, tmp_path, capsys):
         load_osm(osm, dems=[dem])
     _cli_fails(
         capsys,
-        ["network", "build", "--osm", str(osm), "--dem", str(dem), "--out", str(tmp_path / "x")],
+        ["network", "build", "--osm", str(osm), "--dem", str(dem),
+         "--out", str(tmp_path / "x.npz")],
         "do not cover",
     )
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x.npz").exists()
 
 
 def test_bz2_is_read(shared_file, tmp_path):
@@ -225,3 +227,101 @@ def test_info_shows_the_bounds_and_no_bare_none(capsys):
     assert doc["bounds"] == {"lat": [round(lat0, 6), round(lat1, 6)],
                              "lon": [round(lon0, 6), round(lon1, 6)]}
     assert doc["road_kind_segments"] is None
+
+
+def test_cli_info_on_a_network_file_damaged_inside(tmp_path, capsys):
+    """A network file with a flipped byte inside one array (a bad disk, a broken copy): the zip
+    directory still reads, but the member's CRC fails. 'network info' printed zipfile's
+    BadZipFile traceback; it is the damaged-file line with the rebuild advice."""
+    from ev_nav.roads.synthetic import synthetic_town
+
+    p = synthetic_town(300).save(tmp_path / "town.npz")
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside an array member, far from the zip directory
+    p.write_bytes(bytes(data))
+    _cli_fails(capsys, ["network", "info", str(p)], "not a readable ev-nav network file")
+
+
+def test_cli_build_from_an_osm_file_without_elements(tmp_path, capsys):
+    """An OSM XML file with no element at all (an export of an empty area): the error passed on
+    osmnx's Overpass advice ('No data elements in server response. Check query location/filters
+    and log.'), though no server was asked and no log was written."""
+    p = tmp_path / "empty-area.osm"
+    p.write_text("<?xml version='1.0' encoding='UTF-8'?>\n<osm version='0.6'></osm>\n")
+    with pytest.raises(NoDrivableRoadsError):
+        load_osm(p)
+    assert main(["network", "build", "--osm", str(p), "--out", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"ev-nav: error: {p} holds no OSM nodes or ways\n"
+    assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["build", "fetch"])
+def test_cli_out_must_be_a_network_file_name(tmp_path, capsys, monkeypatch, command):
+    """'network build --osm town.osm --out town.osm' overwrote the user's OSM file with the
+    network archive; '--out town' wrote a network that 'routes pick' then read as OSM (it goes
+    by the .npz suffix); '--out DIR' built for minutes and then failed naming a hidden temporary
+    file. Each is refused before anything is read or fetched."""
+    import ev_nav.roads.load as load
+
+    monkeypatch.setattr(load, "fetch_place", lambda *a, **k: pytest.fail("fetched"))
+    osm = tmp_path / "town.osm"
+    osm.write_text(FOOTWAYS_ONLY)
+    folder = tmp_path / "nets"
+    folder.mkdir()
+    source = ["--osm", str(osm)] if command == "build" else ["43.7,7.4"]
+    for out, fragment in (
+        (osm, f"argument --out: a network file name ends in .npz (e.g. {tmp_path}/town.npz)"),
+        (tmp_path / "town", f"argument --out: a network file name ends in .npz (e.g. "
+                            f"{tmp_path}/town.npz)"),
+        (folder, f"argument --out: {folder} is a folder; give a file name in it, e.g. "
+                 f"{folder}/network.npz"),
+    ):
+        assert main(["network", command, *source, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and fragment in err, err
+    assert osm.read_text() == FOOTWAYS_ONLY
+    assert list(folder.iterdir()) == [] and not (tmp_path / "town").exists()
+
+
+@pytest.mark.parametrize("option", [["--segments", "300"], ["--seed", "3"]])
+def test_cli_info_refuses_town_options_with_a_file(tmp_path, capsys, option):
+    """'network info town.npz --segments 300' printed the file's summary, the option unused."""
+    from ev_nav.roads.synthetic import synthetic_town
+
+    p = synthetic_town(300).save(tmp_path / "town.npz")
+    assert main(["network", "info", str(p), *option]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ev-nav: error: {option[0]} sizes or seeds the synthetic town; it goes with "
+                   "--synthetic, not a network file\n")
+    # with --synthetic they still work, and the defaults are the documented ones
+    assert main(["network", "info", "--synthetic", *option, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["name"] == ("synthetic-300-s0" if option[0] == "--segments"
+                           else "synthetic-2000-s3")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["95,7"], "argument place: a LAT,LON point has latitude in -90..90 and longitude in "
+                   "-180..180, got '95,7'"),
+        (["43.7,200"], "got '43.7,200'"),
+        (["nan,7"], "got 'nan,7'"),
+        (["  "], "argument place: expected a place name ('Monaco') or a LAT,LON point"),
+        (["Monaco", "--dem", "absent.hgt"], "DEM file not found: absent.hgt"),
+    ],
+)
+def test_fetch_refuses_what_it_cannot_use_before_going_online(tmp_path, capsys, monkeypatch,
+                                                              argv, fragment):
+    """A point out of range or an empty place went to the Overpass server (an error from there,
+    or a download of nothing); a --dem that does not exist was found missing only after the
+    download. Each is refused first, nothing fetched."""
+    import ev_nav.roads.load as load
+
+    monkeypatch.setattr(load, "fetch_place", lambda *a, **k: pytest.fail("fetched"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["network", "fetch", *argv, "--out", "n.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+    assert not (tmp_path / "n.npz").exists()

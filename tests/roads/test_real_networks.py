@@ -37,6 +37,21 @@ def test_gh_monaco_elevation_from_srtm(network_cache, shared_file):
     assert net.meta["grade_clipped_share"] > 0  # raster noise on short edges needed clipping
 
 
+def test_a_given_dem_takes_precedence_over_the_files_ele_tags(monaco, network_cache, shared_file):
+    """The README said 'ele' tags are used when present and --dem only otherwise; a --dem given
+    for a file with tags (MoST Monaco) is what the build uses, so the README now says so."""
+    net = load_osm(shared_file("most_monaco.osm.gz"), dems=[shared_file("N43E007.hgt.zip")],
+                   cache_dir=network_cache)
+    assert net.meta["elevation_source"] == "dem:N43E007.hgt.zip"
+    assert not np.array_equal(net.node_elevation, monaco.node_elevation)
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "*Elevation*: the `--dem` rasters when given (GeoTIFF, SRTM `.hgt` or `.hgt.zip`;" \
+        " they take precedence over the file's tags), else OSM `ele` node tags" in " ".join(
+            readme.split())
+
+
 def test_lust_speeds_parsed_and_flat(shared_file, tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

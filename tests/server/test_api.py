@@ -479,6 +479,20 @@ def test_fleet_drive_command(server, tmp_path) -> None:
     )
     assert res.returncode != 0 and "serves network" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+    # a config of several runs (seeds, agents): it drove the first and said nothing of the
+    # others; one vehicle was "1 vehicles"
+    several = tmp_path / "several.toml"
+    several.write_text(cfg.read_text().replace("seeds = [4]", "seeds = [4, 5, 6]")
+                       + '[[agents]]\nmodel = "bi"\npolicy = "mean"\n')
+    res = subprocess.run(
+        [sys.executable, "-m", "ev_nav.cli", "fleet", "drive", str(several), "--server",
+         server.url, "--token", TOKEN, "--observe", "total", "--vehicles", "1", "--rounds", "1"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (f"ev-nav: notice: {several} makes 6 runs (2 agents x 3 seeds); 'fleet drive' drives "
+            "the first: synthetic-400, route 'route', policy ts, seed 4") in res.stderr
+    assert "1 trip by 1 vehicle through" in res.stdout
 
 
 # ---------------------------------------------------------------------- the serve command

@@ -126,12 +126,38 @@ dir = "out"
         ("seeds = [0, -1]", "each seed must be >= 0, got -1"),
         ('[output]\ncheckpoint_every = "x"', "checkpoint_every must be a whole number"),
         ("[output]\ndir = 5", "dir must be a folder name, got 5"),
+        # 'the grid contains duplicate runs (identical specs)', after creating the output folder
+        ("seeds = [0, 0]", "makes run synthetic-2000_random_GP-TS_s0_"),
+        ('[[agents]]\nmodel = "gp"\n[[agents]]\nmodel = "gp"', "twice (a repeated seed, or "
+         "two identical [[networks]], [[routes]] or [[agents]] tables)"),
     ],
 )
 def test_toml_config_refuses_bad_top_level_values(tmp_path, capsys, line, fragment):
     """Each was a ValueError/TypeError traceback, a silently truncated horizon, a grid of no
     runs that exited 0, or a run failing at its first trip; now one line before any run."""
     _refused_before_any_run(tmp_path, capsys, f"{line}\n", fragment, ConfigError)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("horizn = 5", "unknown top-level key(s): horizn"),
+        ("[output]\ndirr = 'x'", "unknown [output] key(s): dirr"),
+        ("[output]\ncheckpoint_evry = 3", "unknown [output] key(s): checkpoint_evry"),
+        ('network = "x"', "network must be a table ([network]), got 'x'"),
+        ('truth = "gp"', "truth must be a table ([truth]), got 'gp'"),
+        ("output = 3", "output must be a table ([output]), got 3"),
+        ("agents = 5", "agents must be tables ([[agents]]), got 5"),
+        ('routes = ["A"]', "routes must be tables ([[routes]]), got ['A']"),
+        ("agents = []", "agents must be tables ([[agents]]), got []"),
+        ("networks = []", "networks must be tables ([[networks]]), got []"),
+    ],
+)
+def test_toml_config_refuses_unknown_or_misshapen_top_level_keys(tmp_path, capsys, text, fragment):
+    """A misspelt top-level or [output] key was ignored (the run went on with the default
+    horizon, output folder or checkpoint interval); a table given as a plain value was a
+    ValueError/TypeError traceback; 'agents = []' ran no run and exited 0."""
+    _refused_before_any_run(tmp_path, capsys, f"{text}\n", fragment, ConfigError)
 
 
 def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
@@ -164,6 +190,22 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         ('[network]\nkind = "osm"\npath = "no.osm"', "[network] path: file not found"),
         ('[network]\nkind = "file"', "[network] kind = 'file' needs 'path'"),
         ('[network]\nkind = "net"', "[network] kind must be one of synthetic, osm, file"),
+        # keys the network's kind does not use were ignored: the run used another network
+        ('[network]\nkind = "synthetic"\npath = "town.npz"',
+         "[network] path is not used by kind = 'synthetic' (it uses n_segments, seed, name)"),
+        ('[network]\nkind = "file"\npath = "fleet.toml"\nn_segments = 300',
+         "[network] n_segments is not used by kind = 'file' (it uses path, name)"),
+        ('[network]\nkind = "osm"\npath = "fleet.toml"\nseed = 3',
+         "[network] seed is not used by kind = 'osm' (it uses path, dems, name)"),
+        ('[[routes]]\nkind = "random"\nstart = 3\ngoal = 40',
+         "[[routes]] start is not used by kind = 'random' (it uses vehicles, min_distance_m, "
+         "name)"),
+        ('[[routes]]\nstart = 3\ngoal = 40\nmin_distance_m = 500.0',
+         "[[routes]] min_distance_m is not used by kind = 'fixed' (it uses start, goal, "
+         "vehicles, name)"),
+        # a town smaller than the smallest one built: a different town than asked, every run
+        # failed finding trips
+        ('[network]\nn_segments = 5', "[network] n_segments must be in 100..2,000,000, got 5"),
         ('[[routes]]\nname = "A"\nstart = 3', "[[routes]] 'A': a fixed route needs start and goal"),
         ('[[routes]]\nstart = [1, "x"]\ngoal = 2', "[[routes]] start must be a whole number or"),
         ('[[routes]]\nkind = "loop"', "[[routes]] kind must be one of fixed, random"),

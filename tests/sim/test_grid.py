@@ -197,3 +197,113 @@ def test_grid_cli_local(tmp_path, executor):
         check=True,
     )
     assert "6 runs" in r.stdout and "BI-TS" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--checkpoint-every", "0"], "argument --checkpoint-every: expected a whole number >= 1"),
+        (["--workers", "0"], "argument --workers: expected a whole number >= 1, got '0'"),
+        (["--workers", "-2"], "argument --workers: expected a whole number >= 1, got '-2'"),
+        (["--dask-local", "0"], "argument --dask-local: expected a whole number >= 1, got '0'"),
+        (["--dask-local", "2", "--dask-scheduler", "tcp://h:8786"], "not allowed with argument"),
+        (["--executor", "local", "--dask-local", "2"], "--dask-local runs on Dask"),
+        (["--executor", "inprocess", "--dask-scheduler", "tcp://h:8786"],
+         "--dask-scheduler runs on Dask"),
+        (["--executor", "inprocess", "--workers", "3"], "--workers sizes the local process pool"),
+        (["--dask-local", "2", "--workers", "3"], "--workers sizes the local process pool"),
+    ],
+)
+def test_grid_cli_refuses_executor_options_it_would_ignore(tmp_path, capsys, options, fragment):
+    """Each was accepted and ignored: '--checkpoint-every 0' fell back to the config's interval,
+    '--workers 0' took every core and '-2' one, '--dask-local 0' ran the local pool instead of
+    Dask, '--executor local --dask-local 2' ran Dask, --workers went unused with Dask or in
+    process, and --dask-local unused beside --dask-scheduler. Now a usage error, nothing run."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    assert main(["fleet", "grid", str(cfg), "--quiet", "--out", str(out), *options]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ev-nav: error:") and fragment in err, err
+    assert not out.exists()
+
+
+def test_resume_with_a_changed_config_reports_only_its_own_runs(tmp_path, capsys):
+    """'fleet grid --resume' with an edited config (horizon 2 -> 3) into the folder of the first
+    averaged the old runs with the new ones: summary.md showed 12 'runs' per agent, half of them
+    of the other horizon. The grid's report covers the runs of its config, and a line says how
+    many other runs the folder holds."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    argv = ["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 3"))
+    assert main([*argv, "--resume"]) == 0
+    printed = capsys.readouterr().out
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["runs"].tolist() == [3, 3]  # three seeds per agent, all of horizon 3
+    results = pd.read_csv(out / "results.csv")
+    assert set(results.groupby("run_id")["t"].max()) == {3}  # rounds 1..3: horizon 3 only
+    assert f"{out / 'runs'} also holds 6 runs this config does not make" in printed
+    assert "| 3 |" in (out / "summary.md").read_text()
+
+
+def test_out_that_is_a_file_is_refused_with_a_line_that_says_so(tmp_path, capsys):
+    """'fleet run fleet.toml --out notes.txt' said only 'File exists: notes.txt'."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    for cmd in ("run", "grid"):
+        assert main(["fleet", cmd, str(cfg), "--quiet", "--out", str(notes)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"ev-nav: error: the output folder {notes} is a file; give a folder "
+                       "with --out\n")
+    assert notes.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("damage", ["empty", "other header", "cut short"])
+def test_report_on_a_damaged_trips_file_names_it(tmp_path, capsys, damage):
+    """A run's trips.csv damaged behind ev-nav's back (it is written atomically): an empty one
+    was a pandas EmptyDataError traceback, one with another header was left out of the report
+    without a word (the summary counted one run fewer). Now one line names the file and what
+    to do; the report files are left as they were."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG.replace("horizon = 40", "horizon = 2"))
+    out = tmp_path / "o"
+    assert main(["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(out),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    trips = sorted(out.glob("runs/*/trips.csv"))[0]
+    text = trips.read_text()
+    trips.write_text({"empty": "", "other header": "garbage,,,\n",
+                      "cut short": text[: len(text) // 2].rsplit(",", 1)[0] + "\n"}[damage])
+    before = (out / "summary.md").read_bytes()
+    assert main(["fleet", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"ev-nav: error: {trips} is damaged (")
+    assert err.endswith(f"delete {trips.parent} and run the grid again with --resume\n")
+    assert (out / "summary.md").read_bytes() == before
+
+
+def test_fleet_help_says_what_the_progress_counts(capsys):
+    """'fleet --help' said 'run' shows progress per trip; its bar counts runs (one bar over the
+    grid's runs, as the README says: 'in this process, progress per run')."""
+    from ev_nav.cli import main
+
+    assert main(["fleet", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "run a fleet config in this process (progress per run)" in text
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert "ev-nav fleet run fleet.toml             # in this process, progress per run" in readme

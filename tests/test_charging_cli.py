@@ -60,6 +60,14 @@ def test_route_with_stops_prints_the_plan_and_its_json(long_trip, capsys) -> Non
     total = sum(leg["drive_min"] for leg in doc["legs"]) + sum(
         s["charge_min"] + s["overhead_min"] for s in doc["stops"])
     assert doc["total_min"] == pytest.approx(total, abs=0.05)
+    # charge_min means charging alone at the plan's level as at each stop's (the plan's was
+    # charging plus the stops' fixed minutes); stop_min is the time at the stops
+    rounding = 0.01 * len(doc["stops"])
+    assert doc["charge_min"] == pytest.approx(sum(s["charge_min"] for s in doc["stops"]),
+                                              abs=rounding)
+    assert doc["stop_min"] == pytest.approx(
+        sum(s["charge_min"] + s["overhead_min"] for s in doc["stops"]), abs=rounding)
+    assert doc["total_min"] == pytest.approx(doc["drive_min"] + doc["stop_min"], abs=0.02)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     assert "to the destination" in out and "charge to" in out

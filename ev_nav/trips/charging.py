@@ -211,8 +211,9 @@ class ChargingPlan:
     legs : tuple of PlannedLeg
         ``len(stops) + 1`` legs.
     stops : tuple of PlannedStop
-    drive_min, charge_min, total_min : float
-        Driving time, charging plus stop overheads, and their sum [min].
+    drive_min, stop_min, total_min : float
+        Driving time, time at the stops (charging plus each stop's overhead), and their sum
+        [min].
     risk : float
         ``Σ_j P[arrival_j < reserve]``: an upper bound on the probability that any arrival misses
         the reserve (``1 − risk`` bounds the probability that the plan holds from below).
@@ -227,7 +228,7 @@ class ChargingPlan:
     legs: tuple[PlannedLeg, ...]
     stops: tuple[PlannedStop, ...]
     drive_min: float
-    charge_min: float
+    stop_min: float
     total_min: float
     risk: float
     feasible: bool
@@ -548,11 +549,11 @@ def _assemble(
         depart = level
     last = legs[-1]
     drive = sum(leg.drive_min for leg in legs)
-    charge = sum(s.charge_min + s.overhead_min for s in stops)
+    at_stops = sum(s.charge_min + s.overhead_min for s in stops)
     arrive = depart - last.mean_wh
     return ChargingPlan(
-        legs=tuple(legs), stops=tuple(stops), drive_min=drive, charge_min=charge,
-        total_min=drive + charge, risk=float(risk), feasible=bool(feasible),
+        legs=tuple(legs), stops=tuple(stops), drive_min=drive, stop_min=at_stops,
+        total_min=drive + at_stops, risk=float(risk), feasible=bool(feasible),
         goal_arrival_mean_wh=arrive, goal_arrival_p5_wh=arrive - Z_P5 * last.sd_wh,
         settings=settings, capacity_wh=cap, notes=notes,
     )
@@ -895,7 +896,9 @@ def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
         "capacity_wh": plan.capacity_wh,
         "total_min": round(plan.total_min, 2),
         "drive_min": round(plan.drive_min, 2),
-        "charge_min": round(plan.charge_min, 2),
+        # charge_min in the sense of each stop's (charging only); stop_min adds the overheads
+        "charge_min": round(sum(s.charge_min for s in plan.stops), 2),
+        "stop_min": round(plan.stop_min, 2),
         "arrival_pct": pct(plan.goal_arrival_mean_wh),
         "arrival_p5_pct": pct(plan.goal_arrival_p5_wh),
         "legs": legs,
@@ -942,7 +945,7 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork, add_sites: str | None = Non
     if n:
         lines.append(
             f"total {plan.total_min:.0f} min: driving {plan.drive_min:.0f}, charging and stops "
-            f"{plan.charge_min:.0f} ({plural(n, 'stop')}, {st.stop_overhead_min:g} min each "
+            f"{plan.stop_min:.0f} ({plural(n, 'stop')}, {st.stop_overhead_min:g} min each "
             "besides charging)"
         )
     else:

@@ -128,9 +128,12 @@ def test_fleet_run_in_the_physical_world_has_no_negative_regret(town):
 
 def test_network_info_says_flat_and_grade_share(luxembourg, monaco):
     flat = luxembourg.summary()
-    assert flat["elevation_m"] == "flat (no elevation source)"
+    assert flat["elevation_m"] is None  # no source: flat by construction, not 0-0 m
     hilly = monaco.summary()
-    assert "–" in hilly["elevation_m"]
+    # numbers in the JSON (it was the printed text): the lowest and highest node [m]
+    assert hilly["elevation_m"] == [round(float(monaco.node_elevation.min()), 1),
+                                    round(float(monaco.node_elevation.max()), 1)]
+    assert hilly["elevation_m"][0] < hilly["elevation_m"][1]
     # MoST Monaco: 13 of 2,584 segments were steeper than 0.3 and got limited
     assert hilly["grade_limited_share"] == pytest.approx(13 / 2584)
     assert hilly["max_grade"] == 0.3

@@ -173,6 +173,9 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
     for key, value in summary.items():
         if key == "bounds":
             value = ", ".join(f"{k} {lo:.4f} .. {hi:.4f}" for k, (lo, hi) in value.items())
+        elif key == "elevation_m":
+            value = ("flat (no elevation source)" if value is None
+                     else f"{value[0]:,.1f} – {value[1]:,.1f}")
         elif key == "road_kind_segments" and value is None:
             # no road tags kept (a synthetic town, or a network built before they were)
             value = "not recorded (--avoid motorway works; toll, unpaved and ferry need them)"

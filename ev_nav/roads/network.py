@@ -513,10 +513,12 @@ class RoadNetwork:
             "segments": self.n_segments,
             "connections": self.n_connections,
             "directed_road_km": float(self.length_m.sum() / 1000.0),
-            # a network without elevation data is flat by construction, not "0–0 m"
-            "elevation_m": "flat (no elevation source)"
+            # [lowest, highest] node [m]; None: no elevation data, flat by construction (not
+            # "0-0 m")
+            "elevation_m": None
             if flat
-            else f"{self.node_elevation.min():,.1f} – {self.node_elevation.max():,.1f}",
+            else [round(float(self.node_elevation.min()), 1),
+                  round(float(self.node_elevation.max()), 1)],
             "abs_grade_pct_p50_p90_p99_max": [round(float(g), 2) for g in grade_pct],
             # share of segments whose measured grade exceeded max_grade and was limited
             "grade_limited_share": None if limited is None else float(limited),

@@ -1028,6 +1028,10 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
         _check_file(spec.path, f"{where} path")
         for dem in spec.dems:
             _check_file(dem, f"{where} dems")
+        if spec.kind == "file":
+            # read now (fast, and kept for the runs of this process): a damaged file is one
+            # error before any run, not a failure of every run
+            load_network(spec)
     elif spec.kind == "synthetic":
         from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 

@@ -190,6 +190,9 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         ('[network]\nkind = "osm"\npath = "no.osm"', "[network] path: file not found"),
         ('[network]\nkind = "file"', "[network] kind = 'file' needs 'path'"),
         ('[network]\nkind = "net"', "[network] kind must be one of synthetic, osm, file"),
+        # a file that is not a network failed every run separately (exit 1)
+        ('[network]\nkind = "file"\npath = "fleet.toml"',
+         "fleet.toml is not an ev-nav network file"),
         # keys the network's kind does not use were ignored: the run used another network
         ('[network]\nkind = "synthetic"\npath = "town.npz"',
          "[network] path is not used by kind = 'synthetic' (it uses n_segments, seed, name)"),

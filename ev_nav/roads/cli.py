@@ -232,13 +232,17 @@ def _add_csv_chargers(
         print(f"{path}: {read.describe()}")
         table = table.concat(read.chargers)
         attached += len(read.chargers)
-    if need_sites and files and not attached:
+    if files and not attached:
         lon0, lat0, lon1, lat1 = net.bounds()
-        raise ChargerDataError(
-            f"no site of {', '.join(map(str, files))} lies near the roads of {net.name} (lat "
-            f"{lat0:.4f}..{lat1:.4f}, lon {lon0:.4f}..{lon1:.4f}); nothing written - check "
-            "that the file is for this network and its columns are lat,lon in that order"
-        )
+        where = (f"no site of {', '.join(map(str, files))} lies near the roads of {net.name} "
+                 f"(lat {lat0:.4f}..{lat1:.4f}, lon {lon0:.4f}..{lon1:.4f})")
+        check = "check that the file is for this network and its columns are lat,lon in that order"
+        if need_sites:
+            raise ChargerDataError(f"{where}; nothing written - {check}")
+        # a build keeps what it built (it may have taken minutes); the sites can follow with
+        # 'network chargers', which refuses a file that attaches nothing
+        print(f"warning: {where}; {check}, then 'ev-nav network chargers NETWORK --csv FILE'",
+              file=sys.stderr)
     return net.with_chargers(table) if files else net
 
 

@@ -484,6 +484,18 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
                              tmp_path / "x.npz", "--chargers", tmp_path / "missing.csv")
     assert code != 0 and "charger file not found" in err and "Traceback" not in err
     assert not (tmp_path / "x.npz").exists()
+    # a file whose sites are all far from the roads: 'network chargers' refuses it; the build
+    # keeps the network it built and says on stderr why no site came with it ("0 charging
+    # sites attached" alone read like success)
+    far = tmp_path / "far.csv"
+    far.write_text("lat,lon,power_kw,name\n10,10,50,X\n")
+    code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
+                             tmp_path / "y.npz", "--chargers", far)
+    assert code == 0 and (tmp_path / "y.npz").is_file()
+    warning = [ln for ln in err.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and f"no site of {far} lies near the roads of" in warning[0]
+    assert "'ev-nav network chargers NETWORK --csv FILE'" in warning[0]
+    assert RoadNetwork.load(tmp_path / "y.npz").chargers.name == grid.chargers.name
 
 
 # ---------------------------------------------------------------------------- generated, maps

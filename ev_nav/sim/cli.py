@@ -184,15 +184,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ev_nav.sim.grid import InProcessExecutor, run_grid
 
     specs, out, every = _prepare(args)
-    result = run_grid(
-        specs,
-        out,
-        executor=InProcessExecutor(),
-        resume=args.resume,
-        checkpoint_every=every,
-        progress=not args.quiet and sys.stderr.isatty(),
-        config={"config_file": str(args.config)},
-    )
+    try:
+        result = run_grid(
+            specs,
+            out,
+            executor=InProcessExecutor(),
+            resume=args.resume,
+            checkpoint_every=every,
+            progress=not args.quiet and sys.stderr.isatty(),
+            config={"config_file": str(args.config)},
+        )
+    except KeyboardInterrupt:
+        return _interrupted(args, out)
     return _finish(result, out)
 
 
@@ -204,16 +207,29 @@ def _cmd_grid(args: argparse.Namespace) -> int:
     executor = make_executor(
         kind, workers=args.workers, dask_scheduler=args.dask_scheduler, dask_local=args.dask_local
     )
-    result = run_grid(
-        specs,
-        out,
-        executor=executor,
-        resume=args.resume,
-        checkpoint_every=every,
-        progress=not args.quiet,
-        config={"config_file": str(args.config)},
-    )
+    try:
+        result = run_grid(
+            specs,
+            out,
+            executor=executor,
+            resume=args.resume,
+            checkpoint_every=every,
+            progress=not args.quiet,
+            config={"config_file": str(args.config)},
+        )
+    except KeyboardInterrupt:
+        return _interrupted(args, out)
     return _finish(result, out)
+
+
+def _interrupted(args: argparse.Namespace, out: Path) -> int:
+    """Ctrl-C during a grid: say how to go on (finished runs and each run's last checkpoint
+    are kept); exit 130 as any interrupted command."""
+    again = ["ev-nav", "fleet", args.fleet_command, str(args.config),
+             *([] if args.out is None else ["--out", str(out)]), "--resume"]
+    print(f"ev-nav: interrupted; the finished runs and each run's last checkpoint are kept in "
+          f"{out}: '{' '.join(again)}' goes on from there", file=sys.stderr)
+    return 130
 
 
 def _executor_kind(args: argparse.Namespace) -> str:

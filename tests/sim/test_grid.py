@@ -307,3 +307,24 @@ def test_fleet_help_says_what_the_progress_counts(capsys):
     assert "run a fleet config in this process (progress per run)" in text
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "ev-nav fleet run fleet.toml             # in this process, progress per run" in readme
+
+
+@pytest.mark.parametrize("action", ["run", "grid"])
+def test_ctrl_c_says_how_to_go_on(tmp_path, capsys, monkeypatch, action):
+    """Ctrl-C during a grid printed 'ev-nav: interrupted' alone; the finished runs and the
+    checkpoints are kept, and the line now gives the command that goes on from them."""
+    import ev_nav.sim.grid
+    from ev_nav.cli import main
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ev_nav.sim.grid, "run_grid", interrupted)
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG)
+    out = tmp_path / "o"
+    extra = ["--executor", "inprocess"] if action == "grid" else []
+    assert main(["fleet", action, str(cfg), "--quiet", "--out", str(out), *extra]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ev-nav: interrupted;")
+    assert f"'ev-nav fleet {action} {cfg} --out {out} --resume' goes on from there" in err

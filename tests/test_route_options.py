@@ -22,7 +22,7 @@ from ev_nav.roads.network import ROAD_FLAGS, RoadNetwork
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.store import Store
 from ev_nav.trips.planning import plan_trip
-from ev_nav.trips.route_options import RouteOptions, avoided_segments
+from ev_nav.trips.route_options import MAX_TIME_WEIGHT, RouteOptions, avoided_segments
 from ev_nav.trips.session import create_state, open_session
 from tests.cli_helpers import latlon as _latlon
 from tests.cli_helpers import run_cli as _run
@@ -118,6 +118,12 @@ def test_options_are_validated():
         RouteOptions(avoid=("tol",))
     for bad in (float("nan"), -1.0, float("inf"), "fast"):
         with pytest.raises(RouteOptionError, match="time weight"):
+            RouteOptions(time_weight=bad)
+    # a finite price too large for the route search (λ · minutes overflows to inf) is the
+    # option's error, not the router's "Dijkstra weights must be finite" (an InvalidObservation)
+    assert RouteOptions(time_weight=MAX_TIME_WEIGHT).time_weight == MAX_TIME_WEIGHT
+    for bad in (MAX_TIME_WEIGHT * 10, 1e308):
+        with pytest.raises(RouteOptionError, match="time weight.*at most 1e\\+09"):
             RouteOptions(time_weight=bad)
     with pytest.raises(RouteOptionError, match="via point 2"):
         RouteOptions(via=((47.0, 8.0), (95.0, 8.0)))
@@ -427,6 +433,7 @@ def test_cli_route_options(tmp_path, capsys, net, tagged):
         (["--avoid", "toll"], "records no toll tags"),
         (["--time-weight", "-1"], "time weight must be >= 0"),
         (["--time-weight", "nan"], "finite"),
+        (["--time-weight", "1e308"], "at most 1e+09 Wh/min"),
         (["--via", "47.0"], "expected LAT,LON"),
     ):
         code, _, err = _run(

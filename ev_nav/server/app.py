@@ -54,7 +54,7 @@ from ev_nav.errors import (
     UnreachableError,
 )
 from ev_nav.server.service import MAX_SEGMENTS_PER_OBSERVATION, FleetService, ServiceClosed
-from ev_nav.trips.route_options import MAX_VIA, ROAD_KINDS
+from ev_nav.trips.route_options import MAX_TIME_WEIGHT, MAX_VIA, ROAD_KINDS
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "static_dir"]
 
@@ -131,6 +131,7 @@ class RouteRequest(BaseModel):
     time_weight: Number = Field(
         0.0,
         ge=0,
+        le=MAX_TIME_WEIGHT,
         allow_inf_nan=False,
         description="price of time [Wh per minute]: the plan minimises predicted energy + "
         "time_weight · minutes (0: energy only)",

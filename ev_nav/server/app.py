@@ -110,7 +110,10 @@ class RouteRequest(BaseModel):
         description="state of charge at departure, e.g. '80%' or '24.5kWh': adds the arrival "
         "charge of every route",
     )
-    reserve: str = Field("10%", max_length=32, description="charge to keep at arrival")
+    reserve: str | None = Field(
+        None, max_length=32,
+        description="charge to keep at arrival, with soc (default 10%; without soc a 422)",
+    )
     seed: Integer | None = Field(
         None, ge=0, lt=2**63, description="Thompson draw seed (default: trip)"
     )

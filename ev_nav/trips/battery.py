@@ -41,12 +41,29 @@ if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
-    "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift", "parse_charge",
-    "route_energy", "route_shift_wh", "shifted_energy",
+    "DEFAULT_RESERVE", "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift",
+    "parse_charge", "reserve_above_departure", "route_energy", "route_shift_wh", "shifted_energy",
 ]
 
 #: Planned routes whose probability of arriving below the reserve exceeds this get a warning.
 RISK_WARNING = 0.05
+
+#: The arrival reserve when a departure charge is given without one.
+DEFAULT_RESERVE = "10%"
+
+
+def reserve_above_departure(
+    reserve_wh: float, departure_wh: float, capacity_wh: float, lower: str
+) -> str:
+    """The warning for a reserve [Wh] above the departure charge [Wh] (of a ``capacity_wh``
+    battery): no other route or charging stop can keep it (only a route recovering charge
+    downhill could end above it), so the advice is to charge first or lower the reserve, given
+    as ``lower`` in the caller's terms (the CLI's option, the API's field)."""
+    return (
+        f"the reserve ({100 * reserve_wh / capacity_wh:.0f}%) is more than the departure "
+        f"charge ({100 * departure_wh / capacity_wh:.0f}%), so no other route or charging stop "
+        f"can keep it; charge before leaving, or lower {lower}"
+    )
 
 _CHARGE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(%|kwh|wh)?\s*$", re.IGNORECASE)
 

@@ -24,10 +24,12 @@ from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
+    DEFAULT_RESERVE,
     RISK_WARNING,
     add_forecasts,
     e_det_shift,
     parse_charge,
+    reserve_above_departure,
     route_forecasts,
     route_shift_wh,
 )
@@ -403,9 +405,6 @@ def _stops_arg(text: str) -> int:
     return value
 
 
-#: The arrival reserve [%] when --soc is given without --reserve.
-DEFAULT_RESERVE = "10%"
-
 #: What shapes the stops of ``route --confidence`` when not given (``None`` on the command line
 #: tells an option given at its default from one not given: either is refused without
 #: --confidence).
@@ -616,9 +615,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             if risk > RISK_WARNING and reserve > soc:
                 # another route or a charging stop cannot help: the drive starts below the
                 # reserve (only a route recovering charge downhill could end above it)
-                print(f"warning: the reserve ({100 * reserve / capacity:.0f}%) is more than the "
-                      f"departure charge ({100 * soc / capacity:.0f}%), so no other route or "
-                      "charging stop can keep it; charge before leaving, or lower --reserve")
+                print(f"warning: {reserve_above_departure(reserve, soc, capacity, '--reserve')}")
             elif risk > RISK_WARNING:
                 print(f"warning: the planned route misses the reserve with probability "
                       f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "

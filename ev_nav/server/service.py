@@ -539,11 +539,10 @@ class FleetService:
         """
         from ev_nav.trips.battery import (
             DEFAULT_RESERVE,
-            RISK_WARNING,
             add_forecasts,
             e_det_shift,
             parse_charge,
-            reserve_above_departure,
+            reserve_warning,
             route_forecasts,
         )
         from ev_nav.trips.planning import plan_trip
@@ -599,18 +598,12 @@ class FleetService:
         if soc_wh is not None:
             doc["departure_soc_pct"] = round(100 * soc_wh / capacity, 2)
             doc["reserve_pct"] = round(100 * reserve_wh / capacity, 2)
-            risk = 1.0 - arrivals["planned"].p_reserve
-            if risk > RISK_WARNING and reserve_wh > soc_wh:  # no route or stop can help
-                doc["warning"] = reserve_above_departure(reserve_wh, soc_wh, capacity, '"reserve"')
-            else:
-                doc["warning"] = (
-                    f"the planned route misses the reserve with probability {100 * risk:.0f}%; "
-                    + ("consider the 'safe' route or charging stops (POST /api/charging-plans)"
-                       if "safe" in routes
-                       else "consider charging stops (POST /api/charging-plans)")
-                    if risk > RISK_WARNING
-                    else None
-                )
+            doc["warning"] = reserve_warning(
+                arrivals["planned"].p_reserve, soc_wh, reserve_wh, capacity, lower='"reserve"',
+                remedies="consider the 'safe' route or charging stops (POST /api/charging-plans)"
+                if "safe" in routes
+                else "consider charging stops (POST /api/charging-plans)",
+            )
         return doc
 
     def plan_charging(

@@ -25,11 +25,10 @@ from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
     DEFAULT_RESERVE,
-    RISK_WARNING,
     add_forecasts,
     e_det_shift,
     parse_charge,
-    reserve_above_departure,
+    reserve_warning,
     route_forecasts,
     route_shift_wh,
 )
@@ -563,11 +562,20 @@ def _cmd_route(args: argparse.Namespace) -> int:
             session.model, trip.routes, shift=shift, departure_wh=soc, reserve_wh=reserve,
             capacity_wh=capacity,
         )
+        warning = None if soc is None else reserve_warning(
+            arrivals["planned"].p_reserve, soc, reserve, capacity, lower="--reserve",
+            remedies="consider the 'safe' route (--policy safe) or charging stops "
+            "(--confidence 0.95)",
+        )
         if args.json:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
             add_forecasts(doc["routes"], energies, arrivals, other_car=model_car is not None)
             if model_car is not None:
                 doc["vehicle_model"] = {"name": model_car.name, "battery_wh": capacity}
+            if soc is not None:  # the charges and warning as POST /api/routes gives them
+                doc["departure_soc_pct"] = round(100 * soc / capacity, 2)
+                doc["reserve_pct"] = round(100 * reserve / capacity, 2)
+                doc["warning"] = warning
             print(json.dumps(doc, indent=2))
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
@@ -611,15 +619,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
             print(f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}")
-            risk = 1.0 - arrivals["planned"].p_reserve
-            if risk > RISK_WARNING and reserve > soc:
-                # another route or a charging stop cannot help: the drive starts below the
-                # reserve (only a route recovering charge downhill could end above it)
-                print(f"warning: {reserve_above_departure(reserve, soc, capacity, '--reserve')}")
-            elif risk > RISK_WARNING:
-                print(f"warning: the planned route misses the reserve with probability "
-                      f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "
-                      "charging stops (--confidence 0.95)")
+            if warning is not None:
+                print(f"warning: {warning}")
         extra = trip.exploring_cost
         if extra is not None:
             if np.array_equal(trip.routes["planned"].segments,

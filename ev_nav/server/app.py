@@ -270,12 +270,24 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": _one_line(message), "type": kind}, status_code=status)
 
 
+#: pydantic's error types for a whole body that is missing or not an object.
+_NOT_AN_OBJECT = frozenset({"missing", "model_attributes_type", "dict_type", "model_type"})
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
     errors = exc.errors()
     first = errors[0] if errors else {}
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         return 400, f"malformed JSON body: {ctx.get('error', first.get('msg', 'invalid JSON'))}"
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in _NOT_AN_OBJECT:
+        # no body, or one that is not a JSON object (a list, a form, JSON sent as text/plain,
+        # which arrives as a string): pydantic's "Field required" / "valid dictionary" names
+        # neither what to send nor how
+        return 422, (
+            "the body must be a JSON object of the request's fields, sent with "
+            "Content-Type: application/json (the OpenAPI page /docs lists them)"
+        )
     loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     msg = str(first.get("msg", "invalid request"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

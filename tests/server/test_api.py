@@ -331,6 +331,15 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("malformed JSON", dict(method="POST", url="/api/routes", headers={
             **AUTH, "Content-Type": "application/json"}, content=b'{"origin": [47.0, 8.0'),
          400, ("malformed JSON",)),
+        # a body that is not a JSON object names what to send (it said "body: Field required"
+        # or "body: Input should be a valid dictionary or object to extract fields from")
+        ("no body", dict(method="POST", url="/api/routes", headers=AUTH), 422,
+         ("the body must be a JSON object", "Content-Type: application/json")),
+        ("a JSON list", dict(method="POST", url="/api/routes", headers=AUTH, json=[origin, goal]),
+         422, ("the body must be a JSON object",)),
+        ("JSON sent as text", dict(method="POST", url=obs, headers={
+            **AUTH, "Content-Type": "text/plain"}, content=b'{"total_wh": 100}'), 422,
+         ("the body must be a JSON object", "Content-Type: application/json")),
         ("body too large", dict(method="POST", url="/api/routes", headers=AUTH, json=big),
          413, ("larger than",)),
         ("no token", dict(method="POST", url="/api/routes",

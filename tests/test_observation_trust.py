@@ -283,10 +283,10 @@ def test_output_piped_into_head(planned, net):
 
 
 def test_record_segments_from_python_needs_one_whole_id_per_energy(planned):
-    """The library call checks what the CLI's CSV reader and the server's request model check:
+    """The library calls check what the CLI's CSV reader and the server's request model check:
     two ids with one energy were both recorded at that energy (the reading broadcast onto
     every id), 9.5 was recorded as segment 9, a 2-D array was NumPy's ValueError."""
-    from ev_nav import open_state, record_segments
+    from ev_nav import open_state, record_segments, record_total
     from ev_nav.errors import InvalidObservation, UnknownSegmentError
 
     state, trip = planned
@@ -303,6 +303,10 @@ def test_record_segments_from_python_needs_one_whole_id_per_energy(planned):
             with pytest.raises(error) as info:
                 record_segments(session, trip.id, ids, np.asarray(wh), partial=True)
             assert fragment in str(info.value) and "\n" not in str(info.value), fragment
+        # a total that is no number (None was float()'s TypeError)
+        for total in (None, "lots", [1.0, 2.0]):
+            with pytest.raises(InvalidObservation, match="trip total must be a number of Wh"):
+                record_total(session, trip.id, total)
         # whole numbers given as floats are the ids they name
         record_segments(session, trip.id, route[:2].astype(float), [10.0, 11.0], partial=True)
     with Store.open(state) as s:

@@ -481,6 +481,10 @@ def record_total(
     along its last); it is then checked against the model's prediction for that route, at
     ``temperature_c`` [°C] where given (recorded with the total, as in :func:`record_segments`).
     """
+    try:  # the store checks it too, but the plausibility check below reads it first
+        total_wh = float(total_wh)
+    except (TypeError, ValueError):
+        raise InvalidObservation(f"trip total must be a number of Wh, got {total_wh!r}") from None
     store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
     moved = reading_shift(session, trip)

@@ -91,6 +91,23 @@ def test_route_command_warns_when_the_reserve_is_at_risk(tmp_path, capsys):
     assert ("warning: the reserve (50%) is more than the departure charge (40%), so no other "
             "route or charging stop can keep it; charge before leaving, or lower --reserve") in out
     assert "--policy safe" not in out and "--confidence" not in out
+    # --json carries the same warning and charges as the text and as POST /api/routes (same
+    # field names); it had the arrival per route only
+    for soc, reserve, warning in (
+        ("40%", "50%", "the reserve (50%) is more than the departure charge (40%)"),
+        ("2.5%", "1.5%", "the planned route misses the reserve with probability"),
+        ("80%", "10%", None),
+    ):
+        assert main([*argv, "--soc", soc, "--reserve", reserve, "--dry-run", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["departure_soc_pct"] == float(soc[:-1])
+        assert doc["reserve_pct"] == float(reserve[:-1])
+        if warning is None:
+            assert doc["warning"] is None
+        else:
+            assert doc["warning"].startswith(warning) and "\n" not in doc["warning"]
+    assert main([*argv, "--dry-run", "--json"]) == 0
+    assert "warning" not in json.loads(capsys.readouterr().out)  # no charge given: no forecast
     # a reserve without a departure charge was silently ignored
     assert main([*argv, "--reserve", "50%", "--dry-run"]) == 2
     out = capsys.readouterr()

@@ -280,3 +280,37 @@ def test_output_piped_into_head(planned, net):
     assert proc.stdout.startswith("trip 2:")
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
     assert proc.returncode == 0
+
+
+def test_record_segments_from_python_needs_one_whole_id_per_energy(planned):
+    """The library calls check what the CLI's CSV reader and the server's request model check:
+    two ids with one energy were both recorded at that energy (the reading broadcast onto
+    every id), 9.5 was recorded as segment 9, a 2-D array was NumPy's ValueError."""
+    from ev_nav import open_state, record_segments, record_total
+    from ev_nav.errors import InvalidObservation, UnknownSegmentError
+
+    state, trip = planned
+    route = np.asarray(trip.route)
+    before = _fingerprint(state)
+    with open_state(state) as session:
+        for ids, wh, error, fragment in (
+            (route[:2], [10.0], InvalidObservation, "2 segment ids but 1 energies"),
+            (route[:1], [10.0, 5.0], InvalidObservation, "1 segment ids but 2 energies"),
+            (route[:4].reshape(2, 2), np.ones((2, 2)), InvalidObservation, "1-D"),
+            (route[:2] + 0.5, [1.0, 2.0], UnknownSegmentError, "whole numbers"),
+            (np.array(["a", "b"]), [1.0, 2.0], UnknownSegmentError, "whole numbers"),
+        ):
+            with pytest.raises(error) as info:
+                record_segments(session, trip.id, ids, np.asarray(wh), partial=True)
+            assert fragment in str(info.value) and "\n" not in str(info.value), fragment
+        # a total that is no number (None was float()'s TypeError)
+        for total in (None, "lots", [1.0, 2.0]):
+            with pytest.raises(InvalidObservation, match="trip total must be a number of Wh"):
+                record_total(session, trip.id, total)
+        # whole numbers given as floats are the ids they name
+        record_segments(session, trip.id, route[:2].astype(float), [10.0, 11.0], partial=True)
+    with Store.open(state) as s:
+        (batch,) = s.observations()
+        assert batch.segment_ids.tolist() == route[:2].tolist()
+        assert batch.energy_wh.tolist() == [10.0, 11.0]
+    assert _fingerprint(state) != before

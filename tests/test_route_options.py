@@ -17,12 +17,18 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
-from ev_nav.errors import NetworkCacheError, RouteOptionError, UnreachableError
+from ev_nav.errors import (
+    ConfigError,
+    NetworkCacheError,
+    OutsideNetworkError,
+    RouteOptionError,
+    UnreachableError,
+)
 from ev_nav.roads.network import ROAD_FLAGS, RoadNetwork
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.store import Store
 from ev_nav.trips.planning import plan_trip
-from ev_nav.trips.route_options import RouteOptions, avoided_segments
+from ev_nav.trips.route_options import MAX_TIME_WEIGHT, RouteOptions, avoided_segments
 from ev_nav.trips.session import create_state, open_session
 from tests.cli_helpers import latlon as _latlon
 from tests.cli_helpers import run_cli as _run
@@ -118,6 +124,12 @@ def test_options_are_validated():
         RouteOptions(avoid=("tol",))
     for bad in (float("nan"), -1.0, float("inf"), "fast"):
         with pytest.raises(RouteOptionError, match="time weight"):
+            RouteOptions(time_weight=bad)
+    # a finite price too large for the route search (λ · minutes overflows to inf) is the
+    # option's error, not the router's "Dijkstra weights must be finite" (an InvalidObservation)
+    assert RouteOptions(time_weight=MAX_TIME_WEIGHT).time_weight == MAX_TIME_WEIGHT
+    for bad in (MAX_TIME_WEIGHT * 10, 1e308):
+        with pytest.raises(RouteOptionError, match="time weight.*at most 1e\\+09"):
             RouteOptions(time_weight=bad)
     with pytest.raises(RouteOptionError, match="via point 2"):
         RouteOptions(via=((47.0, 8.0), (95.0, 8.0)))
@@ -427,6 +439,7 @@ def test_cli_route_options(tmp_path, capsys, net, tagged):
         (["--avoid", "toll"], "records no toll tags"),
         (["--time-weight", "-1"], "time weight must be >= 0"),
         (["--time-weight", "nan"], "finite"),
+        (["--time-weight", "1e308"], "at most 1e+09 Wh/min"),
         (["--via", "47.0"], "expected LAT,LON"),
     ):
         code, _, err = _run(
@@ -491,3 +504,30 @@ def test_cli_avoid_ferry_says_the_network_has_none(tmp_path, capsys, monaco, net
     assert code == 0, err
     assert "avoiding toll\n" in out and "has no ferries to avoid" in err
     assert len(err.splitlines()) == 1
+
+
+def test_plan_trip_takes_one_kind_as_a_string_and_names_bad_arguments(session, net):
+    """``avoid="motorway"`` is the kind, not its letters (``RouteOptions`` takes a string; the
+    planner split it into characters: "unknown road kind(s) to avoid: a, m, o, r, t, w, y");
+    a bad seed, snap distance or point is a named one-line error, and nothing is recorded."""
+    s, g = _corners(net)
+    a, b = _point(net, s), _point(net, g)
+    trip = plan_trip(session, a, b, policy="mean", avoid="motorway", record=False)
+    assert trip.options.avoid == ("motorway",)
+    assert not _motorway(net)[trip.routes["planned"].segments].any()
+    before = session.store.n_trips()
+    for kwargs, error, fragment in (
+        ({"avoid": "motorways"}, RouteOptionError, "unknown road kind(s) to avoid: motorways;"),
+        ({"seed": -1}, ConfigError, "seed must be an integer in 0..2^63-1, got -1"),
+        ({"seed": 2.5}, ConfigError, "seed must be an integer"),
+        ({"max_snap_m": float("nan")}, ConfigError, "max_snap_m must be a finite distance > 0"),
+        ({"max_snap_m": -1.0}, ConfigError, "max_snap_m must be a finite distance > 0"),
+        ({"origin": (47.0, 8.0, 1.0)}, OutsideNetworkError, "origin must be (lat, lon)"),
+        ({"goal": "47.0,8.0"}, OutsideNetworkError, "goal must be (lat, lon)"),
+        ({"via": [(47.0,)]}, RouteOptionError, "via point 1 must be (lat, lon)"),
+    ):
+        args = {"origin": a, "goal": b, **kwargs}
+        with pytest.raises(error) as info:
+            plan_trip(session, args.pop("origin"), args.pop("goal"), **args)
+        assert fragment in str(info.value) and "\n" not in str(info.value), kwargs
+    assert session.store.n_trips() == before

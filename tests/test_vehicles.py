@@ -133,3 +133,22 @@ def test_cli_lists_the_catalogue_and_init_takes_a_model(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown vehicle 'nope'" in err and "volkswagen-id3-pro" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_create_state_takes_a_vehicle_or_its_name(tmp_path):
+    """From Python, ``vehicle=`` is a :class:`Vehicle` or a name ``ev-nav init --vehicle``
+    takes (a name was an AttributeError: 'str' object has no attribute 'to_dict'); anything
+    else, or an unknown name, is a ConfigError and no state is made."""
+    from ev_nav import create_state
+    from ev_nav.store import Store
+
+    with create_state(tmp_path / "s", synthetic=300, model="bi",
+                      vehicle="volkswagen-id3-pro") as session:
+        assert session.vehicle == get_vehicle("volkswagen-id3-pro")
+    with Store.open(tmp_path / "s") as store:
+        assert Vehicle(**store.vehicle().spec) == get_vehicle("volkswagen-id3-pro")
+    with pytest.raises(ConfigError, match="unknown vehicle 'spaceship'"):
+        create_state(tmp_path / "t", synthetic=300, model="bi", vehicle="spaceship")
+    with pytest.raises(ConfigError, match="vehicle must be a Vehicle or a catalogue name"):
+        create_state(tmp_path / "u", synthetic=300, model="bi", vehicle=42)  # type: ignore[arg-type]
+    assert not (tmp_path / "t").exists() and not (tmp_path / "u").exists()

@@ -54,7 +54,7 @@ from ev_nav.errors import (
     UnreachableError,
 )
 from ev_nav.server.service import MAX_SEGMENTS_PER_OBSERVATION, FleetService, ServiceClosed
-from ev_nav.trips.route_options import MAX_VIA, ROAD_KINDS
+from ev_nav.trips.route_options import MAX_TIME_WEIGHT, MAX_VIA, ROAD_KINDS
 
 __all__ = ["MAX_BODY_BYTES", "create_app", "static_dir"]
 
@@ -110,7 +110,10 @@ class RouteRequest(BaseModel):
         description="state of charge at departure, e.g. '80%' or '24.5kWh': adds the arrival "
         "charge of every route",
     )
-    reserve: str = Field("10%", max_length=32, description="charge to keep at arrival")
+    reserve: str | None = Field(
+        None, max_length=32,
+        description="charge to keep at arrival, with soc (default 10%; without soc a 422)",
+    )
     seed: Integer | None = Field(
         None, ge=0, lt=2**63, description="Thompson draw seed (default: trip)"
     )
@@ -131,6 +134,7 @@ class RouteRequest(BaseModel):
     time_weight: Number = Field(
         0.0,
         ge=0,
+        le=MAX_TIME_WEIGHT,
         allow_inf_nan=False,
         description="price of time [Wh per minute]: the plan minimises predicted energy + "
         "time_weight · minutes (0: energy only)",
@@ -266,12 +270,24 @@ def error_response(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": _one_line(message), "type": kind}, status_code=status)
 
 
+#: pydantic's error types for a whole body that is missing or not an object.
+_NOT_AN_OBJECT = frozenset({"missing", "model_attributes_type", "dict_type", "model_type"})
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
     errors = exc.errors()
     first = errors[0] if errors else {}
     if first.get("type") == "json_invalid":
         ctx = first.get("ctx") or {}
         return 400, f"malformed JSON body: {ctx.get('error', first.get('msg', 'invalid JSON'))}"
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in _NOT_AN_OBJECT:
+        # no body, or one that is not a JSON object (a list, a form, JSON sent as text/plain,
+        # which arrives as a string): pydantic's "Field required" / "valid dictionary" names
+        # neither what to send nor how
+        return 422, (
+            "the body must be a JSON object of the request's fields, sent with "
+            "Content-Type: application/json (the OpenAPI page /docs lists them)"
+        )
     loc = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
     msg = str(first.get("msg", "invalid request"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.errors import ModelStateError, StateError
+from ev_nav.errors import ConfigError, ModelStateError, StateError
 
 if TYPE_CHECKING:
     from ev_nav.energy import Vehicle
@@ -508,7 +508,7 @@ class FleetService:
         *,
         policy: str = "mean",
         soc: str | None = None,
-        reserve: str = "10%",
+        reserve: str | None = None,
         seed: int | None = None,
         max_snap_m: float = 500.0,
         vehicle: str | None = None,
@@ -522,7 +522,8 @@ class FleetService:
         """Plan and record a trip (:func:`ev_nav.trips.plan_trip`) on the current snapshot.
 
         ``origin``/``goal`` are (lat, lon) [deg]; ``soc``/``reserve`` are charges as the CLI takes
-        them (``80%``, ``24.5kWh``); ``vehicle`` names the vehicle asking (stored with the trip);
+        them (``80%``, ``24.5kWh``; ``reserve`` needs ``soc``, default 10%); ``vehicle`` names
+        the vehicle asking (stored with the trip);
         ``via``, ``avoid`` and ``time_weight`` [Wh/min] are the route options of ``plan_trip``.
         ``vehicle_model`` names a catalogue model (:mod:`ev_nav.vehicles`) whose physics and
         battery the energy and arrival forecasts use: the learned model's posterior for the
@@ -537,10 +538,11 @@ class FleetService:
         or four).
         """
         from ev_nav.trips.battery import (
-            RISK_WARNING,
+            DEFAULT_RESERVE,
             add_forecasts,
             e_det_shift,
             parse_charge,
+            reserve_warning,
             route_forecasts,
         )
         from ev_nav.trips.planning import plan_trip
@@ -550,7 +552,12 @@ class FleetService:
         shift = e_det_shift(self.net, model_car, self.vehicle) if model_car is not None else None
         capacity = (model_car or self.vehicle).battery_wh
         soc_wh = parse_charge(soc, capacity) if soc is not None else None
-        reserve_wh = parse_charge(reserve, capacity)
+        if reserve is not None and soc is None:
+            # an arrival reserve means something only against a departure charge
+            raise ConfigError(
+                '"reserve" is checked against the departure charge: add "soc" (e.g. "80%")'
+            )
+        reserve_wh = parse_charge(reserve or DEFAULT_RESERVE, capacity)
         snap = self.snapshot
         extra = {"vehicle": vehicle} if vehicle else {}
         if vehicle_model:
@@ -591,14 +598,11 @@ class FleetService:
         if soc_wh is not None:
             doc["departure_soc_pct"] = round(100 * soc_wh / capacity, 2)
             doc["reserve_pct"] = round(100 * reserve_wh / capacity, 2)
-            risk = 1.0 - arrivals["planned"].p_reserve
-            doc["warning"] = (
-                f"the planned route misses the reserve with probability {100 * risk:.0f}%; "
-                + ("consider the 'safe' route or charging stops (POST /api/charging-plans)"
-                   if "safe" in routes
-                   else "consider charging stops (POST /api/charging-plans)")
-                if risk > RISK_WARNING
-                else None
+            doc["warning"] = reserve_warning(
+                arrivals["planned"].p_reserve, soc_wh, reserve_wh, capacity, lower='"reserve"',
+                remedies="consider the 'safe' route or charging stops (POST /api/charging-plans)"
+                if "safe" in routes
+                else "consider charging stops (POST /api/charging-plans)",
             )
         return doc
 

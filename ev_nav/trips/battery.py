@@ -41,12 +41,44 @@ if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
-    "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift", "parse_charge",
-    "route_energy", "route_shift_wh", "shifted_energy",
+    "DEFAULT_RESERVE", "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift",
+    "parse_charge", "reserve_warning", "route_energy", "route_shift_wh", "shifted_energy",
 ]
 
 #: Planned routes whose probability of arriving below the reserve exceeds this get a warning.
 RISK_WARNING = 0.05
+
+#: The arrival reserve when a departure charge is given without one.
+DEFAULT_RESERVE = "10%"
+
+
+def reserve_warning(
+    p_reserve: float,
+    departure_wh: float,
+    reserve_wh: float,
+    capacity_wh: float,
+    *,
+    lower: str,
+    remedies: str,
+) -> str | None:
+    """The warning for a planned route whose probability ``p_reserve`` of arriving with the
+    reserve is below ``1 - RISK_WARNING`` (``None``: no warning), in the caller's terms.
+
+    Departing below the reserve [Wh], no other route or charging stop can keep it (only a route
+    recovering charge downhill could end above it): the advice is to charge first or to lower
+    the reserve (``lower``: the CLI's option, the API's field). Otherwise the risk is named and
+    ``remedies`` suggested (the safe route, charging stops: what the caller offers).
+    """
+    risk = 1.0 - p_reserve
+    if risk <= RISK_WARNING:
+        return None
+    if reserve_wh > departure_wh:
+        return (
+            f"the reserve ({100 * reserve_wh / capacity_wh:.0f}%) is more than the departure "
+            f"charge ({100 * departure_wh / capacity_wh:.0f}%), so no other route or charging "
+            f"stop can keep it; charge before leaving, or lower {lower}"
+        )
+    return f"the planned route misses the reserve with probability {100 * risk:.0f}%; {remedies}"
 
 _CHARGE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(%|kwh|wh)?\s*$", re.IGNORECASE)
 

@@ -24,10 +24,11 @@ from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
-    RISK_WARNING,
+    DEFAULT_RESERVE,
     add_forecasts,
     e_det_shift,
     parse_charge,
+    reserve_warning,
     route_forecasts,
     route_shift_wh,
 )
@@ -403,9 +404,6 @@ def _stops_arg(text: str) -> int:
     return value
 
 
-#: The arrival reserve [%] when --soc is given without --reserve.
-DEFAULT_RESERVE = "10%"
-
 #: What shapes the stops of ``route --confidence`` when not given (``None`` on the command line
 #: tells an option given at its default from one not given: either is refused without
 #: --confidence).
@@ -564,11 +562,20 @@ def _cmd_route(args: argparse.Namespace) -> int:
             session.model, trip.routes, shift=shift, departure_wh=soc, reserve_wh=reserve,
             capacity_wh=capacity,
         )
+        warning = None if soc is None else reserve_warning(
+            arrivals["planned"].p_reserve, soc, reserve, capacity, lower="--reserve",
+            remedies="consider the 'safe' route (--policy safe) or charging stops "
+            "(--confidence 0.95)",
+        )
         if args.json:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
             add_forecasts(doc["routes"], energies, arrivals, other_car=model_car is not None)
             if model_car is not None:
                 doc["vehicle_model"] = {"name": model_car.name, "battery_wh": capacity}
+            if soc is not None:  # the charges and warning as POST /api/routes gives them
+                doc["departure_soc_pct"] = round(100 * soc / capacity, 2)
+                doc["reserve_pct"] = round(100 * reserve / capacity, 2)
+                doc["warning"] = warning
             print(json.dumps(doc, indent=2))
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
@@ -612,17 +619,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
             print(f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}")
-            risk = 1.0 - arrivals["planned"].p_reserve
-            if risk > RISK_WARNING and reserve > soc:
-                # another route or a charging stop cannot help: the drive starts below the
-                # reserve (only a route recovering charge downhill could end above it)
-                print(f"warning: the reserve ({100 * reserve / capacity:.0f}%) is more than the "
-                      f"departure charge ({100 * soc / capacity:.0f}%), so no other route or "
-                      "charging stop can keep it; charge before leaving, or lower --reserve")
-            elif risk > RISK_WARNING:
-                print(f"warning: the planned route misses the reserve with probability "
-                      f"{100 * risk:.0f}%; consider the 'safe' route (--policy safe) or "
-                      "charging stops (--confidence 0.95)")
+            if warning is not None:
+                print(f"warning: {warning}")
         extra = trip.exploring_cost
         if extra is not None:
             if np.array_equal(trip.routes["planned"].segments,

@@ -35,6 +35,8 @@ from ev_nav.trips.changes import learn_new
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
     from ev_nav.energy import Vehicle
     from ev_nav.gp.posterior import SegmentModel
     from ev_nav.roads.network import RoadNetwork
@@ -290,8 +292,8 @@ def _predicted(mean: float, sd: float) -> str:
 def record_segments(
     session: Session,
     trip_id: int,
-    segment_ids: np.ndarray,
-    energies_wh: np.ndarray,
+    segment_ids: ArrayLike,
+    energies_wh: ArrayLike,
     *,
     force: bool = False,
     partial: bool = False,
@@ -317,8 +319,7 @@ def record_segments(
 
     store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
-    seg = np.asarray(segment_ids, dtype=np.int64)
-    wh = np.asarray(energies_wh, dtype=np.float64)
+    seg, wh = _ids_and_energies(segment_ids, energies_wh, source)
     bad = np.flatnonzero(~np.isfinite(wh))
     if bad.size:
         raise InvalidObservation(
@@ -362,6 +363,45 @@ def record_segments(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _ids_and_energies(
+    segment_ids: ArrayLike, energies_wh: ArrayLike, source: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """One whole segment id per energy, as two 1-D arrays (int64 ids, float64 Wh).
+
+    Checked before anything uses them: ``wh - shift`` below would broadcast one energy onto
+    every id (the store's own shape check then sees two equal arrays), and a cast to int64
+    would read 9.5 as segment 9.
+    """
+    raw = np.asarray(segment_ids)
+    try:
+        wh = np.asarray(energies_wh, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidObservation(f"{source}: energies must be numbers of Wh") from None
+    if raw.ndim != 1 or wh.ndim != 1:
+        raise InvalidObservation(
+            f"{source}: segment ids and energies must be 1-D arrays, got shapes {raw.shape} "
+            f"and {wh.shape}"
+        )
+    if raw.shape != wh.shape:
+        raise InvalidObservation(
+            f"{source}: {raw.size} segment ids but {wh.size} energies; give one energy per "
+            "segment"
+        )
+    if not np.issubdtype(raw.dtype, np.integer):
+        try:
+            as_float = raw.astype(np.float64)
+        except (TypeError, ValueError):
+            as_float = np.full(raw.shape, np.nan)
+        whole = np.isfinite(as_float) & (np.mod(as_float, 1.0) == 0.0)
+        if not whole.all():
+            raise UnknownSegmentError(
+                f"{source}: segment ids must be whole numbers (segment indices); got "
+                f"{raw[~whole][0]!r}"
+            )
+        raw = as_float
+    return raw.astype(np.int64), wh
 
 
 def _segment_noise(model: SegmentModel, ids: np.ndarray) -> np.ndarray:
@@ -441,6 +481,10 @@ def record_total(
     along its last); it is then checked against the model's prediction for that route, at
     ``temperature_c`` [°C] where given (recorded with the total, as in :func:`record_segments`).
     """
+    try:  # the store checks it too, but the plausibility check below reads it first
+        total_wh = float(total_wh)
+    except (TypeError, ValueError):
+        raise InvalidObservation(f"trip total must be a number of Wh, got {total_wh!r}") from None
     store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
     moved = reading_shift(session, trip)

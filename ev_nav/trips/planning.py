@@ -8,6 +8,7 @@ shown next to the shortest and the fastest route, each with the model's predicte
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.errors import StateError, StateIOError
+from ev_nav.errors import ConfigError, OutsideNetworkError, StateError, StateIOError
 from ev_nav.roads.partial import route_coordinates
-from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions
+from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions, parse_kinds
 
 if TYPE_CHECKING:
     from ev_nav.bandits.agent import Route
@@ -205,6 +206,33 @@ def maps_dir(state: Path) -> Path:
     return maps
 
 
+def _lat_lon(name: str, point: object) -> tuple[float, float]:
+    """``point`` as (lat, lon) floats; anything else is the caller's :class:`OutsideNetworkError`
+    (as a coordinate off the Earth is), not Python's unpacking error."""
+    try:
+        if isinstance(point, str | bytes):  # "47,8" is not a pair (and "47" would read as 4, 7)
+            raise TypeError
+        lat, lon = (float(x) for x in point)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise OutsideNetworkError(f"{name} must be (lat, lon) in degrees, got {point!r}") from None
+    return lat, lon
+
+
+def _check_arguments(seed: object, max_snap_m: object) -> None:
+    """A Thompson seed and a snap distance the planner can use (the CLI and the server check
+    theirs at parsing; from Python a bad one would fail deep in NumPy or mean no limit)."""
+    if seed is not None and not (
+        isinstance(seed, int | np.integer) and not isinstance(seed, bool) and 0 <= seed < 2**63
+    ):
+        raise ConfigError(f"seed must be an integer in 0..2^63-1, got {seed!r}")
+    try:
+        snap = float(max_snap_m)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        snap = math.nan
+    if not (math.isfinite(snap) and snap > 0):
+        raise ConfigError(f"max_snap_m must be a finite distance > 0 [m], got {max_snap_m!r}")
+
+
 def plan_trip(
     session: Session,
     origin: tuple[float, float],
@@ -243,25 +271,31 @@ def plan_trip(
 
     Route options (:class:`~ev_nav.trips.route_options.RouteOptions`), obeyed by the plan and
     every alternative: ``via`` points the route passes in order (legs concatenated), ``avoid``
-    road kinds (``motorway``, ``toll``, ``unpaved``, ``ferry``), and ``time_weight`` λ [Wh per
-    minute]: the plan (and best guess, safe) minimise energy + λ · time.
+    road kinds (``motorway``, ``toll``, ``unpaved``, ``ferry``; one kind may be a string), and
+    ``time_weight`` λ [Wh per minute]: the plan (and best guess, safe) minimise energy + λ ·
+    time.
 
     Raises
     ------
     OutsideNetworkError
-        A point is further than ``max_snap_m`` from every road.
+        A point is further than ``max_snap_m`` from every road, or is not a (lat, lon) pair.
     InvalidObservation
         Origin and destination snap to the same segment (and there is no via point).
     RouteOptionError
         Invalid options, an avoided kind the network has no tags for, a point on an avoided road.
     UnreachableError
         The points cannot be connected without an avoided kind.
+    ConfigError
+        A ``seed`` outside 0..2^63-1, a ``max_snap_m`` that is not a finite distance > 0 [m].
     """
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
     from ev_nav.store import TripPlan
 
-    options = RouteOptions(tuple(via), tuple(avoid), time_weight)
+    _check_arguments(seed, max_snap_m)
+    origin, goal = _lat_lon("origin", origin), _lat_lon("goal", goal)
+    # parse_kinds takes one kind as a string too (tuple() would split it into letters)
+    options = RouteOptions(tuple(via), parse_kinds(avoid), time_weight)
     net, model, store = session.net, session.model, session.store
     # the exact points on the road: a route starts and ends there, driving only the part of
     # its first and last segment between them, in either direction of a two-way street (via

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
+    "MAX_TIME_WEIGHT",
     "MAX_VIA",
     "ROAD_KINDS",
     "ConstrainedRouter",
@@ -49,6 +50,11 @@ ROAD_KINDS: dict[str, str] = {
 
 #: Most via points one trip may have (each is one more routing query).
 MAX_VIA = 25
+
+#: Highest price of time [Wh per minute]. Far above any car's consumption (a few hundred Wh per
+#: minute), so time already outweighs energy and the plan is the fastest route; a larger price
+#: changes nothing but would overflow λ · minutes to inf in the route search's weights.
+MAX_TIME_WEIGHT = 1e9
 
 _MOTORWAY_CLASSES = ("motorway", "motorway_link")
 
@@ -86,9 +92,9 @@ class RouteOptions:
         Road kinds (:data:`ROAD_KINDS`) the route must not use; names may be given in any case
         and order, comma-separated; stored de-duplicated in :data:`ROAD_KINDS` order.
     time_weight : float
-        λ [Wh per minute] ≥ 0: the plan minimises predicted energy + λ · travel time (0: energy
-        only). It prices time in energy: λ = 10 takes a route 1 min faster if it costs less
-        than 10 Wh more.
+        λ [Wh per minute], 0 ≤ λ ≤ :data:`MAX_TIME_WEIGHT`: the plan minimises predicted
+        energy + λ · travel time (0: energy only). It prices time in energy: λ = 10 takes a
+        route 1 min faster if it costs less than 10 Wh more.
     """
 
     via: tuple[tuple[float, float], ...] = ()
@@ -121,6 +127,11 @@ class RouteOptions:
         if not (math.isfinite(weight) and weight >= 0):
             raise RouteOptionError(
                 f"time weight must be a finite number of Wh per minute >= 0, got {weight}"
+            )
+        if weight > MAX_TIME_WEIGHT:
+            raise RouteOptionError(
+                f"time weight {weight:g} Wh/min is too large: at most {MAX_TIME_WEIGHT:g} "
+                "Wh/min (time then outweighs any energy: the plan is the fastest route)"
             )
         object.__setattr__(self, "time_weight", weight)
 

@@ -22,8 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ev_nav.energy import Vehicle
-from ev_nav.errors import ModelStateError, StateError, StateNotice, UnsafeCheckpointError
+from ev_nav.energy import Vehicle, get_vehicle
+from ev_nav.errors import (
+    ConfigError,
+    ModelStateError,
+    StateError,
+    StateNotice,
+    UnsafeCheckpointError,
+)
 
 if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
     from ev_nav.gp.changes import ChangeDetector
@@ -410,7 +416,7 @@ def create_state(
     synthetic: int | None = None,
     town_seed: int = 0,
     model: str = "gp",
-    vehicle: Vehicle | None = None,
+    vehicle: Vehicle | str | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> Session:
     """Create a state directory bound to a network and return it open (with its prior model).
@@ -425,8 +431,9 @@ def create_state(
         the embedded synthetic town with about this many segments (``town_seed`` picks it).
     model : {"gp", "bi"}
         The learning model.
-    vehicle : Vehicle, optional
-        Default: the paper's EV (``sumo-default``).
+    vehicle : Vehicle or str, optional
+        The vehicle, or its name (a preset or catalogue model, as ``ev-nav init --vehicle``
+        takes: :func:`ev_nav.get_vehicle`). Default: the paper's EV (``sumo-default``).
     on_stage : callable, optional
         Called with the name of each stage as it starts (progress of a large network: the
         prior covariance of LuST's 5,614 segments takes ~15 s).
@@ -440,7 +447,15 @@ def create_state(
     ref = synthetic_ref(synthetic, town_seed) if synthetic is not None else str(
         Path(network).resolve()
     )
-    veh = vehicle or Vehicle()
+    if isinstance(vehicle, str):
+        veh = get_vehicle(vehicle)
+    elif vehicle is None or isinstance(vehicle, Vehicle):
+        veh = vehicle or Vehicle()
+    else:
+        raise ConfigError(
+            f"vehicle must be a Vehicle or a catalogue name ('ev-nav vehicles' lists them), "
+            f"got {type(vehicle).__name__}"
+        )
     stage("loading the network")
     net = load_network_ref(ref)
     store = Store.create(

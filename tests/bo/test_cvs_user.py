@@ -170,6 +170,12 @@ def test_tell_refuses_points_outside_the_domain_and_unpayable_plays():
         opt.tell(np.array([0.0, 0.0]), 1.0, control_set=7)
     with pytest.raises(BudgetExhausted):
         opt.tell(np.array([0.0, 0.0]), 1.0, cost=6.0)
+    # a cost that is no price: -5 added 5 to the budget, NaN "did not fit in the budget"
+    remaining = opt.budget.remaining
+    for bad in (-5.0, 0.0, np.nan, np.inf, "cheap"):
+        with pytest.raises(ConfigError, match=r"tell\(\): cost must be a finite number > 0"):
+            opt.tell(np.array([0.0, 0.0]), 1.0, cost=bad)
+    assert opt.budget.remaining == remaining
     hidden = CVSOptimizer(
         user_problem(load_objective(f"{FILE}:bowl"), cost_noise_std=0.02), "ucvs", 5.0,
         family="ucvs",

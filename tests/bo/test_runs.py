@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -77,3 +80,10 @@ def test_a_failing_run_is_named_with_its_traceback_and_the_others_finish(tmp_pat
     assert "error.txt" in str(err.value)
     assert "Traceback" in (tmp_path / "runs" / "j1" / "error.txt").read_text()
     assert (tmp_path / "runs" / "j2" / "results.csv").is_file()
+    # without an output folder the runs go to a temporary one, kept when a run failed: the
+    # message's error.txt was in a folder already removed
+    with pytest.raises(RunFailed) as err:
+        run_jobs(jobs, None, ExecutionConfig(executor="inprocess"))
+    where = Path(re.search(r"traceback in (\S+error\.txt)", str(err.value)).group(1))
+    assert "ValueError: bad run" in where.read_text()
+    shutil.rmtree(where.parents[2])

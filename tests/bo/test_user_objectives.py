@@ -214,6 +214,22 @@ def test_objective_errors_are_one_line(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("ev-nav: error:") and err.count("\n") == 1
+    # an objective that cannot be run is the configuration's error, found before any run: not
+    # "4 of 4 runs failed (first: …; traceback in …)" with a folder of failed runs to clean up
+    for family, spec, what, budget in (
+        ("boke", f"{FILE}:undeclared", "declares no bounds", ["--budget", "5"]),
+        ("boke", "no_such_module_xyz:f", "cannot import no_such_module_xyz", ["--budget", "5"]),
+        ("cvs", f"{FILE}:robust", "declare control_sets", ["--budget", "5"]),
+        ("ptr", f"{FILE}:bowl", "PTR needs environment", ["--method", "bpt-ucb", "-T", "3"]),
+    ):
+        out = tmp_path / f"{family}-{spec.rsplit(':', 1)[1]}"
+        code = main(["bo", family, "run", "--objective", spec, *budget, "--out", str(out),
+                     *FAST])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("ev-nav: error:") and err.count("\n") == 1, err
+        assert what in err and "runs failed" not in err and "traceback" not in err, err
+        assert not (out / "runs").exists()
     # bounds given on the command line replace a missing declaration
     user = load_objective(f"{FILE}:undeclared", bounds=[[0, 2]])
     assert user.bounds == ((0.0, 2.0),) and user(np.array([1.5])) == 1.5

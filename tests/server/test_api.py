@@ -232,8 +232,9 @@ def test_plan_without_alternatives_is_the_same_trip(http, served_town) -> None:
     rows = http.get("/api/trips", params={"limit": 2}).json()
     assert [r["trip"] for r in rows] == [full["trip"], alone["trip"]]
     assert rows[0]["km"] == rows[1]["km"] == full["routes"]["planned"]["km"]
-    # a charge that cannot keep the reserve: the warning names only what the answer holds
-    low = {"policy": "mean", "soc": "2%"}
+    # a charge that cannot keep the reserve (departing at it: any energy used misses it): the
+    # warning names only what the answer holds
+    low = {"policy": "mean", "soc": "2%", "reserve": "2%"}
     with_rows, alone = _plan(http, served_town, 2, **low), _plan(
         http, served_town, 2, **low, alternatives=False)
     assert "'safe' route" in with_rows["warning"] and "safe" in with_rows["routes"]
@@ -330,6 +331,15 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("malformed JSON", dict(method="POST", url="/api/routes", headers={
             **AUTH, "Content-Type": "application/json"}, content=b'{"origin": [47.0, 8.0'),
          400, ("malformed JSON",)),
+        # a body that is not a JSON object names what to send (it said "body: Field required"
+        # or "body: Input should be a valid dictionary or object to extract fields from")
+        ("no body", dict(method="POST", url="/api/routes", headers=AUTH), 422,
+         ("the body must be a JSON object", "Content-Type: application/json")),
+        ("a JSON list", dict(method="POST", url="/api/routes", headers=AUTH, json=[origin, goal]),
+         422, ("the body must be a JSON object",)),
+        ("JSON sent as text", dict(method="POST", url=obs, headers={
+            **AUTH, "Content-Type": "text/plain"}, content=b'{"total_wh": 100}'), 422,
+         ("the body must be a JSON object", "Content-Type: application/json")),
         ("body too large", dict(method="POST", url="/api/routes", headers=AUTH, json=big),
          413, ("larger than",)),
         ("no token", dict(method="POST", url="/api/routes",
@@ -685,3 +695,21 @@ def test_plan_with_a_catalogue_model_forecasts_with_its_physics(http, served_tow
         assert r["arrival"]["soc_pct"] == pytest.approx(
             80 - r["vehicle_model_wh"] / 580, abs=0.01
         ), name
+
+
+def test_reserve_the_departure_charge_cannot_keep(http, served_town, served_state) -> None:
+    """A reserve above the departure charge: no route or charging stop can keep it, and the
+    answer says so, as 'ev-nav route' does (it advised the 'safe' route or charging stops). A
+    reserve without a departure charge is refused, as on the command line (it was ignored)."""
+    doc = _plan(http, served_town, 2, policy="mean", soc="40%", reserve="50%")
+    assert doc["warning"] == (
+        "the reserve (50%) is more than the departure charge (40%), so no other route or "
+        'charging stop can keep it; charge before leaving, or lower "reserve"'
+    )
+    assert doc["reserve_pct"] == 50.0 and doc["departure_soc_pct"] == 40.0
+    before = fingerprint(http, served_state)
+    origin, goal = _far_pair(served_town, 2)
+    r = http.post("/api/routes", json={"origin": origin, "goal": goal, "reserve": "50%"},
+                  headers=AUTH)
+    _assert_error(r, 422, '"reserve" is checked against the departure charge: add "soc"')
+    assert fingerprint(http, served_state) == before

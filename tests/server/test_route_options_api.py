@@ -121,6 +121,7 @@ def test_bad_route_options_are_one_line_422s(http, served_town, served_state) ->
         ({"avoid": ["toll"]}, "records no toll tags", "synthetic town"),
         ({"time_weight": -1}, "time_weight", "greater than or equal to 0"),
         ({"time_weight": "fast"}, "time_weight"),
+        ({"time_weight": 1e308}, "time_weight", "less than or equal to 1000000000"),
         ({"via": [[95.0, 8.0]]}, "via.0.0", "less than or equal to 90"),
         ({"via": [[47.0]]}, "via.0"),
         ({"via": [_point(net, s)] * 26}, "via", "at most 25"),

@@ -420,7 +420,16 @@ def run_experiment(
     *,
     progress: bool = False,
 ) -> list[RunResult]:
-    """All (benchmark, method, seed) runs of ``cfg``; with ``out_dir``, results + manifest."""
+    """All (benchmark, method, seed) runs of ``cfg``; with ``out_dir``, results + manifest.
+
+    Raises
+    ------
+    ConfigError
+        A user objective that does not load (module, function, declarations), before any run
+        starts or anything is written: every run would fail with it.
+    """
+    if cfg.objective is not None:
+        _benchmark(cfg, cfg.problems[0])
     job_list = jobs(cfg)
     ex = run_jobs(job_list, out_dir, execution, progress=progress)
     results = [_result_from(r.rows, r.info) for r in ex.records]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import tempfile
 import time
 import traceback
@@ -208,19 +209,20 @@ def _check_resumable(jobs: Sequence[Job], out: Path) -> None:
 
 
 class _OutputFolder:
-    """``out_dir`` as a :class:`Path`, or a temporary folder removed on exit when it is ``None``."""
+    """``out_dir`` as a :class:`Path`, or, when it is ``None``, a temporary folder removed on
+    exit unless runs failed (:class:`RunFailed` names the ``error.txt`` of one inside it)."""
 
     def __init__(self, out_dir: str | Path | None) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="ev-nav-bo-") if out_dir is None else None
-        self.path = Path(self._tmp.name if self._tmp is not None else out_dir)  # type: ignore[arg-type]
+        self._temporary = out_dir is None
+        self.path = Path(tempfile.mkdtemp(prefix="ev-nav-bo-") if out_dir is None else out_dir)
 
     def __enter__(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
         return self.path
 
-    def __exit__(self, *exc: object) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self._temporary and not (exc_type is not None and issubclass(exc_type, RunFailed)):
+            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _read_run(run_dir: Path) -> RunRecord:

@@ -288,7 +288,8 @@ class CVSOptimizer:
         OutOfDomainError
             ``x`` has the wrong length or lies outside the domain.
         ConfigError
-            The cost of a play is needed and unknown; ``control_set`` is out of range.
+            The cost of a play is needed and unknown; ``control_set`` is out of range; a
+            ``cost`` that is not a finite number > 0.
         """
         xu = self._to_unit(x)
         if not torch.isfinite(xu).all() or (xu < -1e-9).any() or (xu > 1.0 + 1e-9).any():
@@ -296,6 +297,16 @@ class CVSOptimizer:
         xu = xu.clamp(0.0, 1.0)
         if not math.isfinite(float(y)):
             raise ConfigError(f"tell(): the observation must be finite, got {y}")
+        if cost is not None:
+            # checked here, not by the budget: a negative cost would add to it, and NaN would
+            # be refused as a play that "does not fit in the remaining budget"
+            try:
+                price = float(cost)
+            except (TypeError, ValueError):
+                price = math.nan
+            if not (math.isfinite(price) and price > 0):
+                raise ConfigError(f"tell(): cost must be a finite number > 0, got {cost!r}")
+            cost = price
         if control_set is None:
             if self.initialising and self._is_next_initial(xu):
                 self._tell_initial(float(y))

@@ -331,7 +331,15 @@ def run_experiment(
 
     The table has one row per BO iteration (seed-major, methods in config order) with the
     regrets against the seed's reference.
+
+    Raises
+    ------
+    ConfigError
+        A user objective that does not load or lacks what the family needs (control sets,
+        costs), before any run starts or anything is written: every run would fail with it.
     """
+    if cfg.objective is not None and cfg.seeds:
+        build_problem(cfg, cfg.seeds[0])
     job_list = jobs(cfg)
     ex = run_jobs(job_list, out_dir, execution, progress=progress)
     by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))

@@ -410,9 +410,19 @@ def run_experiments(
     *,
     progress: bool = False,
 ) -> list[ExperimentResult]:
-    """Run every trial of every config; with ``out_dir``, write ``results.csv`` + manifest."""
+    """Run every trial of every config; with ``out_dir``, write ``results.csv`` + manifest.
+
+    Raises
+    ------
+    ConfigError
+        Mixed task kinds, or a user objective that does not load or lacks what PTR needs (the
+        environment grid, the threshold), before any run starts or anything is written.
+    """
     if len({method_task(c.method) for c in configs}) > 1:
         raise ConfigError("mix of optimization and LSE methods: run them separately")
+    for cfg in configs:
+        if cfg.objective is not None:
+            build_problem(cfg, cfg.seed, method_task(cfg.method))
     job_list = jobs(configs)
     ex = run_jobs(job_list, out_dir, execution, progress=progress)
     results = _collect(configs, job_list, ex)

@@ -147,6 +147,37 @@ def test_no_stop_when_the_battery_suffices(world):
     assert plan.total_min == pytest.approx(plan.legs[0].drive_min)
 
 
+def test_legs_start_and_end_where_their_waypoints_are(world):
+    """A leg within one segment (origin and goal on it; a charger on the start's segment)
+    was drawn from the segment's start to its end, 125 m off the points asked for; every leg
+    now carries the fractions of its waypoints."""
+    from ev_nav.trips.charging import plan_to_dict
+
+    net, model, veh, sites = world
+    seg = int(np.argmax(model.posterior().mean))  # the costliest road: uphill, long
+    plan = plan_charging(net, model, veh, sites, (seg, 0.2), (seg, 0.7),
+                         ChargeSettings(start_wh=CAP, reserve_wh=0.1 * CAP))
+    (leg,) = plan.legs
+    assert leg.segments.tolist() == [seg] and (leg.start_fraction, leg.end_fraction) == (0.2, 0.7)
+    doc = plan_to_dict(plan, net)["legs"][0]
+    assert doc["from_lonlat"] == pytest.approx(net.segment_point(seg, 0.2), abs=1e-7)
+    assert doc["to_lonlat"] == pytest.approx(net.segment_point(seg, 0.7), abs=1e-7)
+    # a stop on the start's own segment, further along: the first leg ends at the charger
+    start = (seg, 0.1)
+    after = np.flatnonzero(net.seg_u == net.seg_v[seg])
+    goal = (int(after[after != seg][0]), 0.5)  # on a road that follows
+    here = ChargingSite(seg, 0.15, sites[0].power_kw, True, "here", 0)  # ~5 Wh on
+    plan = plan_charging(net, model, veh, [here], start, goal,
+                         ChargeSettings(start_wh=0.12 * CAP, reserve_wh=0.1 * CAP))
+    assert [s.site.name for s in plan.stops] == ["here"]  # the 8 Wh above the reserve
+    for leg, a, b in zip(plan.legs, [start, *((s.site.segment, s.site.fraction)
+                                              for s in plan.stops)],
+                         [*((s.site.segment, s.site.fraction) for s in plan.stops), goal],
+                         strict=True):
+        assert (int(leg.segments[0]), leg.start_fraction) == a
+        assert (int(leg.segments[-1]), leg.end_fraction) == b
+
+
 def test_no_plan_meets_the_confidence_says_so(world):
     net, model, veh, sites = world
     st = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=0.1 * CAP)

@@ -181,13 +181,20 @@ class ChargingSite:
 
 @dataclass(frozen=True)
 class PlannedLeg:
-    """One leg of a plan: a path between waypoints and what the model expects of it."""
+    """One leg of a plan: a path between waypoints and what the model expects of it.
+
+    ``start_fraction`` and ``end_fraction`` are where along its first and last segment the leg
+    starts and ends (the waypoints' fractions; a leg within one segment drives
+    ``end_fraction − start_fraction`` of it, so its share alone cannot place it).
+    """
 
     segments: NDArray[np.int64]
     shares: NDArray[np.float64]
     drive_min: float
     mean_wh: float
     sd_wh: float
+    start_fraction: float = 0.0
+    end_fraction: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -513,12 +520,13 @@ def plan_charging(
         )
     seq, legs_idx, levels, risk = result
     feasible = risk <= budget * (1 + 1e-9)
-    return _assemble(opts, cands, tables, seq, legs_idx, levels, risk, feasible, settings, cap,
-                     tuple(notes))
+    return _assemble(opts, points, cands, tables, seq, legs_idx, levels, risk, feasible,
+                     settings, cap, tuple(notes))
 
 
 def _assemble(
     opts: _Options,
+    points: list[tuple[int, float]],
     cands: list[ChargingSite],
     tables: NDArray,
     seq: list[int],
@@ -534,7 +542,8 @@ def _assemble(
     for k in legs_idx:
         path, h = opts.paths[k]
         legs.append(PlannedLeg(path, h, float(opts.minutes[k]), float(opts.mean[k]),
-                               float(opts.sd[k])))
+                               float(opts.sd[k]), float(points[opts.src[k]][1]),
+                               float(points[opts.dst[k]][1])))
     stops = []
     depart = settings.start_wh
     for j, site_idx in enumerate(seq):
@@ -855,12 +864,8 @@ def plan_to_dict(plan: ChargingPlan, net: RoadNetwork) -> dict[str, object]:
 
     legs = []
     for leg in plan.legs:
-        coords = [
-            net.segment_point(int(leg.segments[0]), 1.0 - float(leg.shares[0]))
-            if leg.segments.size > 1 else net.segment_point(int(leg.segments[0]), 0.0),
-            net.segment_point(int(leg.segments[-1]), float(leg.shares[-1]))
-            if leg.segments.size > 1 else net.segment_point(int(leg.segments[0]), 1.0),
-        ]
+        coords = [net.segment_point(int(leg.segments[0]), leg.start_fraction),
+                  net.segment_point(int(leg.segments[-1]), leg.end_fraction)]
         legs.append({
             "segments": leg.segments.tolist(),
             "km": round(float(leg.shares @ net.length_m[leg.segments]) / 1000, 3),

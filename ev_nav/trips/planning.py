@@ -526,8 +526,7 @@ def write_charging_map(session: Session, plan: ChargingPlan) -> Path:
     routes: dict[str, tuple[np.ndarray, float, float]] = {}
     labels: dict[str, str] = {}
     for j, leg in enumerate(plan.legs):
-        start = 1.0 - float(leg.shares[0]) if leg.segments.size > 1 else 0.0
-        end = float(leg.shares[-1]) if leg.segments.size > 1 else 1.0
+        start, end = leg.start_fraction, leg.end_fraction
         if j < len(plan.stops):
             s = plan.stops[j]
             name = f"leg {j + 1}: to {s.site.name}"

@@ -178,6 +178,15 @@ def test_legs_start_and_end_where_their_waypoints_are(world):
         assert (int(leg.segments[-1]), leg.end_fraction) == b
 
 
+def test_a_departure_below_the_reserve_is_said_with_the_plan(world):
+    # such a plan had no note saying why it was infeasible (this trip regains enough downhill)
+    net, model, veh, sites = world
+    start, goal, _ = _trip(net, model, 2)
+    plan = plan_charging(net, model, veh, sites, start, goal,
+                         ChargeSettings(start_wh=0.05 * CAP, reserve_wh=0.1 * CAP))
+    assert "the departure charge (5%) is below the reserve (10%)" in " ".join(plan.notes)
+
+
 def test_no_plan_meets_the_confidence_says_so(world):
     net, model, veh, sites = world
     st = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=0.1 * CAP)

@@ -459,6 +459,11 @@ def plan_charging(
     loss = np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
     sites = list(sites)
     notes: list[str] = []
+    # a plan that cannot hold from the start: said with the plan, not left for the user to find
+    if settings.start_wh < settings.reserve_wh:
+        notes.append(f"the departure charge ({100 * settings.start_wh / cap:.0f}%) is below the "
+                     f"reserve ({100 * settings.reserve_wh / cap:.0f}%): no arrival keeps it "
+                     "unless the road regains charge")
 
     # 1. candidate chargers near the corridor (fastest-time trees from the start and to the goal)
     indptr, indices = _graph(net)

@@ -485,7 +485,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
              "and observed energy [Wh], and temperature_c, the ambient temperature [°C] its "
              "observations were recorded at (null when none was given), and vehicle_model, "
              "the catalogue car it was planned for (null: the state's vehicle; its figures are "
-             "then the state's vehicle's, as learned).")
+             "then the state's vehicle's, as learned), and vehicle, the name of the vehicle "
+             "that asked for it (the route request's vehicle; null for trips planned with "
+             "'ev-nav route').")
     def history(
         limit: Annotated[int | None, Query(ge=1, le=100_000, description="newest N")] = None,
     ) -> Response:

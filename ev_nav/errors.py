@@ -76,8 +76,9 @@ class NegativeCycleError(EvNavError, ValueError):
 
 
 class RouteOptionError(EvNavError, ValueError):
-    """Route options (via points, road kinds to avoid, time weight) that are invalid, or that
-    the network cannot honour (a kind its data does not tag, a point on an avoided road)."""
+    """A trip request or its options (via points, road kinds to avoid, time weight) that are
+    invalid, or that the network cannot honour (a kind its data does not tag, a point on an
+    avoided road, an origin that is the destination)."""
 
 
 # --- state / CLI ---------------------------------------------------------------------------

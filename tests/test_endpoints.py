@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import ev_nav
 from ev_nav.bandits.routing import Router
-from ev_nav.errors import InvalidObservation
+from ev_nav.errors import RouteOptionError
 from ev_nav.roads.network import EARTH_RADIUS_M
 from ev_nav.store import Store
 from tests.cli_helpers import run_cli
@@ -100,8 +100,26 @@ def test_same_segment_ahead_and_behind(town):
     behind = router.route_between(w, [(e, 0.7)], [(e, 0.2)])  # round the block and back
     assert behind.segments[0] == behind.segments[-1] == e and behind.segments.size > 2
     assert behind.cost == pytest.approx(_reference_cost(town, w, [(e, 0.7)], [(e, 0.2)]))
-    with pytest.raises(InvalidObservation, match="same place"):
+    # a trip request's error, not an observation's (the API's error type names it)
+    with pytest.raises(RouteOptionError, match="same place"):
         router.route_between(w, [(e, 0.4)], [(e, 0.4)])
+
+
+def test_stops_at_the_same_place_are_trip_request_errors(town):
+    """Through stops: an origin on the goal, or a via point where the route already is, is a
+    RouteOptionError naming which (the via search skips a same-place leg and looks on)."""
+    router = Router(town)
+    w = np.ones(town.n_segments)
+    e, g = 5, 40
+    with pytest.raises(RouteOptionError, match="the same place on the road"):
+        router.route_through(w, [[(e, 0.4)], [(e, 0.4)]])
+    with pytest.raises(RouteOptionError, match="two consecutive stops of the route are the same"):
+        router.route_through(w, [[(e, 0.4)], [(e, 0.4)], [(g, 0.5)]])
+    # a via point further along the origin's road, then the goal: the two legs' costs
+    via = router.route_through(w, [[(e, 0.4)], [(e, 0.8)], [(g, 0.5)]])
+    legs = (router.route_between(w, [(e, 0.4)], [(e, 0.8)]).cost
+            + router.route_between(w, [(e, 0.8)], [(g, 0.5)]).cost)
+    assert via.cost == pytest.approx(legs)
 
 
 @pytest.fixture(scope="module")

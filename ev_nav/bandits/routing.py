@@ -35,6 +35,7 @@ from ev_nav.bandits.indices import truncated_quantile, truncated_quantile_from_t
 from ev_nav.errors import (
     InvalidObservation,
     NegativeCycleError,
+    RouteOptionError,
     UnknownSegmentError,
     UnreachableError,
 )
@@ -717,7 +718,8 @@ class Router:
         goal: Sequence[tuple[int, float]],
     ) -> PartialPath:
         if any(s == g and abs(fg - fs) < _MIN_SHARE for s, fs in origin for g, fg in goal):
-            raise InvalidObservation(
+            # a trip request, not an observation: the API's error type says so
+            raise RouteOptionError(
                 "origin and destination are the same place on the road; a trip needs two "
                 "different places"
             )
@@ -773,7 +775,7 @@ class Router:
                     except UnreachableError as exc:
                         unreachable = exc
                         continue
-                    except InvalidObservation:
+                    except RouteOptionError:
                         # the same place: an origin on the goal, or two equal stops in a row
                         if k == len(stops) - 1 and not legs:
                             raise
@@ -783,7 +785,7 @@ class Router:
             if not nxt:
                 if unreachable is not None:
                     raise unreachable
-                raise InvalidObservation("two consecutive stops of the route are the same place")
+                raise RouteOptionError("two consecutive stops of the route are the same place")
             best = nxt
         cost, legs = min(best.values(), key=lambda v: v[0])
         segs = [legs[0].segments]

@@ -408,6 +408,10 @@ def test_errors_are_one_line_and_leave_the_state_unchanged(
         r = http.request(**request)
         _assert_error(r, status, *needles)
         assert fingerprint(http, served_state) == before, f"{what} changed the state"
+    # a trip request's error is typed as one (it was InvalidObservation, an observation's)
+    origin = _far_pair(served_town, 3)[0]
+    same = http.post("/api/routes", json={"origin": origin, "goal": origin}, headers=AUTH)
+    assert same.json()["type"] == "RouteOptionError"
     # a repeated observation is refused too, and leaves the first one as it was
     ok = http.post(f"/api/trips/{trip['trip']}/observations", json={"total_wh": predicted},
                    headers=AUTH)

@@ -26,3 +26,26 @@ def test_demo_refuses_a_bad_thread_count(capsys):
     assert main(["demo", "--threads", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ev-nav: error:") and "--threads" in err and err.count("\n") == 1
+
+
+def test_demo_refuses_zero_counts_and_a_town_out_of_range(capsys):
+    # a zero count was taken and failed after the town was built, advising '--resume' (which the
+    # demo does not have); a town size out of range was silently built at another size
+    for argv in (["--rounds", "0"], ["--vehicles", "0"], ["--seeds", "-1"], ["--segments", "5"]):
+        assert main(["demo", *argv]) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "", argv  # refused before any work
+        assert err.startswith("ev-nav: error:") and argv[0] in err and err.count("\n") == 1
+
+
+def test_demo_table_counts_only_its_own_runs(tmp_path, capsys):
+    # two demos into one folder: the second table averaged the first one's runs into its own
+    common = ["demo", "--quiet", "--segments", "600", "--vehicles", "2", "--out", str(tmp_path)]
+    assert main([*common, "--rounds", "2", "--seeds", "2"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--rounds", "3", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Fleet of 2 vehicles, 3 rounds, 1 worlds:" in out
+    rows = [line for line in out.splitlines() if line.startswith("| town |")]
+    assert [r.split("|")[3].strip() for r in rows] == ["GP-TS", "BI-TS", "random"]
+    assert all(r.rstrip(" |").split("|")[-1].strip() == "1" for r in rows), rows

@@ -12,14 +12,22 @@ import sys
 import time
 from pathlib import Path
 
+from ev_nav.cli import count_arg, town_size_arg
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` command."""
     parser = subparsers.add_parser("demo", help="fleet-learning demo on the embedded town")
-    parser.add_argument("--segments", type=int, default=1200, help="synthetic town size")
-    parser.add_argument("--rounds", type=int, default=30, help="learning rounds")
-    parser.add_argument("--vehicles", type=int, default=4, help="vehicles per round")
-    parser.add_argument("--seeds", type=int, default=2, help="repetitions (different worlds)")
+    # the same argument types as 'ev-nav init' and 'fleet': a zero or negative count was taken and
+    # failed later with a "damaged run, --resume" message that did not apply to the demo
+    parser.add_argument(
+        "--segments", type=town_size_arg, default=1200, help="synthetic town size [segments]"
+    )
+    parser.add_argument("--rounds", type=count_arg, default=30, help="learning rounds")
+    parser.add_argument("--vehicles", type=count_arg, default=4, help="vehicles per round")
+    parser.add_argument(
+        "--seeds", type=count_arg, default=2, help="repetitions (different worlds)"
+    )
     parser.add_argument("--out", type=Path, default=Path("maps"), help="output folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -80,7 +88,9 @@ def _demo(args: argparse.Namespace) -> int:
     for spec in tqdm(specs, desc="demo runs", unit="run", disable=not show):
         result = run_one(spec, exp_dir / "runs" / spec.run_id, resume=False)
         finished[(spec.agent.label, spec.seed)] = result
-    results, summary = aggregate(exp_dir)
+    # only this demo's runs: an earlier demo into the same folder (other rounds, seeds or size)
+    # left its runs there, and they were averaged into this table
+    results, summary = aggregate(exp_dir, run_ids=[s.run_id for s in specs])
     print(f"\nFleet of {args.vehicles} vehicles, {args.rounds} rounds, {args.seeds} worlds:")
     print(summary_markdown(summary))
     regret_png = cumulative_regret_figure(

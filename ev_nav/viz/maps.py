@@ -353,10 +353,16 @@ _LEGEND_CSS = (
 
 
 def _colorbar_html(
-    scale: ColorScale, title: str, has_no_data: bool, beyond: tuple[bool, bool] = (False, False)
+    scale: ColorScale,
+    title: str,
+    has_no_data: bool,
+    beyond: tuple[bool, bool] = (False, False),
+    whole: bool = False,
 ) -> str:
     """A colour bar with ticks; ``beyond`` = (values below vmin, values above vmax) exist, shown
-    as "≤"/"≥" on the end ticks so a clipped scale never passes for the data's true range."""
+    as "≤"/"≥" on the end ticks so a clipped scale never passes for the data's true range.
+    ``whole``: the values are counts, ticked at whole numbers only (a count scale from 1 to 2
+    read "1, 1.19, 1.41, 1.68, 2" times driven)."""
     stops = np.linspace(0.0, 1.0, 11)
     values = (
         np.exp(np.log(scale.vmin) + stops * (np.log(scale.vmax) - np.log(scale.vmin)))
@@ -366,17 +372,21 @@ def _colorbar_html(
     colors = scale.hex(values)
     gradient = ", ".join(f"{c} {100 * s:.0f}%" for c, s in zip(colors, stops, strict=True))
     ticks = scale.ticks(5)
+    if whole:
+        ticks = np.unique(np.round(ticks))
+        ticks = ticks[(ticks >= scale.vmin) & (ticks <= scale.vmax)]
+    # each tick where its value lies on the bar (even spacing, unless rounded to whole numbers)
+    positions = scale.normalise(ticks)
     texts = [format_value(t) for t in ticks]
     if beyond[0]:
         texts[0] = "≤ " + texts[0]
     if beyond[1]:
         texts[-1] = "≥ " + texts[-1]
-    # ticks are evenly spaced on the scale (linear or log), so evenly spaced on the bar
     tick_html = "".join(
         f'<span class="ev-nav-tick" style="position:absolute;'
-        f"left:{100 * i / (len(ticks) - 1):.0f}%;transform:translateX(-50%);"
+        f"left:{100 * x:.0f}%;transform:translateX(-50%);"
         f'white-space:nowrap">{html.escape(t)}</span>'
-        for i, t in enumerate(texts)
+        for x, t in zip(positions, texts, strict=True)
     )
     no_data = (
         f'<div style="margin-top:18px"><span style="display:inline-block;width:22px;height:4px;'
@@ -927,6 +937,7 @@ def network_map(
     vmin: float | None = None,
     vmax: float | None = None,
     log_scale: bool = False,
+    whole_ticks: bool = False,
     routes: Mapping[str, ArrayLike] | None = None,
     route_labels: Mapping[str, str] | None = None,
     route_figures: Mapping[str, Route] | None = None,
@@ -954,6 +965,8 @@ def network_map(
         Predicted energy [Wh] and its sd per segment, shown in the tooltips.
     cmap, vmin, vmax, log_scale
         Colour scale (see :class:`ev_nav.viz.ColorScale`; default range 2nd–98th percentile).
+    whole_ticks : bool
+        The values are counts: the colour bar is ticked at whole numbers only.
     routes : mapping name -> segment ids, optional
         Routes drawn over the network (first one emphasised), listed in the legend.
     route_labels : mapping name -> str, optional
@@ -998,7 +1011,9 @@ def network_map(
             bool(finite.size and finite.min() < scale.vmin),
             bool(finite.size and finite.max() > scale.vmax),
         )
-        parts.append(_colorbar_html(scale, legend_title, bool(np.isnan(v).any()), beyond))
+        parts.append(
+            _colorbar_html(scale, legend_title, bool(np.isnan(v).any()), beyond, whole_ticks)
+        )
     else:
         colors = None
     layer = _network_layer(
@@ -1121,6 +1136,7 @@ def visits_map(
         vmin=1.0,
         vmax=vmax,
         log_scale=True,
+        whole_ticks=True,
         routes=highlight,
         weight=weight,
         title=title,

@@ -344,6 +344,14 @@ def load_vehicle(path: str | Path) -> Vehicle:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"vehicle file {p} is not valid TOML: {exc}") from None
+    known = [f.name for f in dataclasses.fields(Vehicle)]
+    unknown = sorted(set(data) - {"preset", *known})
+    if unknown:
+        # Vehicle.replace's list lacked 'preset', the one key a file has beyond the parameters
+        raise ConfigError(
+            f"unknown key(s) in vehicle file {p}: {', '.join(unknown)}; known: "
+            f"{', '.join(known)}, and preset (the preset or catalogue model the file starts from)"
+        )
     base = get_vehicle(str(data.pop("preset", "sumo-default")))
     return base.replace(**data)
 

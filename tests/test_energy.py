@@ -77,6 +77,11 @@ def test_vehicle_validation_and_files(tmp_path):
     f.write_text('preset = "sumo-default"\neta_plus = 0.9\n')
     with pytest.raises(ConfigError, match=r"eta_plus; known: name, mass_kg, .*eta_traction"):
         load_vehicle(f)
+    # ... and the file's own key, 'preset', is among them (a 'model = ...' line was told of every
+    # parameter but not of the key that picks the car)
+    f.write_text('model = "volkswagen-id3-pro"\n')
+    with pytest.raises(ConfigError, match=r"model; known: name, .*charge_curve, and preset"):
+        load_vehicle(f)
 
 
 def _paper_formula(length, v, grade, veh):

@@ -498,6 +498,11 @@ def test_visits_colour_bar_ticks_whole_counts(net: RoadNetwork, tmp_path: Path) 
     assert _ticks(page) == ["1", "4", "16", "63", "250"]
     left = [int(x) for x in re.findall(r'class="ev-nav-tick"[^>]*left:(\d+)%', page)]
     assert left == [round(100 * np.log(t) / np.log(250)) for t in (1, 4, 16, 63, 250)]
+    # a never-driven road was driven 0 times: its tooltip and the grey swatch say so
+    values = {f["segment"]: f["value"] for f in (g["properties"] for g in _network_features(path))}
+    assert values[0] == "1" and values[5] == "2" and values[7] == "250" and values[6] == "0"
+    legend = page[page.index(f'id="{LEGEND_ID}"') :]
+    assert "</span> 0</div>" in legend and "no data" not in legend
 
 
 def test_cli_visits_map_is_not_clipped(tmp_path: Path, capsys) -> None:

@@ -105,10 +105,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
     p.add_argument(
-        "--segments", type=town_size_arg, default=2000,
-        help="synthetic town size [segments] (default 2000)",
+        "--segments", type=town_size_arg,
+        help="synthetic town size [segments] (default 2000; with --synthetic only)",
     )
-    p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed (default 0)")
+    p.add_argument(
+        "--seed-town", type=seed_arg, help="synthetic town seed (default 0; with --synthetic only)"
+    )
     veh = p.add_mutually_exclusive_group()
     veh.add_argument(
         "--vehicle",
@@ -350,13 +352,22 @@ def _session(
 def _cmd_init(args: argparse.Namespace) -> int:
     from ev_nav.trips.session import create_state
 
+    # a town option beside --network was accepted and ignored: the state got the file's network
+    town = {"--segments": args.segments, "--seed-town": args.seed_town}
+    given = [option for option, value in town.items() if value is not None]
+    if given and not args.synthetic:
+        raise ConfigError(
+            f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the synthetic town; "
+            "a --network state takes its network from the file (drop the option, or use "
+            "--synthetic)"
+        )
     vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
     with Stages("init", 3) as stages:
         session = create_state(
             args.state,
             network=None if args.synthetic else args.network,
-            synthetic=args.segments if args.synthetic else None,
-            town_seed=args.seed_town,
+            synthetic=(args.segments or 2000) if args.synthetic else None,
+            town_seed=args.seed_town or 0,
             model=args.model,
             vehicle=vehicle,
             on_stage=stages.stage,

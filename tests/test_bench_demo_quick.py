@@ -49,3 +49,23 @@ def test_demo_table_counts_only_its_own_runs(tmp_path, capsys):
     rows = [line for line in out.splitlines() if line.startswith("| town |")]
     assert [r.split("|")[3].strip() for r in rows] == ["GP-TS", "BI-TS", "random"]
     assert all(r.rstrip(" |").split("|")[-1].strip() == "1" for r in rows), rows
+
+
+def test_demo_regret_figure_counts_rounds_of_the_fleet(tmp_path, monkeypatch, capsys):
+    # each round is one trip per vehicle, its regret summed over them: the x axis said "trip t"
+    # and ticked round 1.2, 1.4, ... between the rounds
+    import ev_nav.viz.regret as regret
+
+    figures = []
+    save = regret._save
+    monkeypatch.setattr(regret, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    argv = ["demo", "--quiet", "--segments", "600", "--vehicles", "3", "--rounds", "2",
+            "--seeds", "1", "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    (ax,) = [a for a in figures[0].axes if a.get_visible()]
+    assert ax.get_xlabel() == "round t (3 vehicles, a trip each)"
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert (tmp_path / "demo-regret.png").stat().st_size > 0

@@ -106,10 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
     p.add_argument(
         "--segments", type=town_size_arg,
-        help="synthetic town size [segments] (default 2000; with --synthetic only)",
+        help="synthetic town size [segments], with --synthetic only (default 2000)",
     )
     p.add_argument(
-        "--seed-town", type=seed_arg, help="synthetic town seed (default 0; with --synthetic only)"
+        "--seed-town", type=seed_arg, help="synthetic town seed, with --synthetic only (default 0)"
     )
     veh = p.add_mutually_exclusive_group()
     veh.add_argument(
@@ -919,7 +919,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
     print(f"{header}{'predicted Wh ± model sd':>25}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
-        obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
+        if r["observed_wh"] is not None:
+            obs = f"{r['observed_wh']:.1f}"
+        else:  # "part": part of the route recorded, no trip total to show
+            obs = "part" if r["recorded"] else "-"
         # the ambient temperature of the observations, else the one the trip was planned at
         # (what observe records it at); blank where neither was given
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
@@ -928,6 +931,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
         # another car's trip: both figures are the state's vehicle's (its reading converted)
         car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
         print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())
+    if any(r["recorded"] and r["observed_wh"] is None for r in rows):
+        print("part: only part of the route was recorded (observe --partial): no trip total")
     if any(r["vehicle_model"] is not None for r in rows):
         print("* planned for another car: predicted and observed Wh are as learned for the "
               "state's vehicle (that car's reading less the two cars' E_det difference)")

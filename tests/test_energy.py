@@ -70,6 +70,13 @@ def test_vehicle_validation_and_files(tmp_path):
     f = tmp_path / "v.toml"
     f.write_text('preset = "sumo-default"\nmass_kg = 2000.0\n')
     assert load_vehicle(f).mass_kg == 2000.0
+    # a changed car is named after its file (it was called "sumo-default"), unless it names itself
+    assert load_vehicle(f).name == "v"
+    f.write_text('preset = "van"\nname = "my van"\nmass_kg = 2000.0\n')
+    assert load_vehicle(f).name == "my van"
+    f.write_text('preset = "volkswagen-id3-pro"\n')
+    assert load_vehicle(f) == get_vehicle("volkswagen-id3-pro")  # unchanged: the model's name
+    f.write_text('preset = "sumo-default"\nmass_kg = 2000.0\n')
     f.write_text("mass_kg = = 3")
     with pytest.raises(ConfigError):
         load_vehicle(f)

@@ -38,6 +38,15 @@ def test_demo_refuses_zero_counts_and_a_town_out_of_range(capsys):
         assert err.startswith("ev-nav: error:") and argv[0] in err and err.count("\n") == 1
 
 
+def test_demo_refuses_a_town_too_small_for_its_trips(capsys):
+    # it failed after the town's summary with "no origin–destination pair 1500.0 m apart"
+    assert main(["demo", "--segments", "300"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("ev-nav: error: a town of 300 segments has too few places 1.5 km apart")
+    assert "use a larger --segments" in err
+
+
 def test_demo_table_counts_only_its_own_runs(tmp_path, capsys):
     # two demos into one folder: the second table averaged the first one's runs into its own
     common = ["demo", "--quiet", "--segments", "600", "--vehicles", "2", "--out", str(tmp_path)]

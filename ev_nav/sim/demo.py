@@ -57,8 +57,17 @@ def _demo(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ev_nav.bandits.agent import Agent, describe_route
+    from ev_nav.errors import ConfigError
     from ev_nav.roads.cli import print_summary
-    from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network, run_one
+    from ev_nav.sim.fleet import (
+        AgentSpec,
+        NetworkSpec,
+        RunSpec,
+        TripGenerator,
+        TripSpec,
+        load_network,
+        run_one,
+    )
     from ev_nav.sim.grid import aggregate
     from ev_nav.sim.report import summary_markdown
     from ev_nav.viz.maps import route_map
@@ -68,9 +77,22 @@ def _demo(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     net_spec = NetworkSpec(kind="synthetic", n_segments=args.segments, seed=0, name="town")
     net = load_network(net_spec)
+    trips = TripSpec(kind="random", vehicles=args.vehicles, min_distance_m=1500.0, name="fleet")
+    # the trips each run will draw (same seeds), before any work: a small town failed after its
+    # summary with "no origin–destination pair 1500.0 m apart", saying nothing of --segments
+    for seed in range(args.seeds):
+        draws = TripGenerator(trips, net, seed)
+        try:
+            for _ in range(args.rounds * args.vehicles):
+                draws.next()
+        except ConfigError:
+            raise ConfigError(
+                f"a town of {args.segments:,} segments has too few places "
+                f"{trips.min_distance_m / 1000:g} km apart for the demo's trips; use a larger "
+                "--segments (default 1200)"
+            ) from None
     print("Embedded synthetic town:")
     print_summary(net)
-    trips = TripSpec(kind="random", vehicles=args.vehicles, min_distance_m=1500.0, name="fleet")
     agents = [
         AgentSpec(model="gp", policy="ts"),  # the exact learner
         AgentSpec(model="bi", policy="ts"),

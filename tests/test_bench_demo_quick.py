@@ -47,6 +47,16 @@ def test_demo_refuses_a_town_too_small_for_its_trips(capsys):
     assert "use a larger --segments" in err
 
 
+def test_demo_refuses_a_file_as_its_folder(tmp_path, capsys):
+    a_file = tmp_path / "maps"
+    a_file.write_text("mine", encoding="utf-8")
+    assert main(["demo", "--out", str(a_file)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"ev-nav: error: --out {a_file} is a file; give the folder to " \
+        "write the demo in\n"
+    assert a_file.read_text(encoding="utf-8") == "mine"
+
+
 def test_demo_table_counts_only_its_own_runs(tmp_path, capsys):
     # two demos into one folder: the second table averaged the first one's runs into its own
     common = ["demo", "--quiet", "--segments", "600", "--vehicles", "2", "--out", str(tmp_path)]

@@ -46,6 +46,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+    # refused before any work: a file there failed after the town's summary, naming a run folder
+    if args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a file; give the folder to write the demo in")
     # The demo's matrices are small enough that one thread loses little on idle cores, while
     # threads that wait for busy cores made it several times slower (README, "make demo").
     with limited_threads(args.threads):

@@ -1,5 +1,6 @@
 """End-to-end per-trip workflow through the CLI, and its bad-input handling (issue 5)."""
 
+import datetime
 import json
 import sys
 
@@ -276,6 +277,10 @@ def test_history_tells_a_partly_recorded_trip_from_an_unrecorded_one(tmp_path, c
     assert lines[1].split()[0] == "1" and lines[1].split()[-1] == "part"
     assert lines[2].split()[0] == "2" and lines[2].split()[-1] == "-"
     assert lines[3].startswith("part: only part of the route was recorded")
+    # the times are the store's, UTC, and the header says so (it said only "created")
+    assert lines[0].split()[:3] == ["trip", "created", "(UTC)"]
+    created = datetime.datetime.fromisoformat(lines[1].split()[1]).replace(tzinfo=datetime.UTC)
+    assert abs(datetime.datetime.now(datetime.UTC) - created) < datetime.timedelta(hours=1)
     # and "-" is what observe takes: trip 2 records, trip 1 is refused
     assert _run(capsys, "observe", state, "2", "--total-wh", "100")[0] == 0
     code, _, err = _run(capsys, "observe", state, "1", "--total-wh", "100")

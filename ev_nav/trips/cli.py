@@ -915,7 +915,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print("no trips yet; plan one with 'ev-nav route'")
         return 0
-    header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
+    # the store's times are UTC (a driver elsewhere read them as local time)
+    header = f"{'trip':>5}  {'created (UTC)':<19}  {'policy':<8}{'km':>8}"
     print(f"{header}{'predicted Wh ± model sd':>25}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
@@ -963,7 +964,7 @@ def _cmd_changes(args: argparse.Namespace) -> int:
     if not rows:
         print("no road flagged as changed")
         return 0
-    print(f"{'segment':>8}  {'road':<14}{'flagged':<21}{'shift Wh':>9}{'sd':>6}{'CUSUM':>7}"
+    print(f"{'segment':>8}  {'road':<14}{'flagged (UTC)':<21}{'shift Wh':>9}{'sd':>6}{'CUSUM':>7}"
           f"{'since':>6}{'set aside':>10}")
     for r in rows:
         state = f"  dismissed {r['dismissed']}" if r["dismissed"] else ""

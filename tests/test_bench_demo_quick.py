@@ -88,3 +88,12 @@ def test_demo_regret_figure_counts_rounds_of_the_fleet(tmp_path, monkeypatch, ca
     ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
     assert (tmp_path / "demo-regret.png").stat().st_size > 0
+
+
+def test_demo_help_names_each_default(capsys):
+    # the demo's help gave no default but --threads' (the README quotes the defaults' timings)
+    assert main(["demo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for fragment in ("[segments] (default 1200)", "rounds (default 30)", "round (default 4)",
+                     "world (default 2)", "folder (default maps)", "(default 1:"):
+        assert fragment in text, fragment

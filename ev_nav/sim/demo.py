@@ -21,14 +21,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # the same argument types as 'ev-nav init' and 'fleet': a zero or negative count was taken and
     # failed later with a "damaged run, --resume" message that did not apply to the demo
     parser.add_argument(
-        "--segments", type=town_size_arg, default=1200, help="synthetic town size [segments]"
+        "--segments", type=town_size_arg, default=1200,
+        help="synthetic town size [segments] (default 1200)",
     )
-    parser.add_argument("--rounds", type=count_arg, default=30, help="learning rounds")
-    parser.add_argument("--vehicles", type=count_arg, default=4, help="vehicles per round")
     parser.add_argument(
-        "--seeds", type=count_arg, default=2, help="repetitions (different worlds)"
+        "--rounds", type=count_arg, default=30, help="learning rounds (default 30)"
     )
-    parser.add_argument("--out", type=Path, default=Path("maps"), help="output folder")
+    parser.add_argument(
+        "--vehicles", type=count_arg, default=4, help="vehicles per round (default 4)"
+    )
+    parser.add_argument(
+        "--seeds", type=count_arg, default=2,
+        help="repetitions, each a different world (default 2)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("maps"), help="output folder (default maps)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--threads",

@@ -338,13 +338,26 @@ def get_vehicle(preset: str = "sumo-default") -> Vehicle:
 def load_vehicle(path: str | Path) -> Vehicle:
     """Read a vehicle from a TOML file: optional ``preset = "..."`` (a preset or catalogue
     model) plus parameter overrides, e.g. ``aux_power_w = 400`` or
-    ``charge_curve = [[0, 120], [80, 50], [100, 10]]``."""
+    ``charge_curve = [[0, 120], [80, 50], [100, 10]]``. A file that overrides any parameter
+    names the car after itself (``my-car.toml``: ``my-car``) unless it gives ``name``."""
     p = require_file(path, "vehicle file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"vehicle file {p} is not valid TOML: {exc}") from None
+    known = [f.name for f in dataclasses.fields(Vehicle)]
+    unknown = sorted(set(data) - {"preset", *known})
+    if unknown:
+        # Vehicle.replace's list lacked 'preset', the one key a file has beyond the parameters
+        raise ConfigError(
+            f"unknown key(s) in vehicle file {p}: {', '.join(unknown)}; known: "
+            f"{', '.join(known)}, and preset (the preset or catalogue model the file starts from)"
+        )
     base = get_vehicle(str(data.pop("preset", "sumo-default")))
+    if data and "name" not in data:
+        # a car of one's own is not the preset it starts from: it was stored, and named by init,
+        # 'route' and the charging notes, as "sumo-default" with another mass and plugs
+        data["name"] = p.stem
     return base.replace(**data)
 
 

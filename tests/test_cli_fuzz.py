@@ -165,6 +165,9 @@ def _bad_inputs(state, tmp):
         (["serve", state, "--checkpoint-every", "-1"], "positive"),
         ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),
         ([*town, "--segments", "300", "--vehicle-file", flags], "battery_wh must be a number"),
+        # a town option beside --network (was accepted and ignored: the file's network was used)
+        (["init", new, "--network", net, "--segments", "900"], "--segments shapes the synthetic"),
+        (["init", new, "--network", net, "--seed-town", "5"], "--seed-town shapes the synthetic"),
     ]
 
 

@@ -70,12 +70,24 @@ def test_vehicle_validation_and_files(tmp_path):
     f = tmp_path / "v.toml"
     f.write_text('preset = "sumo-default"\nmass_kg = 2000.0\n')
     assert load_vehicle(f).mass_kg == 2000.0
+    # a changed car is named after its file (it was called "sumo-default"), unless it names itself
+    assert load_vehicle(f).name == "v"
+    f.write_text('preset = "van"\nname = "my van"\nmass_kg = 2000.0\n')
+    assert load_vehicle(f).name == "my van"
+    f.write_text('preset = "volkswagen-id3-pro"\n')
+    assert load_vehicle(f) == get_vehicle("volkswagen-id3-pro")  # unchanged: the model's name
+    f.write_text('preset = "sumo-default"\nmass_kg = 2000.0\n')
     f.write_text("mass_kg = = 3")
     with pytest.raises(ConfigError):
         load_vehicle(f)
     # a misspelt parameter is refused with the names that exist (η⁺ is not guessable)
     f.write_text('preset = "sumo-default"\neta_plus = 0.9\n')
     with pytest.raises(ConfigError, match=r"eta_plus; known: name, mass_kg, .*eta_traction"):
+        load_vehicle(f)
+    # ... and the file's own key, 'preset', is among them (a 'model = ...' line was told of every
+    # parameter but not of the key that picks the car)
+    f.write_text('model = "volkswagen-id3-pro"\n')
+    with pytest.raises(ConfigError, match=r"model; known: name, .*charge_curve, and preset"):
         load_vehicle(f)
 
 

@@ -480,6 +480,31 @@ def test_visits_colour_bar_reaches_the_true_maximum(net: RoadNetwork, tmp_path: 
     assert not any("≤" in t or "≥" in t for t in _ticks((tmp_path / "full.html").read_text()))
 
 
+def test_visits_colour_bar_ticks_whole_counts(net: RoadNetwork, tmp_path: Path) -> None:
+    """A count is whole: the bar of roads driven once or twice read "1, 1.19, 1.41, 1.68, 2"."""
+    visits = np.zeros(net.n_segments)
+    visits[:5], visits[5] = 1.0, 2.0
+    path = tmp_path / "v.html"
+    visits_map(net, visits, path=path)
+    page = path.read_text()
+    assert _ticks(page) == ["1", "2"]
+    assert re.findall(r'class="ev-nav-tick" style="position:absolute;left:(\d+)%', page) == [
+        "0", "100"
+    ]
+    # a wider range keeps whole ticks, each placed where its count lies on the log bar
+    visits[7] = 250.0
+    visits_map(net, visits, path=path)
+    page = path.read_text()
+    assert _ticks(page) == ["1", "4", "16", "63", "250"]
+    left = [int(x) for x in re.findall(r'class="ev-nav-tick"[^>]*left:(\d+)%', page)]
+    assert left == [round(100 * np.log(t) / np.log(250)) for t in (1, 4, 16, 63, 250)]
+    # a never-driven road was driven 0 times: its tooltip and the grey swatch say so
+    values = {f["segment"]: f["value"] for f in (g["properties"] for g in _network_features(path))}
+    assert values[0] == "1" and values[5] == "2" and values[7] == "250" and values[6] == "0"
+    legend = page[page.index(f'id="{LEGEND_ID}"') :]
+    assert "</span> 0</div>" in legend and "no data" not in legend
+
+
 def test_cli_visits_map_is_not_clipped(tmp_path: Path, capsys) -> None:
     """'ev-nav map --layer visits' draws the exploration map (scale up to the true maximum)."""
     from ev_nav.cli import main

@@ -147,6 +147,8 @@ def test_dismissing_takes_the_readings_back_durably(changed, capsys) -> None:
     assert code == 0, err
     (row,) = json.loads(out)
     assert (row["segment"], row["set_aside"], row["direction"]) == (e, BEFORE, "up")
+    code, out, err = run_cli(capsys, "changes", state)
+    assert code == 0 and out.split()[2:4] == ["flagged", "(UTC)"], out  # the store's times
     code, out, err = run_cli(capsys, "changes", state, "--dismiss", e)
     assert code == 0, err
     assert f"dismissed 1 change on segment {e}; the model uses its readings again" in out

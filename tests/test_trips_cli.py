@@ -1,5 +1,6 @@
 """End-to-end per-trip workflow through the CLI, and its bad-input handling (issue 5)."""
 
+import datetime
 import json
 import sys
 
@@ -249,3 +250,38 @@ def test_a_wrong_state_or_network_path_gets_advice_that_fits(tmp_path, capsys, n
                         _latlon(net, g), "--network", missing, "--no-map")
     assert code == 2
     assert err == f"ev-nav: error: --network {missing}: network file not found: {missing}\n"
+
+
+def test_history_tells_a_partly_recorded_trip_from_an_unrecorded_one(tmp_path, capsys, net):
+    """A trip recorded on part of its route has no trip total: the table said "-", as for a trip
+    never recorded, and 'observe' then refused to record it ("already has observations")."""
+    state = tmp_path / "state"
+    code, _, err = _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS,
+                        "--model", "bi")
+    assert code == 0, err
+    s, g = _endpoints(net)
+    for _ in range(2):
+        code, out, err = _run(capsys, "route", state, "--from", _latlon(net, s), "--to",
+                              _latlon(net, g), "--policy", "mean", "--no-map", "--json")
+        assert code == 0, err
+    route = json.loads(out)["routes"]["planned"]["segments"]
+    csv = tmp_path / "part.csv"
+    csv.write_text("segment,energy_wh\n" + "".join(f"{e},5\n" for e in route[:2]))
+    code, out, err = _run(capsys, "observe", state, "1", "--segments", csv, "--partial")
+    assert code == 0, err
+    code, out, err = _run(capsys, "history", state, "--json")
+    rows = json.loads(out)
+    assert [(r["observed_wh"], r["recorded"]) for r in rows] == [(None, True), (None, False)]
+    code, out, err = _run(capsys, "history", state)
+    lines = out.splitlines()
+    assert lines[1].split()[0] == "1" and lines[1].split()[-1] == "part"
+    assert lines[2].split()[0] == "2" and lines[2].split()[-1] == "-"
+    assert lines[3].startswith("part: only part of the route was recorded")
+    # the times are the store's, UTC, and the header says so (it said only "created")
+    assert lines[0].split()[:3] == ["trip", "created", "(UTC)"]
+    created = datetime.datetime.fromisoformat(lines[1].split()[1]).replace(tzinfo=datetime.UTC)
+    assert abs(datetime.datetime.now(datetime.UTC) - created) < datetime.timedelta(hours=1)
+    # and "-" is what observe takes: trip 2 records, trip 1 is refused
+    assert _run(capsys, "observe", state, "2", "--total-wh", "100")[0] == 0
+    code, _, err = _run(capsys, "observe", state, "1", "--total-wh", "100")
+    assert code != 0 and "already has observations" in err

@@ -482,7 +482,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
     @app.get("/api/trips", tags=["trips"], summary="past trips: predicted vs observed energy",
              response_model=list[dict[str, object]],
              description="One row per trip (as 'ev-nav history --json'): the trip, its predicted "
-             "and observed energy [Wh], and temperature_c, the ambient temperature [°C] its "
+             "and observed energy [Wh], recorded (true with observed_wh null: observations "
+             "of only part of the route, no trip total), temperature_c, the ambient "
+             "temperature [°C] its "
              "observations were recorded at (null when none was given), and vehicle_model, "
              "the catalogue car it was planned for (null: the state's vehicle; its figures are "
              "then the state's vehicle's, as learned), and vehicle, the name of the vehicle "

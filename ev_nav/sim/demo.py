@@ -12,15 +12,31 @@ import sys
 import time
 from pathlib import Path
 
+from ev_nav.cli import count_arg, town_size_arg
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` command."""
     parser = subparsers.add_parser("demo", help="fleet-learning demo on the embedded town")
-    parser.add_argument("--segments", type=int, default=1200, help="synthetic town size")
-    parser.add_argument("--rounds", type=int, default=30, help="learning rounds")
-    parser.add_argument("--vehicles", type=int, default=4, help="vehicles per round")
-    parser.add_argument("--seeds", type=int, default=2, help="repetitions (different worlds)")
-    parser.add_argument("--out", type=Path, default=Path("maps"), help="output folder")
+    # the same argument types as 'ev-nav init' and 'fleet': a zero or negative count was taken and
+    # failed later with a "damaged run, --resume" message that did not apply to the demo
+    parser.add_argument(
+        "--segments", type=town_size_arg, default=1200,
+        help="synthetic town size [segments] (default 1200)",
+    )
+    parser.add_argument(
+        "--rounds", type=count_arg, default=30, help="learning rounds (default 30)"
+    )
+    parser.add_argument(
+        "--vehicles", type=count_arg, default=4, help="vehicles per round (default 4)"
+    )
+    parser.add_argument(
+        "--seeds", type=count_arg, default=2,
+        help="repetitions, each a different world (default 2)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("maps"), help="output folder (default maps)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--threads",
@@ -38,6 +54,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {args.threads}")
+    # refused before any work: a file there failed after the town's summary, naming a run folder
+    if args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a file; give the folder to write the demo in")
     # The demo's matrices are small enough that one thread loses little on idle cores, while
     # threads that wait for busy cores made it several times slower (README, "make demo").
     with limited_threads(args.threads):
@@ -49,8 +68,17 @@ def _demo(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from ev_nav.bandits.agent import Agent, describe_route
+    from ev_nav.errors import ConfigError
     from ev_nav.roads.cli import print_summary
-    from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network, run_one
+    from ev_nav.sim.fleet import (
+        AgentSpec,
+        NetworkSpec,
+        RunSpec,
+        TripGenerator,
+        TripSpec,
+        load_network,
+        run_one,
+    )
     from ev_nav.sim.grid import aggregate
     from ev_nav.sim.report import summary_markdown
     from ev_nav.viz.maps import route_map
@@ -60,9 +88,22 @@ def _demo(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     net_spec = NetworkSpec(kind="synthetic", n_segments=args.segments, seed=0, name="town")
     net = load_network(net_spec)
+    trips = TripSpec(kind="random", vehicles=args.vehicles, min_distance_m=1500.0, name="fleet")
+    # the trips each run will draw (same seeds), before any work: a small town failed after its
+    # summary with "no origin–destination pair 1500.0 m apart", saying nothing of --segments
+    for seed in range(args.seeds):
+        draws = TripGenerator(trips, net, seed)
+        try:
+            for _ in range(args.rounds * args.vehicles):
+                draws.next()
+        except ConfigError:
+            raise ConfigError(
+                f"a town of {args.segments:,} segments has too few places "
+                f"{trips.min_distance_m / 1000:g} km apart for the demo's trips; use a larger "
+                "--segments (default 1200)"
+            ) from None
     print("Embedded synthetic town:")
     print_summary(net)
-    trips = TripSpec(kind="random", vehicles=args.vehicles, min_distance_m=1500.0, name="fleet")
     agents = [
         AgentSpec(model="gp", policy="ts"),  # the exact learner
         AgentSpec(model="bi", policy="ts"),
@@ -80,7 +121,9 @@ def _demo(args: argparse.Namespace) -> int:
     for spec in tqdm(specs, desc="demo runs", unit="run", disable=not show):
         result = run_one(spec, exp_dir / "runs" / spec.run_id, resume=False)
         finished[(spec.agent.label, spec.seed)] = result
-    results, summary = aggregate(exp_dir)
+    # only this demo's runs: an earlier demo into the same folder (other rounds, seeds or size)
+    # left its runs there, and they were averaged into this table
+    results, summary = aggregate(exp_dir, run_ids=[s.run_id for s in specs])
     print(f"\nFleet of {args.vehicles} vehicles, {args.rounds} rounds, {args.seeds} worlds:")
     print(summary_markdown(summary))
     regret_png = cumulative_regret_figure(

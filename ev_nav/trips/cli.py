@@ -105,10 +105,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
     p.add_argument(
-        "--segments", type=town_size_arg, default=2000,
-        help="synthetic town size [segments] (default 2000)",
+        "--segments", type=town_size_arg,
+        help="synthetic town size [segments], with --synthetic only (default 2000)",
     )
-    p.add_argument("--seed-town", type=seed_arg, default=0, help="synthetic town seed (default 0)")
+    p.add_argument(
+        "--seed-town", type=seed_arg, help="synthetic town seed, with --synthetic only (default 0)"
+    )
     veh = p.add_mutually_exclusive_group()
     veh.add_argument(
         "--vehicle",
@@ -350,13 +352,22 @@ def _session(
 def _cmd_init(args: argparse.Namespace) -> int:
     from ev_nav.trips.session import create_state
 
+    # a town option beside --network was accepted and ignored: the state got the file's network
+    town = {"--segments": args.segments, "--seed-town": args.seed_town}
+    given = [option for option, value in town.items() if value is not None]
+    if given and not args.synthetic:
+        raise ConfigError(
+            f"{' and '.join(given)} shape{'s' if len(given) == 1 else ''} the synthetic town; "
+            "a --network state takes its network from the file (drop the option, or use "
+            "--synthetic)"
+        )
     vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
     with Stages("init", 3) as stages:
         session = create_state(
             args.state,
             network=None if args.synthetic else args.network,
-            synthetic=args.segments if args.synthetic else None,
-            town_seed=args.seed_town,
+            synthetic=(args.segments or 2000) if args.synthetic else None,
+            town_seed=args.seed_town or 0,
             model=args.model,
             vehicle=vehicle,
             on_stage=stages.stage,
@@ -904,11 +915,15 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print("no trips yet; plan one with 'ev-nav route'")
         return 0
-    header = f"{'trip':>5}  {'created':<19}  {'policy':<8}{'km':>8}"
+    # the store's times are UTC (a driver elsewhere read them as local time)
+    header = f"{'trip':>5}  {'created (UTC)':<19}  {'policy':<8}{'km':>8}"
     print(f"{header}{'predicted Wh ± model sd':>25}{'observed Wh':>13}{'°C':>7}")
     for r in rows:
         pred = f"{r['predicted_wh']:.1f} ± {r['predicted_sd_wh']:.1f}"
-        obs = "-" if r["observed_wh"] is None else f"{r['observed_wh']:.1f}"
+        if r["observed_wh"] is not None:
+            obs = f"{r['observed_wh']:.1f}"
+        else:  # "part": part of the route recorded, no trip total to show
+            obs = "part" if r["recorded"] else "-"
         # the ambient temperature of the observations, else the one the trip was planned at
         # (what observe records it at); blank where neither was given
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
@@ -917,6 +932,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
         # another car's trip: both figures are the state's vehicle's (its reading converted)
         car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
         print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())
+    if any(r["recorded"] and r["observed_wh"] is None for r in rows):
+        print("part: only part of the route was recorded (observe --partial): no trip total")
     if any(r["vehicle_model"] is not None for r in rows):
         print("* planned for another car: predicted and observed Wh are as learned for the "
               "state's vehicle (that car's reading less the two cars' E_det difference)")
@@ -947,7 +964,7 @@ def _cmd_changes(args: argparse.Namespace) -> int:
     if not rows:
         print("no road flagged as changed")
         return 0
-    print(f"{'segment':>8}  {'road':<14}{'flagged':<21}{'shift Wh':>9}{'sd':>6}{'CUSUM':>7}"
+    print(f"{'segment':>8}  {'road':<14}{'flagged (UTC)':<21}{'shift Wh':>9}{'sd':>6}{'CUSUM':>7}"
           f"{'since':>6}{'set aside':>10}")
     for r in rows:
         state = f"  dismissed {r['dismissed']}" if r["dismissed"] else ""

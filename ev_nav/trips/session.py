@@ -481,7 +481,9 @@ def create_state(
 
 
 def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[str, object]]:
-    """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None) and
+    """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None),
+    whether it has observations (``recorded``: True with ``observed_wh`` None when they cover
+    only part of the route) and
     the ambient temperature its observations were recorded at (``temperature_c`` [°C], or None),
     and the catalogue car it was planned for (``vehicle_model``, or None: the state's vehicle;
     its predicted and observed Wh are the state's vehicle's, as the model learned them).
@@ -503,6 +505,10 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
             "predicted_wh": round(trip.predicted_wh, 1),
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             "observed_wh": None if observed is None else round(observed, 1),
+            # observations recorded: with observed_wh None, they cover only part of the route
+            # (no trip total); the table said "-" as for a trip never recorded, which observe
+            # then refused to record
+            "recorded": trip.status == "observed",
             "temperature_c": temperature,
             "planned_temperature_c": trip.temperature_c,
             # planned for another car (route --vehicle-model): predicted and observed Wh are

@@ -353,10 +353,17 @@ _LEGEND_CSS = (
 
 
 def _colorbar_html(
-    scale: ColorScale, title: str, has_no_data: bool, beyond: tuple[bool, bool] = (False, False)
+    scale: ColorScale,
+    title: str,
+    has_no_data: bool,
+    beyond: tuple[bool, bool] = (False, False),
+    whole: bool = False,
+    no_data: str = "no data",
 ) -> str:
     """A colour bar with ticks; ``beyond`` = (values below vmin, values above vmax) exist, shown
-    as "≤"/"≥" on the end ticks so a clipped scale never passes for the data's true range."""
+    as "≤"/"≥" on the end ticks so a clipped scale never passes for the data's true range.
+    ``whole``: the values are counts, ticked at whole numbers only (a count scale from 1 to 2
+    read "1, 1.19, 1.41, 1.68, 2" times driven). ``no_data``: the grey swatch's text."""
     stops = np.linspace(0.0, 1.0, 11)
     values = (
         np.exp(np.log(scale.vmin) + stops * (np.log(scale.vmax) - np.log(scale.vmin)))
@@ -366,21 +373,25 @@ def _colorbar_html(
     colors = scale.hex(values)
     gradient = ", ".join(f"{c} {100 * s:.0f}%" for c, s in zip(colors, stops, strict=True))
     ticks = scale.ticks(5)
+    if whole:
+        ticks = np.unique(np.round(ticks))
+        ticks = ticks[(ticks >= scale.vmin) & (ticks <= scale.vmax)]
+    # each tick where its value lies on the bar (even spacing, unless rounded to whole numbers)
+    positions = scale.normalise(ticks)
     texts = [format_value(t) for t in ticks]
     if beyond[0]:
         texts[0] = "≤ " + texts[0]
     if beyond[1]:
         texts[-1] = "≥ " + texts[-1]
-    # ticks are evenly spaced on the scale (linear or log), so evenly spaced on the bar
     tick_html = "".join(
         f'<span class="ev-nav-tick" style="position:absolute;'
-        f"left:{100 * i / (len(ticks) - 1):.0f}%;transform:translateX(-50%);"
+        f"left:{100 * x:.0f}%;transform:translateX(-50%);"
         f'white-space:nowrap">{html.escape(t)}</span>'
-        for i, t in enumerate(texts)
+        for x, t in zip(positions, texts, strict=True)
     )
     no_data = (
         f'<div style="margin-top:18px"><span style="display:inline-block;width:22px;height:4px;'
-        f'background:{NO_DATA_COLOR};vertical-align:middle"></span> no data</div>'
+        f'background:{NO_DATA_COLOR};vertical-align:middle"></span> {html.escape(no_data)}</div>'
         if has_no_data
         else '<div style="height:14px"></div>'
     )
@@ -748,11 +759,13 @@ def _network_layer(
     sd_wh: NDArray[np.float64] | None,
     value: NDArray[np.float64] | None,
     value_label: str,
+    nan_text: str | None = None,
     weight: float | NDArray[np.float64],
     opacity: float,
 ) -> folium.GeoJson:
     """All segments as one GeoJSON layer with per-feature style and tooltip fields
-    (``colors`` per segment, or ``None`` for one grey)."""
+    (``colors`` per segment, or ``None`` for one grey); ``nan_text`` stands for a NaN value in the
+    tooltips (default "n/a")."""
     net = assets.net
     n = net.n_segments
     fields = ["segment", "length_m", "grade_pct", "speed_kmh"]
@@ -768,7 +781,10 @@ def _network_layer(
         fields.append("predicted_wh")
         aliases.append("predicted [Wh]")
     if value is not None:
-        extra["value"] = [format_value(v) for v in value.tolist()]
+        extra["value"] = [
+            nan_text if nan_text is not None and not np.isfinite(v) else format_value(v)
+            for v in value.tolist()
+        ]
         fields.append("value")
         aliases.append(value_label)
     w = np.asarray(weight, dtype=np.float64)
@@ -927,6 +943,7 @@ def network_map(
     vmin: float | None = None,
     vmax: float | None = None,
     log_scale: bool = False,
+    counts: bool = False,
     routes: Mapping[str, ArrayLike] | None = None,
     route_labels: Mapping[str, str] | None = None,
     route_figures: Mapping[str, Route] | None = None,
@@ -954,6 +971,9 @@ def network_map(
         Predicted energy [Wh] and its sd per segment, shown in the tooltips.
     cmap, vmin, vmax, log_scale
         Colour scale (see :class:`ev_nav.viz.ColorScale`; default range 2nd–98th percentile).
+    counts : bool
+        The values are counts, NaN where none (drawn grey): the colour bar is ticked at whole
+        numbers, and a grey segment reads 0 in its tooltip and the legend (not "n/a", "no data").
     routes : mapping name -> segment ids, optional
         Routes drawn over the network (first one emphasised), listed in the legend.
     route_labels : mapping name -> str, optional
@@ -998,7 +1018,12 @@ def network_map(
             bool(finite.size and finite.min() < scale.vmin),
             bool(finite.size and finite.max() > scale.vmax),
         )
-        parts.append(_colorbar_html(scale, legend_title, bool(np.isnan(v).any()), beyond))
+        parts.append(
+            _colorbar_html(
+                scale, legend_title, bool(np.isnan(v).any()), beyond, whole=counts,
+                no_data="0" if counts else "no data",
+            )
+        )
     else:
         colors = None
     layer = _network_layer(
@@ -1009,6 +1034,7 @@ def network_map(
         sd_wh=sd,
         value=v,
         value_label=legend_title,
+        nan_text="0" if counts else None,
         weight=weight,
         opacity=0.9,
     )
@@ -1121,6 +1147,7 @@ def visits_map(
         vmin=1.0,
         vmax=vmax,
         log_scale=True,
+        counts=True,
         routes=highlight,
         weight=weight,
         title=title,

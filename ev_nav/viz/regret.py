@@ -49,12 +49,18 @@ def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path
         The aggregated table of :func:`ev_nav.sim.grid.aggregate` (``cum_regret_wh`` column).
     """
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
+
     per_round = (
         results.groupby(["network", "route", "agent", "seed", "t"])["regret_wh"].sum().reset_index()
     )
     per_round["cum"] = per_round.groupby(["network", "route", "agent", "seed"])[
         "regret_wh"
     ].cumsum()
+    # a fleet's round is one trip per vehicle, and the regret above is summed over them: the
+    # axis counts rounds (it said "trip t" for a fleet of 4, whose round 2 was its 8th trip)
+    per_vehicle = int(results.groupby(["run_id", "t"])["vehicle"].nunique().max())
+    x_label = "trip t" if per_vehicle == 1 else f"round t ({per_vehicle} vehicles, a trip each)"
     panels = sorted(per_round.groupby(["network", "route"]).groups)
     ncol = min(len(panels), 2)
     nrow = int(np.ceil(len(panels) / ncol))
@@ -72,7 +78,8 @@ def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path
                 stats.index, stats["mean"] - se, stats["mean"] + se, alpha=0.2, color=band
             )
         ax.set_title(f"{network} — route {route}")
-        ax.set_xlabel("trip t")
+        ax.set_xlabel(x_label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 1.2
         ax.set_ylabel("cumulative regret [Wh]")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -38,7 +38,9 @@ def _median_s(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--segments", type=int, default=LUXEMBOURG_SEGMENTS)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--quick", action="store_true", help="600 segments, 3 repeats")

@@ -298,7 +298,9 @@ def speed(args) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true",
                    help="≤ 3 minutes: 200 trips, one world, a fleet of 60 trips")
     p.add_argument("--smoke", action="store_true", help="a few seconds: synthetic town")

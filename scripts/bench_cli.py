@@ -44,7 +44,9 @@ def _median(cmd: list[str], repeat: int) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--trips", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--quick", action="store_true")

@@ -131,7 +131,9 @@ def official(problem: Problem, X, y, S, folder: Path, repeats: int) -> list[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--official", type=Path, default=None, help="checkout of sebtsh/bocvs")
     ap.add_argument("--n-obs", type=int, default=100)
     ap.add_argument("--n-mc", type=int, default=1024)

@@ -54,7 +54,9 @@ class Change:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="fewer rounds and changes (≤ 3 min)")
     mode.add_argument("--smoke", action="store_true", help="a small town, seconds (the suite)")

@@ -77,7 +77,9 @@ def route_line(net, segments: np.ndarray, start: float = 0.0, end: float = 1.0) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="20 pairs on the synthetic town")
     ap.add_argument("--data", type=Path, default=None, help="folder of the shared data")

@@ -346,7 +346,9 @@ def dense_floor(n: int, m: int, u: int, threads: int, repeats: int = 5) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--networks", default="monaco,luxembourg,town100k")
     ap.add_argument("--reference-on", default="monaco", help="networks that also run the reference")
     ap.add_argument(

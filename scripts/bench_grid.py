@@ -24,7 +24,9 @@ from ev_nav.sim.grid import make_executor, run_grid
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true")
     p.add_argument("--runs", type=int, default=8)
     p.add_argument("--horizon", type=int, default=150)

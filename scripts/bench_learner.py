@@ -190,7 +190,9 @@ def run_floor(name: str, recorded: int, repeats: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--networks", default="monaco,luxembourg")
     ap.add_argument("--recorded", type=int, default=200)
     ap.add_argument("--trips", type=int, default=15)

@@ -69,7 +69,9 @@ def bench(label: str, net, drives: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="few drives, no Luxembourg (tests)")
     parser.add_argument("--drives", type=int, default=20, help="10-minute drives per network")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")

@@ -98,7 +98,9 @@ def write_osm(src: Path, dst: Path, padding_buildings: int = 0) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="Monaco only, no padding (tests)")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--padding", type=int, default=200_000,

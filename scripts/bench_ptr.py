@@ -96,7 +96,9 @@ def time_reference(method: str, repeats: int, n_obs: int = 100) -> np.ndarray:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="3 repeats, reference once")

@@ -75,7 +75,9 @@ def _backlog(state: Path, n_batches: int, seed: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--batches", type=int, default=5000, help="unlearned batches at the restart")
     ap.add_argument("--quick", action="store_true", help="a 400-segment town, 300 batches")
     ap.add_argument("--seed", type=int, default=0)

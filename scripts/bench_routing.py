@@ -271,7 +271,9 @@ def main_region(args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small cases (for tests)")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--no-trip", action="store_true", help="skip whole-trip latency")

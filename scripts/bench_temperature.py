@@ -41,7 +41,9 @@ Z90 = 1.6448536269514722  # the standard normal's 95 % quantile: a central 90 % 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="fewer days and trips (≤ 3 min)")
     mode.add_argument("--smoke", action="store_true", help="a small town, seconds (the suite)")

@@ -101,7 +101,9 @@ def evaluate(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--trips", type=int, default=200, help="fleet trips before the comparison")
     p.add_argument("--held-out", type=int, default=300, help="held-out trips for the coverage")
     p.add_argument("--seeds", default="0,1,2", help="world draws (comma-separated)")

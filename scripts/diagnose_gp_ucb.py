@@ -41,7 +41,9 @@ VARIANTS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="fixed")
     ap.add_argument(
         "--agent", default="SVGP-UCB", help="Fig. 2 agent label (SVGP-*: Algorithm 3, GP-*: exact)"

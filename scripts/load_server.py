@@ -121,7 +121,9 @@ def _refusal_reasons(messages: list[str | None]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vehicles", type=int, default=8, help="concurrent vehicles")
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of driving")
     parser.add_argument("--observe", choices=("segments", "total"), default="segments",

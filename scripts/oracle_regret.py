@@ -76,7 +76,9 @@ def oracle_regrets(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--trips", type=int, default=200, help="random trips per world")
     p.add_argument("--seed", type=int, default=0, help="world and trip seed")
     p.add_argument("--quick", action="store_true", help="20 trips on the synthetic town only")

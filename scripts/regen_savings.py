@@ -43,7 +43,9 @@ def savings(net, energies, noise_std, pairs, rng) -> np.ndarray:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pairs", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="10 pairs")

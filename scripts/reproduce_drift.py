@@ -86,7 +86,7 @@ def criteria(res: pd.DataFrame, rounds: tuple[int, ...], window: int) -> str:
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)
     if args.quick and not args.horizon:

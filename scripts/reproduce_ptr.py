@@ -368,7 +368,9 @@ def sensitivity(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="only the §6 checks")
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=None, help="override T of reproductions")

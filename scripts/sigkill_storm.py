@@ -78,7 +78,9 @@ def _command(state, tid, route, rng, folder) -> tuple[list[str], np.ndarray | fl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--quick", action="store_true", help="6 rounds")
     parser.add_argument("--seed", type=int, default=0)

@@ -23,7 +23,9 @@ from ev_nav.vehicles import catalogue
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("osm", nargs="?", type=Path,
                         default=data_dir() / "lust_luxembourg.osm.gz")
     args = parser.parse_args(argv)

@@ -14,8 +14,10 @@ from ev_nav.sim.grid import make_executor, run_grid
 
 
 def parser(description: str) -> argparse.ArgumentParser:
-    """Common options of the reproduction scripts."""
-    p = argparse.ArgumentParser(description=description)
+    """Common options of the reproduction scripts; ``description`` is the script's docstring."""
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="tiny settings (CI smoke test)")
     p.add_argument("--horizon", type=int, help="trips per run (paper: 500)")
     p.add_argument("--seeds", type=int, help="repetitions (paper: 5)")

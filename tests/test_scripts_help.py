@@ -1,0 +1,33 @@
+"""Every script's ``--help`` says what it measures: its whole docstring, not a line cut mid-sentence."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_help_carries_the_whole_docstring(script: Path) -> None:
+    doc = ast.get_docstring(ast.parse(script.read_text()))
+    assert doc, f"{script.name} has no docstring"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, str(script), "--help"],
+        capture_output=True, text=True, timeout=60, env=env, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    # Line breaks may differ (argparse keeps the docstring's own with the raw formatter); the
+    # words and their order may not.
+    assert _words(doc) in _words(out.stdout)

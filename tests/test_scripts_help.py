@@ -1,4 +1,4 @@
-"""Every script's ``--help`` says what it measures: its whole docstring, not a line cut mid-sentence."""
+"""Every script's ``--help`` says what it measures: its whole docstring, not a cut first line."""
 
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ def test_help_carries_the_whole_docstring(script: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, str(script), "--help"],
-        capture_output=True, text=True, timeout=60, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     # Line breaks may differ (argparse keeps the docstring's own with the raw formatter); the

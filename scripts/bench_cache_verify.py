@@ -87,4 +87,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ev_nav.cli import run_script
+
+    run_script(main)

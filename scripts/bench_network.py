@@ -110,4 +110,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

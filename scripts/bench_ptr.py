@@ -135,4 +135,6 @@ def _bench(quick: bool, repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ev_nav.cli import run_script
+
+    run_script(main)

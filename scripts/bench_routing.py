@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -341,4 +340,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -132,4 +132,6 @@ def _capacity(model, post) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

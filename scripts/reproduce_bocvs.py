@@ -28,7 +28,6 @@ without judging them and writes the figures under ``--out``: the test suite's fo
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -676,4 +675,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

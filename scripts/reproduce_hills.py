@@ -48,4 +48,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

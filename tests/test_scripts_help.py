@@ -35,3 +35,27 @@ def test_help_carries_the_whole_docstring(script: Path) -> None:
     # Line breaks may differ (argparse keeps the docstring's own with the raw formatter); the
     # words and their order may not.
     assert _words(doc) in _words(out.stdout)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "words"),
+    [
+        ("vehicle_consumption.py", ["/nonexistent/a.osm"], "error: OSM file not found"),
+        ("bench_endpoints.py", ["--data", "/nonexistent"], "error: OSM file not found"),
+        ("regen_savings.py", ["--quick", "--cache", "/proc/ev-nav-none"], "error: No such file"),
+    ],
+)
+def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], words: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"{script}: {words}")

@@ -72,7 +72,11 @@ def main() -> int:
         print(json.dumps(_case(*args.child)))
         return 0
 
-    cases = [("osm", str(args.data / "most_monaco.osm.gz"), "MoST Monaco")]
+    from ev_nav.errors import require_file
+
+    # checked here: a child that fails would end the parent in a CalledProcessError traceback
+    monaco = require_file(args.data / "most_monaco.osm.gz", "OSM file")
+    cases = [("osm", str(monaco), "MoST Monaco")]
     sizes = [2_000] if args.quick else [10_000, 100_000, 1_000_000]
     cases += [("synthetic", str(n), f"synthetic {n:,}") for n in sizes]
     print(

@@ -111,10 +111,12 @@ def main() -> int:
         print(json.dumps(_child(*args.child)))
         return 0
 
+    from ev_nav.errors import require_file
     from ev_nav.roads.network import RoadNetwork
 
     name = "most_monaco" if args.quick else "lust_luxembourg"
-    xml = args.data / f"{name}.osm.gz"
+    # checked here: the children would fail on it with a traceback
+    xml = require_file(args.data / f"{name}.osm.gz", "OSM file")
     base = _run("imports", "-", "-")["peak_rss_mb"]
     print(f"{name}: peak RSS of the imports alone {base:,.0f} MB")
     print(f"{'input':<22}{'file MB':>9}{'segments':>10}{'forbidden':>10}{'build s':>9}"

@@ -43,6 +43,9 @@ def test_help_carries_the_whole_docstring(script: Path) -> None:
         ("vehicle_consumption.py", ["/nonexistent/a.osm"], "error: OSM file not found"),
         ("bench_endpoints.py", ["--data", "/nonexistent"], "error: OSM file not found"),
         ("regen_savings.py", ["--quick", "--cache", "/proc/ev-nav-none"], "error: No such file"),
+        # these two build in child processes; a missing file failed there, as a traceback here
+        ("bench_network.py", ["--quick", "--data", "/nonexistent"], "error: OSM file not found"),
+        ("bench_osm_input.py", ["--quick", "--data", "/nonexistent"], "error: OSM file not found"),
     ],
 )
 def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], words: str) -> None:

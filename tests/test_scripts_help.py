@@ -62,3 +62,32 @@ def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], word
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith(f"{script}: {words}")
+
+
+@pytest.mark.parametrize(
+    ("script", "option"),
+    [
+        ("sigkill_storm.py", "--rounds"),
+        ("oracle_regret.py", "--trips"),
+        ("regen_savings.py", "--pairs"),
+        ("bench_endpoints.py", "--pairs"),
+        ("bench_matching.py", "--drives"),
+        ("bench_cli.py", "--repeat"),
+        ("bench_cli.py", "--trips"),
+    ],
+)
+def test_a_count_of_zero_is_a_usage_error(script: str, option: str) -> None:
+    # a count of 0 used to run nothing and still print a verdict (sigkill_storm: "PASS"), or was
+    # replaced by --quick's own number
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), "--quick", option, "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"argument {option}: expected a whole number >= 1, got '0'" in out.stderr
+    assert "Traceback" not in out.stderr

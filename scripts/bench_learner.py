@@ -230,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         if args.json:
-            args.json.write_text(json.dumps(results, indent=1))
+            from ev_nav.provenance import atomic_write_text
+
+            atomic_write_text(args.json, json.dumps(results, indent=1))
         return 0
     for name in nets:
         row = {}
@@ -255,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = row["svgp"]["median_ms"] / row["exact"]["median_ms"]
             print(f"{name} trip speed-up: {ratio:.1f}x")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        from ev_nav.provenance import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(results, indent=1))
     return 0
 
 

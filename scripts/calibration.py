@@ -33,6 +33,7 @@ from scipy.special import ndtri
 
 from ev_nav.bandits.routing import Router
 from ev_nav.potential import loss_scale
+from ev_nav.provenance import atomic_write_text
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.settings import data_dir
 from ev_nav.sim.environment import Environment, TruthSpec
@@ -180,7 +181,7 @@ def main() -> int:
     print(lines[-1])
     print(f"loss-scaled learner within the targets: {'yes' if ok else 'no'}")
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")
     return 0
 
 

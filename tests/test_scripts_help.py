@@ -74,14 +74,19 @@ def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], word
         ("bench_matching.py", "--drives"),
         ("bench_cli.py", "--repeat"),
         ("bench_cli.py", "--trips"),
+        ("bench_drift.py", "--rounds"),
+        ("bench_drift.py", "--warmup"),
+        ("bench_temperature.py", "--days"),
+        ("bench_temperature.py", "--held-out"),
     ],
 )
 def test_a_count_of_zero_is_a_usage_error(script: str, option: str) -> None:
     # a count of 0 used to run nothing and still print a verdict (sigkill_storm: "PASS"), or was
-    # replaced by --quick's own number
+    # replaced by --quick's own number (bench_drift, bench_temperature: by the default)
+    mode = "--smoke" if script in ("bench_drift.py", "bench_temperature.py") else "--quick"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), "--quick", option, "0"],
+        [sys.executable, str(ROOT / "scripts" / script), mode, option, "0"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -74,6 +74,7 @@ def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], word
         ("bench_matching.py", "--drives"),
         ("bench_cli.py", "--repeat"),
         ("bench_cli.py", "--trips"),
+        ("bench_grid.py", "--runs"),
         ("bench_drift.py", "--rounds"),
         ("bench_drift.py", "--warmup"),
         ("bench_temperature.py", "--days"),

@@ -23,7 +23,11 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="tiny settings (CI smoke test)")
     p.add_argument("--horizon", type=count_arg, help="trips per run (paper: 500)")
     p.add_argument("--seeds", type=count_arg, help="repetitions (paper: 5)")
-    p.add_argument("--out", type=Path, help="output folder (default docs/results/<figure>)")
+    p.add_argument(
+        "--out", type=Path,
+        help="output folder (default docs/results/<figure>; with --quick <figure>-quick); finished "
+        "runs there are reused unless --fresh",
+    )
     p.add_argument("--executor", choices=("local", "inprocess", "dask"), default="local")
     p.add_argument("--workers", type=count_arg, help="local pool size")
     p.add_argument("--dask-scheduler", help="tcp://HOST:PORT of a Dask scheduler")

@@ -135,3 +135,12 @@ def test_reproduction_filters_refuse_names_of_no_run(tmp_path):
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert words in proc.stderr and "Traceback" not in proc.stderr
         assert not out.exists()
+
+
+def test_reproduction_help_names_the_quick_output_folder():
+    # --quick writes to docs/results/<figure>-quick, which the help did not say
+    text = subprocess.run(
+        [sys.executable, str(SCRIPTS / "reproduce_fig2.py"), "--help"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    assert "<figure>-quick" in " ".join(text.split())

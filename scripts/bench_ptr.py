@@ -30,6 +30,7 @@ from ev_nav.bo.ptr.measure import argmax_random, ptr_of_values, ptr_posterior, s
 from ev_nav.bo.ptr.problems import make_problem
 from ev_nav.bo.ptr.registry import make_policy
 from ev_nav.bo.ptr.runner import run_trial
+from ev_nav.cli import count_arg
 from ev_nav.gp.exact import ExactGP
 
 
@@ -99,11 +100,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="3 repeats, reference once")
+    ap.add_argument(
+        "--repeats", type=count_arg, help="timed iterations a median is of (default 30; quick 3)"
+    )
+    ap.add_argument("--threads", type=count_arg, default=1, help="torch threads (default 1)")
+    ap.add_argument(
+        "--quick", action="store_true", help="3 repeats (unless --repeats), reference once"
+    )
     args = ap.parse_args()
-    repeats = 3 if args.quick else args.repeats
+    repeats = args.repeats or (3 if args.quick else 30)
     torch.set_num_threads(args.threads)
     global _clock
     one_thread = args.threads == 1

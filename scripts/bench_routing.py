@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav.cli import count_arg
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -238,8 +240,8 @@ def bench_region(net, queries: int) -> dict:
 
 
 def main_region(args) -> int:
-    n = 20_000 if args.quick else args.segments
-    queries = 10 if args.quick else args.queries
+    n = args.segments or (20_000 if args.quick else 1_000_000)
+    queries = args.queries or (10 if args.quick else 100)
     t0 = time.perf_counter()
     net = region_network(n)
     load = time.perf_counter() - t0
@@ -285,8 +287,12 @@ def main() -> int:
     parser.add_argument(
         "--region", action="store_true", help="route queries on the 1M-segment synthetic town"
     )
-    parser.add_argument("--segments", type=int, default=1_000_000, help="region size")
-    parser.add_argument("--queries", type=int, default=100, help="region route queries")
+    parser.add_argument(
+        "--segments", type=count_arg, help="--region town size (default 1,000,000; quick 20,000)"
+    )
+    parser.add_argument(
+        "--queries", type=count_arg, help="--region route queries (default 100; quick 10)"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.region:

@@ -75,6 +75,8 @@ def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], word
         ("bench_cli.py", "--repeat"),
         ("bench_cli.py", "--trips"),
         ("bench_grid.py", "--runs"),
+        ("bench_ptr.py", "--repeats"),
+        ("bench_routing.py", "--queries"),
         ("bench_drift.py", "--rounds"),
         ("bench_drift.py", "--warmup"),
         ("bench_temperature.py", "--days"),

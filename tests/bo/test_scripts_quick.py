@@ -56,6 +56,23 @@ def test_bench_boke_quick_compares_with_the_gp_baseline(tmp_path):
 
 
 @pytest.mark.slow
+def test_reproduce_ptr_refuses_an_unknown_part_before_any_work(tmp_path):
+    # a misspelt --parts name used to be reported only after the minutes-long checks had run;
+    # --quick silently dropped any --parts given with it
+    for args, words in (
+        (("--parts", "checks,gp-optt"), "--parts: unknown part(s) 'gp-optt'"),
+        (("--quick", "--parts", "gp-opt"), "--quick runs only the checks"),
+    ):
+        text = _run("reproduce_ptr.py", *args, "--out", tmp_path, codes=(2,))
+        assert text == ""
+        done = subprocess.run(
+            [sys.executable, str(SCRIPTS / "reproduce_ptr.py"), *args, "--out", str(tmp_path)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert words in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def test_reproduce_ptr_quick_passes_its_checks(tmp_path):
     text = _run("reproduce_ptr.py", "--quick", "--executor", "inprocess", "--out", tmp_path)
     assert "failures: none" in text and "[FAIL]" not in text

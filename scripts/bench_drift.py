@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ev_nav.cli import count_arg
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
 
 SIZES = (0.15, 0.25, 0.35, 0.50)
 

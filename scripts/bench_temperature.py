@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ev_nav.cli import count_arg
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
 
 Z90 = 1.6448536269514722  # the standard normal's 95 % quantile: a central 90 % interval
 

@@ -117,3 +117,9 @@ def test_reproduce_bocvs_smoke_runs_every_cell_and_the_figures(tmp_path):
     assert (out / "figures" / "cvs_ucvs_hartmann6_cheap.png").stat().st_size > 10_000
     assert not (tmp_path / "docs").exists()  # figures go under --out, never into docs/
     assert (out / "ucvs_ablation_table.csv").is_file()
+
+
+def test_bench_cvs_quick_keeps_the_sizes_given():
+    # --quick used to replace --n-obs/--n-mc/--repeats with its own 30, 128 and 1
+    text = _run("bench_cvs.py", "--quick", "--n-obs", "20", "--n-mc", "64")
+    assert re.search(r"UCB-CVS step, Hartmann-3, 7 sets, n=20, N=64,", text), text

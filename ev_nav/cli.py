@@ -12,7 +12,8 @@ import importlib
 import re
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from ev_nav import __version__
@@ -89,6 +90,28 @@ def count_arg(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+def run_script(main: Callable[[], int | None]) -> NoReturn:
+    """Run a ``scripts/*.py`` entry point and exit with its status.
+
+    Bad input the script does not check itself (a missing data file: an
+    :class:`~ev_nav.errors.EvNavError`; a folder that cannot be made or written: an ``OSError``)
+    ends in one line on stderr, as ``ev-nav`` does, never in a traceback.
+    """
+    prog = Path(sys.argv[0]).name
+    try:
+        code = main()
+    except EvNavError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(int(code or 0))
 
 
 def town_size_arg(text: str) -> int:

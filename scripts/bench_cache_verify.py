@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav.cli import count_arg
 from ev_nav.provenance import atomic_path
 from ev_nav.store import StateCache, Store
 from ev_nav.store.caches import CHECKSUM
@@ -38,12 +39,18 @@ def _median_s(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--segments", type=int, default=LUXEMBOURG_SEGMENTS)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--quick", action="store_true", help="600 segments, 3 repeats")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--segments", type=count_arg,
+        help=f"matrix size (default {LUXEMBOURG_SEGMENTS:,}, Luxembourg; quick 600)",
+    )
+    p.add_argument("--repeats", type=count_arg, help="timings a median is of (default 7; quick 3)")
+    p.add_argument("--quick", action="store_true", help="600 segments, 3 repeats (unless given)")
     args = p.parse_args()
-    n, repeats = (600, 3) if args.quick else (args.segments, args.repeats)
+    n = args.segments or (600 if args.quick else LUXEMBOURG_SEGMENTS)
+    repeats = args.repeats or (3 if args.quick else 7)
     rng = np.random.default_rng(0)
     arr = np.asfortranarray(rng.normal(size=(n, n + 1)))  # the posterior's layout: Σ | μ
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,4 +92,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -38,13 +38,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from ev_nav.cli import count_arg  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ID3_BATTERY_WH = 58_000.0
@@ -298,30 +299,43 @@ def speed(args) -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true",
-                   help="≤ 3 minutes: 200 trips, one world, a fleet of 60 trips")
-    p.add_argument("--smoke", action="store_true", help="a few seconds: synthetic town")
-    p.add_argument("--worlds", type=int, default=4)
-    p.add_argument("--trips", type=int, default=1000)
-    p.add_argument("--fleet-trips", type=int, default=300)
-    p.add_argument("--battery-wh", type=float, default=1000.0)
-    p.add_argument("--charger-density", type=float, default=0.5, help="sites per km²")
+                   help="≤ 3 minutes: 200 trips, one world, a fleet of 60 trips (unless given)")
+    p.add_argument("--smoke", action="store_true",
+                   help="a few seconds: synthetic town, 10 trips, a fleet of 20 (unless given)")
+    p.add_argument("--worlds", type=count_arg, help="world seeds (default 4; quick, smoke 1)")
+    p.add_argument("--trips", type=count_arg,
+                   help="trips planned and driven (default 1000; quick 200; smoke 10)")
+    p.add_argument("--fleet-trips", type=count_arg,
+                   help="fleet trips the model learns from first (default 300; quick 60; smoke 20)")
+    p.add_argument("--battery-wh", type=float, default=1000.0,
+                   help="battery capacity [Wh] (default 1000)")
+    p.add_argument("--charger-density", type=float, default=0.5,
+                   help="charging sites per km² (default 0.5)")
     p.add_argument("--speed", action="store_true", help="the 100k-segment speed check")
-    p.add_argument("--speed-trips", type=int, default=100)
-    p.add_argument("--segments", type=int, default=100_000)
-    p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    p.add_argument("--speed-trips", type=count_arg,
+                   help="trips timed by --speed (default 100; smoke 5)")
+    p.add_argument("--segments", type=count_arg,
+                   help="town size of --speed [segments] (default 100,000; smoke 3,000)")
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data"),
+                   help="folder of the shared data (default ../shared/data)")
     args = p.parse_args()
-    if args.quick:
-        args.worlds, args.trips, args.fleet_trips = 1, 200, 60
-    if args.smoke:
-        args.worlds, args.trips, args.fleet_trips = 1, 10, 20
-        args.speed_trips = min(args.speed_trips, 5)
-        args.segments = min(args.segments, 3000)
+    mode = (1, 10, 20, 5, 3000) if args.smoke else (1, 200, 60, 100, 100_000) if args.quick else (
+        4, 1000, 300, 100, 100_000)
+    for name, value in zip(
+        ("worlds", "trips", "fleet_trips", "speed_trips", "segments"), mode, strict=True
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.speed:
         return speed(args)
     return guarantee(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ev_nav.cli import count_arg
+
 REPO = Path(__file__).resolve().parents[1]
 EV_NAV = [sys.executable, "-m", "ev_nav.cli"]
 
@@ -44,12 +46,17 @@ def _median(cmd: list[str], repeat: int) -> float:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trips", type=int, default=20)
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--quick", action="store_true")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--trips", type=count_arg, help="trips recorded (default 20; quick 2)")
+    p.add_argument("--repeat", type=count_arg, help="timings a median is of (default 5; quick 1)")
+    p.add_argument(
+        "--quick", action="store_true", help="synthetic town, 2 trips, 1 repeat (unless given)"
+    )
     args = p.parse_args()
-    trips, repeat = (2, 1) if args.quick else (args.trips, args.repeat)
+    trips = args.trips or (2 if args.quick else 20)
+    repeat = args.repeat or (1 if args.quick else 5)
     with tempfile.TemporaryDirectory(prefix="ev-nav-bench-cli-") as tmp:
         tmp = Path(tmp)
         state = tmp / "state"
@@ -105,4 +112,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -42,6 +42,7 @@ from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
 from ev_nav.bo.cvs.benchmarks import make_problem
 from ev_nav.bo.cvs.policies import UCBCVS, BOContext, constant_eps, make_etc
 from ev_nav.bo.cvs.problems import Problem
+from ev_nav.cli import count_arg
 from ev_nav.gp.exact import ExactGP
 
 #: CPU seconds per UCB-CVS acquisition reported by Tay et al. (2023), App. C.4 (100
@@ -131,18 +132,33 @@ def official(problem: Problem, X, y, S, folder: Path, repeats: int) -> list[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--official", type=Path, default=None, help="checkout of sebtsh/bocvs")
-    ap.add_argument("--n-obs", type=int, default=100)
-    ap.add_argument("--n-mc", type=int, default=1024)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--official-repeats", type=int, default=1, help="the official step is slow")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for both codes")
-    ap.add_argument("--quick", action="store_true", help="30 observations, N = 128, 1 repeat")
+    ap.add_argument(
+        "--n-obs", type=count_arg, help="observations the GP holds (default 100; quick 30)"
+    )
+    ap.add_argument(
+        "--n-mc", type=count_arg, help="Monte Carlo samples N (default 1024; quick 128)"
+    )
+    ap.add_argument("--repeats", type=count_arg, help="timed steps (default 3; quick 1)")
+    ap.add_argument(
+        "--official-repeats", type=count_arg, default=1,
+        help="timed official steps, slow (default 1)",
+    )
+    ap.add_argument(
+        "--threads", type=count_arg, default=1, help="torch threads for both codes (default 1)"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="30 observations, N = 128, 1 repeat (unless given)"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n_obs, args.n_mc, args.repeats = 30, 128, 1
+    defaults = (30, 128, 1) if args.quick else (100, 1024, 3)
+    for name, value in zip(("n_obs", "n_mc", "repeats"), defaults, strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     torch.set_num_threads(args.threads)
 
     p = make_problem("hartmann3", costs="moderate", variance=0.04)
@@ -204,4 +220,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -64,7 +64,9 @@ def time_demo(demo_args: list[str], out: Path, one_thread: bool, timeout_s: floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="a small demo (seconds), for the tests")
     p.add_argument("--busy", type=int, default=2, help="busy loops beside the demo (default 2)")
     p.add_argument("--repeat", type=int, default=1, help="alternate the two runs n times")
@@ -94,4 +96,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

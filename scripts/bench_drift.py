@@ -38,6 +38,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+
 SIZES = (0.15, 0.25, 0.35, 0.50)
 
 
@@ -54,14 +56,23 @@ class Change:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="fewer rounds and changes (≤ 3 min)")
     mode.add_argument("--smoke", action="store_true", help="a small town, seconds (the suite)")
-    p.add_argument("--rounds", type=int, help="fleet rounds (default 700; quick 320; smoke 100)")
-    p.add_argument("--changes", type=int, help="injected changes (default 240; quick 80)")
-    p.add_argument("--vehicles", type=int, default=8, help="trips a round")
-    p.add_argument("--warmup", type=int, help="rounds before the first change (default 100)")
+    p.add_argument(
+        "--rounds", type=count_arg, help="fleet rounds (default 700; quick 320; smoke 100)"
+    )
+    p.add_argument(
+        "--changes", type=count_arg, help="injected changes (default 240; quick 80; smoke 16)"
+    )
+    p.add_argument("--vehicles", type=count_arg, default=8, help="trips a round (default 8)")
+    p.add_argument(
+        "--warmup", type=count_arg,
+        help="rounds before the first change (default 100; smoke 30)",
+    )
     p.add_argument("--min-after", type=int, default=12,
                    help="traversals a changed stretch gets after its change, at least")
     p.add_argument("--false-alarm-rate", type=float, default=5e-4,
@@ -240,4 +251,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

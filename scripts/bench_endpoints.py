@@ -28,6 +28,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+
 #: A route passes a point when it comes within this distance of it [m].
 PASS_TOL_M = 1.0
 
@@ -77,9 +79,15 @@ def route_line(net, segments: np.ndarray, start: float = 0.0, end: float = 1.0) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=100)
-    ap.add_argument("--quick", action="store_true", help="20 pairs on the synthetic town")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--pairs", type=count_arg, help="origin-destination pairs (default 100; quick 20)"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="20 pairs (unless --pairs), synthetic town"
+    )
     ap.add_argument("--data", type=Path, default=None, help="folder of the shared data")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -89,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     from ev_nav.potential import potential_change
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-endpoints-"))
+    if args.pairs is None:
+        args.pairs = 20 if args.quick else 100
     if args.quick:
-        args.pairs = 20
         state = ev_nav.create_state(tmp / "s", synthetic=2000, model="bi")
         label = "synthetic town (2,000 segments)"
     else:
@@ -141,4 +150,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

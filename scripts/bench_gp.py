@@ -346,8 +346,12 @@ def dense_floor(n: int, m: int, u: int, threads: int, repeats: int = 5) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--networks", default="monaco,luxembourg,town100k")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--networks", default="monaco,luxembourg,town100k", help=f"of {', '.join(NETWORKS)}"
+    )
     ap.add_argument("--reference-on", default="monaco", help="networks that also run the reference")
     ap.add_argument(
         "--variants", default="ours,ours-kappa10,ours-fast", help=f"of {', '.join(VARIANTS)}"
@@ -373,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "runs" / "gp" / "bench_gp.json"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    # checked here: an unknown name used to end a spawned case, and the parent then waited out
+    # --timeout (900 s) for its answer
+    for option, given, known in (
+        ("--networks", args.networks, NETWORKS),
+        ("--reference-on", args.reference_on, NETWORKS),
+        ("--variants", args.variants, tuple(VARIANTS)),
+    ):
+        unknown = [n for n in given.split(",") if n and n not in known]
+        if unknown:
+            ap.error(f"{option}: unknown {', '.join(unknown)}; use {', '.join(known)}")
     from ev_nav.provenance import atomic_write_json, run_metadata
 
     if args.learning_check:
@@ -436,4 +450,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

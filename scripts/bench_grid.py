@@ -12,25 +12,32 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from ev_nav.cli import count_arg
 from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec
 from ev_nav.sim.grid import make_executor, run_grid
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--runs", type=int, default=8)
-    p.add_argument("--horizon", type=int, default=150)
-    p.add_argument("--segments", type=int, default=3000)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="4 runs of 10 rounds (unless given)")
+    p.add_argument("--runs", type=count_arg, help="independent runs (default 8; quick 4)")
+    p.add_argument(
+        "--horizon", type=count_arg, help="fleet rounds a run (default 150; quick 10)"
+    )
+    p.add_argument(
+        "--segments", type=count_arg, default=3000, help="synthetic town size (default 3000)"
+    )
     args = p.parse_args()
-    n_runs, horizon = (4, 10) if args.quick else (args.runs, args.horizon)
+    n_runs = args.runs or (4 if args.quick else 8)
+    horizon = args.horizon or (10 if args.quick else 150)
     cores = os.cpu_count() or 1
     specs = [
         RunSpec(
@@ -71,4 +78,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

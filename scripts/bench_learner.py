@@ -190,20 +190,35 @@ def run_floor(name: str, recorded: int, repeats: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--networks", default="monaco,luxembourg")
-    ap.add_argument("--recorded", type=int, default=200)
-    ap.add_argument("--trips", type=int, default=15)
-    ap.add_argument("--learners", default="exact,svgp")
-    ap.add_argument("--quick", action="store_true", help="a small town, few trips (CI smoke test)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--networks", help=f"of {', '.join(NETWORKS)} (default monaco,luxembourg; quick town600)"
+    )
+    ap.add_argument(
+        "--recorded", type=int, help="trips recorded before the timed ones (default 200; quick 11)"
+    )
+    ap.add_argument("--trips", type=int, help="timed trips (default 15; quick 2)")
+    ap.add_argument("--learners", default="exact,svgp", help="of exact, svgp (default both)")
+    ap.add_argument(
+        "--quick", action="store_true",
+        help="a 600-segment town, 11 recorded and 2 timed trips, unless given (CI smoke test)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument(
         "--floor", action="store_true",
         help="the per-trip floor of a driven-columns exact learner instead (see above)",
     )
     args = ap.parse_args(argv)
-    if args.quick:
-        args.networks, args.recorded, args.trips = "town600", 11, 2  # no refresh in the window
+    # quick: 11 recorded trips, so no hyperparameter refresh falls in the timed window
+    quick = {"networks": "town600", "recorded": 11, "trips": 2}
+    full = {"networks": "monaco,luxembourg", "recorded": 200, "trips": 15}
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.recorded < 0 or args.trips < 1:
+        ap.error(f"--recorded must be >= 0 and --trips >= 1, got {args.recorded} and {args.trips}")
     nets = [n.strip() for n in args.networks.split(",")]
     learners = [x.strip() for x in args.learners.split(",")]
     for n in nets:
@@ -228,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         if args.json:
-            args.json.write_text(json.dumps(results, indent=1))
+            from ev_nav.provenance import atomic_write_text
+
+            atomic_write_text(args.json, json.dumps(results, indent=1))
         return 0
     for name in nets:
         row = {}
@@ -253,9 +270,13 @@ def main(argv: list[str] | None = None) -> int:
             ratio = row["svgp"]["median_ms"] / row["exact"]["median_ms"]
             print(f"{name} trip speed-up: {ratio:.1f}x")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        from ev_nav.provenance import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps(results, indent=1))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

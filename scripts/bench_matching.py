@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav.cli import count_arg
+
 REPO = Path(__file__).resolve().parents[1]
 TRACK_S = 600.0
 TARGET_RATIO = 1000.0
@@ -69,15 +71,19 @@ def bench(label: str, net, drives: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="few drives, no Luxembourg (tests)")
-    parser.add_argument("--drives", type=int, default=20, help="10-minute drives per network")
+    parser.add_argument(
+        "--drives", type=count_arg, help="10-minute drives per network (default 20; quick 2)"
+    )
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     args = parser.parse_args()
     from ev_nav.roads.load import load_osm
     from ev_nav.roads.synthetic import synthetic_town
 
-    drives = 2 if args.quick else args.drives
+    drives = args.drives or (2 if args.quick else 20)
     nets = [("synthetic town 20k", lambda: synthetic_town(20_000, seed=0))]
     cache = REPO / "cache"
     nets.append(("MoST Monaco", lambda: load_osm(args.data / "most_monaco.osm.gz",
@@ -100,4 +106,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

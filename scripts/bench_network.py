@@ -61,7 +61,9 @@ def _case(kind: str, arg: str, cache_dir: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small cases only (for tests)")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -70,7 +72,11 @@ def main() -> int:
         print(json.dumps(_case(*args.child)))
         return 0
 
-    cases = [("osm", str(args.data / "most_monaco.osm.gz"), "MoST Monaco")]
+    from ev_nav.errors import require_file
+
+    # checked here: a child that fails would end the parent in a CalledProcessError traceback
+    monaco = require_file(args.data / "most_monaco.osm.gz", "OSM file")
+    cases = [("osm", str(monaco), "MoST Monaco")]
     sizes = [2_000] if args.quick else [10_000, 100_000, 1_000_000]
     cases += [("synthetic", str(n), f"synthetic {n:,}") for n in sizes]
     print(
@@ -108,4 +114,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -98,7 +98,9 @@ def write_osm(src: Path, dst: Path, padding_buildings: int = 0) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="Monaco only, no padding (tests)")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--padding", type=int, default=200_000,
@@ -109,10 +111,12 @@ def main() -> int:
         print(json.dumps(_child(*args.child)))
         return 0
 
+    from ev_nav.errors import require_file
     from ev_nav.roads.network import RoadNetwork
 
     name = "most_monaco" if args.quick else "lust_luxembourg"
-    xml = args.data / f"{name}.osm.gz"
+    # checked here: the children would fail on it with a traceback
+    xml = require_file(args.data / f"{name}.osm.gz", "OSM file")
     base = _run("imports", "-", "-")["peak_rss_mb"]
     print(f"{name}: peak RSS of the imports alone {base:,.0f} MB")
     print(f"{'input':<22}{'file MB':>9}{'segments':>10}{'forbidden':>10}{'build s':>9}"
@@ -148,4 +152,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

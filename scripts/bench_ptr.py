@@ -30,6 +30,7 @@ from ev_nav.bo.ptr.measure import argmax_random, ptr_of_values, ptr_posterior, s
 from ev_nav.bo.ptr.problems import make_problem
 from ev_nav.bo.ptr.registry import make_policy
 from ev_nav.bo.ptr.runner import run_trial
+from ev_nav.cli import count_arg
 from ev_nav.gp.exact import ExactGP
 
 
@@ -96,12 +97,18 @@ def time_reference(method: str, repeats: int, n_obs: int = 100) -> np.ndarray:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="3 repeats, reference once")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--repeats", type=count_arg, help="timed iterations a median is of (default 30; quick 3)"
+    )
+    ap.add_argument("--threads", type=count_arg, default=1, help="torch threads (default 1)")
+    ap.add_argument(
+        "--quick", action="store_true", help="3 repeats (unless --repeats), reference once"
+    )
     args = ap.parse_args()
-    repeats = 3 if args.quick else args.repeats
+    repeats = args.repeats or (3 if args.quick else 30)
     torch.set_num_threads(args.threads)
     global _clock
     one_thread = args.threads == 1
@@ -133,4 +140,6 @@ def _bench(quick: bool, repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav.cli import count_arg
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -75,12 +77,21 @@ def _backlog(state: Path, n_batches: int, seed: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batches", type=int, default=5000, help="unlearned batches at the restart")
-    ap.add_argument("--quick", action="store_true", help="a 400-segment town, 300 batches")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--batches", type=count_arg,
+        help="unlearned batches at the restart (default 5000; quick 300)",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="a 400-segment town, 300 batches (unless --batches)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600.0, help="give up after this [s]")
     args = ap.parse_args(argv)
+    if args.batches is None:
+        args.batches = 300 if args.quick else 5000
 
     import httpx
 
@@ -92,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     state = work / "state"
     if args.quick:
-        args.batches = min(args.batches, 300)
         ev_nav.create_state(state, synthetic=400, model="gp").close()
         label = "synthetic town (400 segments)"
     else:
@@ -206,4 +216,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

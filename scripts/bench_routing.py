@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from ev_nav.cli import count_arg
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -239,8 +240,8 @@ def bench_region(net, queries: int) -> dict:
 
 
 def main_region(args) -> int:
-    n = 20_000 if args.quick else args.segments
-    queries = 10 if args.quick else args.queries
+    n = args.segments or (20_000 if args.quick else 1_000_000)
+    queries = args.queries or (10 if args.quick else 100)
     t0 = time.perf_counter()
     net = region_network(n)
     load = time.perf_counter() - t0
@@ -271,7 +272,9 @@ def main_region(args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small cases (for tests)")
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument("--no-trip", action="store_true", help="skip whole-trip latency")
@@ -284,8 +287,12 @@ def main() -> int:
     parser.add_argument(
         "--region", action="store_true", help="route queries on the 1M-segment synthetic town"
     )
-    parser.add_argument("--segments", type=int, default=1_000_000, help="region size")
-    parser.add_argument("--queries", type=int, default=100, help="region route queries")
+    parser.add_argument(
+        "--segments", type=count_arg, help="--region town size (default 1,000,000; quick 20,000)"
+    )
+    parser.add_argument(
+        "--queries", type=count_arg, help="--region route queries (default 100; quick 10)"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.region:
@@ -339,4 +346,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -37,17 +37,25 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+
 Z90 = 1.6448536269514722  # the standard normal's 95 % quantile: a central 90 % interval
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="fewer days and trips (≤ 3 min)")
     mode.add_argument("--smoke", action="store_true", help="a small town, seconds (the suite)")
-    p.add_argument("--days", type=int, help="days of driving (default 365; quick 240; smoke 120)")
-    p.add_argument("--vehicles", type=int, default=4, help="trips a day")
-    p.add_argument("--held-out", type=int, help="held-out trips (default 300; quick 150)")
+    p.add_argument(
+        "--days", type=count_arg, help="days of driving (default 365; quick 240; smoke 120)"
+    )
+    p.add_argument("--vehicles", type=count_arg, default=4, help="trips a day (default 4)")
+    p.add_argument(
+        "--held-out", type=count_arg, help="held-out trips (default 300; quick 150; smoke 80)"
+    )
     p.add_argument("--mean", type=float, default=10.0, help="mean temperature [°C]")
     p.add_argument("--amplitude", type=float, default=10.0, help="seasonal amplitude [K]")
     p.add_argument("--min-energy", type=float, default=100.0,
@@ -177,4 +185,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

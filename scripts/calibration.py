@@ -33,6 +33,7 @@ from scipy.special import ndtri
 
 from ev_nav.bandits.routing import Router
 from ev_nav.potential import loss_scale
+from ev_nav.provenance import atomic_write_text
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.settings import data_dir
 from ev_nav.sim.environment import Environment, TruthSpec
@@ -101,17 +102,46 @@ def evaluate(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trips", type=int, default=200, help="fleet trips before the comparison")
-    p.add_argument("--held-out", type=int, default=300, help="held-out trips for the coverage")
-    p.add_argument("--seeds", default="0,1,2", help="world draws (comma-separated)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--trips", type=int, help="fleet trips before the comparison (default 200; quick 30)"
+    )
+    p.add_argument(
+        "--held-out", type=int, help="held-out trips for the coverage (default 300; quick 50)"
+    )
+    p.add_argument(
+        "--seeds", help="world draws (comma-separated whole numbers; default 0,1,2; quick 0)"
+    )
     p.add_argument("--worlds", help="only these worlds (comma-separated: town,monaco,luxembourg)")
-    p.add_argument("--quick", action="store_true", help="30 trips, synthetic town only")
+    p.add_argument(
+        "--quick", action="store_true",
+        help="30 trips, 50 held out, seed 0, synthetic town only (unless given)",
+    )
     p.add_argument("--out", type=Path, default=None, help="write the table here (Markdown)")
     args = p.parse_args()
-    trips = 30 if args.quick else args.trips
-    held = 50 if args.quick else args.held_out
-    seeds = [0] if args.quick else [int(x) for x in args.seeds.split(",")]
+    trips = args.trips if args.trips is not None else (30 if args.quick else 200)
+    held = args.held_out if args.held_out is not None else (50 if args.quick else 300)
+    if trips < 1 or held < 1:
+        p.error(f"--trips and --held-out must be at least 1, got {trips} and {held}")
+    seed_text = args.seeds if args.seeds is not None else ("0" if args.quick else "0,1,2")
+    try:
+        seeds = [int(x) for x in seed_text.split(",")]
+    except ValueError:
+        p.error(f"--seeds takes comma-separated whole numbers, got {seed_text!r}")
+    if any(s < 0 for s in seeds):
+        p.error(f"--seeds must be >= 0, got {seed_text!r}")
+    chosen = worlds(args.quick)
+    if args.worlds:
+        keys = [w.strip().lower() for w in args.worlds.split(",")]
+        unknown = [w for w in keys if not any(w and w in k.lower() for k in chosen)]
+        if unknown:
+            p.error(
+                f"--worlds names no world of this run: {', '.join(unknown)} "
+                f"(this run's worlds: {'; '.join(chosen)})"
+            )
+        chosen = {k: v for k, v in chosen.items() if any(w in k.lower() for w in keys)}
     t0 = time.perf_counter()
     lines = [
         f"{trips} fleet trips (GP-TS, exact learner), {held} held-out trips per seed, seeds "
@@ -124,10 +154,6 @@ def main() -> int:
     ]
     print(lines[0])
     ok = True
-    chosen = worlds(args.quick)
-    if args.worlds:
-        keys = [w.strip() for w in args.worlds.split(",")]
-        chosen = {k: v for k, v in chosen.items() if any(w in k.lower() for w in keys)}
     for label, net_spec in chosen.items():
         for scale in ("loss", "uniform"):
             meds, p90s, s0s, covs = [], [], [], []
@@ -155,9 +181,11 @@ def main() -> int:
     print(lines[-1])
     print(f"loss-scaled learner within the targets: {'yes' if ok else 'no'}")
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        atomic_write_text(args.out, "\n".join(lines) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

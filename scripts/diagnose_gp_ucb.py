@@ -33,6 +33,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+
 VARIANTS = {
     "default": {},
     "fixed": {"learn_hyperparameters": False},
@@ -41,7 +43,9 @@ VARIANTS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="fixed")
     ap.add_argument(
         "--agent", default="SVGP-UCB", help="Fig. 2 agent label (SVGP-*: Algorithm 3, GP-*: exact)"
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--network", default="monaco")
     ap.add_argument("--route", default="A")
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--horizon", type=int, default=200)
+    ap.add_argument("--horizon", type=count_arg, default=200, help="trips per run (default 200)")
     ap.add_argument(
         "--num-inducing",
         type=int,
@@ -76,15 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     def factory(spec, net, seed):
         return make_model(spec, net, seed, **(extra if spec.model == "gp" else {}))
 
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds takes comma-separated whole numbers, got {args.seeds!r}")
     folder = {"svgp": "fig2-svgp", "exact": "fig2"}[learner]
-    for spec in fig2_specs(horizon=args.horizon, seeds=seeds, learner=learner):
-        if (spec.network.name, spec.trips.name, spec.agent.label) != (
-            args.network,
-            args.route,
-            args.agent,
-        ):
-            continue
+    specs = fig2_specs(horizon=args.horizon, seeds=seeds, learner=learner)
+    wanted = (args.network, args.route, args.agent)
+    chosen = [s for s in specs if (s.network.name, s.trips.name, s.agent.label) == wanted]
+    if not chosen:
+        # a name of no Fig. 2 run used to print nothing and exit 0
+        ap.error(
+            f"no Fig. 2 run is {args.agent} on {args.network} route {args.route}; agents: "
+            f"{', '.join(sorted({s.agent.label for s in specs}))}; networks: "
+            f"{', '.join(sorted({s.network.name for s in specs}))}; routes: "
+            f"{', '.join(sorted({s.trips.name for s in specs}))}"
+        )
+    for spec in chosen:
         result = run_one(
             spec, None, truth_cache=REPO / "docs/results" / folder / "truth", model_factory=factory
         )
@@ -130,4 +142,6 @@ def _capacity(model, post) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -230,7 +230,9 @@ def build(kilowatt: Path, oed: Path, tbtp: Path, fills_path: Path = FILLS) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kilowatt", type=Path, required=True, help="KilowattApp/open-ev-data")
     parser.add_argument("--oed", type=Path, required=True, help="open-ev-data-dataset checkout")
     parser.add_argument("--tbtp", type=Path, required=True, help="tbtp-ev.github.io checkout")
@@ -247,4 +249,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -121,7 +121,9 @@ def _refusal_reasons(messages: list[str | None]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--vehicles", type=int, default=8, help="concurrent vehicles")
     parser.add_argument("--duration", type=float, default=120.0, help="seconds of driving")
     parser.add_argument("--observe", choices=("segments", "total"), default="segments",
@@ -273,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     versions = int(health["model_version"]) - v0  # type: ignore[arg-type]
     print(f"requests: {n_requests} in {elapsed:.1f} s = {n_requests / elapsed:.1f} requests/s "
           f"(routes {len(routes)}, observations {len(observes) + refused})")
+    if elapsed < args.duration - 0.5:
+        # the header said "for --duration s": say why the run was shorter
+        print(f"the vehicles drove all their {per_vehicle} trips each in {elapsed:.1f} s, before "
+              f"the {args.duration:.0f} s were up")
     print(f"route latency: p50 {percentile_ms(routes, 50):.0f} ms, "
           f"p95 {percentile_ms(routes, 95):.0f} ms, max {percentile_ms(routes, 100):.0f} ms")
     print(f"observation latency: p50 {percentile_ms(observes, 50):.0f} ms, "
@@ -312,4 +318,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ev_nav.bandits.indices import make_index, rectified_weights, rectify
 from ev_nav.bandits.routing import Router
+from ev_nav.cli import count_arg
 from ev_nav.gp.posterior import SegmentPosterior
 from ev_nav.potential import potential_change
 from ev_nav.roads.network import RoadNetwork
@@ -76,13 +77,19 @@ def oracle_regrets(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trips", type=int, default=200, help="random trips per world")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--trips", type=count_arg, help="random trips per world (default 200; quick 20)"
+    )
     p.add_argument("--seed", type=int, default=0, help="world and trip seed")
-    p.add_argument("--quick", action="store_true", help="20 trips on the synthetic town only")
+    p.add_argument(
+        "--quick", action="store_true", help="20 trips (unless --trips), synthetic town only"
+    )
     p.add_argument("--cache", type=Path, default=None, help="network cache folder")
     args = p.parse_args()
-    n_trips = 20 if args.quick else args.trips
+    n_trips = args.trips or (20 if args.quick else 200)
     t0 = time.perf_counter()
     worst = 0.0
     for label, net in networks(args.quick, args.cache).items():
@@ -107,4 +114,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

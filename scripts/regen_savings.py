@@ -21,6 +21,7 @@ import numpy as np
 
 from ev_nav.bandits.indices import rectify
 from ev_nav.bandits.routing import Router
+from ev_nav.cli import count_arg
 from ev_nav.potential import potential_change
 from ev_nav.roads.load import load_osm
 from ev_nav.settings import data_dir
@@ -43,13 +44,17 @@ def savings(net, energies, noise_std, pairs, rng) -> np.ndarray:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pairs", type=int, default=100)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--pairs", type=count_arg, help="origin-destination pairs (default 100; quick 10)"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="10 pairs")
+    p.add_argument("--quick", action="store_true", help="10 pairs (unless --pairs)")
     p.add_argument("--cache", type=Path, default=None, help="network cache folder")
     args = p.parse_args()
-    pairs = 10 if args.quick else args.pairs
+    pairs = args.pairs or (10 if args.quick else 100)
     data = data_dir()
     t0 = time.perf_counter()
     net = load_osm(data / "gh_monaco.osm.gz", dems=[data / "N43E007.hgt.zip"],
@@ -68,4 +73,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

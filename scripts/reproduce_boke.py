@@ -23,7 +23,6 @@ and writes the figures::
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -523,4 +522,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -86,7 +86,7 @@ def criteria(res: pd.DataFrame, rounds: tuple[int, ...], window: int) -> str:
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)
     if args.quick and not args.horizon:
@@ -112,4 +112,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

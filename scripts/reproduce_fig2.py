@@ -21,7 +21,7 @@ from ev_nav.sim.experiments import fig2_specs
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     p.add_argument("--world", choices=("paper", "physical"), default="paper")
     p.add_argument("--learner", choices=("exact", "svgp"), default="exact")
     args = p.parse_args()
@@ -40,4 +40,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -25,7 +25,7 @@ from ev_nav.viz.regret import beta_figure
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     p.add_argument("--learner", choices=("exact", "svgp"), default="exact")
     args = p.parse_args()
     horizon, seeds = paper.settings(args)
@@ -58,4 +58,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -24,7 +24,7 @@ from ev_nav.viz.regret import cumulative_regret_figure, final_regret_vs_paramete
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     p.add_argument("--lengthscales", default="0.1,0.5,1.0,1.5,2.0", help="comma-separated ℓ")
     p.add_argument("--learner", choices=("exact", "svgp"), default="exact")
     args = p.parse_args()
@@ -70,4 +70,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

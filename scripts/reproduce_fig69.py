@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=Path, default=REPO / "docs" / "results" / "fig2")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "results" / "fig69")
     p.add_argument("--no-html", action="store_true", help="PNG only")
@@ -60,4 +62,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -23,7 +23,7 @@ from ev_nav.sim.hills import criteria, hills_specs
 
 def main() -> int:
     t0 = time.perf_counter()
-    p = paper.parser(__doc__.splitlines()[0])
+    p = paper.parser(__doc__)
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)
     specs = hills_specs(horizon=horizon, seeds=seeds)
@@ -48,4 +48,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

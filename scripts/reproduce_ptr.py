@@ -368,7 +368,9 @@ def sensitivity(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="only the §6 checks")
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=None, help="override T of reproductions")
@@ -385,12 +387,19 @@ def main() -> int:
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
     ap.add_argument("--workers", type=int, default=None, help="local pool size")
     args = ap.parse_args()
+    parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS, *SENSITIVITY]
+    # checked before any work: a misspelt part used to be named only after the checks had run
+    known = {"checks", *REPRODUCTIONS, *SENSITIVITY}
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        ap.error(f"--parts: unknown part(s) {', '.join(map(repr, unknown))}")
+    if args.quick and args.parts and parts != ["checks"]:
+        ap.error("--quick runs only the checks; leave out --parts or --quick")
+    if args.quick:
+        parts = ["checks"]
     execution = ExecutionConfig(executor=args.executor, workers=args.workers)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS, *SENSITIVITY]
-    if args.quick:
-        parts = ["checks"]
     if "checks" in parts:
         for fn in CHECKS.values():
             fn()
@@ -415,4 +424,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

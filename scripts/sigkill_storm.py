@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ev_nav.bandits.routing import Router
+from ev_nav.cli import count_arg
 from ev_nav.cli import main as cli
 from ev_nav.faults import ENV_VAR
 from ev_nav.store import Store
@@ -78,12 +79,16 @@ def _command(state, tid, route, rng, folder) -> tuple[list[str], np.ndarray | fl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--quick", action="store_true", help="6 rounds")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rounds", type=count_arg, help="SIGKILL rounds (default 60; quick 6)"
+    )
+    parser.add_argument("--quick", action="store_true", help="6 rounds (unless --rounds)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rounds = 6 if args.quick else args.rounds
+    rounds = args.rounds or (6 if args.quick else 60)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ev-nav-storm-") as tmp:
@@ -175,4 +180,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -41,7 +41,9 @@ def _fresh_clone(workdir: Path) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3, help="how many suite runs in a row")
     parser.add_argument("--busy", type=int, default=os.cpu_count() or 2, help="busy loops")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ev-nav-load"))
@@ -76,4 +78,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -12,7 +12,6 @@ Deterministic (no random draws, no timing): the same network gives the same figu
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from pathlib import Path
 
@@ -23,7 +22,9 @@ from ev_nav.vehicles import catalogue
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("osm", nargs="?", type=Path,
                         default=data_dir() / "lust_luxembourg.osm.gz")
     args = parser.parse_args(argv)
@@ -42,4 +43,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -238,3 +238,16 @@ def test_bench_charging_smoke_prints_its_lines():
     for label in ("chance 0.95", "posterior mean", "fixed 20% buffer"):
         assert len(re.findall(rf"^  {re.escape(label)} +reserve violated: [\d.]+%", out,
                               re.M)) == 2
+
+
+def test_bench_charging_smoke_honours_trips_and_refuses_zero():
+    # --smoke used to replace a given --trips with its own 10; --trips 0 was accepted
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--trips", "4"], capture_output=True, text=True,
+        check=True, timeout=300,
+    ).stdout
+    assert re.search(r"^trips planned and driven: 4 \(", out, re.M), out
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--trips", "0"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "argument --trips: expected a whole number >= 1" in bad.stderr

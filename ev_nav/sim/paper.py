@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ev_nav.cli import count_arg
 from ev_nav.provenance import atomic_write_text
 from ev_nav.settings import RESULTS_DIR
 from ev_nav.sim.fleet import RunSpec
@@ -14,14 +16,20 @@ from ev_nav.sim.grid import make_executor, run_grid
 
 
 def parser(description: str) -> argparse.ArgumentParser:
-    """Common options of the reproduction scripts."""
-    p = argparse.ArgumentParser(description=description)
+    """Common options of the reproduction scripts; ``description`` is the script's docstring."""
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="tiny settings (CI smoke test)")
-    p.add_argument("--horizon", type=int, help="trips per run (paper: 500)")
-    p.add_argument("--seeds", type=int, help="repetitions (paper: 5)")
-    p.add_argument("--out", type=Path, help="output folder (default docs/results/<figure>)")
+    p.add_argument("--horizon", type=count_arg, help="trips per run (paper: 500)")
+    p.add_argument("--seeds", type=count_arg, help="repetitions (paper: 5)")
+    p.add_argument(
+        "--out", type=Path,
+        help="output folder (default docs/results/<figure>; with --quick <figure>-quick); finished "
+        "runs there are reused unless --fresh",
+    )
     p.add_argument("--executor", choices=("local", "inprocess", "dask"), default="local")
-    p.add_argument("--workers", type=int, help="local pool size")
+    p.add_argument("--workers", type=count_arg, help="local pool size")
     p.add_argument("--dask-scheduler", help="tcp://HOST:PORT of a Dask scheduler")
     p.add_argument("--fresh", action="store_true", help="ignore finished runs in --out")
     p.add_argument("--quiet", action="store_true")
@@ -31,13 +39,28 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 
 def select(specs: list[RunSpec], args: argparse.Namespace) -> list[RunSpec]:
-    """Apply ``--agents`` / ``--networks`` filters (runs already finished are kept on disk)."""
-    if args.agents:
-        keep = {a.strip() for a in args.agents.split(",")}
-        specs = [s for s in specs if s.agent.label in keep]
-    if args.networks:
-        keep = {n.strip() for n in args.networks.split(",")}
-        specs = [s for s in specs if s.network.label in keep]
+    """Apply ``--agents`` / ``--networks`` filters (runs already finished are kept on disk).
+
+    A name that matches none of this run's agents or networks is a one-line error (exit 2): it
+    would otherwise run nothing and still write an empty report.
+    """
+    for option, names, attr in (
+        ("--agents", args.agents, "agent"),
+        ("--networks", args.networks, "network"),
+    ):
+        if not names:
+            continue
+        keep = {n.strip() for n in names.split(",")}
+        known = sorted({getattr(s, attr).label for s in specs})
+        unknown = sorted(keep - set(known))
+        if unknown:
+            print(
+                f"error: {option} names no {attr} of this run: {', '.join(unknown)} "
+                f"(its {attr}s: {', '.join(known)})",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+        specs = [s for s in specs if getattr(s, attr).label in keep]
     return specs
 
 

@@ -56,6 +56,23 @@ def test_bench_boke_quick_compares_with_the_gp_baseline(tmp_path):
 
 
 @pytest.mark.slow
+def test_reproduce_ptr_refuses_an_unknown_part_before_any_work(tmp_path):
+    # a misspelt --parts name used to be reported only after the minutes-long checks had run;
+    # --quick silently dropped any --parts given with it
+    for args, words in (
+        (("--parts", "checks,gp-optt"), "--parts: unknown part(s) 'gp-optt'"),
+        (("--quick", "--parts", "gp-opt"), "--quick runs only the checks"),
+    ):
+        text = _run("reproduce_ptr.py", *args, "--out", tmp_path, codes=(2,))
+        assert text == ""
+        done = subprocess.run(
+            [sys.executable, str(SCRIPTS / "reproduce_ptr.py"), *args, "--out", str(tmp_path)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert words in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def test_reproduce_ptr_quick_passes_its_checks(tmp_path):
     text = _run("reproduce_ptr.py", "--quick", "--executor", "inprocess", "--out", tmp_path)
     assert "failures: none" in text and "[FAIL]" not in text
@@ -100,3 +117,9 @@ def test_reproduce_bocvs_smoke_runs_every_cell_and_the_figures(tmp_path):
     assert (out / "figures" / "cvs_ucvs_hartmann6_cheap.png").stat().st_size > 10_000
     assert not (tmp_path / "docs").exists()  # figures go under --out, never into docs/
     assert (out / "ucvs_ablation_table.csv").is_file()
+
+
+def test_bench_cvs_quick_keeps_the_sizes_given():
+    # --quick used to replace --n-obs/--n-mc/--repeats with its own 30, 128 and 1
+    text = _run("bench_cvs.py", "--quick", "--n-obs", "20", "--n-mc", "64")
+    assert re.search(r"UCB-CVS step, Hartmann-3, 7 sets, n=20, N=64,", text), text

@@ -36,3 +36,15 @@ def test_dense_floor_lists_every_operation_of_a_trip():
     assert len(ops) == 10 and ops[-1][0].startswith("sum")
     parts = sum(float(ms) for _, ms in ops[:-1])
     assert abs(parts - float(ops[-1][1])) < 0.1 * len(ops)
+
+
+def test_bench_gp_refuses_an_unknown_network_at_once(tmp_path):
+    # the name used to end the spawned case; the parent then waited out --timeout for it
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--networks", "atlantis", "--timeout", "60",
+         "--out", str(tmp_path / "b.json")],
+        capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--networks: unknown atlantis; use monaco, luxembourg, town100k" in proc.stderr
+    assert not (tmp_path / "b.json").exists()

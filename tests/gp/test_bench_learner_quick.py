@@ -40,3 +40,14 @@ def test_bench_learner_floor_quick_prints_the_shapes_it_timed(tmp_path):
     rec = json.loads((tmp_path / "f.json").read_text())[0]
     assert rec["support"] == d and rec["per_trip"] == k
     assert rec["columns_gb"] == 598 * d * 8 / 1e9
+
+
+def test_bench_learner_quick_keeps_the_networks_given():
+    # --quick used to replace --networks (and --recorded, --trips) with its own, so a misspelt
+    # name ran the small town and passed
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--networks", "atlantis"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "unknown network 'atlantis'" in proc.stderr and "Traceback" not in proc.stderr

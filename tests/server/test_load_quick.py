@@ -20,7 +20,13 @@ def test_load_script_quick(tmp_path) -> None:
     )
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
-    assert re.search(r"requests: \d+ in [\d.]+ s = [\d.]+ requests/s", out), out
+    m = re.search(r"requests: \d+ in ([\d.]+) s = [\d.]+ requests/s", out)
+    assert m, out
+    # the header says "for 6 s"; a run that ended sooner (the vehicles' trips ran out) says so
+    header = re.search(r"load_server: \d+ vehicles for (\d+) s", out)
+    assert header, out
+    shorter = float(m.group(1)) < float(header.group(1)) - 0.5
+    assert shorter == ("before the 6 s were up" in out), out
     assert re.search(r"route latency: p50 \d+ ms, p95 \d+ ms", out), out
     assert re.search(r"observations: acknowledged [1-9]\d*, refused as implausible \d+, "
                      r"request errors 0", out), out

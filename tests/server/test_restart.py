@@ -104,3 +104,13 @@ def test_bench_restart_quick_prints_its_lines():
     assert re.search(r"^restart to health: [\d.]+ s", out, re.M), out
     assert re.search(r"^backlog 300 absorbed in [\d.]+ s", out, re.M), out
     assert re.search(r"^backlog checkpointed after [\d.]+ s", out, re.M), out
+
+
+def test_bench_restart_quick_keeps_the_batches_given():
+    # --quick used to cut any --batches to at most 300; 0 batches was accepted
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--batches", "350"],
+                         capture_output=True, text=True, timeout=900, check=True).stdout
+    assert re.search(r"^backlog 350 absorbed in [\d.]+ s", out, re.M), out
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--batches", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--batches: expected a whole number >= 1" in bad.stderr

@@ -65,3 +65,14 @@ def test_algorithm_3_variants_are_refused_for_the_exact_learner():
     assert res.returncode == 2
     assert "apply to Algorithm 3 (SVGP-*) agents only" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_run_of_no_fig2_spec_is_refused():
+    # an agent, network or route of no Fig. 2 run used to print nothing and exit 0
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--agent", "GP-UCBX", "--horizon", "2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no Fig. 2 run is GP-UCBX on monaco route A; agents: BI-BUCB" in proc.stderr
+    assert "Traceback" not in proc.stderr

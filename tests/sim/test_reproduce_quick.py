@@ -116,3 +116,31 @@ def test_fig3_fig45_specs_learner_choice():
     # BI has no learner: its runs are shared between the two grids, GP runs are not
     ids = {s.run_id for s in exact45} & {s.run_id for s in svgp45}
     assert ids == {s.run_id for s in exact45 if s.agent.model == "bi"}
+
+
+def test_reproduction_filters_refuse_names_of_no_run(tmp_path):
+    # --agents/--networks naming nothing of the run used to run nothing and still write an empty
+    # report; --horizon 0 silently ran the default horizon.
+    for args, words in (
+        (("--agents", "GP-TZ"), "--agents names no agent of this run: GP-TZ"),
+        (("--networks", "atlantis"), "--networks names no network of this run: atlantis"),
+        (("--horizon", "0"), "argument --horizon: expected a whole number >= 1"),
+    ):
+        out = tmp_path / "fig2"
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPTS / "reproduce_fig2.py"), "--quick", "--quiet",
+             "--executor", "inprocess", "--out", str(out), *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert words in proc.stderr and "Traceback" not in proc.stderr
+        assert not out.exists()
+
+
+def test_reproduction_help_names_the_quick_output_folder():
+    # --quick writes to docs/results/<figure>-quick, which the help did not say
+    text = subprocess.run(
+        [sys.executable, str(SCRIPTS / "reproduce_fig2.py"), "--help"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    assert "<figure>-quick" in " ".join(text.split())

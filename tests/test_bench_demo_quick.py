@@ -64,7 +64,7 @@ def test_demo_table_counts_only_its_own_runs(tmp_path, capsys):
     capsys.readouterr()
     assert main([*common, "--rounds", "3", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
-    assert "Fleet of 2 vehicles, 3 rounds, 1 worlds:" in out
+    assert "Fleet of 2 vehicles, 3 rounds, 1 world:" in out
     rows = [line for line in out.splitlines() if line.startswith("| town |")]
     assert [r.split("|")[3].strip() for r in rows] == ["GP-TS", "BI-TS", "random"]
     assert all(r.rstrip(" |").split("|")[-1].strip() == "1" for r in rows), rows

@@ -171,7 +171,9 @@ def test_dismissing_takes_the_readings_back_durably(changed, capsys) -> None:
         store._conn.execute("DELETE FROM checkpoints")
     np.testing.assert_allclose(_posterior(state)[0], mean, rtol=0, atol=1e-9)
     # a second dismissal, an unknown segment, or a bad id: one line, nothing changed
-    for arg, words in ((e, "no flagged change"), (10**6, "not in the network"),
+    # the advice names the state itself (it said 'ev-nav changes STATE')
+    for arg, words in ((e, f"no flagged change to dismiss ('ev-nav changes {state}' lists"),
+                       (10**6, "not in the network"),
                        ("x", "expected segment ids")):
         code, out, err = run_cli(capsys, "changes", state, "--dismiss", arg)
         assert code != 0 and words in err and len(err.strip().splitlines()) == 1

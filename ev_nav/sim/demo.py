@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ev_nav.cli import count_arg, town_size_arg
+from ev_nav.wording import plural
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -124,7 +125,8 @@ def _demo(args: argparse.Namespace) -> int:
     # only this demo's runs: an earlier demo into the same folder (other rounds, seeds or size)
     # left its runs there, and they were averaged into this table
     results, summary = aggregate(exp_dir, run_ids=[s.run_id for s in specs])
-    print(f"\nFleet of {args.vehicles} vehicles, {args.rounds} rounds, {args.seeds} worlds:")
+    print(f"\nFleet of {plural(args.vehicles, 'vehicle')}, {plural(args.rounds, 'round')}, "
+          f"{plural(args.seeds, 'world')}:")
     print(summary_markdown(summary))
     regret_png = cumulative_regret_figure(
         results, out / "demo-regret.png", title="demo: cumulative regret (mean ± 1 SE)"

@@ -22,7 +22,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--quick", action="store_true", help="tiny settings (CI smoke test)")
     p.add_argument("--horizon", type=count_arg, help="trips per run (paper: 500)")
-    p.add_argument("--seeds", type=count_arg, help="repetitions (paper: 5)")
+    p.add_argument("--seeds", type=count_arg,
+                   help="repetitions (default the figure's: the paper's 5; reproduce_hills 10)")
     p.add_argument(
         "--out", type=Path,
         help="output folder (default docs/results/<figure>; with --quick <figure>-quick); finished "

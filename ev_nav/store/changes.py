@@ -275,7 +275,7 @@ class ChangesMixin(StoreConnection):
         if missing:
             raise InvalidObservation(
                 f"segment {missing[0]} has no flagged change to dismiss "
-                "('ev-nav changes STATE' lists the flagged ones)"
+                f"('ev-nav changes {self.path.parent}' lists the flagged ones)"
             )
         now = _utcnow()
         with self._write("dismiss") as conn:

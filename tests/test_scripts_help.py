@@ -18,19 +18,23 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def _run(script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python scripts/SCRIPT ARGS`` from the repository root, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_help_carries_the_whole_docstring(script: Path) -> None:
     doc = ast.get_docstring(ast.parse(script.read_text()))
     assert doc, f"{script.name} has no docstring"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(script), "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=ROOT,
-    )
+    out = _run(script.name, "--help", timeout=60)
     assert out.returncode == 0, out.stderr
     # Line breaks may differ (argparse keeps the docstring's own with the raw formatter); the
     # words and their order may not.
@@ -49,15 +53,7 @@ def test_help_carries_the_whole_docstring(script: Path) -> None:
     ],
 )
 def test_bad_path_is_one_line_not_a_traceback(script: str, args: list[str], words: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
+    out = _run(script, *args)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     (line,) = out.stderr.strip().splitlines()
@@ -87,15 +83,7 @@ def test_a_count_of_zero_is_a_usage_error(script: str, option: str) -> None:
     # a count of 0 used to run nothing and still print a verdict (sigkill_storm: "PASS"), or was
     # replaced by --quick's own number (bench_drift, bench_temperature: by the default)
     mode = "--smoke" if script in ("bench_drift.py", "bench_temperature.py") else "--quick"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), mode, option, "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
+    out = _run(script, mode, option, "0")
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"argument {option}: expected a whole number >= 1, got '0'" in out.stderr
     assert "Traceback" not in out.stderr

@@ -1,0 +1,496 @@
+"""``RegionalGP``: the segment-energy posterior of a region as a sparse precision.
+
+The production kernel ``a a'(s₁ K_G ∘ k_f + s₂ k'_f)`` is split into its two terms:
+
+* the product term ``f₁`` by its Vecchia prior (:mod:`ev_nav.gp.regional.vecchia`), a sparse
+  precision ``Q``;
+* the feature-only term by ``J`` landmarks: a pivoted Cholesky ``s₂ a a' k'_f ≈ G Gᵀ``
+  (N × J, stopped when the largest residual variance is below ``landmark_tol`` of the largest
+  variance), ``f₂ = G u``, ``u ~ N(0, I_J)``. Segment context has 3–4 dimensions, so a few
+  hundred landmarks reproduce the term to ~1e-6 of its variance.
+
+Per-segment readings (sufficient statistics: count and residual sum per segment) give the
+joint precision of ``(f₁, u)``::
+
+    P = [[Q + W, W G], [Gᵀ W, I + Gᵀ W G]]
+
+``Q + W`` is factorised on the Vecchia pattern (:class:`~ev_nav.gp.regional.factor.PrecisionFactor`)
+and the J × J Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` by dense Cholesky. The posterior
+mean costs two sweeps of the factor; a joint Thompson sample of every segment three sweeps
+(``x₂ = S^{-T/2} ε₂``, ``x₁ = L⁻ᵀ(ε₁ − L⁻¹WG x₂)``); the marginal variances
+``diag((Q+W)⁻¹) + rowsum((G − Y) S^{-T/2})²`` with ``Y = (Q+W)⁻¹WG`` come from the Takahashi
+recursion on the factor. Trip totals (one linear row over a route) enter by Woodbury on top
+of that posterior.
+
+This is the learner's first form: every update refactorises (seconds at 100k segments);
+hyperparameters are fixed (given, or the exact learner's defaults); temperatures and road
+changes are not modelled. docs/gp.md ("The regional learner") has the measured accuracy and
+what comes next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+from numpy.typing import ArrayLike, NDArray
+
+from ev_nav.checkpoints import check_model_header
+from ev_nav.energy import Vehicle
+from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
+from ev_nav.gp.groundtruth import PriorSettings
+from ev_nav.gp.kernels import incidence_laplacian
+from ev_nav.gp.posterior import (
+    SegmentPosterior,
+    TemperatureArg,
+    combine_weights,
+    stored_total,
+    validate_observations,
+    validate_segment_ids,
+    validate_total,
+)
+from ev_nav.gp.regional.factor import PrecisionFactor
+from ev_nav.gp.regional.vecchia import VecchiaPrior, VecchiaSettings, vecchia_prior
+from ev_nav.roads.network import RoadNetwork
+
+__all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"]
+
+#: The ``kind`` a regional learner's checkpoint carries.
+CHECKPOINT_KIND = "regional"
+#: Format version of :meth:`RegionalGP.state_dict`.
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RegionalConfig:
+    """Settings of the regional learner.
+
+    Attributes
+    ----------
+    graph_nu : int
+        Graph Matérn smoothness ν (an integer: the graph factor is a sparse precision).
+    graph_kappa, lengthscale : float
+        κ and the lengthscale of both feature kernels (all dimensions), as the exact learner's
+        :class:`~ev_nav.gp.incremental_state.IncrementalConfig`.
+    outputscale, noise_var : float, optional
+        σ0² and ς² [Wh²] (relative with ``segment_scale="loss"``); default
+        :class:`~ev_nav.gp.groundtruth.PriorSettings`, as the exact learner.
+    segment_scale : str
+        ``"uniform"`` or ``"loss"`` (see ``IncrementalConfig``).
+    vecchia : VecchiaSettings
+        How the product term's sparse prior is built.
+    landmarks : int
+        Largest number J of landmarks of the feature-only term.
+    landmark_tol : float
+        Stop adding landmarks once every segment's residual variance is below this fraction
+        of the largest prior variance of the term.
+    """
+
+    graph_nu: int = 2
+    graph_kappa: float = 1.0
+    lengthscale: float = 1.0
+    outputscale: float | None = None
+    noise_var: float | None = None
+    segment_scale: str = "uniform"
+    vecchia: VecchiaSettings = field(default_factory=VecchiaSettings)
+    landmarks: int = 500
+    landmark_tol: float = 1e-8
+
+    def __post_init__(self) -> None:
+        if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
+            raise ConfigError("the regional learner needs an integer graph_nu ≥ 1")
+        if self.segment_scale not in ("uniform", "loss"):
+            raise ConfigError(f"segment_scale must be 'uniform' or 'loss', got {self.segment_scale!r}")
+        if self.landmarks < 1 or not 0.0 < self.landmark_tol < 1.0:
+            raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
+
+
+def pivoted_cholesky(
+    column: Callable[[int], NDArray[np.float64]],
+    diag: NDArray[np.float64],
+    max_rank: int,
+    tol: float,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Greedy pivoted Cholesky ``K ≈ G Gᵀ`` of a PSD matrix given by columns.
+
+    Parameters
+    ----------
+    column : callable
+        ``column(j)`` returns ``K[:, j]``.
+    diag : ndarray
+        ``diag(K)``.
+    max_rank : int
+        Most columns of ``G``.
+    tol : float
+        Stop once the largest residual variance is ≤ ``tol · max(diag)``.
+
+    Returns
+    -------
+    G : ndarray (n, J)
+    pivots : ndarray of int64 (J,)
+    """
+    n = diag.size
+    resid = np.asarray(diag, dtype=np.float64).copy()
+    stop = tol * float(resid.max()) if n else 0.0
+    g = np.zeros((n, min(max_rank, n)))
+    pivots = []
+    for j in range(g.shape[1]):
+        p = int(np.argmax(resid))
+        if resid[p] <= stop:
+            break
+        col = column(p) - g[:, :j] @ g[p, :j]
+        g[:, j] = col / math.sqrt(resid[p])
+        resid -= g[:, j] ** 2
+        resid[p] = 0.0
+        pivots.append(p)
+    return g[:, : len(pivots)].copy(), np.asarray(pivots, dtype=np.int64)
+
+
+def _matern52_rows(x: NDArray[np.float64], p: int, ls: NDArray[np.float64]) -> NDArray[np.float64]:
+    r = np.sqrt(5.0 * (((x - x[p]) / ls) ** 2).sum(1))
+    return (1.0 + r + r * r / 3.0) * np.exp(-r)
+
+
+class RegionalGP:
+    """Posterior over all segments of a region, as a sparse precision plus landmarks.
+
+    Implements :class:`~ev_nav.gp.posterior.SegmentModel` (without temperatures).
+
+    Parameters
+    ----------
+    net : RoadNetwork
+    vehicle : Vehicle, optional
+        Vehicle of the prior mean E_det.
+    config : RegionalConfig, optional
+    hyperparameters : mapping, optional
+        Exact values in the form of :meth:`IncrementalGP.hyperparameters
+        <ev_nav.gp.incremental.IncrementalGP.hyperparameters>` (κ, lengthscales, outputscales,
+        noise variance), overriding the config's.
+    seed : int
+        Seed of the coarse-to-fine order's tie-breaking.
+    """
+
+    checkpoint_kind = CHECKPOINT_KIND
+
+    def __init__(
+        self,
+        net: RoadNetwork,
+        vehicle: Vehicle | None = None,
+        config: RegionalConfig | None = None,
+        hyperparameters: Mapping[str, Any] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.config = cfg = config or RegionalConfig()
+        self.net = net
+        self.n = n = net.n_segments
+        self.seed = int(seed)
+        d = net.features.shape[1]
+        if cfg.segment_scale == "loss":
+            from ev_nav.potential import loss_scale
+
+            prior = PriorSettings.relative(cfg.lengthscale)
+            self.scale: NDArray[np.float64] | None = loss_scale(net, vehicle)
+        else:
+            prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
+            self.scale = None
+        self.noise_scale = None if self.scale is None else self.scale**2
+        s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
+        hyper: dict[str, Any] = {
+            "graph_kappa": cfg.graph_kappa,
+            "lengthscale_product": [cfg.lengthscale] * d,
+            "lengthscale_feature": [cfg.lengthscale] * d,
+            "outputscale_product": s0 * prior.graph_share,
+            "outputscale_feature": s0 * (1 - prior.graph_share),
+            "noise_var": prior.noise_var if cfg.noise_var is None else cfg.noise_var,
+        }
+        if hyperparameters is not None:
+            unknown = set(hyperparameters) - set(hyper)
+            if unknown:
+                raise ConfigError(f"unknown hyperparameters: {sorted(unknown)}")
+            hyper.update({k: v for k, v in hyperparameters.items()})
+        self.hyper = {
+            k: [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else float(v)
+            for k, v in hyper.items()
+        }
+        self.noise_var = float(self.hyper["noise_var"])
+        self.prior_mean = net.e_det(vehicle).astype(np.float64)
+        amp = np.ones(n) if self.scale is None else self.scale
+        nu = int(cfg.graph_nu)
+        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
+        self.prior: VecchiaPrior
+        self.prior, _, _ = vecchia_prior(
+            net, incidence_laplacian(net), shift, nu,
+            np.asarray(self.hyper["lengthscale_product"]),
+            float(self.hyper["outputscale_product"]), amp, cfg.vecchia, seed=self.seed,
+        )
+        self.factor = PrecisionFactor(self.prior)
+        x = np.asarray(net.features, dtype=np.float64)
+        ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
+        s2 = float(self.hyper["outputscale_feature"])
+        self.landmarks, self.landmark_ids = pivoted_cholesky(
+            lambda p: s2 * amp * amp[p] * _matern52_rows(x, p, ls2),
+            s2 * amp * amp, cfg.landmarks, cfg.landmark_tol,
+        )
+        self._reset_data()
+
+    # ------------------------------------------------------------------ data
+    def _reset_data(self) -> None:
+        self.n_obs = np.zeros(self.n, dtype=np.int64)
+        self.sum_r = np.zeros(self.n)  # Σ (y − E_det) per segment [Wh]
+        self.sum_r2 = np.zeros(self.n)  # Σ (y − E_det)² per segment [Wh²]
+        self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
+        self.n_updates = 0
+        self._state: dict[str, Any] | None = None
+        self._post: SegmentPosterior | None = None
+
+    @property
+    def noise_std(self) -> float:
+        """Observation-noise standard deviation ς [Wh] (relative with ``segment_scale="loss"``)."""
+        return math.sqrt(self.noise_var)
+
+    def hyperparameters(self) -> dict[str, float | list[float]]:
+        """The hyperparameters in use (the exact learner's names and units)."""
+        return {k: list(v) if isinstance(v, list) else v for k, v in self.hyper.items()}
+
+    def _noise(self, ids: NDArray[np.int64]) -> NDArray[np.float64]:
+        return self.noise_var * (np.ones(ids.size) if self.noise_scale is None
+                                 else self.noise_scale[ids])
+
+    @staticmethod
+    def _no_temperature(temperature: TemperatureArg) -> None:
+        if temperature is not None:
+            raise InvalidObservation(
+                "the regional learner does not model temperature yet: record the readings "
+                "without one, or use the exact learner (networks up to 12,000 segments)"
+            )
+
+    def update(
+        self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
+    ) -> None:
+        """Learn from one reading per listed segment (repeats allowed) [Wh]."""
+        self._no_temperature(temperature)
+        ids, y = validate_observations(segment_ids, energies, self.n)
+        if ids.size == 0:
+            return
+        r = y - self.prior_mean[ids]
+        np.add.at(self.n_obs, ids, 1)
+        np.add.at(self.sum_r, ids, r)
+        np.add.at(self.sum_r2, ids, r * r)
+        self._changed()
+
+    def update_total(
+        self,
+        segment_ids: ArrayLike,
+        total_energy: float,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
+    ) -> None:
+        """Learn from the total energy [Wh] of driving the listed segments (weights: the share
+        of each driven, see :func:`~ev_nav.gp.posterior.validate_total`)."""
+        self._no_temperature(temperature)
+        u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
+        self.totals.append((u, h, total))
+        self._changed()
+
+    def _changed(self) -> None:
+        self.n_updates += 1
+        self._state = None
+        self._post = None
+
+    # ------------------------------------------------------------------ linear algebra
+    def _base(self) -> dict[str, Any]:
+        """The posterior from the per-segment readings: factor, Schur factor and moments."""
+        if self._state is not None:
+            return self._state
+        w = self.n_obs / self._noise(np.arange(self.n))
+        b = self.sum_r / self._noise(np.arange(self.n))
+        self.factor.factorize(w)
+        g = self.landmarks
+        wg = w[:, None] * g
+        y = self.factor.solve(wg) if g.shape[1] else np.zeros((self.n, 0))
+        s = np.eye(g.shape[1]) + g.T @ wg - wg.T @ y
+        ls = sla.cholesky(0.5 * (s + s.T), lower=True) if g.shape[1] else np.zeros((0, 0))
+        mb = self.factor.solve(b)
+        rhs2 = g.T @ b - wg.T @ mb
+        x2 = sla.cho_solve((ls, True), rhs2) if g.shape[1] else np.zeros(0)
+        x1 = mb - y @ x2
+        bmat = g - y
+        c = sla.solve_triangular(ls, bmat.T, lower=True).T if g.shape[1] else bmat
+        var = self.factor.variances() + (c * c).sum(1)
+        self._state = {"w": w, "wg": wg, "ls": ls, "b": bmat, "c": c,
+                       "dev": x1 + g @ x2, "var": var}
+        self._state.update(self._with_totals(self._state))
+        return self._state
+
+    def _cov_base(self, v: NDArray[np.float64], st: Mapping[str, Any]) -> NDArray[np.float64]:
+        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + B S⁻¹ BᵀV``."""
+        out = self.factor.solve(v)
+        if st["c"].shape[1]:
+            out += st["c"] @ (st["c"].T @ v)
+        return out
+
+    def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The totals as rows V (N × T, column per total), residual totals and noise variances."""
+        t = len(self.totals)
+        v = np.zeros((self.n, t))
+        resid = np.empty(t)
+        noise = np.empty(t)
+        for k, (u, h, total) in enumerate(self.totals):
+            v[u, k] = h
+            resid[k] = total - h @ self.prior_mean[u]
+            noise[k] = float(h @ self._noise(u))
+        return v, resid, noise
+
+    def _with_totals(self, st: Mapping[str, Any]) -> dict[str, Any]:
+        """Woodbury on the per-segment posterior for the trip totals."""
+        if not self.totals:
+            return {"ct": None}
+        v, resid, noise = self._total_matrix()
+        ct = self._cov_base(v, st)  # Σ_base Vᵀ (N × T)
+        ktt = v.T @ ct + np.diag(noise)
+        lk = sla.cholesky(0.5 * (ktt + ktt.T), lower=True)
+        alpha = sla.cho_solve((lk, True), resid - v.T @ st["dev"])
+        e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
+        return {"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,
+                "dev": st["dev"] + ct @ alpha, "var": st["var"] - (e * e).sum(1)}
+
+    # ------------------------------------------------------------------ predictions
+    def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
+        """Posterior mean and std of every segment's expected energy [Wh], with a joint draw."""
+        self._no_temperature(temperature)
+        if self._post is None:
+            st = self._base()
+            std = np.sqrt(np.clip(st["var"], 0.0, None))
+            self._post = SegmentPosterior(mean=self.prior_mean + st["dev"], std=std,
+                                          noise_std=self.noise_std,
+                                          joint_draw=self._joint_draw(std))
+        return self._post
+
+    def _joint_draw(
+        self, std: NDArray[np.float64]
+    ) -> Callable[[np.random.Generator], NDArray[np.float64]]:
+        st = self._base()
+
+        def draw(rng: np.random.Generator) -> NDArray[np.float64]:
+            if self._state is not st:
+                raise ModelStateError("a joint draw from a posterior the model has updated since")
+            return self.sample_deviation(rng, st) / np.where(std > 0, std, 1.0) * (std > 0)
+
+        return draw
+
+    def sample_deviation(
+        self, rng: np.random.Generator, st: Mapping[str, Any] | None = None
+    ) -> NDArray[np.float64]:
+        """One joint posterior draw of every segment's energy minus the posterior mean [Wh]:
+        three sweeps of the factor (and a Woodbury correction per trip total)."""
+        st = self._base() if st is None else st
+        g = self.landmarks
+        e1 = rng.standard_normal(self.n)
+        e2 = rng.standard_normal(g.shape[1])
+        x2 = sla.solve_triangular(st["ls"], e2, lower=True, trans="T") if g.shape[1] else e2
+        v = self.factor.half_solve(st["wg"] @ x2) if g.shape[1] else np.zeros(self.n)
+        x1 = self.factor.half_solve_t(e1 - v)
+        dev = x1 + g @ x2
+        if st["ct"] is not None:  # Matheron: condition the draw on the totals
+            eps = rng.standard_normal(st["noise"].size) * np.sqrt(st["noise"])
+            dev = dev - st["ct"] @ sla.cho_solve((st["lk"], True), st["v"].T @ dev + eps)
+        return dev
+
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: TemperatureArg = None
+    ) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
+        self._no_temperature(temperature)
+        ids = validate_segment_ids(segment_ids, self.n)
+        st = self._base()
+        e = np.zeros((self.n, ids.size))
+        e[ids, np.arange(ids.size)] = 1.0
+        cov = self._cov_base(e, st)[ids]
+        if st["ct"] is not None:
+            ei = st["e"][ids]
+            cov = cov - ei @ ei.T
+        return 0.5 * (cov + cov.T)
+
+    def predict_sum(
+        self,
+        segment_ids: ArrayLike,
+        weights: ArrayLike | None = None,
+        temperature: TemperatureArg = None,
+    ) -> tuple[float, float]:
+        """Mean [Wh] and variance [Wh²] of ``Σ weights_i·f(segment_ids_i)`` (noise not included)."""
+        self._no_temperature(temperature)
+        validate_segment_ids(segment_ids, self.n)
+        u, h = combine_weights(segment_ids, weights)
+        post = self.posterior()
+        cov = self.route_covariance(u)
+        return float(h @ post.mean[u]), float(max(h @ cov @ h, 0.0))
+
+    def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
+        """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``."""
+        u, h = combine_weights(segment_ids, weights)
+        return float(h @ self._noise(u))
+
+    def noise_variances(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+        """Noise variance [Wh²] of one reading of each listed segment: ``ς² s_e``."""
+        return self._noise(np.asarray(segment_ids, dtype=np.int64))
+
+    # ------------------------------------------------------------------ checkpoints
+    def _config_dict(self) -> dict[str, Any]:
+        return asdict(self.config)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner's data and settings (plain arrays, no pickles). The prior is rebuilt
+        from them on load (deterministic), so a restored model's posterior is bit-identical."""
+        return {
+            "kind": CHECKPOINT_KIND,
+            "version": STATE_VERSION,
+            "network_hash": self.net.content_hash,
+            "n_segments": self.n,
+            "config": self._config_dict(),
+            "hyperparameters": self.hyperparameters(),
+            "seed": self.seed,
+            "n_updates": self.n_updates,
+            "n_obs": self.n_obs.copy(),
+            "sum_r": self.sum_r.copy(),
+            "sum_r2": self.sum_r2.copy(),
+            "totals": [(u.copy(), h.copy(), t) for u, h, t in self.totals],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> RegionalGP:
+        """Restore the data of :meth:`state_dict` (same network, config, hyperparameters)."""
+        check_model_header(state, kind=CHECKPOINT_KIND, version=STATE_VERSION,
+                           what="a regional learner's", n_segments=self.n,
+                           network_hash=self.net.content_hash)
+        if state.get("config") != self._config_dict() or state.get("seed") != self.seed:
+            raise ModelStateError("the checkpoint was written with other regional settings")
+        if state.get("hyperparameters") != self.hyperparameters():
+            raise ModelStateError(
+                "the checkpoint was written at other hyperparameters: build the model with "
+                "hyperparameters=state['hyperparameters']"
+            )
+        n_obs = np.asarray(state["n_obs"], dtype=np.int64)
+        if n_obs.shape != (self.n,) or np.any(n_obs < 0):
+            raise ModelStateError("the checkpoint's reading counts do not fit this network")
+        self._reset_data()
+        self.n_obs = n_obs.copy()
+        self.sum_r = np.asarray(state["sum_r"], dtype=np.float64).copy()
+        self.sum_r2 = np.asarray(state["sum_r2"], dtype=np.float64).copy()
+        self.totals = [stored_total(t) for t in state["totals"]]
+        self.n_updates = int(state["n_updates"])
+        return self
+
+    def digest(self) -> str:
+        """Content key of the learner's data (what a checkpoint's posterior depends on)."""
+        h = hashlib.sha256(self.net.content_hash.encode())
+        for arr in (self.n_obs, self.sum_r):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        for u, w, t in self.totals:
+            h.update(u.tobytes())
+            h.update(w.tobytes())
+            h.update(np.float64(t).tobytes())
+        return h.hexdigest()[:24]

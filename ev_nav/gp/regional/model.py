@@ -105,7 +105,9 @@ class RegionalConfig:
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
             raise ConfigError("the regional learner needs an integer graph_nu ≥ 1")
         if self.segment_scale not in ("uniform", "loss"):
-            raise ConfigError(f"segment_scale must be 'uniform' or 'loss', got {self.segment_scale!r}")
+            raise ConfigError(
+                f"segment_scale must be 'uniform' or 'loss', got {self.segment_scale!r}"
+            )
         if self.landmarks < 1 or not 0.0 < self.landmark_tol < 1.0:
             raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
 

@@ -89,6 +89,12 @@ class RegionalConfig:
     landmark_tol : float
         Stop adding landmarks once every segment's residual variance is below this fraction
         of the largest prior variance of the term.
+    update_hops : int
+        Halo (hops around a trip's segments) on which a trip's change of the landmarks' Schur
+        complement is solved (5: ~5e-5 of the exact update, docs/gp.md).
+    factor_tol : float
+        A factor column is rewritten on an update when it moves by more than this fraction of
+        its diagonal (smaller changes stay pending, never dropped).
     """
 
     graph_nu: int = 2
@@ -100,6 +106,8 @@ class RegionalConfig:
     vecchia: VecchiaSettings = field(default_factory=VecchiaSettings)
     landmarks: int = 500
     landmark_tol: float = 1e-8
+    update_hops: int = 5
+    factor_tol: float = 1e-6
 
     def __post_init__(self) -> None:
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
@@ -230,7 +238,9 @@ class RegionalGP:
             np.asarray(self.hyper["lengthscale_product"]),
             float(self.hyper["outputscale_product"]), amp, cfg.vecchia, seed=self.seed,
         )
-        self.factor = PrecisionFactor(self.prior)
+        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
+        und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
+        self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -247,7 +257,11 @@ class RegionalGP:
         self.sum_r2 = np.zeros(self.n)  # Σ (y − E_det)² per segment [Wh²]
         self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
         self.n_updates = 0
-        self._state: dict[str, Any] | None = None
+        #: the factor, W G and the Schur complement's Cholesky factor match the statistics
+        self._core_ok = False
+        self._ls = np.zeros((0, 0))
+        self._wg = np.zeros((self.n, 0))
+        self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         self._post: SegmentPosterior | None = None
 
     @property
@@ -274,15 +288,25 @@ class RegionalGP:
     def update(
         self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
     ) -> None:
-        """Learn from one reading per listed segment (repeats allowed) [Wh]."""
+        """Learn from one reading per listed segment (repeats allowed) [Wh].
+
+        Applied at once (before the next draw): the factor's columns the readings reach are
+        rewritten and the Schur complement gets the trip's rank-k term, computed on a
+        ``update_hops``-hop halo of the readings (:meth:`PrecisionFactor.local_solve`)."""
         self._no_temperature(temperature)
         ids, y = validate_observations(segment_ids, energies, self.n)
         if ids.size == 0:
             return
         r = y - self.prior_mean[ids]
-        np.add.at(self.n_obs, ids, 1)
-        np.add.at(self.sum_r, ids, r)
-        np.add.at(self.sum_r2, ids, r * r)
+        u, inv = np.unique(ids, return_inverse=True)
+        cnt = np.bincount(inv, minlength=u.size)
+        rs = np.bincount(inv, weights=r, minlength=u.size)
+        if self._core_ok:
+            noise = self._noise(u)
+            self._add_readings(u, cnt / noise, rs / noise)
+        self.n_obs[u] += cnt
+        self.sum_r[u] += rs
+        self.sum_r2[u] += np.bincount(inv, weights=r * r, minlength=u.size)
         self._changed()
 
     def update_total(
@@ -301,39 +325,101 @@ class RegionalGP:
 
     def _changed(self) -> None:
         self.n_updates += 1
-        self._state = None
+        self._mom = None
         self._post = None
 
     # ------------------------------------------------------------------ linear algebra
-    def _base(self) -> dict[str, Any]:
-        """The posterior from the per-segment readings: factor, Schur factor and moments."""
-        if self._state is not None:
-            return self._state
-        w = self.n_obs / self._noise(np.arange(self.n))
-        b = self.sum_r / self._noise(np.arange(self.n))
-        self.factor.factorize(w)
+    def _core(self) -> None:
+        """Factorise from the statistics (first use, and after a checkpoint is loaded)."""
+        if self._core_ok:
+            return
+        noise = self._noise(np.arange(self.n))
+        w = self.n_obs / noise
+        self.factor.factorize(w, self.sum_r / noise)
         g = self.landmarks
-        wg = w[:, None] * g
-        y = self.factor.solve(wg) if g.shape[1] else np.zeros((self.n, 0))
-        s = np.eye(g.shape[1]) + g.T @ wg - wg.T @ y
-        ls = sla.cholesky(0.5 * (s + s.T), lower=True) if g.shape[1] else np.zeros((0, 0))
-        mb = self.factor.solve(b)
-        rhs2 = g.T @ b - wg.T @ mb
-        x2 = sla.cho_solve((ls, True), rhs2) if g.shape[1] else np.zeros(0)
-        x1 = mb - y @ x2
-        bmat = g - y
-        c = sla.solve_triangular(ls, bmat.T, lower=True).T if g.shape[1] else bmat
-        var = self.factor.variances() + (c * c).sum(1)
-        self._state = {"w": w, "wg": wg, "ls": ls, "b": bmat, "c": c,
-                       "dev": x1 + g @ x2, "var": var}
-        self._state.update(self._with_totals(self._state))
-        return self._state
+        self._wg = w[:, None] * g
+        if g.shape[1]:
+            y = self.factor.solve(self._wg)
+            s = np.eye(g.shape[1]) + g.T @ self._wg - self._wg.T @ y
+            self._s = 0.5 * (s + s.T)
+            self._ls = sla.cholesky(self._s, lower=True)
+        self._core_ok = True
 
-    def _cov_base(self, v: NDArray[np.float64], st: Mapping[str, Any]) -> NDArray[np.float64]:
-        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + B S⁻¹ BᵀV``."""
+    def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
+                      db: NDArray[np.float64]) -> None:
+        """One trip's readings: ``W += diag(dw)``, ``b += db`` at the distinct segments u.
+
+        The Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` changes by the rank-k term
+        ``Hᵀ(Δ⁻¹ + Y_uu)⁻¹H``, ``Y = (Q+W)⁻¹E_u``, ``H = G_u − YᵀWG`` (pre-trip W and factor),
+        with Y solved on the halo of u."""
+        g = self.landmarks
+        if g.shape[1]:
+            seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops)
+            at = np.full(self.n, -1, dtype=np.int64)
+            at[seg] = np.arange(seg.size)
+            y_uu = yh[at[u]]
+            obs = self.factor.w[seg] > 0
+            h = g[u] - yh[obs].T @ self._wg[seg[obs]]
+            gm = np.diag(1.0 / dw) + 0.5 * (y_uu + y_uu.T)
+            z = sla.solve_triangular(sla.cholesky(gm, lower=True), h, lower=True)
+            self._s += z.T @ z
+            self._ls = sla.cholesky(self._s, lower=True)
+        self.factor.add(u, dw, db)
+        self._wg[u] = self.factor.w[u, None] * g[u]
+
+    def _solve_parts(
+        self, eps: tuple[NDArray[np.float64], NDArray[np.float64]] | None
+    ) -> NDArray[np.float64]:
+        """``x₁ + G x₂`` for ``x = L_P⁻ᵀ(L_P⁻¹ b + ε)`` with ``L_P`` the block factor of the
+        precision of ``(f₁, u)``: the posterior mean's deviation from the prior mean with
+        ``eps = None``, a joint draw of it with standard normal ``eps`` — three sweeps."""
+        self._core()
+        f = self.factor
+        g = self.landmarks
+        m1 = f.mean_solve()  # (Q+W)⁻¹ b
+        if not g.shape[1]:
+            if eps is None:
+                return m1
+            return m1 + f.half_solve_t(eps[0])
+        z2 = sla.solve_triangular(self._ls, g.T @ f.b - self._wg.T @ m1, lower=True)
+        x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
+                                  trans="T")
+        # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
+        x1 = f.solve(f.b - self._wg @ x2) if eps is None else (
+            f.half_solve_t(f.half_solve(f.b - self._wg @ x2) + eps[0]))
+        return x1 + g @ x2
+
+    def _moments(self) -> dict[str, Any]:
+        """Posterior mean deviation and variances, with the trip totals' Woodbury terms."""
+        if self._mom is not None:
+            return self._mom
+        self._core()
+        g = self.landmarks
+        dev = self._solve_parts(None)
+        var = self.factor.variances()
+        c = np.zeros((self.n, 0))
+        if g.shape[1]:
+            bmat = g - self.factor.solve(self._wg)
+            c = sla.solve_triangular(self._ls, bmat.T, lower=True).T  # (G − Y) L_S⁻ᵀ
+            var = var + (c * c).sum(1)
+        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "var": var, "c": c, "ct": None}
+        if self.totals:
+            v, resid, noise = self._total_matrix()
+            ct = self._cov_base(v, mom)  # Σ_base Vᵀ (N × T)
+            ktt = v.T @ ct + np.diag(noise)
+            lk = sla.cholesky(0.5 * (ktt + ktt.T), lower=True)
+            alpha = sla.cho_solve((lk, True), resid - v.T @ dev)
+            e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
+            mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,
+                        "dev": dev + ct @ alpha, "var": var - (e * e).sum(1)})
+        self._mom = mom
+        return mom
+
+    def _cov_base(self, v: NDArray[np.float64], mom: Mapping[str, Any]) -> NDArray[np.float64]:
+        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + (G−Y) S⁻¹ (G−Y)ᵀV``."""
         out = self.factor.solve(v)
-        if st["c"].shape[1]:
-            out += st["c"] @ (st["c"].T @ v)
+        if mom["c"].shape[1]:
+            out += mom["c"] @ (mom["c"].T @ v)
         return out
 
     def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -348,60 +434,53 @@ class RegionalGP:
             noise[k] = float(h @ self._noise(u))
         return v, resid, noise
 
-    def _with_totals(self, st: Mapping[str, Any]) -> dict[str, Any]:
-        """Woodbury on the per-segment posterior for the trip totals."""
-        if not self.totals:
-            return {"ct": None}
-        v, resid, noise = self._total_matrix()
-        ct = self._cov_base(v, st)  # Σ_base Vᵀ (N × T)
-        ktt = v.T @ ct + np.diag(noise)
-        lk = sla.cholesky(0.5 * (ktt + ktt.T), lower=True)
-        alpha = sla.cho_solve((lk, True), resid - v.T @ st["dev"])
-        e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
-        return {"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,
-                "dev": st["dev"] + ct @ alpha, "var": st["var"] - (e * e).sum(1)}
-
     # ------------------------------------------------------------------ predictions
     def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
         """Posterior mean and std of every segment's expected energy [Wh], with a joint draw."""
         self._no_temperature(temperature)
         if self._post is None:
-            st = self._base()
-            std = np.sqrt(np.clip(st["var"], 0.0, None))
-            self._post = SegmentPosterior(mean=self.prior_mean + st["dev"], std=std,
+            mom = self._moments()
+            std = np.sqrt(np.clip(mom["var"], 0.0, None))
+            self._post = SegmentPosterior(mean=self.prior_mean + mom["dev"], std=std,
                                           noise_std=self.noise_std,
                                           joint_draw=self._joint_draw(std))
         return self._post
 
+    def posterior_mean(self) -> NDArray[np.float64]:
+        """Every segment's posterior mean [Wh] without the variances (three sweeps)."""
+        if self._mom is not None:
+            return self.prior_mean + self._mom["dev"]
+        if self.totals:
+            return self.prior_mean + self._moments()["dev"]
+        return self.prior_mean + self._solve_parts(None)
+
     def _joint_draw(
         self, std: NDArray[np.float64]
     ) -> Callable[[np.random.Generator], NDArray[np.float64]]:
-        st = self._base()
+        mom = self._moments()
 
         def draw(rng: np.random.Generator) -> NDArray[np.float64]:
-            if self._state is not st:
+            if self._mom is not mom:
                 raise ModelStateError("a joint draw from a posterior the model has updated since")
-            return self.sample_deviation(rng, st) / np.where(std > 0, std, 1.0) * (std > 0)
+            dev = self.sample(rng) - self.prior_mean - mom["dev"]
+            return dev / np.where(std > 0, std, 1.0) * (std > 0)
 
         return draw
 
-    def sample_deviation(
-        self, rng: np.random.Generator, st: Mapping[str, Any] | None = None
-    ) -> NDArray[np.float64]:
-        """One joint posterior draw of every segment's energy minus the posterior mean [Wh]:
-        three sweeps of the factor (and a Woodbury correction per trip total)."""
-        st = self._base() if st is None else st
+    def sample(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        """One joint posterior draw of every segment's expected energy [Wh]: three sweeps of
+        the factor, no variances (what a Thompson-sampling trip needs). Draws
+        ``rng.standard_normal(N + J)`` (and one normal per trip total)."""
         g = self.landmarks
-        e1 = rng.standard_normal(self.n)
-        e2 = rng.standard_normal(g.shape[1])
-        x2 = sla.solve_triangular(st["ls"], e2, lower=True, trans="T") if g.shape[1] else e2
-        v = self.factor.half_solve(st["wg"] @ x2) if g.shape[1] else np.zeros(self.n)
-        x1 = self.factor.half_solve_t(e1 - v)
-        dev = x1 + g @ x2
-        if st["ct"] is not None:  # Matheron: condition the draw on the totals
-            eps = rng.standard_normal(st["noise"].size) * np.sqrt(st["noise"])
-            dev = dev - st["ct"] @ sla.cho_solve((st["lk"], True), st["v"].T @ dev + eps)
-        return dev
+        e = rng.standard_normal(self.n + g.shape[1])
+        f = self.prior_mean + self._solve_parts((e[: self.n], e[self.n:]))
+        if self.totals:  # Matheron's rule: condition the draw on the totals
+            mom = self._moments()
+            base_dev = f - self.prior_mean - mom["base_dev"]
+            eps = rng.standard_normal(mom["noise"].size) * np.sqrt(mom["noise"])
+            fix = mom["ct"] @ sla.cho_solve((mom["lk"], True), mom["v"].T @ base_dev + eps)
+            f = self.prior_mean + mom["dev"] + base_dev - fix
+        return f
 
     def route_covariance(
         self, segment_ids: ArrayLike, temperature: TemperatureArg = None
@@ -409,12 +488,12 @@ class RegionalGP:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
         self._no_temperature(temperature)
         ids = validate_segment_ids(segment_ids, self.n)
-        st = self._base()
+        mom = self._moments()
         e = np.zeros((self.n, ids.size))
         e[ids, np.arange(ids.size)] = 1.0
-        cov = self._cov_base(e, st)[ids]
-        if st["ct"] is not None:
-            ei = st["e"][ids]
+        cov = self._cov_base(e, mom)[ids]
+        if mom["ct"] is not None:
+            ei = mom["e"][ids]
             cov = cov - ei @ ei.T
         return 0.5 * (cov + cov.T)
 
@@ -428,9 +507,9 @@ class RegionalGP:
         self._no_temperature(temperature)
         validate_segment_ids(segment_ids, self.n)
         u, h = combine_weights(segment_ids, weights)
-        post = self.posterior()
+        mean = self.posterior_mean()
         cov = self.route_covariance(u)
-        return float(h @ post.mean[u]), float(max(h @ cov @ h, 0.0))
+        return float(h @ mean[u]), float(max(h @ cov @ h, 0.0))
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``."""

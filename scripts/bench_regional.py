@@ -1,0 +1,166 @@
+#!/usr/bin/env python
+"""Whole-trip cost of the regional learner on a large synthetic town, against the fallback.
+
+A fleet of random origin–destination trips (shortest routes on E_det, readings of every
+segment driven) first drives the town until ``--distinct`` segments have readings; then
+``--trips`` Thompson-sampling trips are timed, each: one joint posterior draw of every segment
+(:meth:`RegionalGP.sample`) → Algorithm 2's rectified weights → bidirectional Dijkstra between
+a random origin and destination → ``update`` with the route's readings (applied before the
+next trip's draw). One BLAS thread. Printed per phase: medians and 90th percentiles [ms].
+
+Also printed: the one-off costs (building the Vecchia prior; the first factorisation) and the
+peak memory, and, unless ``--no-fallback``, the SVGP fallback's trip on the same town and
+history (posterior over all segments → Thompson index → route → update), timed in the same
+run, with the ratio as ``town100k trip speed-up: …x``.
+
+Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
+       [--landmarks 200] [--fallback-trips 3] [--no-fallback] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _ms(xs: list[float]) -> str:
+    return f"{1000 * statistics.median(xs):.1f} ms (p90 {1000 * np.quantile(xs, 0.9):.1f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ev_nav.cli import count_arg
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--segments", type=count_arg, default=103_000,
+                    help="size of the synthetic town (default 103000)")
+    ap.add_argument("--distinct", type=count_arg, default=20_000,
+                    help="distinct segments with readings before timing (default 20000)")
+    ap.add_argument("--trips", type=count_arg, default=20, help="timed trips (default 20)")
+    ap.add_argument("--landmarks", type=count_arg, default=200,
+                    help="landmarks of the feature-only term (default 200)")
+    ap.add_argument("--fallback-trips", type=count_arg, default=3,
+                    help="timed trips of the SVGP fallback (default 3)")
+    ap.add_argument("--no-fallback", action="store_true", help="skip the SVGP fallback")
+    ap.add_argument("--quick", action="store_true",
+                    help="a 3,000-segment town, 1,000 distinct, 3 trips (a smoke test)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.segments, args.distinct, args.trips, args.fallback_trips = 3000, 1000, 3, 1
+
+    import scipy.linalg  # noqa: F401  (its OpenBLAS must be loaded before the limit below)
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    threadpool_limits(1)
+    from tqdm.auto import tqdm
+
+    from ev_nav.bandits.indices import rectify
+    from ev_nav.bandits.routing import Router
+    from ev_nav.gp.regional import RegionalConfig, RegionalGP
+    from ev_nav.roads.synthetic import synthetic_town
+
+    net = synthetic_town(args.segments, seed=0)
+    n = net.n_segments
+    rng = np.random.default_rng(0)
+    truth = net.e_det() * np.exp(0.1 * rng.standard_normal(n))
+    t0 = time.perf_counter()
+    model = RegionalGP(net, config=RegionalConfig(landmarks=args.landmarks))
+    build_s = time.perf_counter() - t0
+    noise = model.noise_std
+    router = Router(net)
+    base = np.maximum(net.e_det(), 1e-3)
+
+    def od() -> tuple[int, int]:
+        a, b = rng.integers(n, size=2)
+        return int(a), int(b)
+
+    # ---- the fleet's history
+    history: list[tuple[np.ndarray, np.ndarray]] = []
+    t0 = time.perf_counter()
+    first_s = 0.0
+    with tqdm(total=args.distinct, desc="fleet history (distinct segments)", leave=False,
+              disable=not sys.stderr.isatty()) as bar:
+        while (model.n_obs > 0).sum() < args.distinct:
+            s, g = od()
+            if s == g:
+                continue
+            path = router.route(base, s, g)
+            y = truth[path] + noise * rng.standard_normal(path.size)
+            seen = int((model.n_obs > 0).sum())
+            t1 = time.perf_counter()
+            model.update(path, y)
+            if not history:
+                model.sample(rng)  # the first factorisation, once
+                first_s = time.perf_counter() - t1
+            history.append((path, y))
+            bar.update(int((model.n_obs > 0).sum()) - seen)
+    fleet_s = time.perf_counter() - t0
+
+    # ---- timed Thompson-sampling trips
+    phases: dict[str, list[float]] = {"sample": [], "route": [], "update": [], "trip": []}
+    for _ in range(args.trips):
+        s, g = od()
+        t1 = time.perf_counter()
+        f = model.sample(rng)
+        t2 = time.perf_counter()
+        path = router.route(rectify(f, noise), s, g)
+        t3 = time.perf_counter()
+        model.update(path, truth[path] + noise * rng.standard_normal(path.size))
+        t4 = time.perf_counter()
+        for k, v in zip(phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
+            phases[k].append(v)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    t1 = time.perf_counter()
+    model.posterior()
+    variances_s = time.perf_counter() - t1
+    name = "town100k" if args.segments >= 100_000 else f"town{args.segments // 1000}k"
+    print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
+          f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
+          f"{model.landmarks.shape[1]} landmarks, factor {model.factor.nnz / n:.1f} entries/column")
+    print(f"one-off: prior build {build_s:.1f} s, first factorisation {first_s:.1f} s, "
+          f"fleet history {fleet_s:.1f} s")
+    for k, v in phases.items():
+        print(f"  {k:7s} {_ms(v)}")
+    print(f"{name} ts trip: {1000 * statistics.median(phases['trip']):.0f} ms")
+    print(f"every segment's variance (posterior(), a full pass): {variances_s:.1f} s")
+    print("hyperparameter fits in the timed window: 0 (the regional learner does not fit yet)")
+    print(f"peak memory: {peak_gb:.2f} GB")
+    if args.no_fallback:
+        return 0
+
+    # ---- the fallback on the same town and history
+    from ev_nav.bandits.agent import Agent
+    from ev_nav.gp.svgp import SVGPModel
+
+    svgp = SVGPModel(net, seed=0)
+    for path, y in history:
+        svgp.record(path, y)
+    svgp.update(*history[-1])
+    agent = Agent(net, svgp, "ts", seed=0)
+    times = []
+    for t in range(args.fallback_trips):
+        s, g = od()
+        t1 = time.perf_counter()
+        svgp.posterior()
+        path = agent.plan(s, g, len(history) + t + 1)
+        svgp.update(path, truth[path] + noise * rng.standard_normal(path.size))
+        times.append(time.perf_counter() - t1)
+    fb = statistics.median(times)
+    print(f"fallback (SVGP, M = 1,000) trip: {1000 * fb:.0f} ms")
+    print(f"{name} trip speed-up: {fb / statistics.median(phases['trip']):.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -45,6 +45,7 @@ from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
 from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.kernels import incidence_laplacian
+from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
     SegmentPosterior,
     TemperatureArg,
@@ -54,7 +55,7 @@ from ev_nav.gp.posterior import (
     validate_segment_ids,
     validate_total,
 )
-from ev_nav.gp.regional.factor import PrecisionFactor
+from ev_nav.gp.regional.factor import PrecisionFactor, chol_add_lower
 from ev_nav.gp.regional.vecchia import VecchiaPrior, VecchiaSettings, vecchia_prior
 from ev_nav.roads.network import RoadNetwork
 
@@ -107,7 +108,7 @@ class RegionalConfig:
     landmarks: int = 500
     landmark_tol: float = 1e-8
     update_hops: int = 5
-    factor_tol: float = 1e-6
+    factor_tol: float = 1e-8
 
     def __post_init__(self) -> None:
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
@@ -232,15 +233,6 @@ class RegionalGP:
         amp = np.ones(n) if self.scale is None else self.scale
         nu = int(cfg.graph_nu)
         shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
-        self.prior: VecchiaPrior
-        self.prior, _, _ = vecchia_prior(
-            net, incidence_laplacian(net), shift, nu,
-            np.asarray(self.hyper["lengthscale_product"]),
-            float(self.hyper["outputscale_product"]), amp, cfg.vecchia, seed=self.seed,
-        )
-        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
-        und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
-        self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -248,6 +240,19 @@ class RegionalGP:
             lambda p: s2 * amp * amp[p] * _matern52_rows(x, p, ls2),
             s2 * amp * amp, cfg.landmarks, cfg.landmark_tol,
         )
+        # what the landmarks leave of the feature-only term's variance goes into the Vecchia
+        # prior's diagonal, so every segment's prior variance is exact
+        remainder = np.maximum(s2 * amp * amp - (self.landmarks**2).sum(1), 0.0)
+        self.prior: VecchiaPrior
+        self.prior, _, _ = vecchia_prior(
+            net, incidence_laplacian(net), shift, nu,
+            np.asarray(self.hyper["lengthscale_product"]),
+            float(self.hyper["outputscale_product"]), amp, cfg.vecchia, seed=self.seed,
+            nugget=remainder,
+        )
+        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
+        und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
+        self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         self._reset_data()
 
     # ------------------------------------------------------------------ data
@@ -260,7 +265,6 @@ class RegionalGP:
         #: the factor, W G and the Schur complement's Cholesky factor match the statistics
         self._core_ok = False
         self._ls = np.zeros((0, 0))
-        self._wg = np.zeros((self.n, 0))
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         self._post: SegmentPosterior | None = None
 
@@ -337,12 +341,13 @@ class RegionalGP:
         w = self.n_obs / noise
         self.factor.factorize(w, self.sum_r / noise)
         g = self.landmarks
-        self._wg = w[:, None] * g
         if g.shape[1]:
-            y = self.factor.solve(self._wg)
-            s = np.eye(g.shape[1]) + g.T @ self._wg - self._wg.T @ y
-            self._s = 0.5 * (s + s.T)
-            self._ls = sla.cholesky(self._s, lower=True)
+            wg = w[:, None] * g
+            y = self.factor.solve(wg)
+            s = np.eye(g.shape[1]) + g.T @ wg - wg.T @ y
+            del wg, y
+            self._ls = cholesky_jitter_np(s, ladder=(0.0,), symmetrize=True,
+                                          error=ModelStateError)[0]
         self._core_ok = True
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
@@ -359,13 +364,13 @@ class RegionalGP:
             at[seg] = np.arange(seg.size)
             y_uu = yh[at[u]]
             obs = self.factor.w[seg] > 0
-            h = g[u] - yh[obs].T @ self._wg[seg[obs]]
-            gm = np.diag(1.0 / dw) + 0.5 * (y_uu + y_uu.T)
-            z = sla.solve_triangular(sla.cholesky(gm, lower=True), h, lower=True)
-            self._s += z.T @ z
-            self._ls = sla.cholesky(self._s, lower=True)
+            so = seg[obs]
+            h = g[u] - yh[obs].T @ (self.factor.w[so, None] * g[so])
+            gm = np.diag(1.0 / dw) + y_uu
+            lg = cholesky_jitter_np(gm, ladder=(0.0,), symmetrize=True, error=ModelStateError)[0]
+            z = sla.solve_triangular(lg, h, lower=True)
+            chol_add_lower(self._ls, np.ascontiguousarray(z.T))  # S += zᵀz
         self.factor.add(u, dw, db)
-        self._wg[u] = self.factor.w[u, None] * g[u]
 
     def _solve_parts(
         self, eps: tuple[NDArray[np.float64], NDArray[np.float64]] | None
@@ -381,12 +386,12 @@ class RegionalGP:
             if eps is None:
                 return m1
             return m1 + f.half_solve_t(eps[0])
-        z2 = sla.solve_triangular(self._ls, g.T @ f.b - self._wg.T @ m1, lower=True)
+        z2 = sla.solve_triangular(self._ls, g.T @ (f.b - f.w * m1), lower=True)
         x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
                                   trans="T")
         # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
-        x1 = f.solve(f.b - self._wg @ x2) if eps is None else (
-            f.half_solve_t(f.half_solve(f.b - self._wg @ x2) + eps[0]))
+        r = f.b - f.w * (g @ x2)
+        x1 = f.solve(r) if eps is None else f.half_solve_t(f.half_solve(r) + eps[0])
         return x1 + g @ x2
 
     def _moments(self) -> dict[str, Any]:
@@ -399,7 +404,7 @@ class RegionalGP:
         var = self.factor.variances()
         c = np.zeros((self.n, 0))
         if g.shape[1]:
-            bmat = g - self.factor.solve(self._wg)
+            bmat = g - self.factor.solve(self.factor.w[:, None] * g)
             c = sla.solve_triangular(self._ls, bmat.T, lower=True).T  # (G − Y) L_S⁻ᵀ
             var = var + (c * c).sum(1)
         mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "var": var, "c": c, "ct": None}
@@ -407,7 +412,7 @@ class RegionalGP:
             v, resid, noise = self._total_matrix()
             ct = self._cov_base(v, mom)  # Σ_base Vᵀ (N × T)
             ktt = v.T @ ct + np.diag(noise)
-            lk = sla.cholesky(0.5 * (ktt + ktt.T), lower=True)
+            lk = cholesky_jitter_np(ktt, symmetrize=True, error=ModelStateError)[0]
             alpha = sla.cho_solve((lk, True), resid - v.T @ dev)
             e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
             mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,

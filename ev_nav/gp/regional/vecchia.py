@@ -247,7 +247,7 @@ def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN0
 
 
 @numba.njit(cache=True)
-def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, kcc, kci, pos):  # noqa: ANN001, ANN202
+def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, nug, kcc, kci, pos):  # noqa: ANN001, ANN202
     """Covariance of each row's conditioning set (identity-padded) and with the row itself."""
     m = nb.shape[1]
     for i in range(i0, i1):
@@ -271,8 +271,8 @@ def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, kcc, kci, pos)
                 if u >= 0:
                     cc = indices[p]
                     v = s1 * data[p] * _matern52(x, r, cc, ls) * a[r] * a[cc]
-                    if u == t:
-                        v *= 1.0 + 1e-10  # keeps each small system positive definite
+                    if u == t:  # (the relative jitter keeps each small system definite)
+                        v = (v + nug[r]) * (1.0 + 1e-10)
                     kcc[b, t, u] = v
         for t in range(c, m):
             kcc[b, t, t] = 1.0
@@ -289,6 +289,7 @@ def build_vecchia(
     outputscale: float,
     amplitude: NDArray[np.float64],
     neighbours: int,
+    nugget: NDArray[np.float64] | None = None,
     block: int = 2000,
 ) -> VecchiaPrior:
     """The Vecchia prior of ``a a' s₁ K_G ∘ k_f`` from the kept entries of ``K_G``.
@@ -307,6 +308,10 @@ def build_vecchia(
         ``s₁``.
     amplitude : ndarray (N,)
         ``a_e`` (ones for the uniform model).
+    nugget : ndarray (N,), optional
+        Independent variance added to each segment [Wh²]: what the landmarks leave of the
+        feature-only term's diagonal, so that every prior variance is exact. Only for a small
+        remainder: a large independent part defeats the screening that Vecchia relies on.
     """
     n = kg.shape[0]
     x = np.ascontiguousarray(features, dtype=np.float64)
@@ -319,7 +324,8 @@ def build_vecchia(
     nb = np.full((n, m), -1, dtype=np.int64)
     cnt = np.zeros(n, dtype=np.int64)
     _select(indptr, indices, data, kg_diag, rank, x, ls, m, nb, cnt)
-    var = outputscale * kg_diag * amp * amp
+    nug = np.zeros(n) if nugget is None else np.ascontiguousarray(nugget, dtype=np.float64)
+    var = outputscale * kg_diag * amp * amp + nug
     coef = np.zeros((n, m))
     d = np.empty(n)
     kcc = np.empty((block, m, m))
@@ -327,8 +333,8 @@ def build_vecchia(
     pos = np.full(n, -1, dtype=np.int64)
     for s0 in range(0, n, block):
         s1 = min(n, s0 + block)
-        _gather(indptr, indices, data, nb, cnt, s0, s1, x, ls, amp, float(outputscale), kcc,
-                kci, pos)
+        _gather(indptr, indices, data, nb, cnt, s0, s1, x, ls, amp, float(outputscale), nug,
+                kcc, kci, pos)
         b = np.linalg.solve(kcc[: s1 - s0], kci[: s1 - s0, :, None])[:, :, 0]
         d[s0:s1] = var[s0:s1] - (b * kci[: s1 - s0]).sum(1)
         coef[s0:s1] = b
@@ -353,6 +359,7 @@ def vecchia_prior(
     amplitude: NDArray[np.float64],
     settings: VecchiaSettings,
     seed: int = 0,
+    nugget: NDArray[np.float64] | None = None,
 ) -> tuple[VecchiaPrior, sp.csr_matrix, NDArray[np.float64]]:
     """Order, graph-kernel entries and Vecchia prior of ``net``'s product term in one call.
 
@@ -365,5 +372,5 @@ def vecchia_prior(
     rank[order] = np.arange(order.size)
     kg, kg_diag = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
     prior = build_vecchia(kg, kg_diag, rank, net.features, lengthscale, outputscale, amplitude,
-                          settings.neighbours)
+                          settings.neighbours, nugget)
     return prior, kg, kg_diag

@@ -84,49 +84,86 @@ def _backward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
 
 
 @numba.njit(cache=True)
-def _takahashi_diag(colptr, rowidx, val):  # noqa: ANN001, ANN202
-    """``diag((L Lᵀ)⁻¹)`` by the Takahashi recursion on L's pattern (entries of the inverse
-    outside the pattern taken as 0: exact for a chordal pattern, close for the zero-fill one).
-    """
+def _takahashi_column(colptr, rowidx, val, sig, j, mark, tmp, out):  # noqa: ANN001, ANN202
+    """Column j of ``Σ = (L Lᵀ)⁻¹`` on L's pattern from the columns after it (Takahashi's
+    recursion; entries of Σ outside the pattern taken as 0: exact for a chordal pattern, close
+    for the zero-fill one). Written to ``out[: nnz of column j]``."""
+    p0, p1 = colptr[j], colptr[j + 1]
+    ljj = val[p0]
+    m = p1 - p0 - 1
+    for a in range(m):
+        tmp[a] = 0.0
+    for a in range(m):
+        qa = p0 + 1 + a
+        i = rowidx[qa]
+        tmp[a] += val[qa] * sig[colptr[i]]
+        for r in range(colptr[i] + 1, colptr[i + 1]):
+            mark[rowidx[r]] = r
+        for b in range(a + 1, m):
+            qb = p0 + 1 + b
+            pos = mark[rowidx[qb]]
+            if pos >= 0:
+                v = sig[pos]
+                tmp[a] += val[qb] * v
+                tmp[b] += val[qa] * v
+        for r in range(colptr[i] + 1, colptr[i + 1]):
+            mark[rowidx[r]] = -1
+    acc = 0.0
+    for a in range(m):
+        v = -tmp[a] / ljj
+        out[a + 1] = v
+        acc += val[p0 + 1 + a] * v
+    out[0] = 1.0 / (ljj * ljj) - acc / ljj
+
+
+@numba.njit(cache=True)
+def _takahashi(colptr, rowidx, val):  # noqa: ANN001, ANN202
+    """``Σ = (L Lᵀ)⁻¹`` on L's pattern (see :func:`_takahashi_column`), all columns."""
     n = colptr.size - 1
     sig = np.zeros(val.size)
     mark = np.full(n, -1, dtype=np.int64)
     tmp = np.zeros(n)
+    out = np.zeros(n)
     for j in range(n - 1, -1, -1):
-        p0, p1 = colptr[j], colptr[j + 1]
-        ljj = val[p0]
-        m = p1 - p0 - 1
-        for a in range(m):
-            tmp[a] = 0.0
-        for a in range(m):
-            qa = p0 + 1 + a
-            i = rowidx[qa]
-            tmp[a] += val[qa] * sig[colptr[i]]
-            for r in range(colptr[i] + 1, colptr[i + 1]):
-                mark[rowidx[r]] = r
-            for b in range(a + 1, m):
-                qb = p0 + 1 + b
-                pos = mark[rowidx[qb]]
-                if pos >= 0:
-                    s = sig[pos]
-                    tmp[a] += val[qb] * s
-                    tmp[b] += val[qa] * s
-            for r in range(colptr[i] + 1, colptr[i + 1]):
-                mark[rowidx[r]] = -1
-        acc = 0.0
-        for a in range(m):
-            v = -tmp[a] / ljj
-            sig[p0 + 1 + a] = v
-            acc += val[p0 + 1 + a] * v
-        sig[p0] = 1.0 / (ljj * ljj) - acc / ljj
-    out = np.empty(n)
-    for j in range(n):
-        out[j] = sig[colptr[j]]
-    return out
+        _takahashi_column(colptr, rowidx, val, sig, j, mark, tmp, out)
+        for p in range(colptr[j], colptr[j + 1]):
+            sig[p] = out[p - colptr[j]]
+    return sig
 
 
 @numba.njit(cache=True)
-def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j0):  # noqa: ANN001, ANN202, C901
+def _takahashi_update(colptr, rowidx, val, rptr, rcol, sig, flag, tol):  # noqa: ANN001, ANN202
+    """Bring Σ on the pattern up to date after the factor changed at the flagged columns:
+    from the last position down, recompute each flagged column; one that moves by more than
+    ``tol`` × its diagonal flags the columns that read it (those with an entry in its row).
+    Clears ``flag``; returns the number of columns recomputed."""
+    n = colptr.size - 1
+    mark = np.full(n, -1, dtype=np.int64)
+    tmp = np.zeros(n)
+    out = np.zeros(n)
+    nrec = 0
+    for j in range(n - 1, -1, -1):
+        if not flag[j]:
+            continue
+        flag[j] = False
+        nrec += 1
+        _takahashi_column(colptr, rowidx, val, sig, j, mark, tmp, out)
+        p0, p1 = colptr[j], colptr[j + 1]
+        dmax = 0.0
+        for p in range(p0, p1):
+            dv = abs(out[p - p0] - sig[p])
+            if dv > dmax:
+                dmax = dv
+        if dmax > tol * abs(out[0]):
+            for p in range(p0, p1):
+                sig[p] = out[p - p0]
+            for t in range(rptr[j], rptr[j + 1]):
+                flag[rcol[t]] = True
+    return nrec
+
+
+@numba.njit(cache=True)
+def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j0, changed):  # noqa: ANN001, ANN202, C901, E501
     """Bring the factor and ``y = L⁻¹ b`` up to date after changes to the diagonal and to b.
 
     Right-looking ("delta") form: a column whose values change pushes the difference of its
@@ -135,7 +172,8 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
     ``tol`` × its diagonal (a y entry by more than ``toly``); smaller changes stay pending
     rather than being dropped, so the stored factor never drifts beyond the threshold from the
     factor of the current matrix, however many updates it takes. Caller: ``pend[colptr[j]] +=
-    ΔM_jj``, ``flag_l[j] = True``; ``py[j] += Δb_j``, ``flag_y[j] = True``.
+    ΔM_jj``, ``flag_l[j] = True``; ``py[j] += Δb_j``, ``flag_y[j] = True``. Rewritten columns
+    are marked in ``changed``.
 
     Returns the number of columns rewritten, or ``-1 - j`` if column j's pivot is not positive.
     """
@@ -166,6 +204,7 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
             if dmax > tol * piv:
                 colch = True
                 nch += 1
+                changed[j] = True
                 for p in range(p0, p1):
                     old[p - p0] = val[p]
                     val[p] = work[p - p0]
@@ -316,6 +355,13 @@ class PrecisionFactor:
         cols = np.repeat(np.arange(n), np.diff(self.colptr))
         #: Q's values on the pattern (positions), the prior precision the factor starts from
         self.q_values = np.asarray(q[self.rowidx, cols]).ravel()
+        # each row's strictly-lower entries: the columns whose Σ reads a changed column
+        rows = self.rowidx
+        below = rows != np.repeat(np.arange(n), np.diff(self.colptr))
+        order = np.argsort(rows[below], kind="stable")
+        self._rcol = cols[below][order]
+        self._rptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows[below], minlength=n), out=self._rptr[1:])
         self.values = np.empty_like(self.q_values)
         self.w = np.zeros(n)
         self.b = np.zeros(n)
@@ -346,6 +392,9 @@ class PrecisionFactor:
         _forward(self.colptr, self.rowidx, self.values, self._y[:, None])
         self._pend = np.zeros_like(self.values)
         self._py = np.zeros(self.n)
+        #: Σ on the pattern (Takahashi), once asked for; columns changed since it was current
+        self._sig: NDArray[np.float64] | None = None
+        self._stale = np.zeros(self.n, dtype=np.bool_)
 
     def add(self, ids: NDArray[np.int64], dw: NDArray[np.float64],
             db: NDArray[np.float64]) -> int:
@@ -363,7 +412,7 @@ class PrecisionFactor:
         self.w[ids] += dw
         self.b[ids] += db
         out = _update_delta(self.colptr, self.rowidx, self.values, self._pend, self._y, self._py,
-                            flag_l, flag_y, self.tol, 1e-12, int(p.min()))
+                            flag_l, flag_y, self.tol, 1e-12, int(p.min()), self._stale)
         if out < 0:
             raise ModelStateError(
                 f"the incomplete Cholesky factor broke down at segment {int(self.seg[-1 - out])}"
@@ -427,7 +476,15 @@ class PrecisionFactor:
         _backward(self.colptr, self.rowidx, self.values, x)
         return self._out(x, np.ndim(b))
 
-    def variances(self) -> NDArray[np.float64]:
-        """``diag((L Lᵀ)⁻¹)`` per segment [Wh²] (Takahashi on the pattern)."""
-        d = _takahashi_diag(self.colptr, self.rowidx, self.values)
-        return d[self.pos]
+    def variances(self, tol: float = 1e-6) -> NDArray[np.float64]:
+        """``diag((L Lᵀ)⁻¹)`` per segment [Wh²] (Takahashi on the pattern). The first call
+        computes Σ on the whole pattern; later calls recompute only the columns that the
+        updates since changed, and those whose inputs moved by more than ``tol`` × their
+        diagonal (:func:`_takahashi_update`)."""
+        if self._sig is None:
+            self._sig = _takahashi(self.colptr, self.rowidx, self.values)
+            self._stale[:] = False
+        elif self._stale.any():
+            _takahashi_update(self.colptr, self.rowidx, self.values, self._rptr, self._rcol,
+                              self._sig, self._stale, tol)
+        return self._sig[self.colptr[:-1]][self.pos]

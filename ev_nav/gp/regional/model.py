@@ -96,6 +96,10 @@ class RegionalConfig:
     factor_tol : float
         A factor column is rewritten on an update when it moves by more than this fraction of
         its diagonal (smaller changes stay pending, never dropped).
+    variance_refresh : int
+        Trips between full recomputations of the landmarks' part of every variance (N·J²
+        flops); in between it is kept by each trip's rank-k term (see
+        ``RegionalGP._landmark_variances``).
     """
 
     graph_nu: int = 2
@@ -109,6 +113,7 @@ class RegionalConfig:
     landmark_tol: float = 1e-8
     update_hops: int = 5
     factor_tol: float = 1e-8
+    variance_refresh: int = 200
 
     def __post_init__(self) -> None:
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
@@ -265,6 +270,11 @@ class RegionalGP:
         #: the factor, W G and the Schur complement's Cholesky factor match the statistics
         self._core_ok = False
         self._ls = np.zeros((0, 0))
+        self._yl: NDArray[np.float64] | None = None  # (Q+W)⁻¹WG, kept once variances are asked
+        self._var2: NDArray[np.float64] | None = None  # the landmarks' part of the variances
+        self._var2_age = 0
+        self._var2_dirty = np.zeros(self.n, dtype=bool)
+        self._var2_pending: list[NDArray[np.float64]] = []
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         self._post: SegmentPosterior | None = None
 
@@ -369,7 +379,21 @@ class RegionalGP:
             gm = np.diag(1.0 / dw) + y_uu
             lg = cholesky_jitter_np(gm, ladder=(0.0,), symmetrize=True, error=ModelStateError)[0]
             z = sla.solve_triangular(lg, h, lower=True)
+            if self._var2 is not None:
+                # each variance's landmark part b S⁻¹ bᵀ drops by |b W|² with
+                # W = S⁻¹zᵀ (I + z S⁻¹ zᵀ)^{-T/2} (Woodbury), applied when next asked
+                sz = sla.cho_solve((self._ls, True), z.T)
+                lk = cholesky_jitter_np(np.eye(u.size) + z @ sz, ladder=(0.0,),
+                                        symmetrize=True, error=ModelStateError)[0]
+                self._var2_pending.append(sla.solve_triangular(lk, sz.T, lower=True).T)
             chol_add_lower(self._ls, np.ascontiguousarray(z.T))  # S += zᵀz
+            if self._yl is not None:
+                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u), with (Q+W')⁻¹E_u from the
+                # pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹
+                post = np.linalg.solve((np.eye(u.size) + dw[:, None] * y_uu).T, yh.T).T
+                self._yl[seg] += post @ (dw[:, None] * (g[u] - self._yl[u]))
+                self._var2_dirty[seg] = True
+                self._var2_age += 1
         self.factor.add(u, dw, db)
 
     def _solve_parts(
@@ -402,12 +426,9 @@ class RegionalGP:
         g = self.landmarks
         dev = self._solve_parts(None)
         var = self.factor.variances()
-        c = np.zeros((self.n, 0))
         if g.shape[1]:
-            bmat = g - self.factor.solve(self.factor.w[:, None] * g)
-            c = sla.solve_triangular(self._ls, bmat.T, lower=True).T  # (G − Y) L_S⁻ᵀ
-            var = var + (c * c).sum(1)
-        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "var": var, "c": c, "ct": None}
+            var = var + self._landmark_variances()
+        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "var": var, "ct": None}
         if self.totals:
             v, resid, noise = self._total_matrix()
             ct = self._cov_base(v, mom)  # Σ_base Vᵀ (N × T)
@@ -420,11 +441,44 @@ class RegionalGP:
         self._mom = mom
         return mom
 
+    def _landmark_y(self) -> NDArray[np.float64]:
+        """``Y = (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo update."""
+        if self._yl is None:
+            self._core()
+            self._yl = self.factor.solve(self.factor.w[:, None] * self.landmarks)
+        return self._yl
+
+    def _landmark_variances(self) -> NDArray[np.float64]:
+        """``rowsum(((G − Y) L_S⁻ᵀ)²)``, the landmarks' part of each segment's variance.
+
+        All N rows at first (N·J² flops); then each trip's rank-k change of S lowers every row
+        by a Woodbury term (one N × J by J × k product per trip), and the rows whose Y the trip
+        moved (its halo) are recomputed. A full recomputation every ``variance_refresh`` trips
+        keeps rounding from adding up."""
+        b = self.landmarks - self._landmark_y()
+        if self._var2 is None or self._var2_age >= self.config.variance_refresh:
+            c = sla.solve_triangular(self._ls, b.T, lower=True)
+            self._var2 = (c * c).sum(0)
+            self._var2_age = 0
+        else:
+            if self._var2_pending:
+                bw = b @ np.hstack(self._var2_pending)
+                self._var2 -= (bw * bw).sum(1)
+            if self._var2_dirty.any():
+                rows = np.flatnonzero(self._var2_dirty)
+                c = sla.solve_triangular(self._ls, b[rows].T, lower=True)
+                self._var2[rows] = (c * c).sum(0)
+        self._var2_pending = []
+        self._var2_dirty[:] = False
+        return self._var2
+
     def _cov_base(self, v: NDArray[np.float64], mom: Mapping[str, Any]) -> NDArray[np.float64]:
-        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + (G−Y) S⁻¹ (G−Y)ᵀV``."""
+        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + (G−Y) S⁻¹ (G−Y)ᵀV`` (exact: the kept Y and
+        the current S)."""
         out = self.factor.solve(v)
-        if mom["c"].shape[1]:
-            out += mom["c"] @ (mom["c"].T @ v)
+        if self.landmarks.shape[1]:
+            b = self.landmarks - self._landmark_y()
+            out += b @ sla.cho_solve((self._ls, True), b.T @ v)
         return out
 
     def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:

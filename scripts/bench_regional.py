@@ -6,7 +6,9 @@ segment driven) first drives the town until ``--distinct`` segments have reading
 ``--trips`` Thompson-sampling trips are timed, each: one joint posterior draw of every segment
 (:meth:`RegionalGP.sample`) → Algorithm 2's rectified weights → bidirectional Dijkstra between
 a random origin and destination → ``update`` with the route's readings (applied before the
-next trip's draw). One BLAS thread. Printed per phase: medians and 90th percentiles [ms].
+next trip's draw). Then as many Bayes-UCB trips: ``posterior()`` (every segment's mean and
+variance, kept current by the updates) → the Bayes-UCB weights → route → update. One BLAS
+thread. Printed per phase: medians and 90th percentiles [ms].
 
 Also printed: the one-off costs (building the Vecchia prior; the first factorisation) and the
 peak memory, and, unless ``--no-fallback``, the SVGP fallback's trip on the same town and
@@ -14,7 +16,7 @@ history (posterior over all segments → Thompson index → route → update), t
 run, with the ratio as ``town100k trip speed-up: …x``.
 
 Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
-       [--landmarks 200] [--fallback-trips 3] [--no-fallback] [--quick]
+       [--landmarks 500] [--fallback-trips 3] [--no-fallback] [--json PATH] [--quick]
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--distinct", type=count_arg, default=20_000,
                     help="distinct segments with readings before timing (default 20000)")
     ap.add_argument("--trips", type=count_arg, default=20, help="timed trips (default 20)")
-    ap.add_argument("--landmarks", type=count_arg, default=200,
-                    help="landmarks of the feature-only term (default 200)")
+    ap.add_argument("--landmarks", type=count_arg, default=500,
+                    help="most landmarks of the feature-only term (default 500)")
     ap.add_argument("--fallback-trips", type=count_arg, default=3,
                     help="timed trips of the SVGP fallback (default 3)")
     ap.add_argument("--no-fallback", action="store_true", help="skip the SVGP fallback")
+    ap.add_argument("--json", type=Path,
+                    help="also write the results (with config and versions) here")
     ap.add_argument("--quick", action="store_true",
                     help="a 3,000-segment town, 1,000 distinct, 3 trips (a smoke test)")
     args = ap.parse_args(argv)
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     threadpool_limits(1)
     from tqdm.auto import tqdm
 
-    from ev_nav.bandits.indices import rectify
+    from ev_nav.bandits.indices import make_index, rectified_weights, rectify
     from ev_nav.bandits.routing import Router
     from ev_nav.gp.regional import RegionalConfig, RegionalGP
     from ev_nav.roads.synthetic import synthetic_town
@@ -120,10 +124,24 @@ def main(argv: list[str] | None = None) -> int:
         t4 = time.perf_counter()
         for k, v in zip(phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
             phases[k].append(v)
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    # ---- Bayes-UCB trips: every segment's mean and variance (kept current), then the index
     t1 = time.perf_counter()
     model.posterior()
     variances_s = time.perf_counter() - t1
+    bucb = make_index("bucb")
+    ucb_phases: dict[str, list[float]] = {"posterior": [], "route": [], "update": [], "trip": []}
+    for t in range(args.trips):
+        s, g = od()
+        t1 = time.perf_counter()
+        post = model.posterior()
+        t2 = time.perf_counter()
+        path = router.route(rectified_weights(bucb, post, len(history) + t + 1, rng), s, g)
+        t3 = time.perf_counter()
+        model.update(path, truth[path] + noise * rng.standard_normal(path.size))
+        t4 = time.perf_counter()
+        for k, v in zip(ucb_phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
+            ucb_phases[k].append(v)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     name = "town100k" if args.segments >= 100_000 else f"town{args.segments // 1000}k"
     print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
           f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
@@ -133,10 +151,32 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in phases.items():
         print(f"  {k:7s} {_ms(v)}")
     print(f"{name} ts trip: {1000 * statistics.median(phases['trip']):.0f} ms")
-    print(f"every segment's variance (posterior(), a full pass): {variances_s:.1f} s")
+    print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s")
+    for k, v in ucb_phases.items():
+        print(f"  {k:9s} {_ms(v)}")
+    ts_ms = 1000 * statistics.median(phases["trip"])
+    ucb_ms = 1000 * statistics.median(ucb_phases["trip"])
+    print(f"{name} bucb trip: {ucb_ms:.0f} ms ({ucb_ms / ts_ms:.1f}x the ts trip)")
     print("hyperparameter fits in the timed window: 0 (the regional learner does not fit yet)")
     print(f"peak memory: {peak_gb:.2f} GB")
+    result = {
+        "segments": n, "fleet_trips": len(history),
+        "distinct": int((model.n_obs > 0).sum()), "landmarks": int(model.landmarks.shape[1]),
+        "build_s": build_s, "first_factorisation_s": first_s, "first_variances_s": variances_s,
+        "ts_ms": {k: [1000 * x for x in v] for k, v in phases.items()},
+        "bucb_ms": {k: [1000 * x for x in v] for k, v in ucb_phases.items()},
+        "peak_gb": peak_gb,
+    }
+
+    def _save() -> None:
+        if args.json:
+            from ev_nav.provenance import atomic_write_json, run_metadata
+
+            atomic_write_json(args.json, {**result, "meta": run_metadata(
+                {k: str(v) for k, v in vars(args).items()}, seeds=[0])})
+
     if args.no_fallback:
+        _save()
         return 0
 
     # ---- the fallback on the same town and history
@@ -159,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     fb = statistics.median(times)
     print(f"fallback (SVGP, M = 1,000) trip: {1000 * fb:.0f} ms")
     print(f"{name} trip speed-up: {fb / statistics.median(phases['trip']):.1f}x")
+    result["fallback_ms"] = [1000 * x for x in times]
+    _save()
     return 0
 
 

@@ -1,0 +1,23 @@
+"""``scripts/bench_regional.py --quick``: the benchmark runs end to end and prints its lines."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_regional.py"
+
+
+def test_bench_regional_quick_prints_its_lines(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, check=True, timeout=600,
+    ).stdout
+    assert re.search(r"^town3k ts trip: \d+ ms$", out, re.M), out
+    assert re.search(r"^town3k bucb trip: \d+ ms \([\d.]+x the ts trip\)$", out, re.M), out
+    assert re.search(r"^town3k trip speed-up: [\d.]+x$", out, re.M), out
+    rec = json.loads((tmp_path / "r.json").read_text())
+    # the fleet drove what it was asked to before the timed trips
+    assert rec["distinct"] >= 1000 and len(rec["ts_ms"]["trip"]) == 3
+    assert rec["meta"]["seeds"] == [0]

@@ -41,7 +41,7 @@ def _ms(xs: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ev_nav.cli import count_arg
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--segments", type=count_arg, default=103_000,
                     help="size of the synthetic town (default 103000)")

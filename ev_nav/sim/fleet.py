@@ -40,6 +40,7 @@ from ev_nav.errors import (
 )
 from ev_nav.faults import crash_point
 from ev_nav.gp.changes import ChangeDetector
+from ev_nav.gp.incremental_state import MAX_EXACT_SEGMENTS
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
@@ -130,7 +131,9 @@ class AgentSpec:
     space and so keeps downhill regeneration (:func:`ev_nav.bandits.indices.rectified_weights`);
     ``"paper"`` rectifies each segment's energy as the paper's Algorithm 2 does.
     ``learner`` (GP agents): ``"exact"`` (:class:`~ev_nav.gp.incremental.IncrementalGP`, the
-    product default: exact posterior, rank-k updates, hyperparameters on a schedule) or
+    product default: exact posterior, rank-k updates, hyperparameters on a schedule; on
+    networks past its :data:`~ev_nav.gp.incremental_state.MAX_EXACT_SEGMENTS` the regional
+    learner :class:`~ev_nav.gp.regional.RegionalGP` instead, with fixed hyperparameters) or
     ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`; the paper mode,
     labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
     ``kernel_mode`` configure the SVGP only. ``segment_scale`` (GP with the exact learner, BI):
@@ -285,6 +288,33 @@ def svgp_config(spec: AgentSpec, **overrides: Any) -> Any:
     return SVGPConfig(**{**fields, **overrides})
 
 
+def _regional_model(
+    spec: AgentSpec, net: RoadNetwork, seed: int, gp_overrides: dict[str, object]
+) -> SegmentModel:
+    """The product's GP above the exact learner's size: the regional learner
+    (:class:`~ev_nav.gp.regional.RegionalGP`). It keeps its initial hyperparameters (it does
+    not fit them yet), which a run that asks for learning is told once."""
+    import warnings
+
+    from ev_nav.gp.regional import RegionalConfig, RegionalGP
+
+    if spec.kernel_mode not in ("auto", "sparse"):
+        raise ConfigError("the regional learner computes the graph kernel sparsely: "
+                          f"kernel_mode {spec.kernel_mode!r} does not apply")
+    if spec.learn_hyperparameters:
+        warnings.warn(
+            f"{net.n_segments:,} segments: past the exact learner's {MAX_EXACT_SEGMENTS:,}, the "
+            "GP agents use the regional learner, which keeps its initial hyperparameters",
+            stacklevel=3,
+        )
+    fields = {"lengthscale": spec.lengthscale, "segment_scale": spec.segment_scale}
+    try:
+        config = RegionalConfig(**{**fields, **gp_overrides})
+    except TypeError as exc:
+        raise ConfigError(f"not a setting of the regional learner: {exc}") from None
+    return RegionalGP(net, config=config, seed=seed)
+
+
 def make_model(
     spec: AgentSpec, net: RoadNetwork, seed: int, **gp_overrides: object
 ) -> SegmentModel:
@@ -302,6 +332,8 @@ def make_model(
         return BIModel(net, segment_scale=spec.segment_scale)
     if spec.model != "gp":
         raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
+    if spec.learner == "exact" and net.n_segments > MAX_EXACT_SEGMENTS:
+        return _regional_model(spec, net, seed, gp_overrides)
     if spec.learner == "exact":
         from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 
@@ -604,6 +636,12 @@ def run_one(
         if ckpt is not None and (t % checkpoint_every == 0 or last or t == stop_after):
             _save_checkpoint(ckpt, drv.state(t, rows))
             crash_point("run-checkpointed")
+        restart = getattr(drv.model, "restart_from_statistics", None)
+        if restart is not None and (t % checkpoint_every == 0 or t == stop_after):
+            # a learner whose per-trip updates are not bit-reproducible from its checkpoint
+            # (the regional one) continues from the checkpoint's statistics, exactly as a run
+            # resumed there does: the same results with or without an interruption
+            restart()
         if stop_after is not None and t >= stop_after and not last:
             if bar is not None:
                 bar.close()

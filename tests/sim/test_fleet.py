@@ -279,3 +279,32 @@ def test_make_model_gp_overrides():
         make_model(AgentSpec(model="gp", policy="ucb", learner="magic"), net, seed=0)
     with pytest.raises(ConfigError, match="BI models take no GP settings"):
         make_model(AgentSpec(model="bi", policy="ucb"), net, seed=0, num_inducing=57)
+
+
+@pytest.mark.parametrize("policy", ["ts", "bucb"])
+def test_past_the_exact_learners_size_the_regional_learner_runs_and_resumes_exactly(
+    policy, tmp_path, monkeypatch
+):
+    """Above MAX_EXACT_SEGMENTS a GP agent gets the regional learner (issue 26 item 5), and a
+    run resumed from a checkpoint gives the very rows of an uninterrupted one (its per-trip
+    updates restart from the statistics at each checkpoint)."""
+    import ev_nav.sim.fleet as fleet
+    from ev_nav.gp.regional import RegionalGP
+
+    monkeypatch.setattr(fleet, "MAX_EXACT_SEGMENTS", 300)  # NET has 400 segments
+    spec = _spec(AgentSpec(model="gp", policy=policy, learn_hyperparameters=False), horizon=10)
+    full = run_one(spec, tmp_path / "full", checkpoint_every=4)
+    assert isinstance(full.model, RegionalGP)
+    part = run_one(spec, tmp_path / "part", checkpoint_every=4, stop_after=6)
+    assert not part.finished
+    resumed = run_one(spec, tmp_path / "part", checkpoint_every=4)
+    pd.testing.assert_frame_equal(pd.DataFrame(full.rows), pd.DataFrame(resumed.rows))
+    np.testing.assert_array_equal(full.model.posterior().mean, resumed.model.posterior().mean)
+    np.testing.assert_array_equal(full.model.posterior().std, resumed.model.posterior().std)
+    # and it learned: the driven segments' posterior left the prior
+    post = full.model.posterior()
+    driven = np.flatnonzero(full.model.n_obs > 0)
+    assert driven.size and np.all(post.std[driven] < 0.99 * RegionalGP(
+        full.model.net, config=full.model.config).posterior().std[driven])
+    with pytest.warns(UserWarning, match="keeps its initial hyperparameters"):
+        fleet.make_model(AgentSpec(model="gp"), load_network(NET), 0)

@@ -337,6 +337,18 @@ class RegionalGP:
         self.totals.append((u, h, total))
         self._changed()
 
+    def restart_from_statistics(self) -> None:
+        """Drop the per-trip state (factor, Schur factor, kept variances) so that the next use
+        factorises afresh from the statistics, exactly as a learner restored from
+        :meth:`state_dict` does. Per-trip updates leave pending changes below their tolerance,
+        so they are not bit-reproducible from a checkpoint; a fleet run calls this at each
+        checkpoint so that a resumed run gives the very same results."""
+        n_updates = self.n_updates
+        stats = (self.n_obs, self.sum_r, self.sum_r2, self.totals)
+        self._reset_data()
+        self.n_obs, self.sum_r, self.sum_r2, self.totals = stats
+        self.n_updates = n_updates
+
     def _changed(self) -> None:
         self.n_updates += 1
         self._mom = None

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from ev_nav.gp.posterior import SegmentModel
 from ev_nav.roads.network import RoadNetwork, build_network
 from ev_nav.settings import data_dir
 
@@ -69,3 +70,30 @@ def random_route(net: RoadNetwork, length: int, rng: np.random.Generator) -> NDA
         no_uturn = succ[net.seg_v[succ] != net.seg_u[e]]
         path.append(int(rng.choice(no_uturn if no_uturn.size else succ)))
     return np.asarray(path, dtype=np.int64)
+
+
+def fleet_log(
+    net: RoadNetwork, trips: int, seed: int, noise_std: float
+) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
+    """``trips`` random walks of 20–60 segments with per-segment readings [Wh] of a truth drawn
+    from the paper's prior (:func:`~ev_nav.gp.groundtruth.sample_ground_truth`, ``seed``) plus
+    noise of sd ``noise_std``; every tenth trip keeps only its total (an array of one value)."""
+    from ev_nav.gp.groundtruth import sample_ground_truth
+
+    rng = np.random.default_rng(seed)
+    truth = sample_ground_truth(net, seed=seed)
+    log = []
+    for t in range(trips):
+        path = random_route(net, int(rng.integers(20, 61)), rng)
+        y = truth[path] + noise_std * rng.standard_normal(path.size)
+        log.append((path, y[None].sum(1) if t % 10 == 9 else y))
+    return log
+
+
+def replay(model: SegmentModel, log: list[tuple[NDArray[np.int64], NDArray[np.float64]]]) -> None:
+    """Feed a :func:`fleet_log` to a model, one ``update`` or ``update_total`` per trip."""
+    for path, y in log:
+        if y.size == 1 and path.size > 1:
+            model.update_total(path, float(y[0]))
+        else:
+            model.update(path, y)

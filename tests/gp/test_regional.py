@@ -13,32 +13,16 @@ from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
-from ev_nav.gp.testing import load_real, random_route, subnetwork
+from ev_nav.gp.testing import fleet_log, load_real, random_route, replay, subnetwork
 
 
 def _fleet(net, models, trips: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``trips`` random trips of 20–60 segments with per-segment readings from a truth drawn
-    from the paper's prior (every tenth trip reports its total only), fed to ``models``;
-    returns the trips."""
-    rng = np.random.default_rng(seed)
-    first = models[0]
-    truth = sample_ground_truth(net, seed=seed)
-    log = []
-    for t in range(trips):
-        path = random_route(net, int(rng.integers(20, 61)), rng)
-        y = truth[path] + first.noise_std * rng.standard_normal(path.size)
-        log.append((path, y[None].sum(1) if t % 10 == 9 else y))
+    """A :func:`fleet_log` fed to ``models`` trip by trip (the first model's noise level)."""
+    log = fleet_log(net, trips, seed, models[0].noise_std)
+    for entry in log:
         for m in models:
-            _replay(m, log[-1:])
+            replay(m, [entry])
     return log
-
-
-def _replay(model, log) -> None:
-    for path, y in log:
-        if y.size == 1 and path.size > 1:
-            model.update_total(path, float(y[0]))
-        else:
-            model.update(path, y)
 
 
 def _worst(a, b, prior_sd) -> tuple[float, float]:
@@ -60,7 +44,7 @@ def test_agrees_with_the_exact_learner_after_500_fleet_trips(name, request):
     assert exact.hyperparameters() != IncrementalGP(net, seed=0).hyperparameters()
     hyper = exact.hyperparameters()
     regional = RegionalGP(net, hyperparameters=hyper)
-    _replay(regional, log)
+    replay(regional, log)
     prior_sd = np.sqrt(np.diag(exact._prior_covariance()))
     mean_err, sd_err = _worst(exact, regional, prior_sd)
     assert mean_err <= 0.01 and sd_err <= 0.01, (mean_err, sd_err)

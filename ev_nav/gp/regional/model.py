@@ -22,15 +22,16 @@ mean costs two sweeps of the factor; a joint Thompson sample of every segment th
 recursion on the factor. Trip totals (one linear row over a route) enter by Woodbury on top
 of that posterior.
 
-This is the learner's first form: every update refactorises (seconds at 100k segments);
-hyperparameters are fixed (given, or the exact learner's defaults); temperatures and road
-changes are not modelled. docs/gp.md ("The regional learner") has the measured accuracy and
-what comes next.
+A trip's update is applied at once and costs what the readings reach: the factor columns they
+change, a rank-k term of ``S`` solved on a hop halo of the trip, and — once variances have been
+asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fixed
+(given, or the exact learner's initial values); temperatures and road changes are not
+modelled. docs/gp.md ("The regional learner") has the design, the measured accuracy and costs,
+and what is missing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -559,13 +560,22 @@ class RegionalGP:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
         self._no_temperature(temperature)
         ids = validate_segment_ids(segment_ids, self.n)
-        mom = self._moments()
         e = np.zeros((self.n, ids.size))
         e[ids, np.arange(ids.size)] = 1.0
-        cov = self._cov_base(e, mom)[ids]
-        if mom["ct"] is not None:
+        if self.totals:
+            mom = self._moments()
             ei = mom["e"][ids]
-            cov = cov - ei @ ei.T
+            cov = self._cov_base(e, mom)[ids] - ei @ ei.T
+        else:  # k solves: B's rows at ids are G_ids − ((Q+W)⁻¹E_ids)ᵀWG, no N × J Y needed
+            self._core()
+            f = self.factor
+            x = f.solve(e)
+            cov = x[ids]
+            g = self.landmarks
+            if g.shape[1]:
+                obs = np.flatnonzero(f.w)
+                b = g[ids] - x[obs].T @ (f.w[obs, None] * g[obs])
+                cov = cov + b @ sla.cho_solve((self._ls, True), b.T)
         return 0.5 * (cov + cov.T)
 
     def predict_sum(
@@ -635,14 +645,3 @@ class RegionalGP:
         self.totals = [stored_total(t) for t in state["totals"]]
         self.n_updates = int(state["n_updates"])
         return self
-
-    def digest(self) -> str:
-        """Content key of the learner's data (what a checkpoint's posterior depends on)."""
-        h = hashlib.sha256(self.net.content_hash.encode())
-        for arr in (self.n_obs, self.sum_r):
-            h.update(np.ascontiguousarray(arr).tobytes())
-        for u, w, t in self.totals:
-            h.update(u.tobytes())
-            h.update(w.tobytes())
-            h.update(np.float64(t).tobytes())
-        return h.hexdigest()[:24]

@@ -1,0 +1,83 @@
+#!/usr/bin/env python
+"""The regional learner against the exact learner on real networks (issue 26 item 3).
+
+Per network: the exact learner drives ``--trips`` random trips of 20–60 segments in a world
+drawn from the paper's prior (one trip in ten reports only its total) and fits its
+hyperparameters to them once at the end; a regional learner is given those hyperparameters
+and the same trips. Printed: the worst segment's difference of posterior mean and standard
+deviation, relative to that segment's prior standard deviation, and its 99th percentile
+(the goal is ≤ 1 % at the worst segment), the fitted hyperparameters, and both learners' times.
+``tests/gp/test_regional.py`` asserts the same on Monaco and Luxembourg.
+
+Usage: python scripts/regional_accuracy.py [--networks monaco,luxembourg] [--trips 500]
+       [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+NETWORKS = ("monaco", "luxembourg", "town2k")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ev_nav.cli import count_arg
+
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--networks", default="monaco,luxembourg",
+                    help=f"comma-separated, of {', '.join(NETWORKS)} (default monaco,luxembourg)")
+    ap.add_argument("--trips", type=count_arg, default=500, help="fleet trips (default 500)")
+    ap.add_argument("--quick", action="store_true", help="town2k, 60 trips (a smoke test)")
+    args = ap.parse_args(argv)
+    names = ["town2k"] if args.quick else [n.strip() for n in args.networks.split(",")]
+    if args.quick:
+        args.trips = 60
+    for name in names:
+        if name not in NETWORKS:
+            ap.error(f"unknown network {name!r}: use {', '.join(NETWORKS)}")
+
+    from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
+    from ev_nav.gp.regional import RegionalGP
+    from ev_nav.gp.testing import LUXEMBOURG_OSM, MONACO_OSM, fleet_log, load_real, replay
+    from ev_nav.roads.synthetic import synthetic_town
+
+    print("| network | N | trips | mean: worst | mean: p99 | sd: worst | sd: p99 | exact s |"
+          " regional s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in names:
+        if name == "town2k":
+            net = synthetic_town(2000, seed=0)
+        else:
+            net = load_real(MONACO_OSM if name == "monaco" else LUXEMBOURG_OSM)
+        t0 = time.perf_counter()
+        exact = IncrementalGP(net, config=IncrementalConfig(first_fit=args.trips), seed=0)
+        log = fleet_log(net, args.trips, 1, exact.noise_std)
+        replay(exact, log)
+        pe = exact.posterior()
+        t_exact = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        regional = RegionalGP(net, hyperparameters=exact.hyperparameters())
+        replay(regional, log)
+        pr = regional.posterior()
+        t_reg = time.perf_counter() - t0
+        prior_sd = np.sqrt(np.diag(exact._prior_covariance()))
+        dm = np.abs(pe.mean - pr.mean) / prior_sd
+        ds = np.abs(pe.std - pr.std) / prior_sd
+        print(f"| {name} | {net.n_segments:,} | {args.trips} | {dm.max():.2e} | "
+              f"{np.quantile(dm, 0.99):.2e} | {ds.max():.2e} | {np.quantile(ds, 0.99):.2e} | "
+              f"{t_exact:.1f} | {t_reg:.1f} |")
+        print(f"  fitted: {exact.hyperparameters()}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""``scripts/regional_accuracy.py --quick``: the accuracy table runs and holds on a town."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "regional_accuracy.py"
+
+
+def test_regional_accuracy_quick_prints_its_table():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True,
+                         text=True, check=True, timeout=600).stdout
+    row = re.search(r"^\| town2k \| [\d,]+ \| 60 \| ([\d.e+-]+) \| [\d.e+-]+ \| ([\d.e+-]+) \|",
+                    out, re.M)
+    assert row, out
+    assert float(row.group(1)) <= 0.01 and float(row.group(2)) <= 0.01
+
+
+def test_unknown_network_is_refused():
+    res = subprocess.run([sys.executable, str(SCRIPT), "--networks", "atlantis"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "unknown network 'atlantis'" in res.stderr

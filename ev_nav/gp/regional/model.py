@@ -57,7 +57,12 @@ from ev_nav.gp.posterior import (
     validate_total,
 )
 from ev_nav.gp.regional.factor import PrecisionFactor, chol_add_lower
-from ev_nav.gp.regional.vecchia import VecchiaPrior, VecchiaSettings, vecchia_prior
+from ev_nav.gp.regional.vecchia import (
+    VecchiaPrior,
+    VecchiaSettings,
+    build_vecchia,
+    network_entries,
+)
 from ev_nav.roads.network import RoadNetwork
 
 __all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"]
@@ -239,6 +244,10 @@ class RegionalGP:
         amp = np.ones(n) if self.scale is None else self.scale
         nu = int(cfg.graph_nu)
         shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
+        # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
+        # segments), before the N × J landmarks exist
+        rank, kg, kg_diag = network_entries(net, incidence_laplacian(net), shift, nu,
+                                            cfg.vecchia, seed=self.seed)
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -249,13 +258,11 @@ class RegionalGP:
         # what the landmarks leave of the feature-only term's variance goes into the Vecchia
         # prior's diagonal, so every segment's prior variance is exact
         remainder = np.maximum(s2 * amp * amp - (self.landmarks**2).sum(1), 0.0)
-        self.prior: VecchiaPrior
-        self.prior, _, _ = vecchia_prior(
-            net, incidence_laplacian(net), shift, nu,
-            np.asarray(self.hyper["lengthscale_product"]),
-            float(self.hyper["outputscale_product"]), amp, cfg.vecchia, seed=self.seed,
-            nugget=remainder,
+        self.prior: VecchiaPrior = build_vecchia(
+            kg, kg_diag, rank, x, np.asarray(self.hyper["lengthscale_product"]),
+            float(self.hyper["outputscale_product"]), amp, cfg.vecchia.neighbours, remainder,
         )
+        del kg
         self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
@@ -271,7 +278,13 @@ class RegionalGP:
         #: the factor, W G and the Schur complement's Cholesky factor match the statistics
         self._core_ok = False
         self._ls = np.zeros((0, 0))
-        self._yl: NDArray[np.float64] | None = None  # (Q+W)⁻¹WG, kept once variances are asked
+        #: the driven segments (in the order first driven) and their rows of G, contiguous:
+        #: W and b vanish elsewhere, so products with G that W or b multiply read only these
+        self._oi = np.zeros(0, dtype=np.int64)
+        self._go = np.zeros((0, self.landmarks.shape[1]))
+        self._n_oi = 0
+        #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for
+        self._bl: NDArray[np.float64] | None = None
         self._var2: NDArray[np.float64] | None = None  # the landmarks' part of the variances
         self._var2_age = 0
         self._var2_dirty = np.zeros(self.n, dtype=bool)
@@ -317,6 +330,7 @@ class RegionalGP:
         cnt = np.bincount(inv, minlength=u.size)
         rs = np.bincount(inv, weights=r, minlength=u.size)
         if self._core_ok:
+            self._observed(u[self.n_obs[u] == 0])
             noise = self._noise(u)
             self._add_readings(u, cnt / noise, rs / noise)
         self.n_obs[u] += cnt
@@ -363,6 +377,8 @@ class RegionalGP:
         noise = self._noise(np.arange(self.n))
         w = self.n_obs / noise
         self.factor.factorize(w, self.sum_r / noise)
+        self._n_oi = 0
+        self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
         if g.shape[1]:
             wg = w[:, None] * g
@@ -372,6 +388,21 @@ class RegionalGP:
             self._ls = cholesky_jitter_np(s, ladder=(0.0,), symmetrize=True,
                                           error=ModelStateError)[0]
         self._core_ok = True
+
+    def _observed(self, new: NDArray[np.int64]) -> None:
+        """Append newly driven segments to the kept rows of G (capacity doubles)."""
+        if not new.size:
+            return
+        k = self._n_oi
+        if k + new.size > self._oi.size:
+            cap = max(2 * self._oi.size, k + new.size, 1024)
+            oi = np.empty(cap, dtype=np.int64)
+            go = np.empty((cap, self.landmarks.shape[1]))
+            oi[:k], go[:k] = self._oi[:k], self._go[:k]
+            self._oi, self._go = oi, go
+        self._oi[k : k + new.size] = new
+        self._go[k : k + new.size] = self.landmarks[new]
+        self._n_oi = k + new.size
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
                       db: NDArray[np.float64]) -> None:
@@ -400,11 +431,11 @@ class RegionalGP:
                                         symmetrize=True, error=ModelStateError)[0]
                 self._var2_pending.append(sla.solve_triangular(lk, sz.T, lower=True).T)
             chol_add_lower(self._ls, np.ascontiguousarray(z.T))  # S += zᵀz
-            if self._yl is not None:
+            if self._bl is not None:
                 # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u), with (Q+W')⁻¹E_u from the
                 # pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹
                 post = np.linalg.solve((np.eye(u.size) + dw[:, None] * y_uu).T, yh.T).T
-                self._yl[seg] += post @ (dw[:, None] * (g[u] - self._yl[u]))
+                self._bl[seg] -= post @ (dw[:, None] * self._bl[u])  # Y_u = G_u − B_u
                 self._var2_dirty[seg] = True
                 self._var2_age += 1
         self.factor.add(u, dw, db)
@@ -423,11 +454,13 @@ class RegionalGP:
             if eps is None:
                 return m1
             return m1 + f.half_solve_t(eps[0])
-        z2 = sla.solve_triangular(self._ls, g.T @ (f.b - f.w * m1), lower=True)
+        oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]
+        z2 = sla.solve_triangular(self._ls, go.T @ (f.b[oi] - f.w[oi] * m1[oi]), lower=True)
         x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
                                   trans="T")
         # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
-        r = f.b - f.w * (g @ x2)
+        r = f.b.copy()
+        r[oi] -= f.w[oi] * (go @ x2)
         x1 = f.solve(r) if eps is None else f.half_solve_t(f.half_solve(r) + eps[0])
         return x1 + g @ x2
 
@@ -454,12 +487,13 @@ class RegionalGP:
         self._mom = mom
         return mom
 
-    def _landmark_y(self) -> NDArray[np.float64]:
-        """``Y = (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo update."""
-        if self._yl is None:
+    def _landmark_b(self) -> NDArray[np.float64]:
+        """``B = G − (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo
+        update."""
+        if self._bl is None:
             self._core()
-            self._yl = self.factor.solve(self.factor.w[:, None] * self.landmarks)
-        return self._yl
+            self._bl = self.landmarks - self.factor.solve(self.factor.w[:, None] * self.landmarks)
+        return self._bl
 
     def _landmark_variances(self) -> NDArray[np.float64]:
         """``rowsum(((G − Y) L_S⁻ᵀ)²)``, the landmarks' part of each segment's variance.
@@ -468,7 +502,7 @@ class RegionalGP:
         by a Woodbury term (one N × J by J × k product per trip), and the rows whose Y the trip
         moved (its halo) are recomputed. A full recomputation every ``variance_refresh`` trips
         keeps rounding from adding up."""
-        b = self.landmarks - self._landmark_y()
+        b = self._landmark_b()
         if self._var2 is None or self._var2_age >= self.config.variance_refresh:
             c = sla.solve_triangular(self._ls, b.T, lower=True)
             self._var2 = (c * c).sum(0)
@@ -490,7 +524,7 @@ class RegionalGP:
         the current S)."""
         out = self.factor.solve(v)
         if self.landmarks.shape[1]:
-            b = self.landmarks - self._landmark_y()
+            b = self._landmark_b()
             out += b @ sla.cho_solve((self._ls, True), b.T @ v)
         return out
 

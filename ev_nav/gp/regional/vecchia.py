@@ -31,7 +31,14 @@ from numpy.typing import NDArray
 from ev_nav.errors import ConfigError
 from ev_nav.roads.network import RoadNetwork
 
-__all__ = ["VecchiaPrior", "VecchiaSettings", "build_vecchia", "graph_entries", "maxmin_order"]
+__all__ = [
+    "VecchiaPrior",
+    "VecchiaSettings",
+    "build_vecchia",
+    "graph_entries",
+    "maxmin_order",
+    "network_entries",
+]
 
 
 @dataclass(frozen=True)
@@ -349,28 +356,28 @@ def build_vecchia(
     return VecchiaPrior(a_matrix=a_matrix, d=d, rank=np.asarray(rank, dtype=np.int64))
 
 
-def vecchia_prior(
+def network_entries(
     net: RoadNetwork,
     laplacian: sp.spmatrix,
     shift: float,
     nu: int,
-    lengthscale: NDArray[np.float64],
-    outputscale: float,
-    amplitude: NDArray[np.float64],
     settings: VecchiaSettings,
     seed: int = 0,
-    nugget: NDArray[np.float64] | None = None,
-) -> tuple[VecchiaPrior, sp.csr_matrix, NDArray[np.float64]]:
-    """Order, graph-kernel entries and Vecchia prior of ``net``'s product term in one call.
+) -> tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64]]:
+    """The coarse-to-fine order and the graph-kernel entries of ``net``: what
+    :func:`build_vecchia` needs besides the feature kernel (and what a rebuild at new feature
+    hyperparameters reuses).
 
-    Returns the prior and the graph-kernel entries (``K_G`` kept and its diagonal), which a
-    rebuild at new feature hyperparameters reuses.
+    Returns
+    -------
+    rank : ndarray of int64
+        Each segment's place in the order.
+    kg, kg_diag
+        :func:`graph_entries`.
     """
     xy = _metric_xy(net)
     order = maxmin_order(xy, seed)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
     kg, kg_diag = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
-    prior = build_vecchia(kg, kg_diag, rank, net.features, lengthscale, outputscale, amplitude,
-                          settings.neighbours, nugget)
-    return prior, kg, kg_diag
+    return rank, kg, kg_diag

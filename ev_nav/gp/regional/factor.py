@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from ev_nav.errors import ModelStateError
 from ev_nav.gp.regional.vecchia import VecchiaPrior
 
-__all__ = ["PrecisionFactor", "chol_add_lower"]
+__all__ = ["PrecisionFactor"]
 
 
 @numba.njit(cache=True)
@@ -302,26 +302,6 @@ def _sub_lower(colptr, rowidx, val, pos, loc):  # noqa: ANN001, ANN202
     for i in range(h):
         loc[pos[i]] = -1
     return cp, ri, vv
-
-
-@numba.njit(cache=True)
-def chol_add_lower(chol, z):  # noqa: ANN001, ANN202
-    """``chol ← chol(chol cholᵀ + z zᵀ)`` in place for a lower factor (J × J) and z (J × k):
-    k rank-one updates, O(k J²) instead of refactorising (O(J³/3))."""
-    n = chol.shape[0]
-    x = np.empty(n)
-    for c in range(z.shape[1]):
-        for i in range(n):
-            x[i] = z[i, c]
-        for j in range(n):
-            ljj = chol[j, j]
-            r = np.sqrt(ljj * ljj + x[j] * x[j])
-            cs = r / ljj
-            sn = x[j] / ljj
-            chol[j, j] = r
-            for i in range(j + 1, n):
-                chol[i, j] = (chol[i, j] + sn * x[i]) / cs
-                x[i] = cs * x[i] - sn * chol[i, j]
 
 
 class PrecisionFactor:

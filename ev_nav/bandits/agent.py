@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ev_nav.bandits.indices import IndexRule, make_index, rectified_weights
+from ev_nav.bandits.indices import (
+    IndexRule,
+    ThompsonIndex,
+    make_index,
+    rectified_weights,
+    rectify,
+)
 from ev_nav.bandits.routing import PartialPath, Router
 from ev_nav.errors import ConfigError
 from ev_nav.roads.network import RoadNetwork
@@ -151,6 +157,13 @@ class Agent:
     def weights(self, t: int | None = None) -> NDArray[np.float64]:
         """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
         t = self.t + 1 if t is None else t
+        sample = getattr(self.model, "sample", None)
+        if (sample is not None and self.potential_change is None and self.temperature is None
+                and isinstance(self.rule, ThompsonIndex) and self.rule.joint):
+            # a joint Thompson draw from a model that draws without variances (the regional
+            # learner): Algorithm 2 on the draw, as ``μ + σ·joint_scores`` would give, from the
+            # same random numbers, without computing every segment's σ
+            return rectify(sample(self.rng), self.model.noise_std)
         post = (self.model.posterior() if self.temperature is None
                 else self.model.posterior(temperature=self.temperature))
         return rectified_weights(

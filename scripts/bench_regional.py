@@ -14,7 +14,8 @@ Also printed: the one-off costs (building the Vecchia prior; the first factorisa
 peak memory, and, unless ``--no-fallback``, the fallback's trip on the same town and history
 (the SVGP as driver states build it past 12,000 segments, ``exact_refresh=True``: posterior
 over all segments → Thompson index → route → update), timed in the same run, with the ratio
-as ``town100k trip speed-up: …x``.
+as ``town100k trip speed-up: …x``. Setting that fallback up on the 100k town's history is slow
+(it had not finished after 20 minutes on a 2-core machine): ``--no-fallback`` skips it.
 
 Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
        [--landmarks 500] [--fallback-trips 3] [--no-fallback] [--json PATH] [--quick]

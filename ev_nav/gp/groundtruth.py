@@ -110,6 +110,23 @@ class PriorSettings:
         return replace(self, lengthscale=float(lengthscale))
 
 
+def learner_prior(
+    net: RoadNetwork, vehicle: Vehicle | None, segment_scale: str, lengthscale: float
+) -> tuple[PriorSettings, NDArray[np.float64] | None]:
+    """A GP learner's initial prior and each segment's amplitude ``a_e`` [Wh].
+
+    ``segment_scale="uniform"`` (the paper's model): :meth:`PriorSettings.from_network`, no
+    amplitudes (None). ``"loss"``: :meth:`PriorSettings.relative` and ``a_e`` the segment's
+    deterministic loss (:func:`ev_nav.potential.loss_scale`): the prior covariance is
+    ``a_e a_e' k(e, e')`` and the noise variance ``ς² a_e²``.
+    """
+    if segment_scale == "loss":
+        from ev_nav.potential import loss_scale
+
+        return PriorSettings.relative(lengthscale), loss_scale(net, vehicle)
+    return PriorSettings.from_network(net, vehicle, lengthscale), None
+
+
 def prior_kernel(
     net: RoadNetwork, settings: PriorSettings, mode: str = "auto", **graph_kwargs
 ) -> SegmentKernel:

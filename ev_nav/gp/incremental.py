@@ -65,7 +65,7 @@ from torch import Tensor
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import ClimateModel, Vehicle, check_temperature
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.groundtruth import PriorSettings
+from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import (
     CACHE_KEEP,
     CHECKPOINT_KIND,
@@ -184,15 +184,10 @@ class IncrementalGP:
         self.n = net.n_segments
         self.seed = int(seed)
         self.cache = cache
-        if cfg.segment_scale == "loss":
-            from ev_nav.potential import loss_scale
-
-            prior = PriorSettings.relative(cfg.lengthscale)
-            #: a_e [Wh]: the prior covariance is a_e a_e' k(e, e') and the noise variance ς² a_e²
-            self.scale: NDArray[np.float64] | None = loss_scale(net, vehicle)
-        else:
-            prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
-            self.scale = None
+        #: a_e [Wh] (None: uniform): the prior covariance is a_e a_e' k(e, e') and the noise
+        #: variance ς² a_e²
+        self.scale: NDArray[np.float64] | None
+        prior, self.scale = learner_prior(net, vehicle, cfg.segment_scale, cfg.lengthscale)
         #: each segment's noise variance in units of ς² (None: 1 everywhere)
         self.noise_scale = None if self.scale is None else self.scale**2
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale

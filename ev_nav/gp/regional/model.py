@@ -44,7 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
-from ev_nav.gp.groundtruth import PriorSettings
+from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.kernels import incidence_laplacian
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
@@ -212,14 +212,8 @@ class RegionalGP:
         self.n = n = net.n_segments
         self.seed = int(seed)
         d = net.features.shape[1]
-        if cfg.segment_scale == "loss":
-            from ev_nav.potential import loss_scale
-
-            prior = PriorSettings.relative(cfg.lengthscale)
-            self.scale: NDArray[np.float64] | None = loss_scale(net, vehicle)
-        else:
-            prior = PriorSettings.from_network(net, vehicle, cfg.lengthscale)
-            self.scale = None
+        self.scale: NDArray[np.float64] | None  # a_e [Wh], as the exact learner's
+        prior, self.scale = learner_prior(net, vehicle, cfg.segment_scale, cfg.lengthscale)
         self.noise_scale = None if self.scale is None else self.scale**2
         s0 = prior.outputscale if cfg.outputscale is None else cfg.outputscale
         hyper: dict[str, Any] = {

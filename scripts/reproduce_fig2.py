@@ -8,7 +8,7 @@ the grid in the physical world (positive losses on top of the node potential, ex
 regeneration-aware agents, into docs/results/fig2-physical. The wall time of the whole command is
 printed at the end.
 Usage: python scripts/reproduce_fig2.py [--quick] [--horizon T] [--seeds N] [--workers W]
-       [--world paper|physical] [--learner exact|svgp]
+       [--world paper|physical] [--learner exact|regional|svgp]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main() -> int:
     t0 = time.perf_counter()
     p = paper.parser(__doc__)
     p.add_argument("--world", choices=("paper", "physical"), default="paper")
-    p.add_argument("--learner", choices=("exact", "svgp"), default="exact")
+    p.add_argument("--learner", choices=("exact", "regional", "svgp"), default="exact")
     args = p.parse_args()
     horizon, seeds = paper.settings(args)
     specs = fig2_specs(horizon=horizon, seeds=seeds, world=args.world, learner=args.learner)
@@ -32,8 +32,8 @@ def main() -> int:
     figure_specs = specs
     specs = paper.select(specs, args)
     figure = "fig2" if args.world == "paper" else "fig2-physical"
-    if args.learner == "svgp":
-        figure += "-svgp"
+    if args.learner != "exact":
+        figure += f"-{args.learner}"
     paper.run(figure, args, specs, lambda out: [out / "regret.png"], report_specs=figure_specs)
     print(f"whole command: {time.perf_counter() - t0:.0f} s wall")
     return 0

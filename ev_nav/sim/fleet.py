@@ -133,9 +133,10 @@ class AgentSpec:
     ``learner`` (GP agents): ``"exact"`` (:class:`~ev_nav.gp.incremental.IncrementalGP`, the
     product default: exact posterior, rank-k updates, hyperparameters on a schedule; on
     networks past its :data:`~ev_nav.gp.incremental_state.MAX_EXACT_SEGMENTS` the regional
-    learner :class:`~ev_nav.gp.regional.RegionalGP` instead, with fixed hyperparameters) or
-    ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`; the paper mode,
-    labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
+    learner :class:`~ev_nav.gp.regional.RegionalGP` instead, with fixed hyperparameters),
+    ``"regional"`` (the regional learner at any size, e.g. to compare it with the exact one
+    where both run) or ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`;
+    the paper mode, labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
     ``kernel_mode`` configure the SVGP only. ``segment_scale`` (GP with the exact learner, BI):
     ``"uniform"`` (the paper's one prior and noise variance) or ``"loss"`` (both scale with
     each segment's deterministic loss, the physical world's model; ``docs/objective.md``).
@@ -301,7 +302,7 @@ def _regional_model(
     if spec.kernel_mode not in ("auto", "sparse"):
         raise ConfigError("the regional learner computes the graph kernel sparsely: "
                           f"kernel_mode {spec.kernel_mode!r} does not apply")
-    if spec.learn_hyperparameters:
+    if spec.learn_hyperparameters and spec.learner == "exact":
         warnings.warn(
             f"{net.n_segments:,} segments: past the exact learner's {MAX_EXACT_SEGMENTS:,}, the "
             "GP agents use the regional learner, which keeps its initial hyperparameters",
@@ -332,7 +333,9 @@ def make_model(
         return BIModel(net, segment_scale=spec.segment_scale)
     if spec.model != "gp":
         raise ConfigError(f"unknown model {spec.model!r}; use gp or bi")
-    if spec.learner == "exact" and net.n_segments > MAX_EXACT_SEGMENTS:
+    if spec.learner == "regional" or (
+        spec.learner == "exact" and net.n_segments > MAX_EXACT_SEGMENTS
+    ):
         return _regional_model(spec, net, seed, gp_overrides)
     if spec.learner == "exact":
         from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
@@ -359,7 +362,7 @@ def make_model(
         spectral = {"spectral_diag": True} if net.n_segments <= FLEET_SPECTRAL_MAX else {}
         config = svgp_config(spec, **{**spectral, **gp_overrides})
         return SVGPModel(net, config=config, seed=seed)
-    raise ConfigError(f"unknown learner {spec.learner!r}; use exact or svgp")
+    raise ConfigError(f"unknown learner {spec.learner!r}; use exact, regional or svgp")
 
 
 def resolve_endpoint(net: RoadNetwork, value: Any) -> int:
@@ -942,7 +945,7 @@ CONFIG_CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "mean", "safe",
                             "random"),
     (AgentSpec, "rectification"): ("reduced", "paper"),
-    (AgentSpec, "learner"): ("exact", "svgp"),
+    (AgentSpec, "learner"): ("exact", "regional", "svgp"),
     (TripSpec, "kind"): ("fixed", "random"),
     (TruthSpec, "kind"): ("physical", "gp", "det-noise", "file"),
     (TruthSpec, "optimum"): ("exact", "rectified"),

@@ -148,6 +148,47 @@ def test_checkpoint_round_trip_is_bit_identical_and_pickle_free(small_regional):
             {**state, "hyperparameters": {**state["hyperparameters"], "noise_var": 1.0}})
 
 
+def test_the_prior_cached_in_a_state_gives_the_same_bits(small_regional, tmp_path, monkeypatch):
+    """A state's cache keeps the prior (Vecchia factor, landmarks): a second learner reads it
+    instead of building it and has the very same posterior; other hyperparameters build their
+    own; a damaged file is refused with a notice and rebuilt, never trusted."""
+    from ev_nav.errors import StateNotice
+    from ev_nav.store import StateCache, Store
+
+    net, model = small_regional
+    Store.create(tmp_path, net.content_hash, "test", "gp", {}).close()
+    cache = StateCache(tmp_path)
+    state = model.state_dict()
+    first = RegionalGP(net, config=model.config, cache=cache).load_state_dict(state)
+    names = sorted(p.name for p in cache.folder.glob("regional*"))
+    assert [n.split("-")[0] for n in names] == ["regionalfloat", "regionalint", "regionalmeta"]
+    import ev_nav.gp.regional.model as regional_model
+
+    built = []
+    real = regional_model.RegionalGP._build_prior
+
+    def counting(self, amp):
+        built.append(1)
+        return real(self, amp)
+
+    monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
+    warm = RegionalGP(net, config=model.config, cache=cache).load_state_dict(state)
+    assert built == []
+    for other in (first, warm):
+        a, b = model.posterior(), other.posterior()
+        assert np.array_equal(a.mean, b.mean) and np.array_equal(a.std, b.std)
+    RegionalGP(net, config=model.config, cache=cache,
+               hyperparameters={"noise_var": 2.0 * model.noise_var})
+    assert built == [1]
+    assert len(list(cache.folder.glob("regionalmeta-*"))) == 2
+    floats = cache.folder / names[0]
+    floats.write_bytes(floats.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.warns(StateNotice, match="checksum"):
+        again = RegionalGP(net, config=model.config, cache=cache).load_state_dict(state)
+    assert built == [1, 1]
+    assert np.array_equal(again.posterior().mean, model.posterior().mean)
+
+
 def test_bad_input_is_refused_and_changes_nothing(small_regional):
     net, model = small_regional
     before = model.posterior().mean.copy()

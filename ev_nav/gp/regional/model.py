@@ -32,10 +32,12 @@ and what is missing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -64,6 +66,9 @@ from ev_nav.gp.regional.vecchia import (
     network_entries,
 )
 from ev_nav.roads.network import RoadNetwork
+
+if TYPE_CHECKING:
+    from ev_nav.store.state_cache import StateCache
 
 __all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"]
 
@@ -195,6 +200,10 @@ class RegionalGP:
         noise variance), overriding the config's.
     seed : int
         Seed of the coarse-to-fine order's tie-breaking.
+    cache : StateCache, optional
+        A state's verified cache folder: the prior (Vecchia factor and landmarks, ~100 MB and
+        ~80 s to build at 100k segments) is read from it when it was built for the same
+        network, settings and hyperparameters, and written to it otherwise.
     """
 
     checkpoint_kind = CHECKPOINT_KIND
@@ -206,6 +215,7 @@ class RegionalGP:
         config: RegionalConfig | None = None,
         hyperparameters: Mapping[str, Any] | None = None,
         seed: int = 0,
+        cache: StateCache | None = None,
     ) -> None:
         self.config = cfg = config or RegionalConfig()
         self.net = net
@@ -236,6 +246,36 @@ class RegionalGP:
         self.noise_var = float(self.hyper["noise_var"])
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
         amp = np.ones(n) if self.scale is None else self.scale
+        key = self._prior_key(amp)
+        cached = _read_prior(cache, key, n)
+        if cached is None:
+            self.prior, self.landmarks, self.landmark_ids = self._build_prior(amp)
+            if cache is not None:
+                _write_prior(cache, key, self.prior, self.landmarks, self.landmark_ids)
+        else:
+            self.prior, self.landmarks, self.landmark_ids = cached
+        self._g32 = self.landmarks.astype(np.float32)
+        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
+        und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
+        self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
+        self._reset_data()
+
+    def _prior_key(self, amp: NDArray[np.float64]) -> str:
+        """Digest of everything the prior is built from (network, settings, hyperparameters,
+        seed, segment amplitudes): the name of its cache files."""
+        h = hashlib.sha256()
+        h.update(self.net.content_hash.encode())
+        fields = {"config": asdict(self.config), "hyper": self.hyper, "seed": self.seed,
+                  "version": PRIOR_CACHE_VERSION}
+        h.update(json.dumps(fields, sort_keys=True).encode())
+        h.update(np.ascontiguousarray(amp, dtype=np.float64).tobytes())
+        return h.hexdigest()[:24]
+
+    def _build_prior(
+        self, amp: NDArray[np.float64]
+    ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]]:
+        """The product term's Vecchia prior and the feature-only term's landmarks (N × J)."""
+        cfg, net = self.config, self.net
         nu = int(cfg.graph_nu)
         shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
         # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
@@ -245,23 +285,18 @@ class RegionalGP:
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
-        self.landmarks, self.landmark_ids = pivoted_cholesky(
+        landmarks, landmark_ids = pivoted_cholesky(
             lambda p: s2 * amp * amp[p] * _matern52_rows(x, p, ls2),
             s2 * amp * amp, cfg.landmarks, cfg.landmark_tol,
         )
         # what the landmarks leave of the feature-only term's variance goes into the Vecchia
         # prior's diagonal, so every segment's prior variance is exact
-        remainder = np.maximum(s2 * amp * amp - (self.landmarks**2).sum(1), 0.0)
-        self._g32 = self.landmarks.astype(np.float32)
-        self.prior: VecchiaPrior = build_vecchia(
+        remainder = np.maximum(s2 * amp * amp - (landmarks**2).sum(1), 0.0)
+        prior = build_vecchia(
             kg, kg_diag, rank, x, np.asarray(self.hyper["lengthscale_product"]),
             float(self.hyper["outputscale_product"]), amp, cfg.vecchia.neighbours, remainder,
         )
-        del kg
-        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
-        und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
-        self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
-        self._reset_data()
+        return prior, landmarks, landmark_ids
 
     # ------------------------------------------------------------------ data
     def _reset_data(self) -> None:
@@ -680,3 +715,53 @@ class RegionalGP:
         self.totals = [stored_total(t) for t in state["totals"]]
         self.n_updates = int(state["n_updates"])
         return self
+
+
+#: Layout version of the prior's cache files (part of their key: a change rebuilds them).
+PRIOR_CACHE_VERSION = 1
+
+
+def _read_prior(
+    cache: StateCache | None, key: str, n: int
+) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]] | None:
+    """The prior of ``key`` from a state's cache (three verified files: sizes, integers,
+    floats), or None when missing or refused."""
+    if cache is None:
+        return None
+    meta = cache.read_array(f"regionalmeta-{key}.npy", (3,), np.int64)
+    if meta is None or int(meta[0]) != n or min(int(meta[1]), int(meta[2])) < 0:
+        return None
+    nnz, j = int(meta[1]), int(meta[2])
+    ints = cache.read_array(f"regionalint-{key}.npy", (2 * n + 1 + nnz + j,), np.int64)
+    floats = cache.read_array(f"regionalfloat-{key}.npy", (nnz + n + n * j,), np.float64)
+    if ints is None or floats is None:
+        return None
+    indptr, indices = ints[: n + 1], ints[n + 1 : n + 1 + nnz]
+    rank, ids = ints[n + 1 + nnz : 2 * n + 1 + nnz], ints[2 * n + 1 + nnz :]
+    if indptr[0] != 0 or indptr[-1] != nnz or np.any(np.diff(indptr) < 0) or (
+        nnz and (indices.min() < 0 or indices.max() >= n)
+    ) or not np.array_equal(np.sort(rank), np.arange(n)):
+        return None  # verified bytes of another layout: rebuild rather than trust them
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix((floats[:nnz], indices, indptr), shape=(n, n))
+    prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
+    return prior, floats[nnz + n :].reshape(n, j).copy(), ids.copy()
+
+
+def _write_prior(
+    cache: StateCache,
+    key: str,
+    prior: VecchiaPrior,
+    landmarks: NDArray[np.float64],
+    landmark_ids: NDArray[np.int64],
+) -> None:
+    """Store the prior of ``key`` (floats and integers first, the sizes last: a reader finds
+    the sizes only once both others are in place); the newest two priors are kept."""
+    a = prior.a_matrix
+    ints = np.concatenate([a.indptr, a.indices, prior.rank, landmark_ids]).astype(np.int64)
+    floats = np.concatenate([a.data, prior.d, landmarks.ravel()]).astype(np.float64)
+    cache.write_array(f"regionalint-{key}.npy", ints, keep=2)
+    cache.write_array(f"regionalfloat-{key}.npy", floats, keep=2)
+    meta = np.array([prior.n, a.nnz, landmarks.shape[1]], dtype=np.int64)
+    cache.write_array(f"regionalmeta-{key}.npy", meta, keep=2)

@@ -496,6 +496,47 @@ def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, n
         assert np.array_equal(session.model.posterior().mean, fresh.posterior().mean)
 
 
+def test_past_the_exact_size_states_open_with_the_regional_learner(
+    tmp_path, capsys, net, monkeypatch
+):
+    """Past the exact learner's size a driver's GP is the regional learner: an Algorithm 3
+    checkpoint of such a state is rebuilt with it from the recorded observations (one notice,
+    nothing lost); its prior is built once and read from the state's cache after that."""
+    from ev_nav.energy import get_vehicle
+    from ev_nav.gp import incremental_state
+    from ev_nav.gp.regional import RegionalGP
+    from ev_nav.gp.regional import model as regional_model
+    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    from ev_nav.trips.session import apply_batches, open_session
+
+    monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", net.n_segments - 1)
+    state = _state(tmp_path, capsys, model="gp", net=net)
+    with Store.open(state) as s:
+        batches = s.observations()
+        old = SVGPModel(net, vehicle=get_vehicle("sumo-default"),
+                        config=SVGPConfig(exact_refresh=True))
+        apply_batches(old, batches)
+        blob = checkpoints.encode(old.state_dict())
+        with sqlite3.connect(Store.db_path(state)) as conn:
+            conn.execute("DELETE FROM checkpoints")
+        s.save_checkpoint(blob, s.n_observations(), last_batch_id=max(b.id for b in batches))
+    code, out, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
+    assert code == 0, err
+    assert "previous GP learner" in err and "no observation was lost" in err
+    assert len(list((state / "cache").glob("regionalmeta-*.npy"))) == 1
+    built = []
+    real = regional_model.RegionalGP._build_prior
+    monkeypatch.setattr(regional_model.RegionalGP, "_build_prior",
+                        lambda self, amp: built.append(1) or real(self, amp))
+    with open_session(state) as session:
+        assert isinstance(session.model, RegionalGP) and not session.skipped
+        assert built == []  # the prior came from the state's cache
+        fresh = RegionalGP(net, vehicle=session.vehicle)
+        apply_batches(fresh, batches)
+        assert np.array_equal(session.model.posterior().mean, fresh.posterior().mean)
+        assert np.array_equal(session.model.posterior().std, fresh.posterior().std)
+
+
 # ----------------------------------------------------------------------------- cache files
 def _gp_prediction(state) -> tuple[np.ndarray, np.ndarray]:
     from ev_nav.trips.session import open_session

@@ -25,7 +25,8 @@ Why not only the D columns ``Σ[:, S]``: a segment x joining S would then need
 ``Σ[:, x] = K[:, x] − Σ[:, S] Q K[S, x]`` (Q the data precision on S), which feeds the rounding
 errors of the stored columns back through ``Q``; measured on Luxembourg the error grew from
 3e-13 to 0.15 in seven trips (docs/gp.md). The full covariance needs no such step, at the price
-of N² memory: networks beyond :data:`MAX_EXACT_SEGMENTS` use the inducing-point fallback.
+of N² memory: networks beyond :data:`MAX_EXACT_SEGMENTS` use the regional learner
+(:mod:`ev_nav.gp.regional`).
 
 A *refresh* recomputes ``Σ`` and ``μ`` from the sufficient statistics (``O(N²·D)``): after
 each hyperparameter fit, which happens on a schedule (the ``first_fit``-th update, then every time
@@ -178,7 +179,7 @@ class IncrementalGP:
             raise ConfigError(
                 f"the exact learner keeps an N × N covariance and takes networks of up to "
                 f"{MAX_EXACT_SEGMENTS:,} segments ({net.n_segments:,} given); use the "
-                "inducing-point learner (SVGPModel, learner='svgp') for larger ones"
+                "regional learner (RegionalGP, learner='regional') for larger ones"
             )
         self.net = net
         self.n = net.n_segments

@@ -85,22 +85,24 @@ def build_model(
     """A fresh model of ``kind`` (``gp`` or ``bi``) with the spec's prior for this network.
 
     The GP is the exact, incremental learner (:class:`~ev_nav.gp.incremental.IncrementalGP`):
-    one driver's data is small, and an exact posterior is what a careful user wants.
-    ``cache`` (a state's verified ``cache/`` folder) keeps its prior kernel matrix and
-    posterior between commands.
+    one driver's data is small, and an exact posterior is what a careful user wants. Past its
+    :data:`~ev_nav.gp.incremental_state.MAX_EXACT_SEGMENTS` (its N × N covariance no longer
+    fits) it is the regional learner (:class:`~ev_nav.gp.regional.RegionalGP`: sparse
+    precision, fixed hyperparameters). ``cache`` (a state's verified ``cache/`` folder) keeps
+    the exact learner's prior kernel matrix and posterior, or the regional learner's prior,
+    between commands.
     """
     if kind == "bi":
         from ev_nav.gp.independent import BIModel
 
         return BIModel(net, vehicle=vehicle)
-    from ev_nav.gp.incremental import MAX_EXACT_SEGMENTS, IncrementalGP
+    from ev_nav.gp import incremental_state
+    from ev_nav.gp.incremental import IncrementalGP
 
-    if net.n_segments > MAX_EXACT_SEGMENTS:
-        # the exact learner's N × N covariance does not fit: the inducing-point approximation,
-        # with the exact q(u) after every trip (no learning-rate tuning for a driver)
-        from ev_nav.gp.svgp import SVGPConfig, SVGPModel
+    if net.n_segments > incremental_state.MAX_EXACT_SEGMENTS:
+        from ev_nav.gp.regional import RegionalGP
 
-        return SVGPModel(net, vehicle=vehicle, config=SVGPConfig(exact_refresh=True), seed=seed)
+        return RegionalGP(net, vehicle=vehicle, seed=seed, cache=cache)
     return IncrementalGP(net, vehicle=vehicle, seed=seed, cache=cache)
 
 
@@ -113,7 +115,8 @@ def state_cache(store: Store) -> StateCache:
 
 
 #: Checkpoint kinds written by learners that states no longer use; the model is rebuilt with the
-#: current learner from the recorded observations instead (they are the data).
+#: current learner from the recorded observations instead (they are the data). States past the
+#: exact learner's size were learned by Algorithm 3 before the regional learner took over.
 SUPERSEDED_KINDS = {"svgp": "the previous GP learner (Algorithm 3)"}
 
 
@@ -283,7 +286,7 @@ def restore_model(
             kind = state.get("kind") if isinstance(state, dict) else None
             old = SUPERSEDED_KINDS.get(kind) if kind != model.checkpoint_kind else None
             if old is not None:
-                skipped.append(f"checkpoint {ck.id} written by {old}; rebuilt with the exact one")
+                skipped.append(f"checkpoint {ck.id} written by {old}; rebuilt with the current one")
                 continue
             model.load_state_dict(state)
         except UnsafeCheckpointError:
@@ -312,10 +315,11 @@ def restore_posterior(
     update at which the learner refreshes and refits its hyperparameters: then None.
     """
     from ev_nav.checkpoints import decode
-    from ev_nav.gp.incremental_state import MAX_EXACT_SEGMENTS, ExactPosterior
+    from ev_nav.gp import incremental_state
+    from ev_nav.gp.incremental_state import ExactPosterior
 
-    if store.model_kind != "gp" or net.n_segments > MAX_EXACT_SEGMENTS:
-        return None  # BI, or the inducing-point learner of a large network: the model itself
+    if store.model_kind != "gp" or net.n_segments > incremental_state.MAX_EXACT_SEGMENTS:
+        return None  # BI, or the regional learner of a large network: the model itself
     newest = next(iter(store.checkpoints()), None)
     if newest is None or not newest.verified:
         return None  # the learner's path passes over it and says so

@@ -272,3 +272,40 @@ def test_acknowledgement_is_what_observe_shows(state, tmp_path, capsys, partial)
         assert ack["predicted_segments"] is None
         assert ack["predicted_wh"] == pytest.approx(trip.predicted_wh, abs=0.06)
     assert ack["sd_with_noise_wh"] > ack["predicted_sd_wh"]
+
+
+def test_past_the_exact_size_the_service_learns_with_the_regional_learner(
+    state, monkeypatch
+) -> None:
+    """Above the exact learner's size the service serves the regional learner: snapshots are
+    independent copies that share its prior, what it absorbs changes them, and its checkpoint
+    reopens to the same posterior."""
+    from ev_nav.gp import incremental_state
+    from ev_nav.gp.regional import RegionalGP
+    from ev_nav.trips.session import open_session
+
+    monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", 100)
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = far_points(svc.net)
+        first = svc.plan(origin, goal, policy="ts")
+        before = svc.snapshot.model.posterior().mean.copy()
+        ack = svc.record(first["trip"], total_wh=_plausible(first))
+        waiter = threading.Event()
+        for _ in range(1200):
+            if svc.snapshot.applied_upto >= ack["batch"]:
+                break
+            waiter.wait(0.1)
+        snap = svc.snapshot.model
+        assert isinstance(snap, RegionalGP) and svc.snapshot.applied_upto >= ack["batch"]
+        assert not np.array_equal(snap.posterior().mean, before)
+        copied, how = _clone_model(snap, svc.net, None, "gp")
+        assert how == "deep copy" and copied.prior is snap.prior
+        assert copied.factor is not snap.factor
+        copied.update(np.arange(4), np.full(4, 500.0))
+        assert not np.array_equal(copied.posterior().mean, snap.posterior().mean)
+        svc.plan(origin, goal, policy="bucb")
+        served = snap.posterior()
+    with open_session(state) as session:
+        assert isinstance(session.model, RegionalGP) and not session.skipped
+        np.testing.assert_array_equal(session.model.posterior().mean, served.mean)
+        np.testing.assert_array_equal(session.model.posterior().std, served.std)

@@ -10,6 +10,7 @@ deviation, relative to that segment's prior standard deviation, and its 99th per
 ``tests/gp/test_regional.py`` asserts the same on Monaco and Luxembourg.
 
 Usage: python scripts/regional_accuracy.py [--networks monaco,luxembourg] [--trips 500]
+       [--neighbours M] [--no-fit]
        [--quick]
 """
 
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--networks", default="monaco,luxembourg",
                     help=f"comma-separated, of {', '.join(NETWORKS)} (default monaco,luxembourg)")
     ap.add_argument("--trips", type=count_arg, default=500, help="fleet trips (default 500)")
+    ap.add_argument("--neighbours", type=count_arg, default=None,
+                    help="Vecchia conditioning-set size m (default: VecchiaSettings')")
+    ap.add_argument("--no-fit", action="store_true",
+                    help="both learners keep the initial hyperparameters (no fit)")
     ap.add_argument("--quick", action="store_true", help="town2k, 60 trips (a smoke test)")
     args = ap.parse_args(argv)
     names = ["town2k"] if args.quick else [n.strip() for n in args.networks.split(",")]
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown network {name!r}: use {', '.join(NETWORKS)}")
 
     from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
-    from ev_nav.gp.regional import RegionalGP
+    from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
     from ev_nav.gp.testing import LUXEMBOURG_OSM, MONACO_OSM, fleet_log, load_real, replay
     from ev_nav.roads.synthetic import synthetic_town
 
@@ -59,13 +64,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             net = load_real(MONACO_OSM if name == "monaco" else LUXEMBOURG_OSM)
         t0 = time.perf_counter()
-        exact = IncrementalGP(net, config=IncrementalConfig(first_fit=args.trips), seed=0)
+        exact = IncrementalGP(net, config=IncrementalConfig(
+            first_fit=args.trips, learn_hyperparameters=not args.no_fit), seed=0)
         log = fleet_log(net, args.trips, 1, exact.noise_std)
         replay(exact, log)
         pe = exact.posterior()
         t_exact = time.perf_counter() - t0
         t0 = time.perf_counter()
-        regional = RegionalGP(net, hyperparameters=exact.hyperparameters())
+        vecchia = (VecchiaSettings() if args.neighbours is None
+                   else VecchiaSettings(neighbours=args.neighbours))
+        regional = RegionalGP(net, config=RegionalConfig(vecchia=vecchia),
+                              hyperparameters=exact.hyperparameters())
         replay(regional, log)
         pr = regional.posterior()
         t_reg = time.perf_counter() - t0

@@ -122,6 +122,30 @@ def test_joint_draws_have_the_models_posterior_covariance(small_regional):
     assert np.abs(rho).max() > 0.5  # a joint draw, not independent segments
 
 
+def test_route_totals_and_draws_need_no_variances(small_regional):
+    """A route's total (one column of the covariance) and a draw with trip totals in the data
+    need neither the variances nor the N × J matrix B; the total agrees with the route's full
+    covariance, and with the same total computed once B is kept."""
+    net, model = small_regional
+    fresh = RegionalGP(net, config=model.config).load_state_dict(model.state_dict())
+    assert fresh.totals
+    rng = np.random.default_rng(8)
+    ids = random_route(net, 12, rng)
+    w = rng.uniform(0.2, 1.0, ids.size)
+    mean, var = fresh.predict_sum(ids, weights=w)
+    fresh.sample(rng)
+    assert fresh._bl is None and "var" not in fresh._mom
+    u, h = np.unique(ids, return_inverse=True)
+    hw = np.bincount(h, weights=w)
+    cov = fresh.route_covariance(u)
+    assert var == pytest.approx(hw @ cov @ hw, rel=1e-9)
+    assert mean == pytest.approx(hw @ fresh.posterior_mean()[u], rel=1e-12)
+    fresh.posterior()  # variances asked: B is kept from here on
+    assert fresh._bl is not None
+    again = fresh.predict_sum(ids, weights=w)
+    assert again == pytest.approx((mean, var), rel=1e-9)
+
+
 def test_a_stale_posterior_refuses_to_draw(small_regional):
     net, _ = small_regional
     model = RegionalGP(net, config=RegionalConfig(vecchia=VecchiaSettings(neighbours=30)))

@@ -464,11 +464,11 @@ class PrecisionFactor:
 
     def solve(self, b: NDArray[np.float64]) -> NDArray[np.float64]:
         """``(L Lᵀ)⁻¹ b`` for b of shape (n,) or (n, k)."""
-        if np.ndim(b) == 1:
-            x1 = np.asarray(b, dtype=np.float64)[self.seg]
+        if np.ndim(b) == 1 or np.shape(b)[1] == 1:
+            x1 = np.asarray(b, dtype=np.float64).reshape(-1)[self.seg]
             _forward1(self.colptr, self._ri32, self.values, x1)
             _backward1(self.colptr, self._ri32, self.values, x1)
-            return x1[self.pos]
+            return x1[self.pos] if np.ndim(b) == 1 else x1[self.pos, None]
         x = self._in(b)
         _forward(self.colptr, self.rowidx, self.values, x)
         _backward(self.colptr, self.rowidx, self.values, x)

@@ -516,24 +516,33 @@ class RegionalGP:
 
     def _moments(self) -> dict[str, Any]:
         """Posterior mean deviation and variances, with the trip totals' Woodbury terms."""
+        mom = self._mean_terms()
+        if "var" not in mom:
+            var = self.factor.variances()
+            if self.landmarks.shape[1]:
+                var = var + self._landmark_variances()
+            if mom["e"] is not None:
+                var = var - (mom["e"] ** 2).sum(1)
+            mom["var"] = var
+        return mom
+
+    def _mean_terms(self) -> dict[str, Any]:
+        """Posterior mean deviation with the trip totals' Woodbury terms, without variances
+        (what a draw, a route's total and the mean need). Kept until the next update."""
         if self._mom is not None:
             return self._mom
         self._core()
-        g = self.landmarks
         dev = self._solve_parts(None)
-        var = self.factor.variances()
-        if g.shape[1]:
-            var = var + self._landmark_variances()
-        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "var": var, "ct": None}
+        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "ct": None, "e": None}
         if self.totals:
             v, resid, noise = self._total_matrix()
-            ct = self._cov_base(v, mom)  # Σ_base Vᵀ (N × T)
+            ct = self._cov_base(v)  # Σ_base Vᵀ (N × T)
             ktt = v.T @ ct + np.diag(noise)
             lk = cholesky_jitter_np(ktt, symmetrize=True, error=ModelStateError)[0]
             alpha = sla.cho_solve((lk, True), resid - v.T @ dev)
             e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
             mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,
-                        "dev": dev + ct @ alpha, "var": var - (e * e).sum(1)})
+                        "dev": dev + ct @ alpha})
         self._mom = mom
         return mom
 
@@ -569,14 +578,22 @@ class RegionalGP:
         self._var2_dirty[:] = False
         return self._var2
 
-    def _cov_base(self, v: NDArray[np.float64], mom: Mapping[str, Any]) -> NDArray[np.float64]:
-        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + (G−Y) S⁻¹ (G−Y)ᵀV`` (exact: the kept Y and
-        the current S)."""
-        out = self.factor.solve(v)
-        if self.landmarks.shape[1]:
-            b = self._landmark_b()
-            out += b @ sla.cho_solve((self._ls, True), b.T @ v)
-        return out
+    def _cov_base(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + B S⁻¹ BᵀV`` with ``B = G − (Q+W)⁻¹WG``.
+
+        With B kept (once variances were asked for) a product with it; otherwise 2k solves
+        (``BᵀV = GᵀV − GᵀW(Q+W)⁻¹V`` and ``B c = Gc − (Q+W)⁻¹WGc``), which needs no N × J
+        matrix: a Thompson trip or a route's total never pays the J solves that B costs."""
+        f, g = self.factor, self.landmarks
+        x = f.solve(v)
+        if not g.shape[1]:
+            return x
+        if self._bl is not None:
+            return x + self._bl @ sla.cho_solve((self._ls, True), self._bl.T @ v)
+        obs = self._oi[: self._n_oi]
+        btv = g.T @ v - self._go[: self._n_oi].T @ (f.w[obs, None] * x[obs])
+        gc = g @ sla.cho_solve((self._ls, True), btv)
+        return x + gc - f.solve(f.w[:, None] * gc)
 
     def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """The totals as rows V (N × T, column per total), residual totals and noise variances."""
@@ -604,11 +621,7 @@ class RegionalGP:
 
     def posterior_mean(self) -> NDArray[np.float64]:
         """Every segment's posterior mean [Wh] without the variances (three sweeps)."""
-        if self._mom is not None:
-            return self.prior_mean + self._mom["dev"]
-        if self.totals:
-            return self.prior_mean + self._moments()["dev"]
-        return self.prior_mean + self._solve_parts(None)
+        return self.prior_mean + self._mean_terms()["dev"]
 
     def _joint_draw(
         self, std: NDArray[np.float64]
@@ -631,7 +644,7 @@ class RegionalGP:
         e = rng.standard_normal(self.n + g.shape[1])
         f = self.prior_mean + self._solve_parts((e[: self.n], e[self.n:]))
         if self.totals:  # Matheron's rule: condition the draw on the totals
-            mom = self._moments()
+            mom = self._mean_terms()
             base_dev = f - self.prior_mean - mom["base_dev"]
             eps = rng.standard_normal(mom["noise"].size) * np.sqrt(mom["noise"])
             fix = mom["ct"] @ sla.cho_solve((mom["lk"], True), mom["v"].T @ base_dev + eps)
@@ -647,9 +660,9 @@ class RegionalGP:
         e = np.zeros((self.n, ids.size))
         e[ids, np.arange(ids.size)] = 1.0
         if self.totals:
-            mom = self._moments()
+            mom = self._mean_terms()
             ei = mom["e"][ids]
-            cov = self._cov_base(e, mom)[ids] - ei @ ei.T
+            cov = self._cov_base(e)[ids] - ei @ ei.T
         else:  # k solves: B's rows at ids are G_ids − ((Q+W)⁻¹E_ids)ᵀWG, no N × J Y needed
             self._core()
             f = self.factor
@@ -672,9 +685,15 @@ class RegionalGP:
         self._no_temperature(temperature)
         validate_segment_ids(segment_ids, self.n)
         u, h = combine_weights(segment_ids, weights)
-        mean = self.posterior_mean()
-        cov = self.route_covariance(u)
-        return float(h @ mean[u]), float(max(h @ cov @ h, 0.0))
+        mom = self._mean_terms()
+        # hᵀΣh from one column: Σ_base h minus the totals' term (no k × k covariance needed)
+        v = np.zeros((self.n, 1))
+        v[u, 0] = h
+        var = float(h @ self._cov_base(v)[u, 0])
+        if mom["e"] is not None:
+            eh = mom["e"][u].T @ h
+            var -= float(eh @ eh)
+        return float(h @ (self.prior_mean[u] + mom["dev"][u])), max(var, 0.0)
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``."""

@@ -334,9 +334,15 @@ class PrecisionFactor:
     Parameters
     ----------
     prior : VecchiaPrior
+    tol : float
+        Relative change below which an update leaves a column pending (:meth:`add`).
+    q_values : ndarray, optional
+        :attr:`q_values` computed before (a state's cache), else computed when first needed.
     """
 
-    def __init__(self, prior: VecchiaPrior, tol: float = 1e-8) -> None:
+    def __init__(
+        self, prior: VecchiaPrior, tol: float = 1e-8, q_values: NDArray[np.float64] | None = None
+    ) -> None:
         n = prior.n
         #: relative change below which the per-update factor leaves a column pending
         self.tol = float(tol)
@@ -346,33 +352,44 @@ class PrecisionFactor:
         self.seg = np.empty(n, dtype=np.int64)
         self.seg[self.pos] = np.arange(n)
         coo = prior.a_matrix.tocoo()
-        # L = Aᵀ D^{-1/2}: A[i, j] sits at row pos[j], column pos[i]
-        pattern = sp.csc_matrix(
-            (np.ones(coo.nnz), (self.pos[coo.col], self.pos[coo.row])), shape=(n, n)
+        # L = Aᵀ D^{-1/2}: A[i, j] sits at row pos[j], column pos[i]. It is Q's exact factor, so
+        # the prior's factor needs no factorisation (and the pattern holds no fill)
+        l0 = sp.csc_matrix(
+            (coo.data / np.sqrt(prior.d[coo.row]), (self.pos[coo.col], self.pos[coo.row])),
+            shape=(n, n),
         )
-        pattern.sort_indices()
-        self.colptr = pattern.indptr.astype(np.int64)
-        self.rowidx = pattern.indices.astype(np.int64)
+        l0.sort_indices()
+        self.colptr = l0.indptr.astype(np.int64)
+        self.rowidx = l0.indices.astype(np.int64)
         self._ri32 = self.rowidx.astype(np.int32)  # the one-vector sweeps' copy (fewer bytes)
         if not np.array_equal(self.rowidx[self.colptr[:-1]], np.arange(n)):
             raise ModelStateError("the Vecchia pattern is not lower triangular in its order")
-        q = prior.precision()[self.seg][:, self.seg].tocsc()
-        cols = np.repeat(np.arange(n), np.diff(self.colptr))
-        #: Q's values on the pattern (positions), the prior precision the factor starts from
-        self.q_values = np.asarray(q[self.rowidx, cols]).ravel()
+        self._l0 = np.asarray(l0.data, dtype=np.float64)
+        self._prior = prior
+        if q_values is not None and np.shape(q_values) != self._l0.shape:
+            raise ModelStateError("the cached prior precision does not fit the Vecchia pattern")
+        self._q_values = q_values
         # each row's strictly-lower entries: the columns whose Σ reads a changed column
         rows = self.rowidx
-        below = rows != np.repeat(np.arange(n), np.diff(self.colptr))
+        cols = np.repeat(np.arange(n), np.diff(self.colptr))
+        below = rows != cols
         order = np.argsort(rows[below], kind="stable")
         self._rcol = cols[below][order]
         self._rptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows[below], minlength=n), out=self._rptr[1:])
-        self.values = np.empty_like(self.q_values)
-        self.w = np.zeros(n)
-        self.b = np.zeros(n)
-        self.factorize(self.w, self.b)
+        self.factorize(np.zeros(n))
         self._dist = np.full(n, -1, dtype=np.int64)
         self._loc = np.full(n, -1, dtype=np.int64)
+
+    @property
+    def q_values(self) -> NDArray[np.float64]:
+        """Q's values on the pattern (positions): what a factorisation with readings starts
+        from (computed when first needed: the prior alone has its factor in closed form)."""
+        if self._q_values is None:
+            q = self._prior.precision()[self.seg][:, self.seg].tocsc()
+            cols = np.repeat(np.arange(self.n), np.diff(self.colptr))
+            self._q_values = np.asarray(q[self.rowidx, cols]).ravel()
+        return self._q_values
 
     @property
     def nnz(self) -> int:
@@ -382,14 +399,17 @@ class PrecisionFactor:
     def factorize(self, w: NDArray[np.float64], b: NDArray[np.float64] | None = None) -> None:
         """Factorise ``Q + diag(w)`` (``w``: segment-numbered precisions [1/Wh²], ≥ 0) and
         keep ``L⁻¹ b`` (``b`` [Wh/Wh²]; default zeros) for :meth:`mean_solve`."""
-        val = self.q_values.copy()
         wp = np.asarray(w, dtype=np.float64)[self.seg]
-        val[self.colptr[:-1]] += wp
-        bad = _ic0(self.colptr, self.rowidx, val)
-        if bad >= 0:
-            raise ModelStateError(
-                f"the incomplete Cholesky factor broke down at segment {int(self.seg[bad])}"
-            )
+        if not wp.any():
+            val = self._l0.copy()  # the prior's exact factor
+        else:
+            val = self.q_values.copy()
+            val[self.colptr[:-1]] += wp
+            bad = _ic0(self.colptr, self.rowidx, val)
+            if bad >= 0:
+                raise ModelStateError(
+                    f"the incomplete Cholesky factor broke down at segment {int(self.seg[bad])}"
+                )
         self.values = val
         self.w = np.asarray(w, dtype=np.float64).copy()
         self.b = np.zeros(self.n) if b is None else np.asarray(b, dtype=np.float64).copy()

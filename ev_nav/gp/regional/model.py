@@ -251,12 +251,14 @@ class RegionalGP:
         cached = _read_prior(cache, key, n)
         if cached is None:
             self.prior, self.landmarks, self.landmark_ids = self._build_prior(amp)
+            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
             if cache is not None:
-                _write_prior(cache, key, self.prior, self.landmarks, self.landmark_ids)
+                _write_prior(cache, key, self.prior, self.landmarks, self.landmark_ids,
+                             self.factor.q_values)
         else:
-            self.prior, self.landmarks, self.landmark_ids = cached
+            self.prior, self.landmarks, self.landmark_ids, q_values = cached
+            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol, q_values=q_values)
         self._g32 = self.landmarks.astype(np.float32)
-        self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         self._reset_data()
@@ -751,14 +753,15 @@ class RegionalGP:
 
 
 #: Layout version of the prior's cache files (part of their key: a change rebuilds them).
-PRIOR_CACHE_VERSION = 1
+PRIOR_CACHE_VERSION = 2
 
 
 def _read_prior(
     cache: StateCache | None, key: str, n: int
-) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]] | None:
+) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]] | None:
     """The prior of ``key`` from a state's cache (three verified files: sizes, integers,
-    floats), or None when missing or refused."""
+    floats) with the prior precision on the factor's pattern, or None when missing or
+    refused."""
     if cache is None:
         return None
     meta = cache.read_array(f"regionalmeta-{key}.npy", (3,), np.int64)
@@ -766,7 +769,7 @@ def _read_prior(
         return None
     nnz, j = int(meta[1]), int(meta[2])
     ints = cache.read_array(f"regionalint-{key}.npy", (2 * n + 1 + nnz + j,), np.int64)
-    floats = cache.read_array(f"regionalfloat-{key}.npy", (nnz + n + n * j,), np.float64)
+    floats = cache.read_array(f"regionalfloat-{key}.npy", (2 * nnz + n + n * j,), np.float64)
     if ints is None or floats is None:
         return None
     indptr, indices = ints[: n + 1], ints[n + 1 : n + 1 + nnz]
@@ -777,9 +780,10 @@ def _read_prior(
         return None  # verified bytes of another layout: rebuild rather than trust them
     import scipy.sparse as sp
 
-    a = sp.csr_matrix((floats[:nnz], indices, indptr), shape=(n, n))
+    a = sp.csr_matrix((floats[:nnz].copy(), indices.copy(), indptr.copy()), shape=(n, n))
     prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
-    return prior, floats[nnz + n :].reshape(n, j).copy(), ids.copy()
+    g = floats[nnz + n : nnz + n + n * j].reshape(n, j).copy()
+    return prior, g, ids.copy(), floats[nnz + n + n * j :].copy()
 
 
 def _write_prior(
@@ -788,12 +792,14 @@ def _write_prior(
     prior: VecchiaPrior,
     landmarks: NDArray[np.float64],
     landmark_ids: NDArray[np.int64],
+    q_values: NDArray[np.float64],
 ) -> None:
-    """Store the prior of ``key`` (floats and integers first, the sizes last: a reader finds
-    the sizes only once both others are in place); the newest two priors are kept."""
+    """Store the prior of ``key`` and its precision on the factor's pattern (floats and
+    integers first, the sizes last: a reader finds the sizes only once both others are in
+    place); the newest two priors are kept."""
     a = prior.a_matrix
     ints = np.concatenate([a.indptr, a.indices, prior.rank, landmark_ids]).astype(np.int64)
-    floats = np.concatenate([a.data, prior.d, landmarks.ravel()]).astype(np.float64)
+    floats = np.concatenate([a.data, prior.d, landmarks.ravel(), q_values]).astype(np.float64)
     cache.write_array(f"regionalint-{key}.npy", ints, keep=2)
     cache.write_array(f"regionalfloat-{key}.npy", floats, keep=2)
     meta = np.array([prior.n, a.nnz, landmarks.shape[1]], dtype=np.int64)

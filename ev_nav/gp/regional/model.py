@@ -332,6 +332,8 @@ class RegionalGP:
         self._n_oi = 0
         #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for
         self._bl: NDArray[np.float64] | None = None
+        #: (Q+W)⁻¹WG from the last factorisation, until the next update (see _core)
+        self._y_core: NDArray[np.float64] | None = None
         self._var2: NDArray[np.float64] | None = None  # the landmarks' part of the variances
         self._var2_age = 0
         self._var2_dirty = np.zeros(self.n, dtype=bool)
@@ -427,11 +429,18 @@ class RegionalGP:
         self._n_oi = 0
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
-        if g.shape[1]:
+        self._y_core = None
+        if g.shape[1] and not self._n_oi:  # no readings: S = I (no solves)
+            self._s = np.eye(g.shape[1])
+            self._ls = np.eye(g.shape[1])
+        elif g.shape[1]:
             wg = w[:, None] * g
             y = self.factor.solve(wg)
             s = np.eye(g.shape[1]) + g.T @ wg - wg.T @ y
-            del wg, y
+            del wg
+            # Y = (Q+W)⁻¹WG is B's other half: kept until the next update, so variances asked
+            # for right away (a driver's command) need no second J solves
+            self._y_core = y
             self._s = 0.5 * (s + s.T)
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,),
                                           error=ModelStateError)[0]
@@ -460,6 +469,7 @@ class RegionalGP:
         ``Hᵀ(Δ⁻¹ + Y_uu)⁻¹H``, ``Y = (Q+W)⁻¹E_u``, ``H = G_u − YᵀWG`` (pre-trip W and factor),
         with Y solved on the halo of u."""
         g = self.landmarks
+        self._y_core = None  # the factor changes below
         if g.shape[1]:
             seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops)
             at = np.full(self.n, -1, dtype=np.int64)
@@ -553,7 +563,12 @@ class RegionalGP:
         update."""
         if self._bl is None:
             self._core()
-            self._bl = self.landmarks - self.factor.solve(self.factor.w[:, None] * self.landmarks)
+            y = self._y_core
+            if y is None:
+                y = (self.factor.solve(self.factor.w[:, None] * self.landmarks) if self._n_oi
+                     else np.zeros_like(self.landmarks))
+            self._bl = self.landmarks - y
+            self._y_core = None
         return self._bl
 
     def _landmark_variances(self) -> NDArray[np.float64]:

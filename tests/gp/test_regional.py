@@ -140,8 +140,9 @@ def test_route_totals_and_draws_need_no_variances(small_regional):
     cov = fresh.route_covariance(u)
     assert var == pytest.approx(hw @ cov @ hw, rel=1e-9)
     assert mean == pytest.approx(hw @ fresh.posterior_mean()[u], rel=1e-12)
-    fresh.posterior()  # variances asked: B is kept from here on
-    assert fresh._bl is not None
+    fresh.posterior()  # variances asked: B is kept from here on, from the factorisation's Y
+    f = fresh.factor
+    assert np.array_equal(fresh._bl, fresh.landmarks - f.solve(f.w[:, None] * fresh.landmarks))
     again = fresh.predict_sum(ids, weights=w)
     assert again == pytest.approx((mean, var), rel=1e-9)
 

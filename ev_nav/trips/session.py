@@ -97,12 +97,13 @@ def build_model(
 
         return BIModel(net, vehicle=vehicle)
     from ev_nav.gp import incremental_state
-    from ev_nav.gp.incremental import IncrementalGP
 
     if net.n_segments > incremental_state.MAX_EXACT_SEGMENTS:
         from ev_nav.gp.regional import RegionalGP
 
         return RegionalGP(net, vehicle=vehicle, seed=seed, cache=cache)
+    from ev_nav.gp.incremental import IncrementalGP
+
     return IncrementalGP(net, vehicle=vehicle, seed=seed, cache=cache)
 
 

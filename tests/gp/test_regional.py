@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError, UnknownSegmentError
@@ -102,6 +103,21 @@ def test_prior_is_the_production_kernel_within_the_vecchia_error(small_regional)
         kf2 = matern52(x, x, torch.as_tensor(h["lengthscale_feature"])).numpy()
     direct = h["outputscale_product"] * kg * kf + h["outputscale_feature"] * kf2
     assert np.abs(approx - direct).max() <= 1e-3 * np.diag(direct).max()
+
+
+def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional):
+    """Without readings the factor is Aᵀ D^{-1/2} as built, no factorisation: it equals the
+    factorisation of Q on the same pattern, and L Lᵀ reproduces Q there."""
+    from ev_nav.gp.regional.factor import PrecisionFactor, _ic0
+
+    net, model = small_regional
+    f = PrecisionFactor(model.prior)
+    ic = f.q_values.copy()
+    assert _ic0(f.colptr, f.rowidx, ic) < 0
+    np.testing.assert_allclose(f.values, ic, rtol=1e-9, atol=1e-12 * np.abs(ic).max())
+    lower = sp.csc_matrix((f.values, f.rowidx, f.colptr), shape=(f.n, f.n)).toarray()
+    q = model.prior.precision().toarray()[np.ix_(f.seg, f.seg)]
+    np.testing.assert_allclose(lower @ lower.T, q, atol=1e-10 * np.abs(q).max())
 
 
 def test_joint_draws_have_the_models_posterior_covariance(small_regional):

@@ -202,9 +202,9 @@ class RegionalGP:
     seed : int
         Seed of the coarse-to-fine order's tie-breaking.
     cache : StateCache, optional
-        A state's verified cache folder: the prior (Vecchia factor and landmarks, ~100 MB and
-        ~80 s to build at 100k segments) is read from it when it was built for the same
-        network, settings and hyperparameters, and written to it otherwise.
+        A state's verified cache folder: the prior (Vecchia factor, landmarks and Q on the
+        factor's pattern: ~550 MB, ~1 min to build at 100k segments) is read from it when it
+        was built for the same network, settings and hyperparameters, and written otherwise.
     """
 
     checkpoint_kind = CHECKPOINT_KIND

@@ -300,7 +300,8 @@ def test_past_the_exact_size_the_service_learns_with_the_regional_learner(
         assert not np.array_equal(snap.posterior().mean, before)
         copied, how = _clone_model(snap, svc.net, None, "gp")
         assert how == "deep copy" and copied.prior is snap.prior
-        assert copied.factor is not snap.factor
+        assert copied.factor is not snap.factor and copied.factor.rowidx is snap.factor.rowidx
+        assert copied.factor.values is not snap.factor.values
         copied.update(np.arange(4), np.full(4, 500.0))
         assert not np.array_equal(copied.posterior().mean, snap.posterior().mean)
         svc.plan(origin, goal, policy="bucb")

@@ -13,6 +13,9 @@ and returns segment-numbered vectors.
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -380,6 +383,19 @@ class PrecisionFactor:
         self.factorize(np.zeros(n))
         self._dist = np.full(n, -1, dtype=np.int64)
         self._loc = np.full(n, -1, dtype=np.int64)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PrecisionFactor:
+        """An independent copy sharing the pattern and the prior's values, which never change
+        (~300 MB at 100k segments: the server copies the model for every snapshot)."""
+        _ = self.q_values  # computed once, then shared by every copy
+        for fixed in (self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._ri32,
+                      self._l0, self._q_values, self._rcol, self._rptr):
+            memo[id(fixed)] = fixed
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        for name, value in self.__dict__.items():
+            setattr(new, name, copy.deepcopy(value, memo))
+        return new
 
     @property
     def q_values(self) -> NDArray[np.float64]:

@@ -650,3 +650,29 @@ def test_doctor_on_a_network_it_cannot_use_advises_the_option_that_helps(tmp_pat
         assert "give the file the state was made with, with --network" in out
     code, out, _ = _run(capsys, "doctor", state, "--network", moved)
     assert code == 0 and out.strip().endswith(f"{state}: healthy")
+
+
+def test_a_read_only_cache_neither_deletes_nor_writes(tmp_path):
+    """``ev-nav doctor`` without ``--repair`` reads the state's cache read-only: a verified file
+    is read, a refused one is left where it is (the cache check reports it), nothing is
+    written."""
+    import warnings
+
+    from ev_nav.store import StateCache
+
+    Store.create(tmp_path, "h", "test", "bi", {}).close()
+    arr = np.arange(12.0).reshape(3, 4)
+    StateCache(tmp_path).write_array("x-1.npy", arr)
+    ro = StateCache(tmp_path, readonly=True)
+    assert np.array_equal(ro.read_array("x-1.npy", (3, 4)), arr)
+    path = ro.folder / "x-1.npy"
+    damaged = path.read_bytes()[:-8] + np.float64(-1.0).tobytes()
+    path.write_bytes(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ro.read_array("x-1.npy", (3, 4)) is None
+    assert path.read_bytes() == damaged
+    ro.write_array("y-1.npy", arr)
+    assert not (ro.folder / "y-1.npy").exists()
+    with Store.open(tmp_path) as s:
+        assert "y-1.npy" not in s.cache_checksums()

@@ -140,6 +140,7 @@ def _check_contents(
     from ev_nav.checkpoints import decode
     from ev_nav.energy import Vehicle
     from ev_nav.store import Store
+    from ev_nav.store.state_cache import StateCache
     from ev_nav.trips.session import (
         Session,
         apply_batches,
@@ -199,13 +200,17 @@ def _check_contents(
         vehicle = Vehicle(**store.vehicle().spec)
         bad: list[int] = []
         records = store.checkpoints()
+        # the state's verified derived files (a regional prior takes a minute to build at 100k
+        # segments); read only when checking, and a refused file is the cache check's to report
+        cache = StateCache(store.path.parent, readonly=not repair)
         for ck in records:
             why = None
             if not ck.verified:
                 why = "damaged (hash mismatch)"
             else:
                 try:
-                    build_model(store.model_kind, net, vehicle).load_state_dict(decode(ck.blob))
+                    build_model(store.model_kind, net, vehicle, cache=cache).load_state_dict(
+                        decode(ck.blob))
                 except EvNavError as exc:
                     why = str(exc)
                 except (KeyError, TypeError, ValueError, RuntimeError) as exc:
@@ -220,7 +225,7 @@ def _check_contents(
                 report.problems.append("no model checkpoint")
             if repair:
                 store.delete_checkpoints(bad)
-                model = build_model(store.model_kind, net, vehicle)
+                model = build_model(store.model_kind, net, vehicle, cache=cache)
                 apply_batches(model, batches, store.resets())
                 session = Session(store, net, vehicle, model, max([0, *(b.id for b in batches)]))
                 save_checkpoint(session)

@@ -35,11 +35,15 @@ class StateCache:
     ----------
     state : path
         The state directory; its files are in ``state/cache/``.
+    readonly : bool
+        Read verified files only: a refused file is left in place (unused) and nothing is
+        written (``ev-nav doctor`` checking without ``--repair``).
     """
 
-    def __init__(self, state: str | os.PathLike[str]) -> None:
+    def __init__(self, state: str | os.PathLike[str], readonly: bool = False) -> None:
         self.state = Path(state)
         self.folder = self.state / CACHE_FOLDER
+        self.readonly = bool(readonly)
 
     def __repr__(self) -> str:
         return f"StateCache({str(self.state)!r})"
@@ -77,6 +81,8 @@ class StateCache:
         return arr
 
     def _refuse(self, name: str, why: str) -> None:
+        if self.readonly:
+            return  # (the doctor reports cache files itself)
         warnings.warn(
             f"cache file {self.folder / name} {why}: ignored, deleted and recomputed",
             StateNotice,
@@ -93,6 +99,8 @@ class StateCache:
         the first ``-``) are kept. A failure (full disk, read-only state) is silent: a cache
         only saves time.
         """
+        if self.readonly:
+            return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)

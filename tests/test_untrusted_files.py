@@ -465,17 +465,13 @@ def test_opening_foreign_files_writes_nothing(tmp_path):
     assert db.read_bytes() == before
 
 
-def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, net):
-    """A state written when the driver's GP was Algorithm 3: every checkpoint is an SVGP state.
-    Opening it rebuilds the exact learner from the recorded observations (one notice, nothing
-    lost), saves a checkpoint of it at once, and the next command opens without a notice."""
+def _algorithm3_checkpoints_only(state, net) -> list:
+    """Make the state's only checkpoint an Algorithm 3 (SVGP) one of all its observations, as
+    states written before the exact and regional learners have; returns the batches."""
     from ev_nav.energy import get_vehicle
-    from ev_nav.gp.incremental import IncrementalGP
     from ev_nav.gp.svgp import SVGPConfig, SVGPModel
-    from ev_nav.trips.session import apply_batches, open_session
+    from ev_nav.trips.session import apply_batches
 
-    state = _state(tmp_path, capsys, model="gp", net=net)
-    before = _snapshot(state)
     with Store.open(state) as s:
         batches = s.observations()
         old = SVGPModel(net, vehicle=get_vehicle("sumo-default"),
@@ -485,6 +481,19 @@ def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, n
         with sqlite3.connect(Store.db_path(state)) as conn:  # every kept checkpoint: Algorithm 3
             conn.execute("DELETE FROM checkpoints")
         s.save_checkpoint(blob, s.n_observations(), last_batch_id=max(b.id for b in batches))
+    return batches
+
+
+def test_algorithm3_checkpoints_migrate_to_the_exact_learner(tmp_path, capsys, net):
+    """A state written when the driver's GP was Algorithm 3: every checkpoint is an SVGP state.
+    Opening it rebuilds the exact learner from the recorded observations (one notice, nothing
+    lost), saves a checkpoint of it at once, and the next command opens without a notice."""
+    from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.trips.session import apply_batches, open_session
+
+    state = _state(tmp_path, capsys, model="gp", net=net)
+    before = _snapshot(state)
+    batches = _algorithm3_checkpoints_only(state, net)
     code, out, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
     assert code == 0, err
     assert "previous GP learner" in err and "no observation was lost" in err
@@ -502,24 +511,14 @@ def test_past_the_exact_size_states_open_with_the_regional_learner(
     """Past the exact learner's size a driver's GP is the regional learner: an Algorithm 3
     checkpoint of such a state is rebuilt with it from the recorded observations (one notice,
     nothing lost); its prior is built once and read from the state's cache after that."""
-    from ev_nav.energy import get_vehicle
     from ev_nav.gp import incremental_state
     from ev_nav.gp.regional import RegionalGP
     from ev_nav.gp.regional import model as regional_model
-    from ev_nav.gp.svgp import SVGPConfig, SVGPModel
     from ev_nav.trips.session import apply_batches, open_session
 
     monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", net.n_segments - 1)
     state = _state(tmp_path, capsys, model="gp", net=net)
-    with Store.open(state) as s:
-        batches = s.observations()
-        old = SVGPModel(net, vehicle=get_vehicle("sumo-default"),
-                        config=SVGPConfig(exact_refresh=True))
-        apply_batches(old, batches)
-        blob = checkpoints.encode(old.state_dict())
-        with sqlite3.connect(Store.db_path(state)) as conn:
-            conn.execute("DELETE FROM checkpoints")
-        s.save_checkpoint(blob, s.n_observations(), last_batch_id=max(b.id for b in batches))
+    batches = _algorithm3_checkpoints_only(state, net)
     code, out, err = _run(capsys, "map", state, "--layer", "mean", "--out", tmp_path / "m.html")
     assert code == 0, err
     assert "previous GP learner" in err and "no observation was lost" in err

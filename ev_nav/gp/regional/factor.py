@@ -14,7 +14,7 @@ and returns segment-numbered vectors.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, TypeVar
 
 import numba
 import numpy as np
@@ -331,6 +331,22 @@ def _sub_lower(colptr, rowidx, val, pos, loc):  # noqa: ANN001, ANN202
     return cp, ri, vv
 
 
+T = TypeVar("T")
+
+
+def deepcopy_sharing(obj: T, memo: dict[int, Any], fixed: tuple[object, ...]) -> T:
+    """``copy.deepcopy`` of ``obj`` (attribute by attribute) in which the ``fixed`` objects —
+    never changed after construction — are shared instead of copied."""
+    for f in fixed:
+        if f is not None:
+            memo[id(f)] = f
+    new = obj.__class__.__new__(obj.__class__)
+    memo[id(obj)] = new
+    for name, value in obj.__dict__.items():
+        setattr(new, name, copy.deepcopy(value, memo))
+    return new
+
+
 class PrecisionFactor:
     """``L Lᵀ ≈ Q + diag(w)`` on the Vecchia pattern, with solves, samples and variances.
 
@@ -388,14 +404,9 @@ class PrecisionFactor:
         """An independent copy sharing the pattern and the prior's values, which never change
         (~300 MB at 100k segments: the server copies the model for every snapshot)."""
         _ = self.q_values  # computed once, then shared by every copy
-        for fixed in (self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._ri32,
-                      self._l0, self._q_values, self._rcol, self._rptr):
-            memo[id(fixed)] = fixed
-        new = self.__class__.__new__(self.__class__)
-        memo[id(self)] = new
-        for name, value in self.__dict__.items():
-            setattr(new, name, copy.deepcopy(value, memo))
-        return new
+        return deepcopy_sharing(self, memo, (
+            self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._ri32, self._l0,
+            self._q_values, self._rcol, self._rptr))
 
     @property
     def q_values(self) -> NDArray[np.float64]:

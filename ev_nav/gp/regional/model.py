@@ -32,7 +32,6 @@ and what is missing.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -59,7 +58,7 @@ from ev_nav.gp.posterior import (
     validate_segment_ids,
     validate_total,
 )
-from ev_nav.gp.regional.factor import PrecisionFactor
+from ev_nav.gp.regional.factor import PrecisionFactor, deepcopy_sharing
 from ev_nav.gp.regional.vecchia import (
     VecchiaPrior,
     VecchiaSettings,
@@ -266,15 +265,9 @@ class RegionalGP:
     def __deepcopy__(self, memo: dict[int, Any]) -> RegionalGP:
         """An independent copy that shares what never changes after construction (network,
         prior, landmarks: ~0.5 GB at 100k segments), as the server's snapshots need."""
-        for fixed in (self.net, self.prior, self.landmarks, self._g32, self.landmark_ids,
-                      self.prior_mean, self.scale, self.noise_scale, self._adjacency):
-            if fixed is not None:
-                memo[id(fixed)] = fixed
-        new = self.__class__.__new__(self.__class__)
-        memo[id(self)] = new
-        for name, value in self.__dict__.items():
-            setattr(new, name, copy.deepcopy(value, memo))
-        return new
+        return deepcopy_sharing(self, memo, (
+            self.net, self.prior, self.landmarks, self._g32, self.landmark_ids, self.prior_mean,
+            self.scale, self.noise_scale, self._adjacency))
 
     def _prior_key(self, amp: NDArray[np.float64]) -> str:
         """Digest of everything the prior is built from (network, settings, hyperparameters,

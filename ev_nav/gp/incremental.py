@@ -66,6 +66,7 @@ from torch import Tensor
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import ClimateModel, Vehicle, check_temperature
 from ev_nav.errors import ConfigError, ModelStateError
+from ev_nav.gp.fitting import FitCancelled, FitData, map_fit, row_combination
 from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import (
     CACHE_KEEP,
@@ -98,7 +99,6 @@ from ev_nav.gp.incremental_state import (
 )
 from ev_nav.gp.kernels import DTYPE, GraphMaternKernel, SegmentKernel
 from ev_nav.gp.lapack import trtrs_lower
-from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import (
     SegmentPosterior,
     TemperatureArg,
@@ -829,8 +829,8 @@ class IncrementalGP:
         rows = self._rows()
         mean = self.prior_mean.copy()
         if rows.pos:
-            c = _row_combination(cov, rows.pos, rows.wts)  # (N, n_rows)
-            g = _row_combination(np.ascontiguousarray(c.T), rows.pos, rows.wts)
+            c = row_combination(cov, rows.pos, rows.wts)  # (N, n_rows)
+            g = row_combination(np.ascontiguousarray(c.T), rows.pos, rows.wts)
             g = 0.5 * (g + g.T) + np.diag(rows.noise_factor() * self.noise_var)
             chol = cholesky(g)
             xt = trtrs_lower(chol, c.T)
@@ -1040,63 +1040,27 @@ class IncrementalGP:
         centre[i_s1] -= log_z0
         free = torch.ones_like(start, dtype=torch.bool)
         free[0] = cfg.learn_graph_kappa
-        fixed_raw = None
+        fixed_raw: Tensor | None = None
         if not cfg.learn_graph_kappa:  # a slice of the memoised dense graph matrix
-            block = graph.dense_raw()[np.ix_(segs, segs)]
-            fixed_raw = torch.from_numpy(np.ascontiguousarray(block))
-        theta = start.clone().requires_grad_(True)
-        opt = torch.optim.LBFGS(
-            [theta], lr=1.0, max_iter=cfg.fit_iterations, line_search_fn="strong_wolfe"
-        )
-        best = {"nll": math.inf, "theta": start.clone()}
+            raw = graph.dense_raw()[np.ix_(segs, segs)]
+            fixed_raw = torch.from_numpy(np.ascontiguousarray(raw))
 
-        def closure() -> Tensor:
-            if cancel is not None and cancel.is_set():
-                raise _FitCancelled
-            opt.zero_grad()
-            t = theta.exp()
-            raw = fixed_raw if fixed_raw is not None else graph.raw_block(segs, segs, kappa=t[0])
-            k = t[i_s1] * raw * matern52(x, x, t[1 : 1 + dim])
-            k = k + t[i_s1 + 1] * matern52(x, x, t[1 + dim : i_s1])
-            if amp is not None:
-                k = amp[:, None] * k * amp[None, :]
-            if extra is not None:
-                k = k + torch.diag(extra)
-            noise = t[i_s1 + 2]
-            g = _row_combination(_row_combination(k, lpos, rows.wts).T.contiguous(), lpos,
-                                 rows.wts)
-            g = 0.5 * (g + g.T) + torch.diag(noise * noise_factor)
-            chol, info = torch.linalg.cholesky_ex(g)
-            if int(info) != 0:  # far outside the useful range: steer the line search away
-                return (theta * 0.0).sum() + 1e30
-            alpha = torch.linalg.solve_triangular(chol, r[:, None], upper=False)[:, 0]
-            dev = (theta - centre)[free]
-            nll = (
-                0.5 * (alpha @ alpha)
-                + torch.log(chol.diagonal()).sum()
-                + 0.5 * dof * torch.log(noise)
-                + 0.5 * ssw / noise
-                + 0.5 * (dev @ dev) / cfg.prior_log_sd**2
-            )
-            if float(nll.detach()) < best["nll"]:
-                best.update(nll=float(nll.detach()), theta=theta.detach().clone())
-            nll.backward()
-            theta.grad[~free] = 0.0
-            return nll
+        def block(kappa: Tensor) -> Tensor:
+            return fixed_raw if fixed_raw is not None else graph.raw_block(segs, segs, kappa=kappa)
 
+        data = FitData(x=x, pos=lpos, wts=rows.wts, resid=r, noise_factor=noise_factor,
+                       ssw=ssw, dof=dof, amp=amp, extra=extra)
         try:
-            opt.step(closure)
-        except (RuntimeError, ValueError):  # a failed line search keeps the best point seen
-            pass
-        except _FitCancelled:
+            fitted, nll = map_fit(data, block, start, centre, free, cfg.fit_iterations,
+                                  cfg.prior_log_sd, cancel)
+        except FitCancelled:
             return False
-        fitted = best["theta"]
         # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)
         self._set_hyper(torch.cat([fitted[:1], theta0[1:]]))
         fitted[i_s1] += math.log(graph.normaliser())
         self._set_hyper(fitted)
         self.fits.append(
-            {"update": self.n_updates, "rows": len(rows.pos), "nll": float(best["nll"]),
+            {"update": self.n_updates, "rows": len(rows.pos), "nll": nll,
              **self.hyperparameters()}
         )
         return True
@@ -1225,22 +1189,3 @@ class IncrementalGP:
         self.fits = [dict(f) for f in state["fits"]]
         self._post = None
         return self
-
-
-class _FitCancelled(Exception):
-    """Raised inside the L-BFGS objective when a fit's ``cancel`` event is set."""
-
-
-def _row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:
-    """``K Hᵀ``: column j is ``Σ_i w_ji K[:, pos_ji]`` (NumPy or torch, differentiable in K)."""
-    torch_in = isinstance(k, Tensor)
-    if all(p.size == 1 for p in pos):  # only segment rows: a column gather
-        idx = np.concatenate(pos)
-        return k[:, torch.as_tensor(idx)] if torch_in else k[:, idx]
-    cols = []
-    for p, w in zip(pos, wts, strict=True):
-        if torch_in:
-            cols.append(k[:, torch.as_tensor(p)] @ torch.as_tensor(w, dtype=k.dtype))
-        else:
-            cols.append(k[:, p] @ w)
-    return torch.stack(cols, dim=1) if torch_in else np.stack(cols, axis=1)

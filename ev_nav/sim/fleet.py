@@ -133,7 +133,7 @@ class AgentSpec:
     ``learner`` (GP agents): ``"exact"`` (:class:`~ev_nav.gp.incremental.IncrementalGP`, the
     product default: exact posterior, rank-k updates, hyperparameters on a schedule; on
     networks past its :data:`~ev_nav.gp.incremental_state.MAX_EXACT_SEGMENTS` the regional
-    learner :class:`~ev_nav.gp.regional.RegionalGP` instead, with fixed hyperparameters),
+    learner :class:`~ev_nav.gp.regional.RegionalGP` instead, on the same fit schedule),
     ``"regional"`` (the regional learner at any size, e.g. to compare it with the exact one
     where both run) or ``"svgp"`` (the paper's Algorithm 3, :class:`~ev_nav.gp.svgp.SVGPModel`;
     the paper mode, labelled ``SVGP-…``). ``num_inducing``, ``batch_size``, ``steps_per_trip`` and
@@ -293,22 +293,15 @@ def _regional_model(
     spec: AgentSpec, net: RoadNetwork, seed: int, gp_overrides: dict[str, object]
 ) -> SegmentModel:
     """The product's GP above the exact learner's size: the regional learner
-    (:class:`~ev_nav.gp.regional.RegionalGP`). It keeps its initial hyperparameters (it does
-    not fit them yet), which a run that asks for learning is told once."""
-    import warnings
-
+    (:class:`~ev_nav.gp.regional.RegionalGP`), fitting its hyperparameters on the exact
+    learner's schedule when the spec learns them."""
     from ev_nav.gp.regional import RegionalConfig, RegionalGP
 
     if spec.kernel_mode not in ("auto", "sparse"):
         raise ConfigError("the regional learner computes the graph kernel sparsely: "
                           f"kernel_mode {spec.kernel_mode!r} does not apply")
-    if spec.learn_hyperparameters and spec.learner == "exact":
-        warnings.warn(
-            f"{net.n_segments:,} segments: past the exact learner's {MAX_EXACT_SEGMENTS:,}, the "
-            "GP agents use the regional learner, which keeps its initial hyperparameters",
-            stacklevel=3,
-        )
-    fields = {"lengthscale": spec.lengthscale, "segment_scale": spec.segment_scale}
+    fields = {"lengthscale": spec.lengthscale, "segment_scale": spec.segment_scale,
+              "learn_hyperparameters": spec.learn_hyperparameters}
     try:
         config = RegionalConfig(**{**fields, **gp_overrides})
     except TypeError as exc:

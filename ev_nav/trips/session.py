@@ -88,9 +88,9 @@ def build_model(
     one driver's data is small, and an exact posterior is what a careful user wants. Past its
     :data:`~ev_nav.gp.incremental_state.MAX_EXACT_SEGMENTS` (its N × N covariance no longer
     fits) it is the regional learner (:class:`~ev_nav.gp.regional.RegionalGP`: sparse
-    precision, fixed hyperparameters). ``cache`` (a state's verified ``cache/`` folder) keeps
-    the exact learner's prior kernel matrix and posterior, or the regional learner's prior,
-    between commands.
+    precision, the exact learner's fit schedule). ``cache`` (a state's verified ``cache/``
+    folder) keeps the exact learner's prior kernel matrix and posterior, or the regional
+    learner's prior, between commands.
     """
     if kind == "bi":
         from ev_nav.gp.independent import BIModel

@@ -44,7 +44,8 @@ def test_agrees_with_the_exact_learner_after_500_fleet_trips(name, request):
     assert len(exact.fits) == 1, "the exact learner fitted its hyperparameters"
     assert exact.hyperparameters() != IncrementalGP(net, seed=0).hyperparameters()
     hyper = exact.hyperparameters()
-    regional = RegionalGP(net, hyperparameters=hyper)
+    regional = RegionalGP(net, config=RegionalConfig(learn_hyperparameters=False),
+                          hyperparameters=hyper)
     replay(regional, log)
     prior_sd = np.sqrt(np.diag(exact._prior_covariance()))
     mean_err, sd_err = _worst(exact, regional, prior_sd)
@@ -57,7 +58,8 @@ def test_agrees_with_the_exact_learner_after_500_fleet_trips(name, request):
 def test_same_data_same_posterior_as_the_exact_learner_on_a_town(town):
     """At the same (default) hyperparameters, update by update, on the synthetic town."""
     exact = IncrementalGP(town, config=IncrementalConfig(learn_hyperparameters=False), seed=0)
-    regional = RegionalGP(town, hyperparameters=exact.hyperparameters())
+    regional = RegionalGP(town, config=RegionalConfig(learn_hyperparameters=False),
+                          hyperparameters=exact.hyperparameters())
     assert isinstance(regional, SegmentModel)
     prior_sd = exact.posterior().std.copy()
     assert _worst(exact, regional, prior_sd)[1] < 1e-3  # the priors agree
@@ -184,9 +186,19 @@ def test_checkpoint_round_trip_is_bit_identical_and_pickle_free(small_regional):
     other = RegionalGP(net, config=RegionalConfig(vecchia=VecchiaSettings(neighbours=20)))
     with pytest.raises(ModelStateError):
         other.load_state_dict(state)
-    with pytest.raises(ModelStateError):
-        RegionalGP(net, config=model.config).load_state_dict(
-            {**state, "hyperparameters": {**state["hyperparameters"], "noise_var": 1.0}})
+    # a checkpoint's (fitted) hyperparameters are adopted: the prior is rebuilt at them
+    moved = {**state["hyperparameters"], "noise_var": 1.0}
+    adopted = RegionalGP(net, config=model.config).load_state_dict(
+        {**state, "hyperparameters": moved})
+    built = RegionalGP(net, config=model.config, hyperparameters=moved).load_state_dict(
+        {**state, "hyperparameters": moved})
+    assert adopted.hyperparameters() == moved
+    assert np.array_equal(adopted.posterior().mean, built.posterior().mean)
+    for bad in ({**moved, "noise_var": -1.0}, {**moved, "lengthscale_product": [1.0]},
+                {"noise_var": 1.0}):
+        with pytest.raises(ModelStateError):
+            RegionalGP(net, config=model.config).load_state_dict(
+                {**state, "hyperparameters": bad})
 
 
 def test_the_prior_cached_in_a_state_gives_the_same_bits(small_regional, tmp_path, monkeypatch):
@@ -256,7 +268,7 @@ def test_each_update_is_applied_before_the_next_draw(town):
     landmarks' Schur complement by a halo-local rank-k term) draws what a learner factorised
     afresh from the same statistics draws, from the same random numbers, within 1 % of the
     prior sd."""
-    model = RegionalGP(town, config=RegionalConfig(landmarks=100))
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False))
     prior_sd = model.posterior().std.copy()
     rng = np.random.default_rng(4)
     truth = sample_ground_truth(town, seed=4)

@@ -285,16 +285,18 @@ def test_make_model_gp_overrides():
 def test_past_the_exact_learners_size_the_regional_learner_runs_and_resumes_exactly(
     policy, tmp_path, monkeypatch
 ):
-    """Above MAX_EXACT_SEGMENTS a GP agent gets the regional learner (issue 26 item 5), and a
-    run resumed from a checkpoint gives the very rows of an uninterrupted one (its per-trip
-    updates restart from the statistics at each checkpoint)."""
+    """Above MAX_EXACT_SEGMENTS a GP agent gets the regional learner (issue 26 item 5), fitting
+    its hyperparameters on the exact learner's schedule, and a run resumed from a checkpoint
+    gives the very rows of an uninterrupted one (its per-trip updates restart from the
+    statistics at each checkpoint; the fits' rows come from the checkpointed generator)."""
     import ev_nav.sim.fleet as fleet
     from ev_nav.gp.regional import RegionalGP
 
     monkeypatch.setattr(fleet, "MAX_EXACT_SEGMENTS", 300)  # NET has 400 segments
-    spec = _spec(AgentSpec(model="gp", policy=policy, learn_hyperparameters=False), horizon=10)
+    spec = _spec(AgentSpec(model="gp", policy=policy), horizon=16)
     full = run_one(spec, tmp_path / "full", checkpoint_every=4)
     assert isinstance(full.model, RegionalGP)
+    assert [f["update"] for f in full.model.fits] == [10, 15]
     part = run_one(spec, tmp_path / "part", checkpoint_every=4, stop_after=6)
     assert not part.finished
     resumed = run_one(spec, tmp_path / "part", checkpoint_every=4)
@@ -306,5 +308,6 @@ def test_past_the_exact_learners_size_the_regional_learner_runs_and_resumes_exac
     driven = np.flatnonzero(full.model.n_obs > 0)
     assert driven.size and np.all(post.std[driven] < 0.99 * RegionalGP(
         full.model.net, config=full.model.config).posterior().std[driven])
-    with pytest.warns(UserWarning, match="keeps its initial hyperparameters"):
-        fleet.make_model(AgentSpec(model="gp"), load_network(NET), 0)
+    still = fleet.make_model(AgentSpec(model="gp", learn_hyperparameters=False),
+                             load_network(NET), 0)
+    assert not still.config.learn_hyperparameters

@@ -35,8 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +47,9 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
+from ev_nav.gp.fitting import FitCancelled, FitData, map_fit
 from ev_nav.gp.groundtruth import learner_prior
+from ev_nav.gp.incremental_state import IncrementalConfig, total_noise
 from ev_nav.gp.kernels import incidence_laplacian
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
@@ -63,6 +66,7 @@ from ev_nav.gp.regional.vecchia import (
     VecchiaPrior,
     VecchiaSettings,
     build_vecchia,
+    graph_block,
     network_entries,
 )
 from ev_nav.roads.network import RoadNetwork
@@ -74,8 +78,12 @@ __all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"
 
 #: The ``kind`` a regional learner's checkpoint carries.
 CHECKPOINT_KIND = "regional"
-#: Format version of :meth:`RegionalGP.state_dict`.
-STATE_VERSION = 1
+#: Format version of :meth:`RegionalGP.state_dict` (2: hyperparameter fits and their
+#: schedule; a version-1 state was written by a learner that did not fit, and keeps not fitting).
+STATE_VERSION = 2
+#: The config fields of the fits and their schedule: they do not shape the prior.
+_FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap",
+               "fit_max_rows", "fit_iterations", "prior_log_sd")
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,12 @@ class RegionalConfig:
         Trips between full recomputations of the landmarks' part of every variance (N·J²
         flops); in between it is kept by each trip's rank-k term (see
         ``RegionalGP._landmark_variances``).
+    learn_hyperparameters, first_fit, fit_growth, fit_max_gap, fit_max_rows, fit_iterations, \
+prior_log_sd
+        The hyperparameter fits and their schedule, as the exact learner's
+        (:class:`~ev_nav.gp.incremental_state.IncrementalConfig`, whose defaults these are):
+        the same objective (:mod:`ev_nav.gp.fitting`) on the same rows, κ kept. Each fit
+        rebuilds the prior at the fitted values (see :meth:`RegionalGP.refit`).
     """
 
     graph_nu: int = 2
@@ -125,8 +139,19 @@ class RegionalConfig:
     update_hops: int = 5
     factor_tol: float = 1e-8
     variance_refresh: int = 200
+    learn_hyperparameters: bool = IncrementalConfig.learn_hyperparameters
+    first_fit: int = IncrementalConfig.first_fit
+    fit_growth: float = IncrementalConfig.fit_growth
+    fit_max_gap: int = IncrementalConfig.fit_max_gap
+    fit_max_rows: int = IncrementalConfig.fit_max_rows
+    fit_iterations: int = IncrementalConfig.fit_iterations
+    prior_log_sd: float = IncrementalConfig.prior_log_sd
 
     def __post_init__(self) -> None:
+        # the same checks as the exact learner's (one place): it raises on a bad schedule
+        IncrementalConfig(first_fit=self.first_fit, fit_growth=self.fit_growth,
+                          fit_max_gap=self.fit_max_gap, fit_max_rows=self.fit_max_rows,
+                          fit_iterations=self.fit_iterations, prior_log_sd=self.prior_log_sd)
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
             raise ConfigError("the regional learner needs an integer graph_nu ≥ 1")
         if self.segment_scale not in ("uniform", "loss"):
@@ -219,7 +244,7 @@ class RegionalGP:
     ) -> None:
         self.config = cfg = config or RegionalConfig()
         self.net = net
-        self.n = n = net.n_segments
+        self.n = net.n_segments
         self.seed = int(seed)
         d = net.features.shape[1]
         self.scale: NDArray[np.float64] | None  # a_e [Wh], as the exact learner's
@@ -244,37 +269,57 @@ class RegionalGP:
             for k, v in hyper.items()
         }
         self.noise_var = float(self.hyper["noise_var"])
+        #: the values the fits' log-normal priors are centred on (the initial ones)
+        self.prior_hyper = {k: list(v) if isinstance(v, list) else v
+                            for k, v in self.hyper.items()}
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
-        amp = np.ones(n) if self.scale is None else self.scale
-        key = self._prior_key(amp)
-        cached = _read_prior(cache, key, n)
-        if cached is None:
-            self.prior, self.landmarks, self.landmark_ids = self._build_prior(amp)
-            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
-            if cache is not None:
-                _write_prior(cache, key, self.prior, self.landmarks, self.landmark_ids,
-                             self.factor.q_values)
-        else:
-            self.prior, self.landmarks, self.landmark_ids, q_values = cached
-            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol, q_values=q_values)
-        self._g32 = self.landmarks.astype(np.float32)
+        self.cache = cache
+        self._set_prior()
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
+        #: the exact learner's schedule: the first fit at ``first_fit`` updates, then each
+        #: ``fit_growth`` times as many (at most ``fit_max_gap`` later); ``rng`` draws the rows
+        #: of a fit beyond ``fit_max_rows``
+        self.next_refresh = cfg.first_fit
+        self.rng = np.random.default_rng(self.seed)
+        self.fits: list[dict[str, Any]] = []
+        #: the owner (a server) decides when to refit: a due fit only sets ``refit_due``
+        self.defer_refits = False
+        self.refit_due = False
         self._reset_data()
+
+    def _set_prior(self) -> None:
+        """The prior at the current hyperparameters: from the cache when it holds it, else
+        built (and written there)."""
+        cfg, n = self.config, self.n
+        amp = np.ones(n) if self.scale is None else self.scale
+        key = self._prior_key(amp)
+        cached = _read_prior(self.cache, key, n)
+        if cached is None:
+            self.prior, self.landmarks, self.landmark_ids, self._z = self._build_prior(amp)
+            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
+            if self.cache is not None:
+                _write_prior(self.cache, key, self.prior, self.landmarks, self.landmark_ids,
+                             self.factor.q_values, self._z)
+        else:
+            self.prior, self.landmarks, self.landmark_ids, q_values, self._z = cached
+            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol, q_values=q_values)
+        self._g32 = self.landmarks.astype(np.float32)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RegionalGP:
         """An independent copy that shares what never changes after construction (network,
         prior, landmarks: ~0.5 GB at 100k segments), as the server's snapshots need."""
         return deepcopy_sharing(self, memo, (
             self.net, self.prior, self.landmarks, self._g32, self.landmark_ids, self.prior_mean,
-            self.scale, self.noise_scale, self._adjacency))
+            self.scale, self.noise_scale, self._adjacency, self.cache))
 
     def _prior_key(self, amp: NDArray[np.float64]) -> str:
         """Digest of everything the prior is built from (network, settings, hyperparameters,
         seed, segment amplitudes): the name of its cache files."""
         h = hashlib.sha256()
         h.update(self.net.content_hash.encode())
-        fields = {"config": asdict(self.config), "hyper": self.hyper, "seed": self.seed,
+        shaping = {k: v for k, v in asdict(self.config).items() if k not in _FIT_FIELDS}
+        fields = {"config": shaping, "hyper": self.hyper, "seed": self.seed,
                   "version": PRIOR_CACHE_VERSION}
         h.update(json.dumps(fields, sort_keys=True).encode())
         h.update(np.ascontiguousarray(amp, dtype=np.float64).tobytes())
@@ -282,15 +327,16 @@ class RegionalGP:
 
     def _build_prior(
         self, amp: NDArray[np.float64]
-    ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]]:
-        """The product term's Vecchia prior and the feature-only term's landmarks (N × J)."""
+    ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], float]:
+        """The product term's Vecchia prior, the feature-only term's landmarks (N × J) and
+        their pivots, and the graph kernel's normaliser z."""
         cfg, net = self.config, self.net
         nu = int(cfg.graph_nu)
         shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
         # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
         # segments), before the N × J landmarks exist
-        rank, kg, kg_diag = network_entries(net, incidence_laplacian(net), shift, nu,
-                                            cfg.vecchia, seed=self.seed)
+        rank, kg, kg_diag, z = network_entries(net, incidence_laplacian(net), shift, nu,
+                                               cfg.vecchia, seed=self.seed)
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -305,7 +351,7 @@ class RegionalGP:
             kg, kg_diag, rank, x, np.asarray(self.hyper["lengthscale_product"]),
             float(self.hyper["outputscale_product"]), amp, cfg.vecchia.neighbours, remainder,
         )
-        return prior, landmarks, landmark_ids
+        return prior, landmarks, landmark_ids, z
 
     # ------------------------------------------------------------------ data
     def _reset_data(self) -> None:
@@ -410,6 +456,123 @@ class RegionalGP:
         self.n_updates += 1
         self._mom = None
         self._post = None
+        if self.n_updates >= self.next_refresh:
+            if self.defer_refits:
+                self.refit_due = True
+            else:
+                self.refit()
+
+    # ------------------------------------------------------------------ hyperparameters
+    def refit(self, cancel: threading.Event | None = None) -> bool:
+        """Fit the hyperparameters (if learned), rebuild the prior at them, and schedule the
+        next fit (``fit_growth`` times the updates so far, at most ``fit_max_gap`` later): the
+        exact learner's schedule and objective (:meth:`IncrementalGP.refit
+        <ev_nav.gp.incremental.IncrementalGP.refit>`).
+
+        The rebuild is the prior's whole construction (the graph-kernel entries, the Vecchia
+        factor, the landmarks: ~1 min at 100k segments, read from the state's cache instead
+        when it holds the prior of these values) and the next use's first factorisation.
+        ``cancel`` (set from another thread) stops a fit between two evaluations of its
+        objective; the model is then left as it was and ``False`` is returned.
+        """
+        if self.config.learn_hyperparameters:
+            fitted = self._fit(cancel)
+            if fitted is None:
+                return False
+            if fitted != self.hyper:
+                self.hyper = fitted
+                self.noise_var = float(fitted["noise_var"])
+                self._set_prior()
+                self.restart_from_statistics()
+        cfg = self.config
+        self.next_refresh = self.n_updates + max(
+            1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
+        )
+        self.refit_due = False
+        return True
+
+    def _fit_rows(self) -> tuple[list[NDArray[np.int64]], list[NDArray[np.float64]],
+                                 NDArray[np.float64], NDArray[np.float64]]:
+        """The marginal likelihood's rows (the exact learner's): one per observed segment (its
+        mean residual, noise ``s_e/n_e`` in units of ς²), one per trip total; a random subset
+        of ``fit_max_rows`` beyond it. Returns positions, weights, residuals and noise."""
+        segs = np.flatnonzero(self.n_obs > 0)
+        pos = [np.array([e]) for e in segs]
+        wts = [np.ones(1) for _ in segs]
+        resid = list(self.sum_r[segs] / self.n_obs[segs])
+        seg_scale = 1.0 if self.noise_scale is None else self.noise_scale[segs]
+        noise = list(seg_scale / self.n_obs[segs].astype(np.float64))
+        for u, h, total in self.totals:
+            pos.append(u)
+            wts.append(h)
+            resid.append(total - float(h @ self.prior_mean[u]))
+            noise.append(total_noise(h, u, self.noise_scale))
+        r, nf = np.asarray(resid, dtype=np.float64), np.asarray(noise, dtype=np.float64)
+        cap = self.config.fit_max_rows
+        if len(pos) <= cap:
+            return pos, wts, r, nf
+        keep = np.sort(self.rng.choice(len(pos), size=cap, replace=False))
+        return [pos[i] for i in keep], [wts[i] for i in keep], r[keep], nf[keep]
+
+    def _log_hyper(self, hyper: Mapping[str, Any]) -> NDArray[np.float64]:
+        """``log [κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]``: :mod:`ev_nav.gp.fitting`'s parameters."""
+        return np.log(np.concatenate([
+            [hyper["graph_kappa"]], hyper["lengthscale_product"], hyper["lengthscale_feature"],
+            [hyper["outputscale_product"], hyper["outputscale_feature"], hyper["noise_var"]],
+        ]).astype(np.float64))
+
+    def _fit(self, cancel: threading.Event | None = None) -> dict[str, Any] | None:
+        """Type-II MAP of the hyperparameters (κ kept) by :func:`~ev_nav.gp.fitting.map_fit`:
+        the exact learner's objective, with the graph block of the fit's segments from local
+        sparse solves (:func:`~ev_nav.gp.regional.vecchia.graph_block`). Returns the fitted
+        hyperparameters (the current ones with fewer than two rows), or None when ``cancel``
+        was set during the fit."""
+        import torch
+
+        pos, wts, resid, noise_factor = self._fit_rows()
+        if len(pos) < 2:
+            return self.hyper
+        cfg = self.config
+        segs = np.unique(np.concatenate(pos))
+        local = np.full(self.n, -1, dtype=np.int64)
+        local[segs] = np.arange(segs.size)
+        nu = int(cfg.graph_nu)
+        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
+        block = torch.from_numpy(graph_block(self.net, incidence_laplacian(self.net), shift, nu,
+                                             cfg.vecchia, segs, self._z))
+        observed = self.n_obs > 0
+        n_all = self.n_obs[observed].astype(np.float64)
+        scatter = self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all
+        if self.noise_scale is not None:  # each segment's scatter in units of its noise scale
+            scatter = scatter / self.noise_scale[observed]
+        data = FitData(
+            x=torch.as_tensor(np.asarray(self.net.features, dtype=np.float64)[segs]),
+            pos=[local[p] for p in pos], wts=wts, resid=torch.as_tensor(resid),
+            noise_factor=torch.as_tensor(noise_factor), ssw=float(np.sum(scatter)),
+            dof=float(np.sum(n_all - 1.0)),
+            amp=None if self.scale is None else torch.as_tensor(self.scale[segs]),
+        )
+        start = torch.as_tensor(self._log_hyper(self.hyper))
+        free = torch.ones_like(start, dtype=torch.bool)
+        free[0] = False  # κ: its graph-kernel entries are the prior's costliest part
+        try:
+            theta, nll = map_fit(data, lambda kappa: block, start,
+                                 torch.as_tensor(self._log_hyper(self.prior_hyper)), free,
+                                 cfg.fit_iterations, cfg.prior_log_sd, cancel)
+        except FitCancelled:
+            return None
+        t = np.exp(theta.numpy())
+        d = (t.size - 4) // 2
+        fitted = {
+            "graph_kappa": self.hyper["graph_kappa"],  # the very same float (the cache key)
+            "lengthscale_product": [float(v) for v in t[1 : 1 + d]],
+            "lengthscale_feature": [float(v) for v in t[1 + d : 1 + 2 * d]],
+            "outputscale_product": float(t[1 + 2 * d]),
+            "outputscale_feature": float(t[2 + 2 * d]),
+            "noise_var": float(t[3 + 2 * d]),
+        }
+        self.fits.append({"update": self.n_updates, "rows": len(pos), "nll": nll, **fitted})
+        return fitted
 
     # ------------------------------------------------------------------ linear algebra
     def _core(self) -> None:
@@ -719,8 +882,9 @@ class RegionalGP:
         return asdict(self.config)
 
     def state_dict(self) -> dict[str, Any]:
-        """The learner's data and settings (plain arrays, no pickles). The prior is rebuilt
-        from them on load (deterministic), so a restored model's posterior is bit-identical."""
+        """The learner's data, settings, hyperparameters and fit schedule (plain arrays and
+        numbers, no pickles). The prior is rebuilt from them on load (deterministic, or read
+        from the state's cache), so a restored model's posterior is bit-identical."""
         return {
             "kind": CHECKPOINT_KIND,
             "version": STATE_VERSION,
@@ -728,8 +892,13 @@ class RegionalGP:
             "n_segments": self.n,
             "config": self._config_dict(),
             "hyperparameters": self.hyperparameters(),
+            "prior_hyperparameters": {k: list(v) if isinstance(v, list) else v
+                                      for k, v in self.prior_hyper.items()},
             "seed": self.seed,
             "n_updates": self.n_updates,
+            "next_refresh": self.next_refresh,
+            "fits": [dict(f) for f in self.fits],
+            "rng": self.rng.bit_generator.state,
             "n_obs": self.n_obs.copy(),
             "sum_r": self.sum_r.copy(),
             "sum_r2": self.sum_r2.copy(),
@@ -737,39 +906,86 @@ class RegionalGP:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> RegionalGP:
-        """Restore the data of :meth:`state_dict` (same network, config, hyperparameters)."""
-        check_model_header(state, kind=CHECKPOINT_KIND, version=STATE_VERSION,
+        """Restore :meth:`state_dict` (same network, prior settings and seed). The checkpoint's
+        hyperparameters and fit schedule are adopted (the prior is rebuilt at fitted values,
+        or read from the cache); a version-1 checkpoint (written before the learner fitted)
+        keeps its fixed hyperparameters: ``learn_hyperparameters`` is off for it."""
+        version = state.get("version")
+        check_model_header(state, kind=CHECKPOINT_KIND,
+                           version=1 if version == 1 else STATE_VERSION,
                            what="a regional learner's", n_segments=self.n,
                            network_hash=self.net.content_hash)
-        if state.get("config") != self._config_dict() or state.get("seed") != self.seed:
+        saved = dict(state.get("config") or {})
+        if version == 1:
+            saved.setdefault("learn_hyperparameters", False)
+        mine = self._config_dict()
+        shaping = [k for k in mine if k not in _FIT_FIELDS]
+        if any(saved.get(k) != mine[k] for k in shaping) or state.get("seed") != self.seed:
             raise ModelStateError("the checkpoint was written with other regional settings")
-        if state.get("hyperparameters") != self.hyperparameters():
-            raise ModelStateError(
-                "the checkpoint was written at other hyperparameters: build the model with "
-                "hyperparameters=state['hyperparameters']"
-            )
+        try:
+            config = replace(self.config, **{k: saved[k] for k in _FIT_FIELDS if k in saved})
+        except (TypeError, ConfigError) as exc:
+            raise ModelStateError(f"the checkpoint's fit settings are not valid: {exc}") from None
         n_obs = np.asarray(state["n_obs"], dtype=np.int64)
         if n_obs.shape != (self.n,) or np.any(n_obs < 0):
             raise ModelStateError("the checkpoint's reading counts do not fit this network")
+        hyper = _plain_hyper(state.get("hyperparameters"), self.hyper)
+        prior_hyper = _plain_hyper(state.get("prior_hyperparameters", hyper), self.hyper)
+        self.config = config
+        self.prior_hyper = prior_hyper
+        if hyper != self.hyper:
+            self.hyper = hyper
+            self.noise_var = float(hyper["noise_var"])
+            self._set_prior()
         self._reset_data()
         self.n_obs = n_obs.copy()
         self.sum_r = np.asarray(state["sum_r"], dtype=np.float64).copy()
         self.sum_r2 = np.asarray(state["sum_r2"], dtype=np.float64).copy()
         self.totals = [stored_total(t) for t in state["totals"]]
         self.n_updates = int(state["n_updates"])
+        if version == 1:
+            self.next_refresh, self.fits = config.first_fit, []
+            self.rng = np.random.default_rng(self.seed)
+        else:
+            self.next_refresh = int(state["next_refresh"])
+            self.fits = [dict(f) for f in state["fits"]]
+            self.rng = np.random.default_rng(self.seed)
+            self.rng.bit_generator.state = state["rng"]
+        self.refit_due = False
         return self
 
 
+def _plain_hyper(stored: object, like: Mapping[str, Any]) -> dict[str, Any]:
+    """A checkpoint's hyperparameters as plain floats (lists for the lengthscales), checked
+    against the names and shapes of ``like``."""
+    if not isinstance(stored, Mapping) or set(stored) != set(like):
+        raise ModelStateError("the checkpoint's hyperparameters are not a regional learner's")
+    out: dict[str, Any] = {}
+    for k, ref in like.items():
+        v = stored[k]
+        if isinstance(ref, list):
+            vals = [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else []
+            if len(vals) != len(ref):
+                raise ModelStateError(f"the checkpoint's {k} does not fit this network")
+            out[k] = vals
+        else:
+            out[k] = float(v)
+        if not all(math.isfinite(x) and x > 0 for x in np.atleast_1d(out[k])):
+            raise ModelStateError(f"the checkpoint's {k} is not positive")
+    return out
+
+
 #: Layout version of the prior's cache files (part of their key: a change rebuilds them).
-PRIOR_CACHE_VERSION = 2
+PRIOR_CACHE_VERSION = 3
 
 
 def _read_prior(
     cache: StateCache | None, key: str, n: int
-) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]] | None:
+) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64],
+           float] | None:
     """The prior of ``key`` from a state's cache (three verified files: sizes, integers,
-    floats) with the prior precision on the factor's pattern, or None when missing or
-    refused."""
+    floats) with the prior precision on the factor's pattern and the graph normaliser z, or
+    None when missing or refused."""
     if cache is None:
         return None
     meta = cache.read_array(f"regionalmeta-{key}.npy", (3,), np.int64)
@@ -777,7 +993,8 @@ def _read_prior(
         return None
     nnz, j = int(meta[1]), int(meta[2])
     ints = cache.read_array(f"regionalint-{key}.npy", (2 * n + 1 + nnz + j,), np.int64)
-    floats = cache.read_array(f"regionalfloat-{key}.npy", (2 * nnz + n + n * j,), np.float64)
+    floats = cache.read_array(f"regionalfloat-{key}.npy", (2 * nnz + n + n * j + 1,),
+                              np.float64)
     if ints is None or floats is None:
         return None
     indptr, indices = ints[: n + 1], ints[n + 1 : n + 1 + nnz]
@@ -791,7 +1008,7 @@ def _read_prior(
     a = sp.csr_matrix((floats[:nnz].copy(), indices.copy(), indptr.copy()), shape=(n, n))
     prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
     g = floats[nnz + n : nnz + n + n * j].reshape(n, j).copy()
-    return prior, g, ids.copy(), floats[nnz + n + n * j :].copy()
+    return prior, g, ids.copy(), floats[nnz + n + n * j : -1].copy(), float(floats[-1])
 
 
 def _write_prior(
@@ -801,13 +1018,15 @@ def _write_prior(
     landmarks: NDArray[np.float64],
     landmark_ids: NDArray[np.int64],
     q_values: NDArray[np.float64],
+    z: float,
 ) -> None:
-    """Store the prior of ``key`` and its precision on the factor's pattern (floats and
-    integers first, the sizes last: a reader finds the sizes only once both others are in
-    place); the newest two priors are kept."""
+    """Store the prior of ``key``, its precision on the factor's pattern and the graph
+    normaliser z (floats and integers first, the sizes last: a reader finds the sizes only
+    once both others are in place); the newest two priors are kept."""
     a = prior.a_matrix
     ints = np.concatenate([a.indptr, a.indices, prior.rank, landmark_ids]).astype(np.int64)
-    floats = np.concatenate([a.data, prior.d, landmarks.ravel(), q_values]).astype(np.float64)
+    floats = np.concatenate([a.data, prior.d, landmarks.ravel(), q_values, [z]]).astype(
+        np.float64)
     cache.write_array(f"regionalint-{key}.npy", ints, keep=2)
     cache.write_array(f"regionalfloat-{key}.npy", floats, keep=2)
     meta = np.array([prior.n, a.nnz, landmarks.shape[1]], dtype=np.int64)

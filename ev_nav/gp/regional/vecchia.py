@@ -35,6 +35,7 @@ __all__ = [
     "VecchiaPrior",
     "VecchiaSettings",
     "build_vecchia",
+    "graph_block",
     "graph_entries",
     "maxmin_order",
     "network_entries",
@@ -148,6 +149,41 @@ def _undirected(net: RoadNetwork) -> sp.csr_matrix:
     return ((s + s.T) > 0).astype(np.int8).tocsr()
 
 
+def _patches(xy: NDArray[np.float64], settings: VecchiaSettings) -> NDArray[np.int64]:
+    """Each segment's patch: grid cells of ~``settings.patch`` segments on average."""
+    n = xy.shape[0]
+    cell = np.sqrt(max(np.ptp(xy[:, 0]) * np.ptp(xy[:, 1]), 1.0) * settings.patch / n)
+    key = np.floor((xy - xy.min(0)) / cell).astype(np.int64)
+    return np.unique(key[:, 0] * 1_000_003 + key[:, 1], return_inverse=True)[1].ravel()
+
+
+def _halo_columns(
+    prec: sp.csr_matrix, adj: sp.csr_matrix, members: NDArray[np.int64], nu: int, hops: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Columns ``members`` of ``prec^(-ν)``, solved on the ``hops``-hop neighbourhood of the
+    members (entries beyond it are negligible): the neighbourhood and its rows of the columns."""
+    n = prec.shape[0]
+    inside = np.zeros(n, dtype=bool)
+    inside[members] = True
+    for _ in range(hops):
+        grown = adj @ inside
+        grown |= inside
+        if np.array_equal(grown, inside):
+            break
+        inside = grown
+    halo = np.flatnonzero(inside)
+    loc = np.full(n, -1, dtype=np.int64)
+    loc[halo] = np.arange(halo.size)
+    sub = prec[halo][:, halo].tocsc()
+    lu = spla.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                   options={"SymmetricMode": True})
+    rhs = np.zeros((halo.size, members.size), order="F")
+    rhs[loc[members], np.arange(members.size)] = 1.0
+    for _ in range(nu):
+        rhs = lu.solve(rhs)
+    return halo, rhs
+
+
 def graph_entries(
     laplacian: sp.spmatrix,
     adjacency: sp.csr_matrix,
@@ -155,7 +191,7 @@ def graph_entries(
     shift: float,
     nu: int,
     settings: VecchiaSettings,
-) -> tuple[sp.csr_matrix, NDArray[np.float64]]:
+) -> tuple[sp.csr_matrix, NDArray[np.float64], float]:
     """The entries of the normalised graph kernel ``K_G = (c I + Δ)^(-ν) / z`` that matter.
 
     Parameters
@@ -175,36 +211,19 @@ def graph_entries(
         Symmetric, entries ≥ ``entry_tol`` of their column's diagonal.
     diag : ndarray
         ``diag(K_G)`` (mean 1).
+    z : float
+        The normaliser: the mean of ``diag((c I + Δ)^(-ν))``.
     """
     n = laplacian.shape[0]
     prec = (laplacian + shift * sp.identity(n, format="csr")).tocsr()
-    cell = np.sqrt(max(np.ptp(xy[:, 0]) * np.ptp(xy[:, 1]), 1.0) * settings.patch / n)
-    key = np.floor((xy - xy.min(0)) / cell).astype(np.int64)
-    patch = np.unique(key[:, 0] * 1_000_003 + key[:, 1], return_inverse=True)[1].ravel()
+    patch = _patches(xy, settings)
     adj = adjacency.astype(bool)
     rows, cols, vals = [], [], []
     diag_raw = np.empty(n)
     for p in range(int(patch.max()) + 1):
         members = np.flatnonzero(patch == p)
-        inside = np.zeros(n, dtype=bool)
-        inside[members] = True
-        for _ in range(settings.halo):
-            grown = adj @ inside
-            grown |= inside
-            if np.array_equal(grown, inside):
-                break
-            inside = grown
-        halo = np.flatnonzero(inside)
-        loc = np.full(n, -1, dtype=np.int64)
-        loc[halo] = np.arange(halo.size)
-        sub = prec[halo][:, halo].tocsc()
-        lu = spla.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
-        rhs = np.zeros((halo.size, members.size), order="F")
-        rhs[loc[members], np.arange(members.size)] = 1.0
-        for _ in range(nu):
-            rhs = lu.solve(rhs)
-        own = rhs[loc[members], np.arange(members.size)]
+        halo, rhs = _halo_columns(prec, adj, members, nu, settings.halo)
+        own = rhs[np.searchsorted(halo, members), np.arange(members.size)]
         diag_raw[members] = own
         hr, hc = np.nonzero(np.abs(rhs) >= settings.entry_tol * own[None, :])
         # 32-bit indices, and the pieces freed as soon as they are joined: these entries are
@@ -226,7 +245,41 @@ def graph_entries(
     # takes the larger (both are the same number up to the halo's truncation)
     kg = kg.maximum(kg.T).tocsr()
     kg.sort_indices()
-    return kg, diag_raw / z
+    return kg, diag_raw / z, z
+
+
+def graph_block(
+    net: RoadNetwork,
+    laplacian: sp.spmatrix,
+    shift: float,
+    nu: int,
+    settings: VecchiaSettings,
+    segments: NDArray[np.int64],
+    z: float,
+) -> NDArray[np.float64]:
+    """``K_G[S, S]`` (normalised by ``z`` from :func:`graph_entries`) for the segments S, by the
+    same local solves as the prior's entries, patch by patch: what a hyperparameter fit on the
+    readings of S needs, at a cost that grows with S, not with the network.
+
+    Returns a symmetric (S, S) array in the order of ``segments``.
+    """
+    segs = np.asarray(segments, dtype=np.int64)
+    n = laplacian.shape[0]
+    prec = (laplacian + shift * sp.identity(n, format="csr")).tocsr()
+    patch = _patches(_metric_xy(net), settings)[segs]
+    adj = _undirected(net).astype(bool)
+    local = np.full(n, -1, dtype=np.int64)
+    local[segs] = np.arange(segs.size)
+    out = np.zeros((segs.size, segs.size))
+    for p in np.unique(patch):
+        cols = np.flatnonzero(patch == p)
+        halo, rhs = _halo_columns(prec, adj, segs[cols], nu, settings.halo)
+        at = local[halo]
+        keep = at >= 0
+        out[np.ix_(at[keep], cols)] = rhs[keep]
+    out /= z
+    # the same entry solved from either side differs only by the halo's truncation
+    return 0.5 * (out + out.T)
 
 
 @numba.njit(cache=True)
@@ -380,21 +433,20 @@ def network_entries(
     nu: int,
     settings: VecchiaSettings,
     seed: int = 0,
-) -> tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64]]:
+) -> tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]:
     """The coarse-to-fine order and the graph-kernel entries of ``net``: what
-    :func:`build_vecchia` needs besides the feature kernel (and what a rebuild at new feature
-    hyperparameters reuses).
+    :func:`build_vecchia` needs besides the feature kernel.
 
     Returns
     -------
     rank : ndarray of int64
         Each segment's place in the order.
-    kg, kg_diag
+    kg, kg_diag, z
         :func:`graph_entries`.
     """
     xy = _metric_xy(net)
     order = maxmin_order(xy, seed)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    kg, kg_diag = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
-    return rank, kg, kg_diag
+    kg, kg_diag, z = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
+    return rank, kg, kg_diag, z

@@ -1,0 +1,164 @@
+"""Type-II MAP of the production kernel's hyperparameters: the one objective both GP learners
+(the exact :class:`~ev_nav.gp.incremental.IncrementalGP` and the regional
+:class:`~ev_nav.gp.regional.RegionalGP`) fit on their schedule.
+
+The kernel is ``a a'(s₁ K_G ∘ k₁ + s₂ k₂) + diag(extra)`` with ``k₁, k₂`` Matérn-5/2 feature
+correlations. The parameters are ``θ = log [κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]``; the negative log
+posterior is the Gaussian marginal likelihood of the observation rows (a segment's mean
+residual with noise ``ς² s_e / n_e``, or a trip total's residual), plus the within-segment
+scatter ``Σ (y − ȳ_e)²`` that only ς² explains, plus independent log-normal priors centred on
+the initial values. The learners differ only in where the graph block ``K_G[S, S]`` of the
+fit's segments comes from (a slice of the exact learner's dense matrix, local sparse solves
+for the regional one), so that is an argument.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor
+
+from ev_nav.gp.numerics import matern52
+
+__all__ = ["FitCancelled", "FitData", "map_fit", "row_combination"]
+
+_Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
+
+
+class FitCancelled(Exception):
+    """Raised inside the L-BFGS objective when a fit's ``cancel`` event is set."""
+
+
+def row_combination(k: _Matrix, pos: list[NDArray[np.int64]], wts: list[NDArray]) -> _Matrix:
+    """``K Hᵀ``: column j is ``Σ_i w_ji K[:, pos_ji]`` (NumPy or torch, differentiable in K)."""
+    torch_in = isinstance(k, Tensor)
+    if all(p.size == 1 for p in pos):  # only segment rows: a column gather
+        idx = np.concatenate(pos)
+        return k[:, torch.as_tensor(idx)] if torch_in else k[:, idx]
+    cols = []
+    for p, w in zip(pos, wts, strict=True):
+        if torch_in:
+            cols.append(k[:, torch.as_tensor(p)] @ torch.as_tensor(w, dtype=k.dtype))
+        else:
+            cols.append(k[:, p] @ w)
+    return torch.stack(cols, dim=1) if torch_in else np.stack(cols, axis=1)
+
+
+@dataclass(frozen=True)
+class FitData:
+    """What a fit's marginal likelihood reads, in the fit's own segment numbering.
+
+    Attributes
+    ----------
+    x : Tensor (S, d)
+        Standardised context of the S segments the rows touch.
+    pos, wts : list of ndarray
+        Each row's segments (local numbers) and weights.
+    resid : Tensor (R,)
+        Each row's residual against the prior mean [Wh].
+    noise_factor : Tensor (R,)
+        Each row's noise variance in units of ς².
+    ssw, dof : float
+        Within-segment scatter (in units of each segment's noise scale) [Wh²] and its degrees
+        of freedom ``Σ (n_e − 1)`` over every observed segment.
+    amp : Tensor (S,), optional
+        Segment amplitudes ``a_e`` (``segment_scale="loss"``).
+    extra : Tensor (S,), optional
+        Independent prior variance added to each segment (road changes) [Wh²].
+    """
+
+    x: Tensor
+    pos: list[NDArray[np.int64]]
+    wts: list[NDArray[np.float64]]
+    resid: Tensor
+    noise_factor: Tensor
+    ssw: float
+    dof: float
+    amp: Tensor | None = None
+    extra: Tensor | None = None
+
+
+def map_fit(
+    data: FitData,
+    graph_block: Callable[[Tensor], Tensor],
+    start: Tensor,
+    centre: Tensor,
+    free: Tensor,
+    iterations: int,
+    prior_log_sd: float,
+    cancel: threading.Event | None = None,
+) -> tuple[Tensor, float]:
+    """Minimise the negative log posterior from ``start`` by L-BFGS (strong Wolfe, autograd).
+
+    Parameters
+    ----------
+    graph_block : callable
+        ``κ ↦ K_G[S, S]`` in the scale that ``θ``'s s₁ multiplies (differentiable in κ where κ
+        is free; a fixed block may ignore it).
+    start, centre : Tensor
+        ``θ`` to start from and the centres of its log-normal priors.
+    free : Tensor of bool
+        Which entries of ``θ`` move (the others keep their start values).
+    iterations, prior_log_sd
+        L-BFGS iterations and the priors' standard deviation (natural-log units).
+    cancel : threading.Event, optional
+        Checked before every evaluation: :class:`FitCancelled` is raised when set.
+
+    Returns
+    -------
+    theta, nll
+        The best point the search evaluated and its objective (a failed line search keeps it).
+    """
+    dim = data.x.shape[1]
+    i_s1 = 1 + 2 * dim
+    theta = start.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=iterations,
+                            line_search_fn="strong_wolfe")
+    best = {"nll": math.inf, "theta": start.clone()}
+    x, amp, extra, r = data.x, data.amp, data.extra, data.resid
+
+    def closure() -> Tensor:
+        if cancel is not None and cancel.is_set():
+            raise FitCancelled
+        opt.zero_grad()
+        t = theta.exp()
+        k = t[i_s1] * graph_block(t[0]) * matern52(x, x, t[1 : 1 + dim])
+        k = k + t[i_s1 + 1] * matern52(x, x, t[1 + dim : i_s1])
+        if amp is not None:
+            k = amp[:, None] * k * amp[None, :]
+        if extra is not None:
+            k = k + torch.diag(extra)
+        noise = t[i_s1 + 2]
+        g = row_combination(row_combination(k, data.pos, data.wts).T.contiguous(), data.pos,
+                            data.wts)
+        g = 0.5 * (g + g.T) + torch.diag(noise * data.noise_factor)
+        chol, info = torch.linalg.cholesky_ex(g)
+        if int(info) != 0:  # far outside the useful range: steer the line search away
+            return (theta * 0.0).sum() + 1e30
+        alpha = torch.linalg.solve_triangular(chol, r[:, None], upper=False)[:, 0]
+        dev = (theta - centre)[free]
+        nll = (
+            0.5 * (alpha @ alpha)
+            + torch.log(chol.diagonal()).sum()
+            + 0.5 * data.dof * torch.log(noise)
+            + 0.5 * data.ssw / noise
+            + 0.5 * (dev @ dev) / prior_log_sd**2
+        )
+        if float(nll.detach()) < best["nll"]:
+            best.update(nll=float(nll.detach()), theta=theta.detach().clone())
+        nll.backward()
+        theta.grad[~free] = 0.0
+        return nll
+
+    try:
+        opt.step(closure)
+    except (RuntimeError, ValueError):  # a failed line search keeps the best point seen
+        pass
+    return best["theta"], float(best["nll"])

@@ -1,0 +1,112 @@
+"""The regional learner's hyperparameter fits (issue 26 item 1: "the refit schedule is the
+exact learner's"): the same schedule, the same objective and so the same fitted values as the
+exact learner on the same data; checkpoints keep them; a deferred or cancelled fit; a state
+written before the learner fitted keeps opening as it was."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from ev_nav.errors import ModelStateError
+from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
+from ev_nav.gp.regional import RegionalConfig, RegionalGP
+from ev_nav.gp.testing import random_route
+
+
+def _trips(net, models, n: int, seed: int) -> None:
+    """``n`` random trips with readings of a fixed smooth truth, fed to every model."""
+    rng = np.random.default_rng(seed)
+    truth = net.e_det() * (1.0 + 0.3 * np.sin(np.arange(net.n_segments) / 7.0))
+    for _ in range(n):
+        path = random_route(net, 25, rng)
+        y = truth[path] + 2.0 * rng.standard_normal(path.size)
+        for m in models:
+            m.update(path, y)
+
+
+@pytest.fixture(scope="module")
+def fitted_pair(town):
+    exact = IncrementalGP(town, seed=0)
+    regional = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0)
+    _trips(town, [exact, regional], 24, seed=1)
+    return exact, regional
+
+
+def test_the_schedule_and_the_fitted_values_are_the_exact_learners(fitted_pair):
+    exact, regional = fitted_pair
+    assert [f["update"] for f in regional.fits] == [f["update"] for f in exact.fits] == [10, 15, 23]
+    assert regional.next_refresh == exact.next_refresh
+    fitted, theirs = regional.hyperparameters(), exact.hyperparameters()
+    assert fitted != RegionalGP(exact.net, config=regional.config).hyperparameters()
+    for key, value in theirs.items():
+        np.testing.assert_allclose(fitted[key], value, rtol=2e-3, err_msg=key)
+    # and so the same posterior, within the regional learner's accuracy
+    prior_sd = np.sqrt(np.diag(exact._prior_covariance()))
+    pe, pr = exact.posterior(), regional.posterior()
+    assert np.abs(pe.mean - pr.mean).max() / prior_sd.min() < 0.01
+    assert np.abs(pe.std - pr.std).max() / prior_sd.min() < 0.01
+
+
+def test_a_checkpoint_keeps_the_fits_and_the_schedule(fitted_pair, town):
+    _, regional = fitted_pair
+    state = regional.state_dict()
+    again = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0).load_state_dict(state)
+    assert again.hyperparameters() == regional.hyperparameters()
+    assert again.prior_hyper == regional.prior_hyper
+    assert again.fits == regional.fits and again.next_refresh == regional.next_refresh
+    a, b = regional.posterior(), again.posterior()
+    assert np.array_equal(a.mean, b.mean) and np.array_equal(a.std, b.std)
+    # the rows a later fit draws come from the restored generator
+    assert again.rng.bit_generator.state == regional.rng.bit_generator.state
+
+
+def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3), seed=0)
+    model.defer_refits = True
+    _trips(town, [model], 4, seed=2)
+    assert model.refit_due and model.fits == []
+    before = model.hyperparameters()
+    cancel = threading.Event()
+    cancel.set()
+    assert model.refit(cancel=cancel) is False
+    assert model.hyperparameters() == before and model.refit_due
+    assert model.refit() is True
+    assert not model.refit_due and len(model.fits) == 1
+    assert model.hyperparameters() != before
+    assert model.next_refresh == 4 + 2  # ceil(4 · 0.5) later
+
+
+def test_a_state_written_before_the_learner_fitted_keeps_its_values(town):
+    """Migration: a version-1 checkpoint (no fits, no schedule in it) opens with the
+    hyperparameters it was written at, the same posterior, and keeps not fitting."""
+    old = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False),
+                     seed=0)
+    _trips(town, [old], 12, seed=3)
+    state = old.state_dict()
+    v1 = {k: v for k, v in state.items()
+          if k not in ("prior_hyperparameters", "next_refresh", "fits", "rng")}
+    v1["version"] = 1
+    v1["config"] = {k: v for k, v in state["config"].items()
+                    if k not in ("learn_hyperparameters", "first_fit", "fit_growth",
+                                 "fit_max_gap", "fit_max_rows", "fit_iterations",
+                                 "prior_log_sd")}
+    opened = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0).load_state_dict(v1)
+    assert opened.config.learn_hyperparameters is False
+    assert np.array_equal(opened.posterior().mean, old.posterior().mean)
+    _trips(town, [opened], 15, seed=4)
+    assert opened.fits == [] and opened.hyperparameters() == old.hyperparameters()
+    with pytest.raises(ModelStateError):
+        RegionalGP(town, config=RegionalConfig(landmarks=50), seed=0).load_state_dict(v1)
+
+
+def test_the_fit_settings_are_checked_as_the_exact_learners():
+    from ev_nav.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        RegionalConfig(fit_growth=1.0)
+    with pytest.raises(ConfigError):
+        RegionalConfig(fit_max_rows=1)
+    assert RegionalConfig().fit_max_gap == IncrementalConfig().fit_max_gap

@@ -213,6 +213,7 @@ def test_the_prior_cached_in_a_state_gives_the_same_bits(small_regional, tmp_pat
     cache = StateCache(tmp_path)
     state = model.state_dict()
     first = RegionalGP(net, config=model.config, cache=cache).load_state_dict(state)
+    first.posterior()  # the prior is built (and cached) when first needed
     names = sorted(p.name for p in cache.folder.glob("regional*"))
     assert [n.split("-")[0] for n in names] == ["regionalfloat", "regionalint", "regionalmeta"]
     import ev_nav.gp.regional.model as regional_model
@@ -231,13 +232,15 @@ def test_the_prior_cached_in_a_state_gives_the_same_bits(small_regional, tmp_pat
         a, b = model.posterior(), other.posterior()
         assert np.array_equal(a.mean, b.mean) and np.array_equal(a.std, b.std)
     RegionalGP(net, config=model.config, cache=cache,
-               hyperparameters={"noise_var": 2.0 * model.noise_var})
+               hyperparameters={"noise_var": 2.0 * model.noise_var}).sample(
+                   np.random.default_rng(0))
     assert built == [1]
     assert len(list(cache.folder.glob("regionalmeta-*"))) == 2
     floats = cache.folder / names[0]
     floats.write_bytes(floats.read_bytes()[:-8] + b"\0" * 8)
     with pytest.warns(StateNotice, match="checksum"):
         again = RegionalGP(net, config=model.config, cache=cache).load_state_dict(state)
+        again.posterior()
     assert built == [1, 1]
     assert np.array_equal(again.posterior().mean, model.posterior().mean)
 

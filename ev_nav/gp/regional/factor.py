@@ -27,7 +27,9 @@ from ev_nav.gp.regional.vecchia import VecchiaPrior
 __all__ = ["PrecisionFactor"]
 
 
-@numba.njit(cache=True)
+# the kernels release the GIL (nogil): a server's background refit builds a prior while its
+# request threads draw and route on their snapshots
+@numba.njit(cache=True, nogil=True)
 def _ic0(colptr, rowidx, val):  # noqa: ANN001, ANN202
     """In-place zero-fill Cholesky of the lower CSC (diagonal first per column), right-looking.
 
@@ -56,7 +58,7 @@ def _ic0(colptr, rowidx, val):  # noqa: ANN001, ANN202
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _forward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
     """``x ← L⁻¹ x`` in place; x is (n, k)."""
     n = colptr.size - 1
@@ -71,7 +73,7 @@ def _forward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
                 x[i, c] -= v * x[j, c]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _backward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
     """``x ← L⁻ᵀ x`` in place; x is (n, k)."""
     n = colptr.size - 1
@@ -86,7 +88,7 @@ def _backward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
             x[j, c] /= d
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _forward1(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
     """``x ← L⁻¹ x`` in place for one right-hand side (the per-trip sweeps: a 1-D loop with
     32-bit row indices, which moves fewer bytes than the (n, k) form)."""
@@ -99,7 +101,7 @@ def _forward1(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
                 x[rowidx[q]] -= val[q] * xj
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _backward1(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
     """``x ← L⁻ᵀ x`` in place for one right-hand side."""
     n = colptr.size - 1
@@ -110,7 +112,7 @@ def _backward1(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
         x[j] = acc / val[colptr[j]]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _takahashi_column(colptr, rowidx, val, sig, j, mark, tmp, out):  # noqa: ANN001, ANN202
     """Column j of ``Σ = (L Lᵀ)⁻¹`` on L's pattern from the columns after it (Takahashi's
     recursion; entries of Σ outside the pattern taken as 0: exact for a chordal pattern, close
@@ -143,7 +145,7 @@ def _takahashi_column(colptr, rowidx, val, sig, j, mark, tmp, out):  # noqa: ANN
     out[0] = 1.0 / (ljj * ljj) - acc / ljj
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _takahashi(colptr, rowidx, val):  # noqa: ANN001, ANN202
     """``Σ = (L Lᵀ)⁻¹`` on L's pattern (see :func:`_takahashi_column`), all columns."""
     n = colptr.size - 1
@@ -158,7 +160,7 @@ def _takahashi(colptr, rowidx, val):  # noqa: ANN001, ANN202
     return sig
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _takahashi_update(colptr, rowidx, val, rptr, rcol, sig, flag, tol):  # noqa: ANN001, ANN202
     """Bring Σ on the pattern up to date after the factor changed at the flagged columns:
     from the last position down, recompute each flagged column; one that moves by more than
@@ -189,7 +191,7 @@ def _takahashi_update(colptr, rowidx, val, rptr, rcol, sig, flag, tol):  # noqa:
     return nrec
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j0, changed):  # noqa: ANN001, ANN202, C901, E501
     """Bring the factor and ``y = L⁻¹ b`` up to date after changes to the diagonal and to b.
 
@@ -268,7 +270,7 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
     return nch
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
     """Nodes within ``r`` hops of ``seeds`` in an undirected CSR graph (``dist`` all -1 on entry
     and on return)."""
@@ -299,7 +301,7 @@ def _halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
     return nodes
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _sub_lower(colptr, rowidx, val, pos, loc):  # noqa: ANN001, ANN202
     """The block of a lower CSC factor at sorted positions ``pos`` (``loc`` all -1 on entry and
     on return), as a local lower CSC with the diagonal first in each column."""

@@ -24,10 +24,11 @@ of that posterior.
 
 A trip's update is applied at once and costs what the readings reach: the factor columns they
 change, a rank-k term of ``S`` solved on a hop halo of the trip, and — once variances have been
-asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fixed
-(given, or the exact learner's initial values); temperatures and road changes are not
-modelled. docs/gp.md ("The regional learner") has the design, the measured accuracy and costs,
-and what is missing.
+asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fitted on
+the exact learner's schedule and objective (:mod:`ev_nav.gp.fitting`, κ kept), each fit
+rebuilding the prior at the fitted values (:meth:`RegionalGP.refit`); temperatures and road
+changes are not modelled. docs/gp.md ("The regional learner") has the design, the measured
+accuracy and costs, and what is missing.
 """
 
 from __future__ import annotations
@@ -162,6 +163,18 @@ prior_log_sd
             raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
 
 
+@dataclass
+class _PriorParts:
+    """What the prior at one set of hyperparameters consists of (see :class:`RegionalGP`)."""
+
+    prior: VecchiaPrior
+    landmarks: NDArray[np.float64]
+    landmark_ids: NDArray[np.int64]
+    factor: PrecisionFactor
+    g32: NDArray[np.float32]
+    z: float
+
+
 def pivoted_cholesky(
     column: Callable[[int], NDArray[np.float64]],
     diag: NDArray[np.float64],
@@ -274,7 +287,9 @@ class RegionalGP:
                             for k, v in self.hyper.items()}
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
         self.cache = cache
-        self._set_prior()
+        #: the prior at the current hyperparameters, built (or read from the cache) when first
+        #: needed: a model about to load a checkpoint at fitted values never builds the initial one
+        self._parts: _PriorParts | None = None
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         #: the exact learner's schedule: the first fit at ``first_fit`` updates, then each
@@ -288,30 +303,64 @@ class RegionalGP:
         self.refit_due = False
         self._reset_data()
 
-    def _set_prior(self) -> None:
+    def _prior_parts(self) -> _PriorParts:
         """The prior at the current hyperparameters: from the cache when it holds it, else
         built (and written there)."""
+        if self._parts is not None:
+            return self._parts
         cfg, n = self.config, self.n
         amp = np.ones(n) if self.scale is None else self.scale
         key = self._prior_key(amp)
         cached = _read_prior(self.cache, key, n)
         if cached is None:
-            self.prior, self.landmarks, self.landmark_ids, self._z = self._build_prior(amp)
-            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol)
+            prior, landmarks, landmark_ids, z = self._build_prior(amp)
+            factor = PrecisionFactor(prior, tol=cfg.factor_tol)
             if self.cache is not None:
-                _write_prior(self.cache, key, self.prior, self.landmarks, self.landmark_ids,
-                             self.factor.q_values, self._z)
+                _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values, z)
         else:
-            self.prior, self.landmarks, self.landmark_ids, q_values, self._z = cached
-            self.factor = PrecisionFactor(self.prior, tol=cfg.factor_tol, q_values=q_values)
-        self._g32 = self.landmarks.astype(np.float32)
+            prior, landmarks, landmark_ids, q_values, z = cached
+            factor = PrecisionFactor(prior, tol=cfg.factor_tol, q_values=q_values)
+        self._parts = _PriorParts(prior, landmarks, landmark_ids, factor,
+                                  landmarks.astype(np.float32), z)
+        return self._parts
+
+    @property
+    def prior(self) -> VecchiaPrior:
+        """The product term's Vecchia prior."""
+        return self._prior_parts().prior
+
+    @property
+    def landmarks(self) -> NDArray[np.float64]:
+        """``G`` (N × J): the feature-only term ``≈ G Gᵀ``."""
+        return self._prior_parts().landmarks
+
+    @property
+    def landmark_ids(self) -> NDArray[np.int64]:
+        """The landmarks' segments (the pivoted Cholesky's pivots)."""
+        return self._prior_parts().landmark_ids
+
+    @property
+    def factor(self) -> PrecisionFactor:
+        """The factor of ``Q + W`` (changed in place by updates)."""
+        return self._prior_parts().factor
+
+    @property
+    def _g32(self) -> NDArray[np.float32]:
+        return self._prior_parts().g32
+
+    @property
+    def _z(self) -> float:
+        return self._prior_parts().z
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RegionalGP:
         """An independent copy that shares what never changes after construction (network,
         prior, landmarks: ~0.5 GB at 100k segments), as the server's snapshots need."""
+        parts = self._parts
+        shared = () if parts is None else (parts.prior, parts.landmarks, parts.g32,
+                                           parts.landmark_ids)
         return deepcopy_sharing(self, memo, (
-            self.net, self.prior, self.landmarks, self._g32, self.landmark_ids, self.prior_mean,
-            self.scale, self.noise_scale, self._adjacency, self.cache))
+            self.net, self.prior_mean, self.scale, self.noise_scale, self._adjacency, self.cache,
+            *shared))
 
     def _prior_key(self, amp: NDArray[np.float64]) -> str:
         """Digest of everything the prior is built from (network, settings, hyperparameters,
@@ -367,7 +416,7 @@ class RegionalGP:
         #: the driven segments (in the order first driven) and their rows of G, contiguous:
         #: W and b vanish elsewhere, so products with G that W or b multiply read only these
         self._oi = np.zeros(0, dtype=np.int64)
-        self._go = np.zeros((0, self.landmarks.shape[1]))
+        self._go = np.zeros((0, 0))  # (J columns once the prior is there: see _core)
         self._n_oi = 0
         #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for
         self._bl: NDArray[np.float64] | None = None
@@ -482,8 +531,11 @@ class RegionalGP:
             if fitted != self.hyper:
                 self.hyper = fitted
                 self.noise_var = float(fitted["noise_var"])
-                self._set_prior()
+                self._parts = None
                 self.restart_from_statistics()
+                # built and factorised here, not at the next draw: a server refits a copy in
+                # the background and swaps in a model that is ready to serve
+                self._core()
         cfg = self.config
         self.next_refresh = self.n_updates + max(
             1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
@@ -583,6 +635,9 @@ class RegionalGP:
         w = self.n_obs / noise
         self.factor.factorize(w, self.sum_r / noise)
         self._n_oi = 0
+        if self._go.shape[1] != self.landmarks.shape[1]:  # first use: J is known now
+            self._oi = np.zeros(0, dtype=np.int64)
+            self._go = np.zeros((0, self.landmarks.shape[1]))
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
         self._y_core = None
@@ -936,7 +991,7 @@ class RegionalGP:
         if hyper != self.hyper:
             self.hyper = hyper
             self.noise_var = float(hyper["noise_var"])
-            self._set_prior()
+            self._parts = None  # built at these values when first needed
         self._reset_data()
         self.n_obs = n_obs.copy()
         self.sum_r = np.asarray(state["sum_r"], dtype=np.float64).copy()

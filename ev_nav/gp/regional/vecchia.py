@@ -282,7 +282,9 @@ def graph_block(
     return 0.5 * (out + out.T)
 
 
-@numba.njit(cache=True)
+# the kernels release the GIL (nogil): a server's background refit builds a prior while its
+# request threads draw and route on their snapshots
+@numba.njit(cache=True, nogil=True)
 def _matern52(x: NDArray, i: int, j: int, ls: NDArray) -> float:
     s = 0.0
     for k in range(x.shape[1]):
@@ -292,7 +294,7 @@ def _matern52(x: NDArray, i: int, j: int, ls: NDArray) -> float:
     return (1.0 + s + s * s / 3.0) * np.exp(-s)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN001, ANN202
     """Per segment, its ≤ m earlier segments of largest product-kernel correlation."""
     n = indptr.size - 1
@@ -314,7 +316,7 @@ def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN0
         cnt[i] = kk
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, nug, kcc, kci, pos):  # noqa: ANN001, ANN202
     """Covariance of each row's conditioning set (identity-padded) and with the row itself."""
     m = nb.shape[1]

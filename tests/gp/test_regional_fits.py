@@ -75,9 +75,9 @@ def test_loading_a_fitted_checkpoint_builds_only_its_prior(fitted_pair, town, mo
     built = []
     real = regional_model.RegionalGP._build_prior
 
-    def counting(self, amp):
+    def counting(self, amp, entries=None):
         built.append(dict(self.hyper))
-        return real(self, amp)
+        return real(self, amp, entries)
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
     again = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0).load_state_dict(

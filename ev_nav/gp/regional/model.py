@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
@@ -67,7 +68,6 @@ from ev_nav.gp.regional.vecchia import (
     VecchiaPrior,
     VecchiaSettings,
     build_vecchia,
-    graph_block,
     network_entries,
 )
 from ev_nav.roads.network import RoadNetwork
@@ -161,6 +161,10 @@ prior_log_sd
             )
         if self.landmarks < 1 or not 0.0 < self.landmark_tol < 1.0:
             raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
+
+
+#: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser.
+_Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
 
 
 @dataclass
@@ -303,9 +307,9 @@ class RegionalGP:
         self.refit_due = False
         self._reset_data()
 
-    def _prior_parts(self) -> _PriorParts:
+    def _prior_parts(self, entries: _Entries | None = None) -> _PriorParts:
         """The prior at the current hyperparameters: from the cache when it holds it, else
-        built (and written there)."""
+        built (from ``entries``, the graph-kernel entries, when given) and written there."""
         if self._parts is not None:
             return self._parts
         cfg, n = self.config, self.n
@@ -313,7 +317,7 @@ class RegionalGP:
         key = self._prior_key(amp)
         cached = _read_prior(self.cache, key, n)
         if cached is None:
-            prior, landmarks, landmark_ids, z = self._build_prior(amp)
+            prior, landmarks, landmark_ids, z = self._build_prior(amp, entries)
             factor = PrecisionFactor(prior, tol=cfg.factor_tol)
             if self.cache is not None:
                 _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values, z)
@@ -374,18 +378,25 @@ class RegionalGP:
         h.update(np.ascontiguousarray(amp, dtype=np.float64).tobytes())
         return h.hexdigest()[:24]
 
+    def _entries(self) -> _Entries:
+        """The coarse-to-fine order and the graph-kernel entries (:func:`network_entries`)
+        at the current κ."""
+        nu = int(self.config.graph_nu)
+        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
+        return network_entries(self.net, incidence_laplacian(self.net), shift, nu,
+                               self.config.vecchia, seed=self.seed)
+
     def _build_prior(
-        self, amp: NDArray[np.float64]
+        self, amp: NDArray[np.float64], entries: _Entries | None = None
     ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], float]:
         """The product term's Vecchia prior, the feature-only term's landmarks (N × J) and
-        their pivots, and the graph kernel's normaliser z."""
+        their pivots, and the graph kernel's normaliser z; ``entries`` (:meth:`_entries`, at
+        the same κ) when a fit computed them already."""
         cfg, net = self.config, self.net
-        nu = int(cfg.graph_nu)
-        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
         # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
         # segments), before the N × J landmarks exist
-        rank, kg, kg_diag, z = network_entries(net, incidence_laplacian(net), shift, nu,
-                                               cfg.vecchia, seed=self.seed)
+        rank, kg, kg_diag, z = self._entries() if entries is None else entries
+        del entries
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -525,13 +536,21 @@ class RegionalGP:
         objective; the model is then left as it was and ``False`` is returned.
         """
         if self.config.learn_hyperparameters:
-            fitted = self._fit(cancel)
-            if fitted is None:
+            if cancel is None:
+                # nothing stops this fit: the old prior is let go first, so that its memory
+                # serves the graph-kernel entries (the build's peak); it is rebuilt from them
+                self._parts = None
+                self.restart_from_statistics()
+            done = self._fit(cancel)
+            if done is None:
                 return False
-            if fitted != self.hyper:
+            fitted, entries = done
+            if fitted != self.hyper or self._parts is None:
                 self.hyper = fitted
                 self.noise_var = float(fitted["noise_var"])
                 self._parts = None
+                self._prior_parts(entries)  # κ is kept: the fit's graph-kernel entries serve
+                del entries
                 self.restart_from_statistics()
                 # built and factorised here, not at the next draw: a server refits a copy in
                 # the background and swaps in a model that is ready to serve
@@ -573,25 +592,26 @@ class RegionalGP:
             [hyper["outputscale_product"], hyper["outputscale_feature"], hyper["noise_var"]],
         ]).astype(np.float64))
 
-    def _fit(self, cancel: threading.Event | None = None) -> dict[str, Any] | None:
+    def _fit(
+        self, cancel: threading.Event | None = None
+    ) -> tuple[dict[str, Any], _Entries | None] | None:
         """Type-II MAP of the hyperparameters (κ kept) by :func:`~ev_nav.gp.fitting.map_fit`:
-        the exact learner's objective, with the graph block of the fit's segments from local
-        sparse solves (:func:`~ev_nav.gp.regional.vecchia.graph_block`). Returns the fitted
-        hyperparameters (the current ones with fewer than two rows), or None when ``cancel``
-        was set during the fit."""
+        the exact learner's objective, with the graph block of the fit's segments taken from
+        the graph-kernel entries (:meth:`_entries`; entries below ``entry_tol`` of the
+        diagonal are 0). Returns the fitted hyperparameters (the current ones with fewer than
+        two rows) and those entries, which the prior's rebuild at the fitted values reuses, or
+        None when ``cancel`` was set during the fit."""
         import torch
 
         pos, wts, resid, noise_factor = self._fit_rows()
         if len(pos) < 2:
-            return self.hyper
+            return self.hyper, None
         cfg = self.config
         segs = np.unique(np.concatenate(pos))
         local = np.full(self.n, -1, dtype=np.int64)
         local[segs] = np.arange(segs.size)
-        nu = int(cfg.graph_nu)
-        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
-        block = torch.from_numpy(graph_block(self.net, incidence_laplacian(self.net), shift, nu,
-                                             cfg.vecchia, segs, self._z))
+        entries = self._entries()
+        block = torch.from_numpy(entries[1][segs][:, segs].toarray())
         observed = self.n_obs > 0
         n_all = self.n_obs[observed].astype(np.float64)
         scatter = self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all
@@ -624,7 +644,7 @@ class RegionalGP:
             "noise_var": float(t[3 + 2 * d]),
         }
         self.fits.append({"update": self.n_updates, "rows": len(pos), "nll": nll, **fitted})
-        return fitted
+        return fitted, entries
 
     # ------------------------------------------------------------------ linear algebra
     def _core(self) -> None:
@@ -1058,8 +1078,6 @@ def _read_prior(
         nnz and (indices.min() < 0 or indices.max() >= n)
     ) or not np.array_equal(np.sort(rank), np.arange(n)):
         return None  # verified bytes of another layout: rebuild rather than trust them
-    import scipy.sparse as sp
-
     a = sp.csr_matrix((floats[:nnz].copy(), indices.copy(), indptr.copy()), shape=(n, n))
     prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
     g = floats[nnz + n : nnz + n + n * j].reshape(n, j).copy()

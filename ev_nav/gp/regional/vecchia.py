@@ -35,7 +35,6 @@ __all__ = [
     "VecchiaPrior",
     "VecchiaSettings",
     "build_vecchia",
-    "graph_block",
     "graph_entries",
     "maxmin_order",
     "network_entries",
@@ -246,40 +245,6 @@ def graph_entries(
     kg = kg.maximum(kg.T).tocsr()
     kg.sort_indices()
     return kg, diag_raw / z, z
-
-
-def graph_block(
-    net: RoadNetwork,
-    laplacian: sp.spmatrix,
-    shift: float,
-    nu: int,
-    settings: VecchiaSettings,
-    segments: NDArray[np.int64],
-    z: float,
-) -> NDArray[np.float64]:
-    """``K_G[S, S]`` (normalised by ``z`` from :func:`graph_entries`) for the segments S, by the
-    same local solves as the prior's entries, patch by patch: what a hyperparameter fit on the
-    readings of S needs, at a cost that grows with S, not with the network.
-
-    Returns a symmetric (S, S) array in the order of ``segments``.
-    """
-    segs = np.asarray(segments, dtype=np.int64)
-    n = laplacian.shape[0]
-    prec = (laplacian + shift * sp.identity(n, format="csr")).tocsr()
-    patch = _patches(_metric_xy(net), settings)[segs]
-    adj = _undirected(net).astype(bool)
-    local = np.full(n, -1, dtype=np.int64)
-    local[segs] = np.arange(segs.size)
-    out = np.zeros((segs.size, segs.size))
-    for p in np.unique(patch):
-        cols = np.flatnonzero(patch == p)
-        halo, rhs = _halo_columns(prec, adj, segs[cols], nu, settings.halo)
-        at = local[halo]
-        keep = at >= 0
-        out[np.ix_(at[keep], cols)] = rhs[keep]
-    out /= z
-    # the same entry solved from either side differs only by the halo's truncation
-    return 0.5 * (out + out.T)
 
 
 # the kernels release the GIL (nogil): a server's background refit builds a prior while its

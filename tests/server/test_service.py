@@ -186,6 +186,38 @@ def test_a_cancelled_fit_leaves_the_model_unchanged() -> None:
     assert model.refit() is True and len(model.fits) == fits + 1
 
 
+def test_the_service_refits_the_regional_learner_in_the_background(state, monkeypatch) -> None:
+    """Past the exact learner's size the service's schedule refits the regional learner too: a
+    copy fits and rebuilds its prior in the background, the served model is swapped for it
+    (fitted hyperparameters, one fit, the trip still learned), and the live model's prior was
+    never touched meanwhile."""
+    import ev_nav.server.service as service_module
+    from ev_nav.gp import incremental_state
+    from ev_nav.gp.regional import RegionalGP
+
+    monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", 100)
+    monkeypatch.setattr(service_module, "REFIT_FIRST_ROWS", 1)
+    with FleetService(state, poll_s=0.05) as svc:
+        origin, goal = far_points(svc.net)
+        initial = svc.snapshot.model.hyperparameters()
+        live_prior = svc.snapshot.model.prior
+        prior_d = live_prior.d.copy()
+        for _ in range(3):
+            plan = svc.plan(origin, goal, policy="mean")
+            ack = svc.record(plan["trip"], total_wh=_plausible(plan))
+        waiter = threading.Event()
+        for _ in range(1200):
+            snap = svc.snapshot
+            if snap.model.fits and not svc.refitting and snap.applied_upto >= ack["batch"]:
+                break
+            waiter.wait(0.1)
+        model = svc.snapshot.model
+        assert isinstance(model, RegionalGP) and model.defer_refits
+        assert model.fits and model.hyperparameters() != initial
+        assert len(model.totals) == 3  # the trips absorbed while it fitted are in it
+        np.testing.assert_array_equal(live_prior.d, prior_d)
+
+
 def test_answers_are_the_json_fastapi_would_send(state) -> None:
     """The API serialises the service's documents once, in the request's thread
     (``app.json_body``): the bytes FastAPI's own path sends for a returned dict (validated

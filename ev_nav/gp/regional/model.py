@@ -176,7 +176,6 @@ class _PriorParts:
     landmark_ids: NDArray[np.int64]
     factor: PrecisionFactor
     g32: NDArray[np.float32]
-    z: float
 
 
 def pivoted_cholesky(
@@ -317,15 +316,15 @@ class RegionalGP:
         key = self._prior_key(amp)
         cached = _read_prior(self.cache, key, n)
         if cached is None:
-            prior, landmarks, landmark_ids, z = self._build_prior(amp, entries)
+            prior, landmarks, landmark_ids = self._build_prior(amp, entries)
             factor = PrecisionFactor(prior, tol=cfg.factor_tol)
             if self.cache is not None:
-                _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values, z)
+                _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values)
         else:
-            prior, landmarks, landmark_ids, q_values, z = cached
+            prior, landmarks, landmark_ids, q_values = cached
             factor = PrecisionFactor(prior, tol=cfg.factor_tol, q_values=q_values)
         self._parts = _PriorParts(prior, landmarks, landmark_ids, factor,
-                                  landmarks.astype(np.float32), z)
+                                  landmarks.astype(np.float32))
         return self._parts
 
     @property
@@ -351,10 +350,6 @@ class RegionalGP:
     @property
     def _g32(self) -> NDArray[np.float32]:
         return self._prior_parts().g32
-
-    @property
-    def _z(self) -> float:
-        return self._prior_parts().z
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RegionalGP:
         """An independent copy that shares what never changes after construction (network,
@@ -388,14 +383,14 @@ class RegionalGP:
 
     def _build_prior(
         self, amp: NDArray[np.float64], entries: _Entries | None = None
-    ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], float]:
+    ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]]:
         """The product term's Vecchia prior, the feature-only term's landmarks (N × J) and
-        their pivots, and the graph kernel's normaliser z; ``entries`` (:meth:`_entries`, at
+        their pivots; ``entries`` (:meth:`_entries`, at
         the same κ) when a fit computed them already."""
         cfg, net = self.config, self.net
         # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
         # segments), before the N × J landmarks exist
-        rank, kg, kg_diag, z = self._entries() if entries is None else entries
+        rank, kg, kg_diag, _ = self._entries() if entries is None else entries
         del entries
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
@@ -411,7 +406,7 @@ class RegionalGP:
             kg, kg_diag, rank, x, np.asarray(self.hyper["lengthscale_product"]),
             float(self.hyper["outputscale_product"]), amp, cfg.vecchia.neighbours, remainder,
         )
-        return prior, landmarks, landmark_ids, z
+        return prior, landmarks, landmark_ids
 
     # ------------------------------------------------------------------ data
     def _reset_data(self) -> None:
@@ -1051,16 +1046,15 @@ def _plain_hyper(stored: object, like: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Layout version of the prior's cache files (part of their key: a change rebuilds them).
-PRIOR_CACHE_VERSION = 3
+PRIOR_CACHE_VERSION = 2
 
 
 def _read_prior(
     cache: StateCache | None, key: str, n: int
-) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64],
-           float] | None:
+) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]] | None:
     """The prior of ``key`` from a state's cache (three verified files: sizes, integers,
-    floats) with the prior precision on the factor's pattern and the graph normaliser z, or
-    None when missing or refused."""
+    floats) with the prior precision on the factor's pattern, or None when missing or
+    refused."""
     if cache is None:
         return None
     meta = cache.read_array(f"regionalmeta-{key}.npy", (3,), np.int64)
@@ -1068,8 +1062,7 @@ def _read_prior(
         return None
     nnz, j = int(meta[1]), int(meta[2])
     ints = cache.read_array(f"regionalint-{key}.npy", (2 * n + 1 + nnz + j,), np.int64)
-    floats = cache.read_array(f"regionalfloat-{key}.npy", (2 * nnz + n + n * j + 1,),
-                              np.float64)
+    floats = cache.read_array(f"regionalfloat-{key}.npy", (2 * nnz + n + n * j,), np.float64)
     if ints is None or floats is None:
         return None
     indptr, indices = ints[: n + 1], ints[n + 1 : n + 1 + nnz]
@@ -1081,7 +1074,7 @@ def _read_prior(
     a = sp.csr_matrix((floats[:nnz].copy(), indices.copy(), indptr.copy()), shape=(n, n))
     prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
     g = floats[nnz + n : nnz + n + n * j].reshape(n, j).copy()
-    return prior, g, ids.copy(), floats[nnz + n + n * j : -1].copy(), float(floats[-1])
+    return prior, g, ids.copy(), floats[nnz + n + n * j :].copy()
 
 
 def _write_prior(
@@ -1091,15 +1084,13 @@ def _write_prior(
     landmarks: NDArray[np.float64],
     landmark_ids: NDArray[np.int64],
     q_values: NDArray[np.float64],
-    z: float,
 ) -> None:
-    """Store the prior of ``key``, its precision on the factor's pattern and the graph
-    normaliser z (floats and integers first, the sizes last: a reader finds the sizes only
-    once both others are in place); the newest two priors are kept."""
+    """Store the prior of ``key`` and its precision on the factor's pattern (floats and
+    integers first, the sizes last: a reader finds the sizes only once both others are in
+    place); the newest two priors are kept."""
     a = prior.a_matrix
     ints = np.concatenate([a.indptr, a.indices, prior.rank, landmark_ids]).astype(np.int64)
-    floats = np.concatenate([a.data, prior.d, landmarks.ravel(), q_values, [z]]).astype(
-        np.float64)
+    floats = np.concatenate([a.data, prior.d, landmarks.ravel(), q_values]).astype(np.float64)
     cache.write_array(f"regionalint-{key}.npy", ints, keep=2)
     cache.write_array(f"regionalfloat-{key}.npy", floats, keep=2)
     meta = np.array([prior.n, a.nnz, landmarks.shape[1]], dtype=np.int64)

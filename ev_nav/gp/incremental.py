@@ -56,7 +56,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -115,8 +115,6 @@ if TYPE_CHECKING:
     from ev_nav.store.state_cache import StateCache
 
 __all__ = ["CACHE_KEEP", "MAX_EXACT_SEGMENTS", "IncrementalConfig", "IncrementalGP"]
-
-_Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 
 
 @dataclass(frozen=True)

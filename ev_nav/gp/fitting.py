@@ -25,11 +25,71 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52
 
-__all__ = ["FitCancelled", "FitData", "map_fit", "row_combination"]
+__all__ = ["FitCancelled", "FitData", "Rows", "map_fit", "next_fit", "observation_rows",
+           "row_combination"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Observation rows: support positions and weights (``H``), residual, and the noise variance
+    of each row in units of ς² (``s_e/n_e`` for the mean of a segment's ``n_e`` observations,
+    ``Σ h_e s_e`` for a trip total; ``s_e`` the segment's noise scale, 1 when uniform)."""
+
+    pos: list[NDArray[np.int64]]
+    wts: list[NDArray[np.float64]]
+    resid: NDArray[np.float64]
+    noise: NDArray[np.float64]
+
+    def noise_factor(self) -> NDArray[np.float64]:
+        """Noise variance of each row in units of ς²."""
+        return self.noise
+
+    def subset(self, cap: int, rng: np.random.Generator) -> Rows:
+        """These rows, or ``cap`` of them drawn at random (kept in order) when there are more:
+        what a fit's marginal likelihood uses (the likelihood of a subset is still exact)."""
+        if len(self.pos) <= cap:
+            return self
+        keep = np.sort(rng.choice(len(self.pos), size=cap, replace=False))
+        return Rows([self.pos[i] for i in keep], [self.wts[i] for i in keep],
+                    self.resid[keep], self.noise[keep])
+
+
+def observation_rows(
+    n_obs: NDArray[np.int64],
+    sum_r: NDArray[np.float64],
+    noise_scale: NDArray[np.float64] | None,
+    totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]],
+    prior_mean: NDArray[np.float64],
+    total_offsets: NDArray[np.float64] | None = None,
+) -> Rows:
+    """The rows of a learner's sufficient statistics: one per observed segment (its mean
+    residual ``sum_r / n_obs`` [Wh]), one per trip total (its residual against the prior mean,
+    less ``total_offsets`` [Wh] where given: a known term such as temperature's)."""
+    segs = np.flatnonzero(n_obs > 0)
+    pos = [np.array([e]) for e in segs]
+    wts = [np.ones(1) for _ in segs]
+    resid = list(sum_r[segs] / n_obs[segs])
+    seg_scale = 1.0 if noise_scale is None else noise_scale[segs]
+    noise = list(seg_scale / n_obs[segs].astype(np.float64))
+    for k, (u, h, total) in enumerate(totals):
+        pos.append(u)
+        wts.append(h)
+        offset = 0.0 if total_offsets is None else float(total_offsets[k])
+        resid.append(total - float(h @ prior_mean[u]) - offset)
+        noise.append(total_noise(h, u, noise_scale))
+    return Rows(pos, wts, np.asarray(resid, dtype=np.float64),
+                np.asarray(noise, dtype=np.float64))
+
+
+def next_fit(n_updates: int, growth: float, max_gap: int) -> int:
+    """The update of the next scheduled fit after one at ``n_updates``: ``growth`` times as
+    many updates, at most ``max_gap`` and at least one later."""
+    return n_updates + max(1, min(math.ceil(n_updates * (growth - 1.0)), max_gap))
 
 
 class FitCancelled(Exception):

@@ -55,7 +55,7 @@ import hashlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,7 +66,15 @@ from torch import Tensor
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import ClimateModel, Vehicle, check_temperature
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.fitting import FitCancelled, FitData, map_fit, row_combination
+from ev_nav.gp.fitting import (
+    FitCancelled,
+    FitData,
+    Rows,
+    map_fit,
+    next_fit,
+    observation_rows,
+    row_combination,
+)
 from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import (
     CACHE_KEEP,
@@ -115,22 +123,6 @@ if TYPE_CHECKING:
     from ev_nav.store.state_cache import StateCache
 
 __all__ = ["CACHE_KEEP", "MAX_EXACT_SEGMENTS", "IncrementalConfig", "IncrementalGP"]
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Observation rows: support positions and weights (``H``), residual, and the noise variance
-    of each row in units of ς² (``s_e/n_e`` for the mean of a segment's ``n_e`` observations,
-    ``Σ h_e s_e`` for a trip total; ``s_e`` the segment's noise scale, 1 when uniform)."""
-
-    pos: list[NDArray[np.int64]]
-    wts: list[NDArray[np.float64]]
-    resid: NDArray[np.float64]
-    noise: NDArray[np.float64]
-
-    def noise_factor(self) -> NDArray[np.float64]:
-        """Noise variance of each row in units of ς²."""
-        return self.noise
 
 
 class IncrementalGP:
@@ -698,9 +690,7 @@ class IncrementalGP:
             return False
         self._refresh()
         cfg = self.config
-        self.next_refresh = self.n_updates + max(
-            1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
-        )
+        self.next_refresh = next_fit(self.n_updates, cfg.fit_growth, cfg.fit_max_gap)
         self.refit_due = False
         return True
 
@@ -797,22 +787,13 @@ class IncrementalGP:
         self.totals.append((u.copy(), h.copy(), float(total)))
 
     # ------------------------------------------------------------------ refresh
-    def _rows(self) -> _Rows:
+    def _rows(self) -> Rows:
         """Observation rows: one per observed segment (its mean residual), one per trip total."""
-        segs = np.flatnonzero(self.n_obs > 0)
-        pos = [np.array([e]) for e in segs]
-        wts = [np.ones(1) for _ in segs]
-        resid = list(self.sum_r[segs] / self.n_obs[segs])
-        seg_scale = 1.0 if self.noise_scale is None else self.noise_scale[segs]
-        noise = list(seg_scale / self.n_obs[segs].astype(np.float64))
-        for k, (u, h, total) in enumerate(self.totals):
-            pos.append(u)
-            wts.append(h)
-            offset = float(self._t_psi[k] @ self.temp.beta0) if self.temp.active else 0.0
-            resid.append(total - float(h @ self.prior_mean[u]) - offset)
-            noise.append(total_noise(h, u, self.noise_scale))
-        return _Rows(pos, wts, np.asarray(resid, dtype=np.float64),
-                     np.asarray(noise, dtype=np.float64))
+        offsets = (np.array([float(self._t_psi[k] @ self.temp.beta0)
+                             for k in range(len(self.totals))])
+                   if self.temp.active else None)
+        return observation_rows(self.n_obs, self.sum_r, self.noise_scale, self.totals,
+                                self.prior_mean, offsets)
 
     def _refresh(self, reset_log: bool = True) -> None:
         """Recompute Σ and μ from the sufficient statistics at the current hyperparameters.
@@ -974,19 +955,14 @@ class IncrementalGP:
         for p in k.parameters():
             p.requires_grad_(False)
 
-    def _fit_rows(self) -> _Rows:
+    def _fit_rows(self) -> Rows:
         """The observation rows of the marginal likelihood (a random subset beyond the cap)."""
         rows = self._rows()
         if self.temp.active:  # at the current coefficient estimate (see _fit)
             d = self.temp.coefficients()[0]
-            rows = _Rows(rows.pos, rows.wts, rows.resid - self._temperature_rows() @ d,
+            rows = Rows(rows.pos, rows.wts, rows.resid - self._temperature_rows() @ d,
                          rows.noise)
-        cap = self.config.fit_max_rows
-        if len(rows.pos) <= cap:
-            return rows
-        keep = np.sort(self.rng.choice(len(rows.pos), size=cap, replace=False))
-        return _Rows([rows.pos[i] for i in keep], [rows.wts[i] for i in keep],
-                     rows.resid[keep], rows.noise[keep])
+        return rows.subset(self.config.fit_max_rows, self.rng)
 
     def _fit(self, cancel: threading.Event | None = None) -> bool:
         """Type-II MAP of the hyperparameters on the sufficient statistics (L-BFGS, autograd).

@@ -49,9 +49,16 @@ from numpy.typing import ArrayLike, NDArray
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
-from ev_nav.gp.fitting import FitCancelled, FitData, map_fit
+from ev_nav.gp.fitting import (
+    FitCancelled,
+    FitData,
+    Rows,
+    map_fit,
+    next_fit,
+    observation_rows,
+)
 from ev_nav.gp.groundtruth import learner_prior
-from ev_nav.gp.incremental_state import IncrementalConfig, total_noise
+from ev_nav.gp.incremental_state import IncrementalConfig
 from ev_nav.gp.kernels import incidence_laplacian
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
@@ -554,34 +561,15 @@ class RegionalGP:
                 # the background and swaps in a model that is ready to serve
                 self._core()
         cfg = self.config
-        self.next_refresh = self.n_updates + max(
-            1, min(math.ceil(self.n_updates * (cfg.fit_growth - 1.0)), cfg.fit_max_gap)
-        )
+        self.next_refresh = next_fit(self.n_updates, cfg.fit_growth, cfg.fit_max_gap)
         self.refit_due = False
         return True
 
-    def _fit_rows(self) -> tuple[list[NDArray[np.int64]], list[NDArray[np.float64]],
-                                 NDArray[np.float64], NDArray[np.float64]]:
-        """The marginal likelihood's rows (the exact learner's): one per observed segment (its
-        mean residual, noise ``s_e/n_e`` in units of ς²), one per trip total; a random subset
-        of ``fit_max_rows`` beyond it. Returns positions, weights, residuals and noise."""
-        segs = np.flatnonzero(self.n_obs > 0)
-        pos = [np.array([e]) for e in segs]
-        wts = [np.ones(1) for _ in segs]
-        resid = list(self.sum_r[segs] / self.n_obs[segs])
-        seg_scale = 1.0 if self.noise_scale is None else self.noise_scale[segs]
-        noise = list(seg_scale / self.n_obs[segs].astype(np.float64))
-        for u, h, total in self.totals:
-            pos.append(u)
-            wts.append(h)
-            resid.append(total - float(h @ self.prior_mean[u]))
-            noise.append(total_noise(h, u, self.noise_scale))
-        r, nf = np.asarray(resid, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-        cap = self.config.fit_max_rows
-        if len(pos) <= cap:
-            return pos, wts, r, nf
-        keep = np.sort(self.rng.choice(len(pos), size=cap, replace=False))
-        return [pos[i] for i in keep], [wts[i] for i in keep], r[keep], nf[keep]
+    def _fit_rows(self) -> Rows:
+        """The marginal likelihood's rows, the exact learner's: one per observed segment, one
+        per trip total, a random subset of ``fit_max_rows`` beyond it."""
+        return observation_rows(self.n_obs, self.sum_r, self.noise_scale, self.totals,
+                                self.prior_mean).subset(self.config.fit_max_rows, self.rng)
 
     def _log_hyper(self, hyper: Mapping[str, Any]) -> NDArray[np.float64]:
         """``log [κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]``: :mod:`ev_nav.gp.fitting`'s parameters."""
@@ -601,7 +589,8 @@ class RegionalGP:
         None when ``cancel`` was set during the fit."""
         import torch
 
-        pos, wts, resid, noise_factor = self._fit_rows()
+        rows = self._fit_rows()
+        pos = rows.pos
         if len(pos) < 2:
             return self.hyper, None
         cfg = self.config
@@ -617,8 +606,8 @@ class RegionalGP:
             scatter = scatter / self.noise_scale[observed]
         data = FitData(
             x=torch.as_tensor(np.asarray(self.net.features, dtype=np.float64)[segs]),
-            pos=[local[p] for p in pos], wts=wts, resid=torch.as_tensor(resid),
-            noise_factor=torch.as_tensor(noise_factor), ssw=float(np.sum(scatter)),
+            pos=[local[p] for p in pos], wts=rows.wts, resid=torch.as_tensor(rows.resid),
+            noise_factor=torch.as_tensor(rows.noise_factor()), ssw=float(np.sum(scatter)),
             dof=float(np.sum(n_all - 1.0)),
             amp=None if self.scale is None else torch.as_tensor(self.scale[segs]),
         )

@@ -8,8 +8,8 @@ posterior is the Gaussian marginal likelihood of the observation rows (a segment
 residual with noise ``ς² s_e / n_e``, or a trip total's residual), plus the within-segment
 scatter ``Σ (y − ȳ_e)²`` that only ς² explains, plus independent log-normal priors centred on
 the initial values. The learners differ only in where the graph block ``K_G[S, S]`` of the
-fit's segments comes from (a slice of the exact learner's dense matrix, local sparse solves
-for the regional one), so that is an argument.
+fit's segments comes from (a slice of the exact learner's dense matrix, the regional
+learner's graph-kernel entries), so that is an argument.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52
 
 __all__ = ["FitCancelled", "FitData", "Rows", "map_fit", "next_fit", "observation_rows",
-           "row_combination"]
+           "row_combination", "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 
@@ -84,6 +84,26 @@ def observation_rows(
         noise.append(total_noise(h, u, noise_scale))
     return Rows(pos, wts, np.asarray(resid, dtype=np.float64),
                 np.asarray(noise, dtype=np.float64))
+
+
+def within_scatter(
+    n_obs: NDArray[np.int64],
+    sum_r: NDArray[np.float64],
+    sum_r2: NDArray[np.float64],
+    noise_scale: NDArray[np.float64] | None,
+    clamp: bool = False,
+) -> tuple[float, float]:
+    """``(Σ_e Σ (y − ȳ_e)² / s_e, Σ_e (n_e − 1))`` over the observed segments given (their
+    counts, residual sums [Wh] and sums of squares [Wh²], noise scales ``s_e``): the scatter
+    [Wh²] only ς² explains and its degrees of freedom. ``clamp``: negative scatter (sums that
+    a plug-in adjusted) counts as 0."""
+    n = n_obs.astype(np.float64)
+    scatter = sum_r2 - sum_r**2 / n
+    if clamp:
+        scatter = np.maximum(scatter, 0.0)
+    if noise_scale is not None:  # each segment's scatter in units of its noise scale
+        scatter = scatter / noise_scale
+    return float(np.sum(scatter)), float(np.sum(n - 1.0))
 
 
 def next_fit(n_updates: int, growth: float, max_gap: int) -> int:

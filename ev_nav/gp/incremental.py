@@ -74,6 +74,7 @@ from ev_nav.gp.fitting import (
     next_fit,
     observation_rows,
     row_combination,
+    within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import (
@@ -990,7 +991,6 @@ class IncrementalGP:
         r = torch.as_tensor(rows.resid)
         noise_factor = torch.as_tensor(rows.noise_factor())
         observed = self.n_obs > 0
-        n_all = self.n_obs[observed].astype(np.float64)
         sum_r, sum_r2 = self.sum_r[observed], self.sum_r2[observed]
         if self.temp.active:
             # residuals at the current coefficient estimate δ̂ (a plug-in: the fit does not
@@ -999,12 +999,10 @@ class IncrementalGP:
             sum_r2 = (sum_r2 - 2.0 * self._t_phir[observed] @ d
                       + np.einsum("eij,i,j->e", self._t_phiphi[observed], d, d))
             sum_r = sum_r - self._t_phi[observed] @ d
-        scatter = np.maximum(sum_r2 - sum_r**2 / n_all, 0.0) if self.temp.active else (
-            sum_r2 - sum_r**2 / n_all)
-        if self.noise_scale is not None:  # each segment's scatter in units of its noise scale
-            scatter = scatter / self.noise_scale[observed]
-        ssw = float(np.sum(scatter))
-        dof = float(np.sum(n_all - 1.0))
+        ssw, dof = within_scatter(
+            self.n_obs[observed], sum_r, sum_r2,
+            None if self.noise_scale is None else self.noise_scale[observed],
+            clamp=self.temp.active)
         i_s1 = 1 + 2 * dim
         theta0 = self._log_hyper()
         log_z0 = math.log(graph.normaliser())

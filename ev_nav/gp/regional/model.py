@@ -56,6 +56,7 @@ from ev_nav.gp.fitting import (
     map_fit,
     next_fit,
     observation_rows,
+    within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import IncrementalConfig
@@ -600,15 +601,13 @@ class RegionalGP:
         entries = self._entries()
         block = torch.from_numpy(entries[1][segs][:, segs].toarray())
         observed = self.n_obs > 0
-        n_all = self.n_obs[observed].astype(np.float64)
-        scatter = self.sum_r2[observed] - self.sum_r[observed] ** 2 / n_all
-        if self.noise_scale is not None:  # each segment's scatter in units of its noise scale
-            scatter = scatter / self.noise_scale[observed]
+        ssw, dof = within_scatter(
+            self.n_obs[observed], self.sum_r[observed], self.sum_r2[observed],
+            None if self.noise_scale is None else self.noise_scale[observed])
         data = FitData(
             x=torch.as_tensor(np.asarray(self.net.features, dtype=np.float64)[segs]),
             pos=[local[p] for p in pos], wts=rows.wts, resid=torch.as_tensor(rows.resid),
-            noise_factor=torch.as_tensor(rows.noise_factor()), ssw=float(np.sum(scatter)),
-            dof=float(np.sum(n_all - 1.0)),
+            noise_factor=torch.as_tensor(rows.noise_factor()), ssw=ssw, dof=dof,
             amp=None if self.scale is None else torch.as_tensor(self.scale[segs]),
         )
         start = torch.as_tensor(self._log_hyper(self.hyper))

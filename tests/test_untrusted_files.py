@@ -526,7 +526,7 @@ def test_past_the_exact_size_states_open_with_the_regional_learner(
     built = []
     real = regional_model.RegionalGP._build_prior
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior",
-                        lambda self, amp, entries=None: built.append(1) or real(self, amp, entries))
+                        lambda self, amp: built.append(1) or real(self, amp))
     with open_session(state) as session:
         assert isinstance(session.model, RegionalGP) and not session.skipped
         served = session.model.posterior()

@@ -75,9 +75,9 @@ def test_loading_a_fitted_checkpoint_builds_only_its_prior(fitted_pair, town, mo
     built = []
     real = regional_model.RegionalGP._build_prior
 
-    def counting(self, amp, entries=None):
+    def counting(self, amp):
         built.append(dict(self.hyper))
-        return real(self, amp, entries)
+        return real(self, amp)
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
     again = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0).load_state_dict(
@@ -134,3 +134,28 @@ def test_the_fit_settings_are_checked_as_the_exact_learners():
     with pytest.raises(ConfigError):
         RegionalConfig(fit_max_rows=1)
     assert RegionalConfig().fit_max_gap == IncrementalConfig().fit_max_gap
+
+
+def test_the_graph_kernel_entries_are_computed_once_for_every_fit(town, monkeypatch):
+    """κ is not fitted, so its graph-kernel entries (the prior's costliest part) are computed
+    for the first prior and kept for every later fit and rebuild; a learner that does not fit
+    lets them go after its one build (their memory)."""
+    import ev_nav.gp.regional.model as regional_model
+
+    computed = []
+    real = regional_model.network_entries
+
+    def counting(*args, **kwargs):
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(regional_model, "network_entries", counting)
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3), seed=0)
+    _trips(town, [model], 8, seed=3)
+    assert [f["update"] for f in model.fits] == [3, 5, 8]
+    assert model.hyperparameters() != RegionalGP(town, config=model.config).hyperparameters()
+    assert computed == [1]
+    fixed = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False),
+                       seed=0)
+    fixed.sample(np.random.default_rng(0))
+    assert computed == [1, 1] and fixed._kept_entries is None

@@ -213,7 +213,8 @@ def pivoted_cholesky(
     n = diag.size
     resid = np.asarray(diag, dtype=np.float64).copy()
     stop = tol * float(resid.max()) if n else 0.0
-    g = np.zeros((n, min(max_rank, n)))
+    # column-major: each step reads the columns so far and writes one (contiguous here)
+    g = np.zeros((n, min(max_rank, n)), order="F")
     pivots = []
     for j in range(g.shape[1]):
         p = int(np.argmax(resid))
@@ -224,7 +225,7 @@ def pivoted_cholesky(
         resid -= g[:, j] ** 2
         resid[p] = 0.0
         pivots.append(p)
-    return g[:, : len(pivots)].copy(), np.asarray(pivots, dtype=np.int64)
+    return np.ascontiguousarray(g[:, : len(pivots)]), np.asarray(pivots, dtype=np.int64)
 
 
 def _matern52_rows(x: NDArray[np.float64], p: int, ls: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -301,6 +302,10 @@ class RegionalGP:
         #: the prior at the current hyperparameters, built (or read from the cache) when first
         #: needed: a model about to load a checkpoint at fitted values never builds the initial one
         self._parts: _PriorParts | None = None
+        #: the graph-kernel entries (:meth:`_entries`) and the κ they are for, kept between
+        #: fits when hyperparameters are learned: κ is not fitted, so each fit and each
+        #: rebuild of the prior reads the same entries (~25 s to compute, ~0.65 GB at 100k)
+        self._kept_entries: tuple[float, _Entries] | None = None
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         #: the exact learner's schedule: the first fit at ``first_fit`` updates, then each
@@ -314,9 +319,9 @@ class RegionalGP:
         self.refit_due = False
         self._reset_data()
 
-    def _prior_parts(self, entries: _Entries | None = None) -> _PriorParts:
+    def _prior_parts(self) -> _PriorParts:
         """The prior at the current hyperparameters: from the cache when it holds it, else
-        built (from ``entries``, the graph-kernel entries, when given) and written there."""
+        built and written there."""
         if self._parts is not None:
             return self._parts
         cfg, n = self.config, self.n
@@ -324,7 +329,7 @@ class RegionalGP:
         key = self._prior_key(amp)
         cached = _read_prior(self.cache, key, n)
         if cached is None:
-            prior, landmarks, landmark_ids = self._build_prior(amp, entries)
+            prior, landmarks, landmark_ids = self._build_prior(amp)
             factor = PrecisionFactor(prior, tol=cfg.factor_tol)
             if self.cache is not None:
                 _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values)
@@ -367,7 +372,7 @@ class RegionalGP:
                                            parts.landmark_ids)
         return deepcopy_sharing(self, memo, (
             self.net, self.prior_mean, self.scale, self.noise_scale, self._adjacency, self.cache,
-            *shared))
+            *shared, self._kept_entries))
 
     def _prior_key(self, amp: NDArray[np.float64]) -> str:
         """Digest of everything the prior is built from (network, settings, hyperparameters,
@@ -383,23 +388,28 @@ class RegionalGP:
 
     def _entries(self) -> _Entries:
         """The coarse-to-fine order and the graph-kernel entries (:func:`network_entries`)
-        at the current κ."""
+        at the current κ: computed once and kept when hyperparameters are learned."""
+        kappa = float(self.hyper["graph_kappa"])
+        kept = self._kept_entries
+        if kept is not None and kept[0] == kappa:
+            return kept[1]
         nu = int(self.config.graph_nu)
-        shift = 2.0 * nu / float(self.hyper["graph_kappa"]) ** 2
-        return network_entries(self.net, incidence_laplacian(self.net), shift, nu,
-                               self.config.vecchia, seed=self.seed)
+        self._kept_entries = None  # (entries at another κ: let go before the build's peak)
+        entries = network_entries(self.net, incidence_laplacian(self.net), 2.0 * nu / kappa**2,
+                                  nu, self.config.vecchia, seed=self.seed)
+        if self.config.learn_hyperparameters:
+            self._kept_entries = (kappa, entries)
+        return entries
 
     def _build_prior(
-        self, amp: NDArray[np.float64], entries: _Entries | None = None
+        self, amp: NDArray[np.float64]
     ) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64]]:
         """The product term's Vecchia prior, the feature-only term's landmarks (N × J) and
-        their pivots; ``entries`` (:meth:`_entries`, at
-        the same κ) when a fit computed them already."""
+        their pivots, from the graph-kernel entries (:meth:`_entries`)."""
         cfg, net = self.config, self.net
         # the graph-kernel entries first: their build is the memory peak (~3 GB at 100k
         # segments), before the N × J landmarks exist
-        rank, kg, kg_diag, _ = self._entries() if entries is None else entries
-        del entries
+        rank, kg, kg_diag, _ = self._entries()
         x = np.asarray(net.features, dtype=np.float64)
         ls2 = np.asarray(self.hyper["lengthscale_feature"], dtype=np.float64)
         s2 = float(self.hyper["outputscale_feature"])
@@ -437,8 +447,8 @@ class RegionalGP:
         #: B in float32, for the per-trip Woodbury product of the kept variances (half the
         #: flops' time and memory traffic of float64; see _landmark_variances)
         self._bl32: NDArray[np.float32] | None = None
-        #: (Q+W)⁻¹WG from the last factorisation, until the next update (see _core)
-        self._y_core: NDArray[np.float64] | None = None
+        #: L⁻¹WG from the last factorisation, until the next update (see _core)
+        self._x_core: NDArray[np.float64] | None = None
         self._var2: NDArray[np.float64] | None = None  # the landmarks' part of the variances
         self._var2_age = 0
         self._var2_dirty = np.zeros(self.n, dtype=bool)
@@ -535,28 +545,28 @@ class RegionalGP:
         exact learner's schedule and objective (:meth:`IncrementalGP.refit
         <ev_nav.gp.incremental.IncrementalGP.refit>`).
 
-        The rebuild is the prior's whole construction (the graph-kernel entries, the Vecchia
-        factor, the landmarks: ~1 min at 100k segments, read from the state's cache instead
-        when it holds the prior of these values) and the next use's first factorisation.
+        The rebuild is the prior's construction at the fitted values (the Vecchia factor and
+        the landmarks; the graph-kernel entries are kept, κ not being fitted), read from the
+        state's cache instead when it holds the prior of these values, and the next use's
+        first factorisation.
         ``cancel`` (set from another thread) stops a fit between two evaluations of its
         objective; the model is then left as it was and ``False`` is returned.
         """
         if self.config.learn_hyperparameters:
             if cancel is None:
                 # nothing stops this fit: the old prior is let go first, so that its memory
-                # serves the graph-kernel entries (the build's peak); it is rebuilt from them
+                # serves the graph-kernel entries when they are computed (the build's peak)
                 self._parts = None
                 self.restart_from_statistics()
             done = self._fit(cancel)
             if done is None:
                 return False
-            fitted, entries = done
+            fitted = done
             if fitted != self.hyper or self._parts is None:
                 self.hyper = fitted
                 self.noise_var = float(fitted["noise_var"])
                 self._parts = None
-                self._prior_parts(entries)  # κ is kept: the fit's graph-kernel entries serve
-                del entries
+                self._prior_parts()  # κ is kept: from the kept graph-kernel entries
                 self.restart_from_statistics()
                 # built and factorised here, not at the next draw: a server refits a copy in
                 # the background and swaps in a model that is ready to serve
@@ -581,25 +591,23 @@ class RegionalGP:
 
     def _fit(
         self, cancel: threading.Event | None = None
-    ) -> tuple[dict[str, Any], _Entries | None] | None:
+    ) -> dict[str, Any] | None:
         """Type-II MAP of the hyperparameters (κ kept) by :func:`~ev_nav.gp.fitting.map_fit`:
         the exact learner's objective, with the graph block of the fit's segments taken from
         the graph-kernel entries (:meth:`_entries`; entries below ``entry_tol`` of the
         diagonal are 0). Returns the fitted hyperparameters (the current ones with fewer than
-        two rows) and those entries, which the prior's rebuild at the fitted values reuses, or
-        None when ``cancel`` was set during the fit."""
+        two rows), or None when ``cancel`` was set during the fit."""
         import torch
 
         rows = self._fit_rows()
         pos = rows.pos
         if len(pos) < 2:
-            return self.hyper, None
+            return self.hyper
         cfg = self.config
         segs = np.unique(np.concatenate(pos))
         local = np.full(self.n, -1, dtype=np.int64)
         local[segs] = np.arange(segs.size)
-        entries = self._entries()
-        block = torch.from_numpy(entries[1][segs][:, segs].toarray())
+        block = torch.from_numpy(self._entries()[1][segs][:, segs].toarray())
         observed = self.n_obs > 0
         ssw, dof = within_scatter(
             self.n_obs[observed], self.sum_r[observed], self.sum_r2[observed],
@@ -630,7 +638,7 @@ class RegionalGP:
             "noise_var": float(t[3 + 2 * d]),
         }
         self.fits.append({"update": self.n_updates, "rows": len(pos), "nll": nll, **fitted})
-        return fitted, entries
+        return fitted
 
     # ------------------------------------------------------------------ linear algebra
     def _core(self) -> None:
@@ -646,18 +654,19 @@ class RegionalGP:
             self._go = np.zeros((0, self.landmarks.shape[1]))
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
-        self._y_core = None
+        self._x_core = None
         if g.shape[1] and not self._n_oi:  # no readings: S = I (no solves)
             self._s = np.eye(g.shape[1])
             self._ls = np.eye(g.shape[1])
         elif g.shape[1]:
             wg = w[:, None] * g
-            y = self.factor.solve(wg)
-            s = np.eye(g.shape[1]) + g.T @ wg - wg.T @ y
+            # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two
+            x = self.factor.half_solve(wg)
+            s = np.eye(g.shape[1]) + g.T @ wg - x.T @ x
             del wg
-            # Y = (Q+W)⁻¹WG is B's other half: kept until the next update, so variances asked
-            # for right away (a driver's command) need no second J solves
-            self._y_core = y
+            # X is one sweep from Y = (Q+W)⁻¹WG, B's other half: kept until the next update,
+            # so variances asked for right away (a driver's command) need no J solves again
+            self._x_core = x
             self._s = 0.5 * (s + s.T)
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,),
                                           error=ModelStateError)[0]
@@ -686,7 +695,7 @@ class RegionalGP:
         ``Hᵀ(Δ⁻¹ + Y_uu)⁻¹H``, ``Y = (Q+W)⁻¹E_u``, ``H = G_u − YᵀWG`` (pre-trip W and factor),
         with Y solved on the halo of u."""
         g = self.landmarks
-        self._y_core = None  # the factor changes below
+        self._x_core = None  # the factor changes below
         if g.shape[1]:
             seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops)
             at = np.full(self.n, -1, dtype=np.int64)
@@ -782,13 +791,16 @@ class RegionalGP:
         update."""
         if self._bl is None:
             self._core()
-            y = self._y_core
-            if y is None:
-                y = (self.factor.solve(self.factor.w[:, None] * self.landmarks) if self._n_oi
-                     else np.zeros_like(self.landmarks))
+            f = self.factor
+            if self._x_core is not None:
+                y = f.half_solve_t(self._x_core)
+            elif self._n_oi:
+                y = f.solve(f.w[:, None] * self.landmarks)
+            else:
+                y = np.zeros_like(self.landmarks)
+            self._x_core = None
             self._bl = self.landmarks - y
             self._bl32 = self._bl.astype(np.float32)
-            self._y_core = None
         return self._bl
 
     def _landmark_variances(self) -> NDArray[np.float64]:

@@ -282,7 +282,19 @@ def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN0
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, nug, kcc, kci, pos):  # noqa: ANN001, ANN202
+def _entry_covariances(indptr, indices, data, x, ls, a, s1, out):  # noqa: ANN001, ANN202
+    """The product term's covariance at every kept graph-kernel entry, in CSR order: each
+    entry is read by the conditioning sets of ~m² / (entries per row) rows, so it is
+    evaluated once here rather than in each of them."""
+    n = indptr.size - 1
+    for r in range(n):
+        for p in range(indptr[r], indptr[r + 1]):
+            cc = indices[p]
+            out[p] = s1 * data[p] * _matern52(x, r, cc, ls) * a[r] * a[cc]
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(indptr, indices, cov, nb, cnt, i0, i1, nug, kcc, kci, pos):  # noqa: ANN001, ANN202
     """Covariance of each row's conditioning set (identity-padded) and with the row itself."""
     m = nb.shape[1]
     for i in range(i0, i1):
@@ -297,15 +309,13 @@ def _gather(indptr, indices, data, nb, cnt, i0, i1, x, ls, a, s1, nug, kcc, kci,
         for p in range(indptr[i], indptr[i + 1]):
             u = pos[indices[p]]
             if u >= 0:
-                cc = indices[p]
-                kci[b, u] = s1 * data[p] * _matern52(x, i, cc, ls) * a[i] * a[cc]
+                kci[b, u] = cov[p]
         for t in range(c):
             r = nb[i, t]
             for p in range(indptr[r], indptr[r + 1]):
                 u = pos[indices[p]]
                 if u >= 0:
-                    cc = indices[p]
-                    v = s1 * data[p] * _matern52(x, r, cc, ls) * a[r] * a[cc]
+                    v = cov[p]
                     if u == t:  # (the relative jitter keeps each small system definite)
                         v = (v + nug[r]) * (1.0 + 1e-10)
                     kcc[b, t, u] = v
@@ -353,7 +363,7 @@ def build_vecchia(
     ls = np.ascontiguousarray(lengthscale, dtype=np.float64)
     amp = np.ascontiguousarray(amplitude, dtype=np.float64)
     indptr = kg.indptr.astype(np.int64)
-    indices = kg.indices.astype(np.int64)
+    indices = kg.indices  # (32-bit: the scans of _gather read them ~m times each)
     data = kg.data
     m = int(neighbours)
     nb = np.full((n, m), -1, dtype=np.int64)
@@ -363,16 +373,19 @@ def build_vecchia(
     var = outputscale * kg_diag * amp * amp + nug
     coef = np.zeros((n, m))
     d = np.empty(n)
+    cov = np.empty(data.size)
+    _entry_covariances(indptr, indices, data, x, ls, amp, float(outputscale), cov)
     kcc = np.empty((block, m, m))
     kci = np.empty((block, m))
-    pos = np.full(n, -1, dtype=np.int64)
+    # each row's place in the conditioning set being gathered (small: it stays in cache)
+    pos = np.full(n, -1, dtype=np.int16 if m < 2**15 else np.int64)
     for s0 in range(0, n, block):
         s1 = min(n, s0 + block)
-        _gather(indptr, indices, data, nb, cnt, s0, s1, x, ls, amp, float(outputscale), nug,
-                kcc, kci, pos)
+        _gather(indptr, indices, cov, nb, cnt, s0, s1, nug, kcc, kci, pos)
         b = np.linalg.solve(kcc[: s1 - s0], kci[: s1 - s0, :, None])[:, :, 0]
         d[s0:s1] = var[s0:s1] - (b * kci[: s1 - s0]).sum(1)
         coef[s0:s1] = b
+    del cov
     if not np.all(d > 0):
         raise ConfigError("the Vecchia prior is not positive definite (conditional variance ≤ 0)")
     # CSR straight from the (n, m) tables, each row's diagonal first (no COO copies: this runs

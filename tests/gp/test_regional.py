@@ -114,6 +114,11 @@ def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional)
 
     net, model = small_regional
     f = PrecisionFactor(model.prior)
+    # Q's values on the pattern, computed from the factor, are the sparse product's
+    q_full = model.prior.precision()[f.seg][:, f.seg].tocsc()
+    cols = np.repeat(np.arange(f.n), np.diff(f.colptr))
+    np.testing.assert_allclose(f.q_values, np.asarray(q_full[f.rowidx, cols]).ravel(),
+                               rtol=1e-12, atol=1e-14 * np.abs(f.q_values).max())
     ic = f.q_values.copy()
     assert _ic0(f.colptr, f.rowidx, ic) < 0
     np.testing.assert_allclose(f.values, ic, rtol=1e-9, atol=1e-12 * np.abs(ic).max())

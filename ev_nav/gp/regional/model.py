@@ -659,11 +659,14 @@ class RegionalGP:
             self._s = np.eye(g.shape[1])
             self._ls = np.eye(g.shape[1])
         elif g.shape[1]:
-            wg = w[:, None] * g
-            # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two
-            x = self.factor.half_solve(wg)
-            s = np.eye(g.shape[1]) + g.T @ wg - x.T @ x
-            del wg
+            # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two, on WG
+            # made in the factor's numbering (no N × J copies between numberings)
+            f = self.factor
+            x = g[f.seg]
+            x *= w[f.seg, None]
+            f.sweep(x)
+            oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]  # W vanishes elsewhere
+            s = np.eye(g.shape[1]) + go.T @ (w[oi, None] * go) - x.T @ x
             # X is one sweep from Y = (Q+W)⁻¹WG, B's other half: kept until the next update,
             # so variances asked for right away (a driver's command) need no J solves again
             self._x_core = x
@@ -791,16 +794,23 @@ class RegionalGP:
         update."""
         if self._bl is None:
             self._core()
-            f = self.factor
-            if self._x_core is not None:
-                y = f.half_solve_t(self._x_core)
-            elif self._n_oi:
-                y = f.solve(f.w[:, None] * self.landmarks)
+            f, g = self.factor, self.landmarks
+            # Y = (Q+W)⁻¹WG in the factor's numbering, swept in place (from X when the last
+            # factorisation left it), then B = G − Y in the segments' numbering
+            y, self._x_core = self._x_core, None
+            if y is None and not self._n_oi:  # no readings: Y = 0
+                b = g.copy()
             else:
-                y = np.zeros_like(self.landmarks)
-            self._x_core = None
-            self._bl = self.landmarks - y
-            self._bl32 = self._bl.astype(np.float32)
+                if y is None:
+                    y = g[f.seg]
+                    y *= f.w[f.seg, None]
+                    f.sweep(y)
+                f.sweep(y, transpose=True)
+                b = y[f.pos]
+                del y
+                np.subtract(g, b, out=b)
+            self._bl = b
+            self._bl32 = b.astype(np.float32)
         return self._bl
 
     def _landmark_variances(self) -> NDArray[np.float64]:
@@ -815,8 +825,11 @@ class RegionalGP:
         the time of the product that dominates a Bayes-UCB trip."""
         b = self._landmark_b()
         if self._var2 is None or self._var2_age >= self.config.variance_refresh:
-            c = sla.solve_triangular(self._ls, b.T, lower=True)
-            self._var2 = (c * c).sum(0)
+            var2 = np.empty(self.n)
+            for r0 in range(0, self.n, 8192):  # in row blocks: no J × N temporaries
+                c = sla.solve_triangular(self._ls, b[r0 : r0 + 8192].T, lower=True)
+                var2[r0 : r0 + 8192] = np.einsum("ij,ij->j", c, c)
+            self._var2 = var2
             self._var2_age = 0
         else:
             if self._var2_pending:

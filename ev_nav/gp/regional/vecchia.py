@@ -260,21 +260,66 @@ def _matern52(x: NDArray, i: int, j: int, ls: NDArray) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
-def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN001, ANN202
+def _partition_rows(indptr, indices, data, rank):  # noqa: ANN001, ANN202
+    """Reorder each row in place: its entries of earlier segments (lower rank) first, each part
+    in its former order (a stable partition). Returns each row's count of earlier entries."""
+    n = indptr.size - 1
+    earlier = np.zeros(n, dtype=np.int64)
+    for r in range(n):
+        lo, hi = indptr[r], indptr[r + 1]
+        ci = indices[lo:hi].copy()
+        cd = data[lo:hi].copy()
+        k = lo
+        for p in range(hi - lo):
+            if rank[ci[p]] < rank[r]:
+                indices[k] = ci[p]
+                data[k] = cd[p]
+                k += 1
+        earlier[r] = k - lo
+        for p in range(hi - lo):
+            if rank[ci[p]] >= rank[r]:
+                indices[k] = ci[p]
+                data[k] = cd[p]
+                k += 1
+    return earlier
+
+
+@numba.njit(cache=True, nogil=True)
+def _earlier_prefix(indptr, indices, rank):  # noqa: ANN001, ANN202
+    """Each row's count of leading entries of earlier segments, or -1 for a row whose earlier
+    entries are not all leading (not partitioned by :func:`_partition_rows`)."""
+    n = indptr.size - 1
+    earlier = np.zeros(n, dtype=np.int64)
+    for r in range(n):
+        k = 0
+        done = False
+        for p in range(indptr[r], indptr[r + 1]):
+            if rank[indices[p]] < rank[r]:
+                if done:
+                    earlier[r] = -1
+                    break
+                k += 1
+            else:
+                done = True
+        if earlier[r] == 0:
+            earlier[r] = k
+    return earlier
+
+
+@numba.njit(cache=True, nogil=True)
+def _select(indptr, indices, data, earlier, kgd, x, ls, m, out, cnt):  # noqa: ANN001, ANN202
     """Per segment, its ≤ m earlier segments of largest product-kernel correlation."""
     n = indptr.size - 1
     for i in range(n):
-        k = 0
-        lo, hi = indptr[i], indptr[i + 1]
-        buf = np.empty(hi - lo)
-        cb = np.empty(hi - lo, dtype=np.int64)
-        for p in range(lo, hi):
-            c = indices[p]
-            if rank[c] < rank[i]:
-                buf[k] = -abs(data[p] / np.sqrt(kgd[i] * kgd[c]) * _matern52(x, i, c, ls))
-                cb[k] = c
-                k += 1
-        o = np.argsort(buf[:k], kind="mergesort")
+        lo = indptr[i]
+        k = earlier[i]
+        buf = np.empty(k)
+        cb = np.empty(k, dtype=np.int64)
+        for t in range(k):
+            c = indices[lo + t]
+            buf[t] = -abs(data[lo + t] / np.sqrt(kgd[i] * kgd[c]) * _matern52(x, i, c, ls))
+            cb[t] = c
+        o = np.argsort(buf, kind="mergesort")
         kk = min(k, m)
         for t in range(kk):
             out[i, t] = cb[o[t]]
@@ -282,20 +327,24 @@ def _select(indptr, indices, data, kgd, rank, x, ls, m, out, cnt):  # noqa: ANN0
 
 
 @numba.njit(cache=True, nogil=True)
-def _entry_covariances(indptr, indices, data, x, ls, a, s1, out):  # noqa: ANN001, ANN202
-    """The product term's covariance at every kept graph-kernel entry, in CSR order: each
-    entry is read by the conditioning sets of ~m² / (entries per row) rows, so it is
-    evaluated once here rather than in each of them."""
+def _entry_covariances(indptr, indices, data, earlier, x, ls, a, s1, out):  # noqa: ANN001, ANN202
+    """The product term's covariance at every kept graph-kernel entry of an earlier segment,
+    in CSR order: each is read by the conditioning sets of ~m² / (entries per row) rows, so it
+    is evaluated once here rather than in each of them."""
     n = indptr.size - 1
     for r in range(n):
-        for p in range(indptr[r], indptr[r + 1]):
+        for p in range(indptr[r], indptr[r] + earlier[r]):
             cc = indices[p]
             out[p] = s1 * data[p] * _matern52(x, r, cc, ls) * a[r] * a[cc]
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather(indptr, indices, cov, nb, cnt, i0, i1, nug, kcc, kci, pos):  # noqa: ANN001, ANN202
-    """Covariance of each row's conditioning set (identity-padded) and with the row itself."""
+def _gather(indptr, indices, cov, earlier, nb, cnt, i0, i1, var, nug, kcc, kci, pos):  # noqa: ANN001, ANN202, E501
+    """Covariance of each row's conditioning set (identity-padded) and with the row itself.
+
+    Of two members of a conditioning set one is the earlier: their entry sits among the later
+    one's earlier entries (a row's leading part), so each pair is found once, filled on both
+    sides, and only those leading parts are scanned."""
     m = nb.shape[1]
     for i in range(i0, i1):
         b = i - i0
@@ -306,19 +355,19 @@ def _gather(indptr, indices, cov, nb, cnt, i0, i1, nug, kcc, kci, pos):  # noqa:
             kci[b, t] = 0.0
             for u in range(m):
                 kcc[b, t, u] = 0.0
-        for p in range(indptr[i], indptr[i + 1]):
+        for p in range(indptr[i], indptr[i] + earlier[i]):
             u = pos[indices[p]]
             if u >= 0:
                 kci[b, u] = cov[p]
         for t in range(c):
             r = nb[i, t]
-            for p in range(indptr[r], indptr[r + 1]):
+            # (the relative jitter keeps each small system definite)
+            kcc[b, t, t] = (var[r] + nug[r]) * (1.0 + 1e-10)
+            for p in range(indptr[r], indptr[r] + earlier[r]):
                 u = pos[indices[p]]
                 if u >= 0:
-                    v = cov[p]
-                    if u == t:  # (the relative jitter keeps each small system definite)
-                        v = (v + nug[r]) * (1.0 + 1e-10)
-                    kcc[b, t, u] = v
+                    kcc[b, t, u] = cov[p]
+                    kcc[b, u, t] = cov[p]
         for t in range(c, m):
             kcc[b, t, t] = 1.0
         for t in range(c):
@@ -362,26 +411,34 @@ def build_vecchia(
     x = np.ascontiguousarray(features, dtype=np.float64)
     ls = np.ascontiguousarray(lengthscale, dtype=np.float64)
     amp = np.ascontiguousarray(amplitude, dtype=np.float64)
+    rank = np.asarray(rank, dtype=np.int64)
     indptr = kg.indptr.astype(np.int64)
     indices = kg.indices  # (32-bit: the scans of _gather read them ~m times each)
     data = kg.data
+    earlier = _earlier_prefix(indptr, indices, rank)
+    if (earlier < 0).any():  # rows not partitioned by network_entries: a partitioned copy
+        indices, data = indices.copy(), data.copy()
+        earlier = _partition_rows(indptr, indices, data, rank)
     m = int(neighbours)
     nb = np.full((n, m), -1, dtype=np.int64)
     cnt = np.zeros(n, dtype=np.int64)
-    _select(indptr, indices, data, kg_diag, rank, x, ls, m, nb, cnt)
+    _select(indptr, indices, data, earlier, kg_diag, x, ls, m, nb, cnt)
     nug = np.zeros(n) if nugget is None else np.ascontiguousarray(nugget, dtype=np.float64)
-    var = outputscale * kg_diag * amp * amp + nug
+    # (s₁ · diag · a · a: the very product the entry formula gives on the diagonal, where the
+    # feature correlation is 1)
+    var0 = float(outputscale) * kg_diag * amp * amp
+    var = var0 + nug
     coef = np.zeros((n, m))
     d = np.empty(n)
     cov = np.empty(data.size)
-    _entry_covariances(indptr, indices, data, x, ls, amp, float(outputscale), cov)
+    _entry_covariances(indptr, indices, data, earlier, x, ls, amp, float(outputscale), cov)
     kcc = np.empty((block, m, m))
     kci = np.empty((block, m))
     # each row's place in the conditioning set being gathered (small: it stays in cache)
     pos = np.full(n, -1, dtype=np.int16 if m < 2**15 else np.int64)
     for s0 in range(0, n, block):
         s1 = min(n, s0 + block)
-        _gather(indptr, indices, cov, nb, cnt, s0, s1, nug, kcc, kci, pos)
+        _gather(indptr, indices, cov, earlier, nb, cnt, s0, s1, var0, nug, kcc, kci, pos)
         b = np.linalg.solve(kcc[: s1 - s0], kci[: s1 - s0, :, None])[:, :, 0]
         d[s0:s1] = var[s0:s1] - (b * kci[: s1 - s0]).sum(1)
         coef[s0:s1] = b
@@ -422,11 +479,15 @@ def network_entries(
     rank : ndarray of int64
         Each segment's place in the order.
     kg, kg_diag, z
-        :func:`graph_entries`.
+        :func:`graph_entries`, each row of ``kg`` with its entries of earlier segments first
+        (so its indices are not sorted).
     """
     xy = _metric_xy(net)
     order = maxmin_order(xy, seed)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
     kg, kg_diag, z = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
+    # each row's entries of earlier segments first: what build_vecchia scans (see _gather)
+    _partition_rows(kg.indptr.astype(np.int64), kg.indices, kg.data, rank)
+    kg.has_sorted_indices = False
     return rank, kg, kg_diag, z

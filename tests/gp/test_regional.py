@@ -120,7 +120,7 @@ def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional)
     np.testing.assert_allclose(f.q_values, np.asarray(q_full[f.rowidx, cols]).ravel(),
                                rtol=1e-12, atol=1e-14 * np.abs(f.q_values).max())
     ic = f.q_values.copy()
-    assert _ic0(f.colptr, f.rowidx, ic) < 0
+    assert _ic0(f.colptr, f.rowidx, ic, f._rptr, f._rcol) < 0
     np.testing.assert_allclose(f.values, ic, rtol=1e-9, atol=1e-12 * np.abs(ic).max())
     lower = sp.csc_matrix((f.values, f.rowidx, f.colptr), shape=(f.n, f.n)).toarray()
     q = model.prior.precision().toarray()[np.ix_(f.seg, f.seg)]

@@ -30,31 +30,37 @@ __all__ = ["PrecisionFactor"]
 # the kernels release the GIL (nogil): a server's background refit builds a prior while its
 # request threads draw and route on their snapshots
 @numba.njit(cache=True, nogil=True)
-def _ic0(colptr, rowidx, val):  # noqa: ANN001, ANN202
-    """In-place zero-fill Cholesky of the lower CSC (diagonal first per column), right-looking.
+def _ic0(colptr, rowidx, val, rptr, rcol):  # noqa: ANN001, ANN202
+    """In-place zero-fill Cholesky of the lower CSC (diagonal first per column, rows sorted),
+    left-looking: column j gathers ``L[:, c] L[j, c]`` from the columns c < j of its row
+    (``rptr``/``rcol``), marking its own pattern once (a right-looking form marks a column's
+    pattern for every entry that updates it: ~4× the work on the Vecchia pattern).
 
     Returns -1, or the first column whose pivot is not positive."""
     n = colptr.size - 1
     mark = np.full(n, -1, dtype=np.int64)
     for j in range(n):
         p0, p1 = colptr[j], colptr[j + 1]
+        for p in range(p0, p1):
+            mark[rowidx[p]] = p
+        for t in range(rptr[j], rptr[j + 1]):
+            c = rcol[t]
+            q0, q1 = colptr[c], colptr[c + 1]
+            # row j's entry in column c: the rows from it on are ≥ j
+            e = q0 + np.searchsorted(rowidx[q0:q1], j)
+            v = val[e]
+            for q in range(e, q1):
+                m = mark[rowidx[q]]
+                if m >= 0:
+                    val[m] -= val[q] * v
+        for p in range(p0, p1):
+            mark[rowidx[p]] = -1
         piv = val[p0]
         if piv <= 0.0:
             return j
         piv = np.sqrt(piv)
         for p in range(p0, p1):
             val[p] /= piv
-        for q in range(p0 + 1, p1):
-            k = rowidx[q]
-            lk = val[q]
-            for r in range(colptr[k], colptr[k + 1]):
-                mark[rowidx[r]] = r
-            for t in range(q, p1):
-                pos = mark[rowidx[t]]
-                if pos >= 0:
-                    val[pos] -= val[t] * lk
-            for r in range(colptr[k], colptr[k + 1]):
-                mark[rowidx[r]] = -1
     return -1
 
 
@@ -463,7 +469,7 @@ class PrecisionFactor:
         else:
             val = self.q_values.copy()
             val[self.colptr[:-1]] += wp
-            bad = _ic0(self.colptr, self.rowidx, val)
+            bad = _ic0(self.colptr, self.rowidx, val, self._rptr, self._rcol)
             if bad >= 0:
                 raise ModelStateError(
                     f"the incomplete Cholesky factor broke down at segment {int(self.seg[bad])}"

@@ -30,6 +30,24 @@ __all__ = ["PrecisionFactor"]
 # the kernels release the GIL (nogil): a server's background refit builds a prior while its
 # request threads draw and route on their snapshots
 @numba.njit(cache=True, nogil=True)
+def _gather_row(colptr, rowidx, src, rptr, rcol, j, mark, dst, sign):  # noqa: ANN001, ANN202
+    """``dst[mark[i]] += sign · src[i, c] · src[j, c]`` over the columns c < j of row j
+    (``rptr``/``rcol``) and the rows i ≥ j of each that column j's pattern holds (``mark``:
+    their places in ``dst``, −1 elsewhere): the left-looking step of a product ``L Lᵀ`` or of
+    a Cholesky factorisation on a fixed pattern."""
+    for t in range(rptr[j], rptr[j + 1]):
+        c = rcol[t]
+        q0, q1 = colptr[c], colptr[c + 1]
+        # row j's entry in column c (rows sorted): the rows from it on are ≥ j
+        e = q0 + np.searchsorted(rowidx[q0:q1], j)
+        v = src[e]
+        for q in range(e, q1):
+            m = mark[rowidx[q]]
+            if m >= 0:
+                dst[m] += sign * src[q] * v
+
+
+@numba.njit(cache=True, nogil=True)
 def _ic0(colptr, rowidx, val, rptr, rcol):  # noqa: ANN001, ANN202
     """In-place zero-fill Cholesky of the lower CSC (diagonal first per column, rows sorted),
     left-looking: column j gathers ``L[:, c] L[j, c]`` from the columns c < j of its row
@@ -43,16 +61,7 @@ def _ic0(colptr, rowidx, val, rptr, rcol):  # noqa: ANN001, ANN202
         p0, p1 = colptr[j], colptr[j + 1]
         for p in range(p0, p1):
             mark[rowidx[p]] = p
-        for t in range(rptr[j], rptr[j + 1]):
-            c = rcol[t]
-            q0, q1 = colptr[c], colptr[c + 1]
-            # row j's entry in column c: the rows from it on are ≥ j
-            e = q0 + np.searchsorted(rowidx[q0:q1], j)
-            v = val[e]
-            for q in range(e, q1):
-                m = mark[rowidx[q]]
-                if m >= 0:
-                    val[m] -= val[q] * v
+        _gather_row(colptr, rowidx, val, rptr, rcol, j, mark, val, -1.0)
         for p in range(p0, p1):
             mark[rowidx[p]] = -1
         piv = val[p0]
@@ -79,16 +88,7 @@ def _gram_on_pattern(colptr, rowidx, l0, rptr, rcol, out):  # noqa: ANN001, ANN2
         v = l0[p0]
         for p in range(p0, p1):
             out[p] = l0[p] * v
-        for t in range(rptr[j], rptr[j + 1]):
-            c = rcol[t]
-            q0, q1 = colptr[c], colptr[c + 1]
-            # row j's entry in column c (rows sorted): the rows from it on are ≥ j
-            e = q0 + np.searchsorted(rowidx[q0:q1], j)
-            v = l0[e]
-            for q in range(e, q1):
-                m = mark[rowidx[q]]
-                if m >= 0:
-                    out[m] += l0[q] * v
+        _gather_row(colptr, rowidx, l0, rptr, rcol, j, mark, out, 1.0)
         for p in range(p0, p1):
             mark[rowidx[p]] = -1
 

@@ -30,11 +30,14 @@ __all__ = ["PrecisionFactor"]
 # the kernels release the GIL (nogil): a server's background refit builds a prior while its
 # request threads draw and route on their snapshots
 @numba.njit(cache=True, nogil=True)
-def _gather_row(colptr, rowidx, src, rptr, rcol, j, mark, dst, sign):  # noqa: ANN001, ANN202
-    """``dst[mark[i]] += sign · src[i, c] · src[j, c]`` over the columns c < j of row j
-    (``rptr``/``rcol``) and the rows i ≥ j of each that column j's pattern holds (``mark``:
-    their places in ``dst``, −1 elsewhere): the left-looking step of a product ``L Lᵀ`` or of
-    a Cholesky factorisation on a fixed pattern."""
+def _gather_column(colptr, rowidx, src, rptr, rcol, j, mark, dst, sign):  # noqa: ANN001, ANN202
+    """``dst[p] += sign · Σ_c src[i, c] · src[j, c]`` for each entry p = (i, j) of column j's
+    pattern, over the columns c < j of row j (``rptr``/``rcol``): the left-looking step of a
+    product ``L Lᵀ`` or of a Cholesky factorisation on a fixed pattern. ``mark`` (all −1, left
+    so) holds column j's places while it runs."""
+    p0, p1 = colptr[j], colptr[j + 1]
+    for p in range(p0, p1):
+        mark[rowidx[p]] = p
     for t in range(rptr[j], rptr[j + 1]):
         c = rcol[t]
         q0, q1 = colptr[c], colptr[c + 1]
@@ -45,6 +48,8 @@ def _gather_row(colptr, rowidx, src, rptr, rcol, j, mark, dst, sign):  # noqa: A
             m = mark[rowidx[q]]
             if m >= 0:
                 dst[m] += sign * src[q] * v
+    for p in range(p0, p1):
+        mark[rowidx[p]] = -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -58,12 +63,8 @@ def _ic0(colptr, rowidx, val, rptr, rcol):  # noqa: ANN001, ANN202
     n = colptr.size - 1
     mark = np.full(n, -1, dtype=np.int64)
     for j in range(n):
+        _gather_column(colptr, rowidx, val, rptr, rcol, j, mark, val, -1.0)
         p0, p1 = colptr[j], colptr[j + 1]
-        for p in range(p0, p1):
-            mark[rowidx[p]] = p
-        _gather_row(colptr, rowidx, val, rptr, rcol, j, mark, val, -1.0)
-        for p in range(p0, p1):
-            mark[rowidx[p]] = -1
         piv = val[p0]
         if piv <= 0.0:
             return j
@@ -83,14 +84,10 @@ def _gram_on_pattern(colptr, rowidx, l0, rptr, rcol, out):  # noqa: ANN001, ANN2
     mark = np.full(n, -1, dtype=np.int64)
     for j in range(n):
         p0, p1 = colptr[j], colptr[j + 1]
-        for p in range(p0, p1):
-            mark[rowidx[p]] = p
         v = l0[p0]
         for p in range(p0, p1):
             out[p] = l0[p] * v
-        _gather_row(colptr, rowidx, l0, rptr, rcol, j, mark, out, 1.0)
-        for p in range(p0, p1):
-            mark[rowidx[p]] = -1
+        _gather_column(colptr, rowidx, l0, rptr, rcol, j, mark, out, 1.0)
 
 
 @numba.njit(cache=True, nogil=True)

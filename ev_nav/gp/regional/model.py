@@ -213,8 +213,7 @@ def pivoted_cholesky(
     n = diag.size
     resid = np.asarray(diag, dtype=np.float64).copy()
     stop = tol * float(resid.max()) if n else 0.0
-    # column-major: each step reads the columns so far and writes one (contiguous here)
-    g = np.zeros((n, min(max_rank, n)), order="F")
+    g = np.zeros((n, min(max_rank, n)))
     pivots = []
     for j in range(g.shape[1]):
         p = int(np.argmax(resid))
@@ -225,7 +224,7 @@ def pivoted_cholesky(
         resid -= g[:, j] ** 2
         resid[p] = 0.0
         pivots.append(p)
-    return np.ascontiguousarray(g[:, : len(pivots)]), np.asarray(pivots, dtype=np.int64)
+    return g[:, : len(pivots)].copy(), np.asarray(pivots, dtype=np.int64)
 
 
 def _matern52_rows(x: NDArray[np.float64], p: int, ls: NDArray[np.float64]) -> NDArray[np.float64]:

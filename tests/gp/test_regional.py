@@ -370,3 +370,43 @@ def test_kept_variances_match_their_recomputation(town):
             worst_sd = max(worst_sd, float(np.max(np.abs(kept - fresh.posterior().std) / kept)))
     assert worst_part <= 1e-4, worst_part
     assert worst_sd <= 1e-4, worst_sd
+
+
+def test_the_woodbury_terms_directions_left_out_keep_variances_above_and_within_bound(town):
+    """A trip's rank-k term leaves out the directions that lower no segment's landmark part
+    by more than ``woodbury_tol`` of its value after the trip. With a coarse tolerance
+    (1e-3) fewer directions are applied than with 0 (all), and after each of 25 trips the
+    kept part is never below its recomputation (what is left out only under-reduces) and
+    above it by less than 1e-3 per trip so far; both within the float32 product's rounding
+    (1e-4). A bad tolerance is refused."""
+    import scipy.linalg as sla
+
+    def run(tol: float) -> tuple[float, float, float, int]:
+        model = RegionalGP(town, config=RegionalConfig(
+            landmarks=100, learn_hyperparameters=False, woodbury_tol=tol))
+        rng = np.random.default_rng(11)
+        truth = sample_ground_truth(town, seed=11)
+        model.posterior()
+        lowest = highest = per_trip = 0.0
+        applied = 0
+        for t in range(25):
+            path = random_route(town, 60, rng)
+            model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
+            applied += model._var2_pending[-1].shape[1]
+            model.posterior()
+            b = model._landmark_b()
+            c = sla.solve_triangular(model._ls, b.T, lower=True)
+            exact = (c * c).sum(0)
+            rel = (model._var2 - exact) / np.maximum(exact, 1e-12)
+            lowest = min(lowest, float(rel.min()))
+            highest = max(highest, float(rel.max()))
+            per_trip = max(per_trip, float(rel.max()) / (t + 1))
+        return lowest, highest, per_trip, applied
+
+    lowest, _, per_trip, applied = run(1e-3)
+    lowest0, highest0, _, applied0 = run(0.0)
+    assert applied < 0.8 * applied0, (applied, applied0)
+    assert lowest >= -1e-4 and per_trip <= 1e-3 + 1e-4, (lowest, per_trip)
+    assert lowest0 >= -1e-4 and highest0 <= 1e-4, (lowest0, highest0)
+    with pytest.raises(ConfigError):
+        RegionalConfig(woodbury_tol=1.0)

@@ -481,7 +481,8 @@ class PrecisionFactor:
         l0.sort_indices()
         self.colptr = l0.indptr.astype(np.int64)
         self.rowidx = l0.indices.astype(np.int64)
-        self._ri32 = self.rowidx.astype(np.int32)  # the one-vector sweeps' copy (fewer bytes)
+        # 32-bit copy for the memory-bound kernels (sweeps, Takahashi, IC0): fewer bytes
+        self._ri32 = self.rowidx.astype(np.int32)
         if not np.array_equal(self.rowidx[self.colptr[:-1]], np.arange(n)):
             raise ModelStateError("the Vecchia pattern is not lower triangular in its order")
         self._l0 = np.asarray(l0.data, dtype=np.float64)
@@ -515,7 +516,7 @@ class PrecisionFactor:
         from (computed when first needed: the prior alone has its factor in closed form)."""
         if self._q_values is None:
             q = np.empty(self._l0.size)
-            _gram_on_pattern(self.colptr, self.rowidx, self._l0, self._rptr, self._rcol, q)
+            _gram_on_pattern(self.colptr, self._ri32, self._l0, self._rptr, self._rcol, q)
             self._q_values = q
         return self._q_values
 
@@ -533,7 +534,7 @@ class PrecisionFactor:
         else:
             val = self.q_values.copy()
             val[self.colptr[:-1]] += wp
-            bad = _ic0(self.colptr, self.rowidx, val, self._rptr, self._rcol)
+            bad = _ic0(self.colptr, self._ri32, val, self._rptr, self._rcol)
             if bad >= 0:
                 raise ModelStateError(
                     f"the incomplete Cholesky factor broke down at segment {int(self.seg[bad])}"
@@ -655,10 +656,11 @@ class PrecisionFactor:
         computes Σ on the whole pattern; later calls recompute only the columns that the
         updates since changed, and those whose inputs moved by more than ``tol`` × their
         diagonal (:func:`_takahashi_update`)."""
+        # 32-bit row indices: fewer bytes for the memory-bound scans (~13 % at 100k)
         if self._sig is None:
-            self._sig = _takahashi(self.colptr, self.rowidx, self.values)
+            self._sig = _takahashi(self.colptr, self._ri32, self.values)
             self._stale[:] = False
         elif self._stale.any():
-            _takahashi_update(self.colptr, self.rowidx, self.values, self._rptr, self._rcol,
+            _takahashi_update(self.colptr, self._ri32, self.values, self._rptr, self._rcol,
                               self._sig, self._stale, tol)
         return self._sig[self.colptr[:-1]][self.pos]

@@ -224,40 +224,7 @@ def _takahashi(colptr, rowidx, val):  # noqa: ANN001, ANN202
 
 
 @numba.njit(cache=True, nogil=True)
-def _takahashi_update(colptr, rowidx, val, rptr, rcol, sig, flag, tol):  # noqa: ANN001, ANN202
-    """Bring Σ on the pattern up to date after the factor changed at the flagged columns:
-    from the last position down, recompute each flagged column; one that moves by more than
-    ``tol`` × its diagonal flags the columns that read it (those with an entry in its row).
-    Clears ``flag``; returns the number of columns recomputed."""
-    n = colptr.size - 1
-    spare = _spare(colptr)
-    mark = np.full(n, spare, dtype=np.int64)
-    vj = np.zeros(spare + 1)
-    tmp = np.zeros(spare + 1)
-    out = np.zeros(spare + 1)
-    nrec = 0
-    for j in range(n - 1, -1, -1):
-        if not flag[j]:
-            continue
-        flag[j] = False
-        nrec += 1
-        _takahashi_column(colptr, rowidx, val, sig, j, mark, vj, tmp, out)
-        p0, p1 = colptr[j], colptr[j + 1]
-        dmax = 0.0
-        for p in range(p0, p1):
-            dv = abs(out[p - p0] - sig[p])
-            if dv > dmax:
-                dmax = dv
-        if dmax > tol * abs(out[0]):
-            for p in range(p0, p1):
-                sig[p] = out[p - p0]
-            for t in range(rptr[j], rptr[j + 1]):
-                flag[rcol[t]] = True
-    return nrec
-
-
-@numba.njit(cache=True, nogil=True)
-def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j0, changed):  # noqa: ANN001, ANN202, C901, E501
+def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j0):  # noqa: ANN001, ANN202, C901, E501
     """Bring the factor and ``y = L⁻¹ b`` up to date after changes to the diagonal and to b.
 
     Delta form: a column whose values change owes the columns below it the difference of its
@@ -266,8 +233,7 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
     diagonal (a y entry by more than ``toly``); smaller changes stay pending rather than being
     dropped, so the stored factor never drifts beyond the threshold from the factor of the
     current matrix, however many updates it takes. Caller: ``pend[colptr[j]] += ΔM_jj``,
-    ``flag_l[j] = True``; ``py[j] += Δb_j``, ``flag_y[j] = True``. Rewritten columns are
-    marked in ``changed``.
+    ``flag_l[j] = True``; ``py[j] += Δb_j``, ``flag_y[j] = True``.
 
     A changed column's debts to the columns below are collected when each of those is reached
     (a list per target, in the order the sources changed, so every pending sum adds the same
@@ -334,7 +300,6 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
             if dmax > tol * piv:
                 colch = True
                 nch += 1
-                changed[j] = True
                 for p in range(p0, p1):
                     old[p] = val[p]
                     val[p] = work[p - p0]
@@ -490,7 +455,8 @@ class PrecisionFactor:
         if q_values is not None and np.shape(q_values) != self._l0.shape:
             raise ModelStateError("the cached prior precision does not fit the Vecchia pattern")
         self._q_values = q_values
-        # each row's strictly-lower entries: the columns whose Σ reads a changed column
+        # each row's strictly-lower entries: the columns c < j of row j that a left-looking
+        # column j gathers from (IC0, Q on the pattern)
         rows = self.rowidx
         cols = np.repeat(np.arange(n), np.diff(self.colptr))
         below = rows != cols
@@ -546,9 +512,6 @@ class PrecisionFactor:
         _forward1(self.colptr, self._ri32, self.values, self._y)
         self._pend = np.zeros_like(self.values)
         self._py = np.zeros(self.n)
-        #: Σ on the pattern (Takahashi), once asked for; columns changed since it was current
-        self._sig: NDArray[np.float64] | None = None
-        self._stale = np.zeros(self.n, dtype=np.bool_)
 
     def add(self, ids: NDArray[np.int64], dw: NDArray[np.float64],
             db: NDArray[np.float64]) -> int:
@@ -566,7 +529,7 @@ class PrecisionFactor:
         self.w[ids] += dw
         self.b[ids] += db
         out = _update_delta(self.colptr, self.rowidx, self.values, self._pend, self._y, self._py,
-                            flag_l, flag_y, self.tol, 1e-12, int(p.min()), self._stale)
+                            flag_l, flag_y, self.tol, 1e-12, int(p.min()))
         if out < 0:
             raise ModelStateError(
                 f"the incomplete Cholesky factor broke down at segment {int(self.seg[-1 - out])}"
@@ -651,16 +614,10 @@ class PrecisionFactor:
             raise ValueError("sweep needs a C-contiguous float64 (n, k) array")
         (_backward if transpose else _forward)(self.colptr, self.rowidx, self.values, x)
 
-    def variances(self, tol: float = 1e-6) -> NDArray[np.float64]:
-        """``diag((L Lᵀ)⁻¹)`` per segment [Wh²] (Takahashi on the pattern). The first call
-        computes Σ on the whole pattern; later calls recompute only the columns that the
-        updates since changed, and those whose inputs moved by more than ``tol`` × their
-        diagonal (:func:`_takahashi_update`)."""
+    def variances(self) -> NDArray[np.float64]:
+        """``diag((L Lᵀ)⁻¹)`` per segment [Wh²], by Takahashi's recursion on the whole
+        pattern (~2.5 s at 100k segments; the learner keeps them between trips itself, see
+        ``RegionalGP._factor_variances``)."""
         # 32-bit row indices: fewer bytes for the memory-bound scans (~13 % at 100k)
-        if self._sig is None:
-            self._sig = _takahashi(self.colptr, self._ri32, self.values)
-            self._stale[:] = False
-        elif self._stale.any():
-            _takahashi_update(self.colptr, self._ri32, self.values, self._rptr, self._rcol,
-                              self._sig, self._stale, tol)
-        return self._sig[self.colptr[:-1]][self.pos]
+        sig = _takahashi(self.colptr, self._ri32, self.values)
+        return sig[self.colptr[:-1]][self.pos]

@@ -251,7 +251,7 @@ def _update_delta(colptr, rowidx, val, pend, y, py, flag_l, flag_y, tol, toly, j
     spare = _spare(colptr)  # acc's spare slot
     mark = np.full(n, spare, dtype=np.int64)
     acc = np.zeros(spare + 1)
-    work = np.zeros(n)
+    work = np.zeros(spare)
     old = np.empty(nnz)  # the old values of the columns rewritten (at their places)
     # each target's debts: a linked list of (source column, place of the target's row in it)
     head = np.full(n, -1, dtype=np.int64)
@@ -544,23 +544,27 @@ class PrecisionFactor:
 
     def local_solve(
         self, ids: NDArray[np.int64], adjacency: tuple[NDArray[np.int64], NDArray[np.int64]],
-        hops: int,
+        hops: int, min_size: int = 0,
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """``(L Lᵀ)⁻¹ E_ids`` restricted to the ``hops``-hop halo of ``ids``, using the factor's
-        block on the halo (the inverse's columns decay by ~10× per hop on road networks: 5
-        hops leave ~5e-5 of an update; docs/gp.md).
+        """``(L Lᵀ)⁻¹ E_ids`` restricted to the ``hops``-hop halo of ``ids``, widened hop by hop
+        until it holds ``min_size`` segments (or the component ends), using the factor's block
+        on the halo (the inverse's columns decay by ~10× per hop on road networks; docs/gp.md).
 
         Returns the halo's segments and the solution on them (|halo| × len(ids)).
         """
-        nodes = _halo(adjacency[0], adjacency[1], np.asarray(ids, dtype=np.int64), hops,
-                      self._dist)
+        ids = np.asarray(ids, dtype=np.int64)
+        nodes = _halo(adjacency[0], adjacency[1], ids, hops, self._dist)
+        while nodes.size < min_size:
+            hops += 1
+            wider = _halo(adjacency[0], adjacency[1], ids, hops, self._dist)
+            if wider.size == nodes.size:
+                break
+            nodes = wider
         pos = np.sort(self.pos[nodes])
         cp, ri, vv = _sub_lower(self.colptr, self.rowidx, self.values, pos, self._loc)
         seg = self.seg[pos]
-        local = np.full(self.n, -1, dtype=np.int64)
-        local[seg] = np.arange(seg.size)
         x = np.zeros((seg.size, ids.size))
-        x[local[ids], np.arange(ids.size)] = 1.0
+        x[np.searchsorted(pos, self.pos[ids]), np.arange(ids.size)] = 1.0
         _forward(cp, ri, vv, x)
         _backward(cp, ri, vv, x)
         return seg, x
@@ -586,25 +590,20 @@ class PrecisionFactor:
         _backward(self.colptr, self.rowidx, self.values, x)
         return self._out(x, np.ndim(b))
 
-    def half_solve(self, b: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``L⁻¹ b`` (positions of L are internal; the result is segment-numbered)."""
-        if np.ndim(b) == 1:
-            x1 = np.asarray(b, dtype=np.float64)[self.seg]
-            _forward1(self.colptr, self._ri32, self.values, x1)
-            return x1[self.pos]
-        x = self._in(b)
-        _forward(self.colptr, self.rowidx, self.values, x)
-        return self._out(x, np.ndim(b))
-
-    def half_solve_t(self, b: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``L⁻ᵀ b``: with ``b`` standard normal, a draw of ``N(0, (L Lᵀ)⁻¹)``."""
-        if np.ndim(b) == 1:
-            x1 = np.asarray(b, dtype=np.float64)[self.seg]
-            _backward1(self.colptr, self._ri32, self.values, x1)
-            return x1[self.pos]
-        x = self._in(b)
-        _backward(self.colptr, self.rowidx, self.values, x)
-        return self._out(x, np.ndim(b))
+    def draw_solve(self, eps: NDArray[np.float64],
+                   b: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+        """``L⁻ᵀ(L⁻¹b + ε)``, segment-numbered (b: segment-numbered; default the kept one, whose
+        ``L⁻¹b`` is kept: one sweep). With ε standard normal, a draw of
+        ``N((L Lᵀ)⁻¹b, (L Lᵀ)⁻¹)``; ε is read in the factor's numbering (i.i.d. normals in
+        any order are one draw), so the sweeps need no renumbering between them."""
+        if b is None:
+            x = self._y + eps
+        else:
+            x = np.asarray(b, dtype=np.float64)[self.seg]
+            _forward1(self.colptr, self._ri32, self.values, x)
+            x += eps
+        _backward1(self.colptr, self._ri32, self.values, x)
+        return x[self.pos]
 
     def sweep(self, x: NDArray[np.float64], transpose: bool = False) -> None:
         """``x ← L⁻¹ x`` (or ``L⁻ᵀ x``) in place, for a C-contiguous ``x`` (n × k) in the

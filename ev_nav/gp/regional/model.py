@@ -96,7 +96,7 @@ _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap"
 #: Settings of the kept variances' bookkeeping alone: they shape neither the prior (not in its
 #: cache key) nor what a checkpoint holds, so a checkpoint's value (or its absence, in states
 #: written before the setting existed) is not checked and the learner's own is used.
-_BOOKKEEPING_FIELDS = ("woodbury_tol",)
+_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min")
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,15 @@ class RegionalConfig:
         Stop adding landmarks once every segment's residual variance is below this fraction
         of the largest prior variance of the term.
     update_hops : int
-        Halo (hops around a trip's segments) on which a trip's change of the landmarks' Schur
-        complement is solved (5: ~5e-5 of the exact update, docs/gp.md).
+        Least halo (hops around a trip's segments) on which a trip's change of the landmarks'
+        Schur complement is solved (5: the halo's solve within ~4e-5 of the exact one on
+        Monaco; docs/gp.md).
+    update_halo_min : int
+        The halo is widened hop by hop until it holds this many segments. On sparse real
+        networks 5 hops hold a few hundred, and the Schur complement's per-trip changes then
+        err enough to move the posterior mean from a refactorised learner's by up to 1.5e-2
+        of a prior sd within 200 trips on Monaco (7.9e-4 on Luxembourg); widened to 1,000
+        segments, 2.3e-4 (3.7e-4). A 100k town's 5-hop halo already holds thousands.
     factor_tol : float
         A factor column is rewritten on an update when it moves by more than this fraction of
         its diagonal (smaller changes stay pending, never dropped).
@@ -155,6 +162,7 @@ prior_log_sd
     landmarks: int = 500
     landmark_tol: float = 1e-8
     update_hops: int = 5
+    update_halo_min: int = 1000
     factor_tol: float = 1e-8
     variance_refresh: int = 200
     woodbury_tol: float = 1e-6
@@ -454,6 +462,8 @@ class RegionalGP:
         #: W and b vanish elsewhere, so products with G that W or b multiply read only these
         self._oi = np.zeros(0, dtype=np.int64)
         self._go = np.zeros((0, 0))  # (J columns once the prior is there: see _core)
+        #: the same rows in float32, for a draw's two products with them (half the bytes)
+        self._go32 = np.zeros((0, 0), dtype=np.float32)
         self._n_oi = 0
         #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for
         self._bl: NDArray[np.float64] | None = None
@@ -669,6 +679,7 @@ class RegionalGP:
         if self._go.shape[1] != self.landmarks.shape[1]:  # first use: J is known now
             self._oi = np.zeros(0, dtype=np.int64)
             self._go = np.zeros((0, self.landmarks.shape[1]))
+            self._go32 = np.zeros((0, self.landmarks.shape[1]), dtype=np.float32)
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
         self._x_core = None
@@ -701,10 +712,12 @@ class RegionalGP:
             cap = max(2 * self._oi.size, k + new.size, 1024)
             oi = np.empty(cap, dtype=np.int64)
             go = np.empty((cap, self.landmarks.shape[1]))
-            oi[:k], go[:k] = self._oi[:k], self._go[:k]
-            self._oi, self._go = oi, go
+            go32 = np.empty((cap, self.landmarks.shape[1]), dtype=np.float32)
+            oi[:k], go[:k], go32[:k] = self._oi[:k], self._go[:k], self._go32[:k]
+            self._oi, self._go, self._go32 = oi, go, go32
         self._oi[k : k + new.size] = new
         self._go[k : k + new.size] = self.landmarks[new]
+        self._go32[k : k + new.size] = self._go[k : k + new.size]
         self._n_oi = k + new.size
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
@@ -718,10 +731,10 @@ class RegionalGP:
         g = self.landmarks
         self._x_core = None  # the factor changes below
         if g.shape[1]:
-            seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops)
-            at = np.full(self.n, -1, dtype=np.int64)
-            at[seg] = np.arange(seg.size)
-            y_uu = yh[at[u]]
+            seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops,
+                                              self.config.update_halo_min)
+            # u's rows of the halo (its segments are in the factor's order)
+            y_uu = yh[np.searchsorted(self.factor.pos[seg], self.factor.pos[u])]
             obs = self.factor.w[seg] > 0
             so = seg[obs]
             h = g[u] - yh[obs].T @ (self.factor.w[so, None] * g[so])
@@ -774,19 +787,20 @@ class RegionalGP:
         self._core()
         f = self.factor
         g = self.landmarks
-        m1 = f.mean_solve()  # (Q+W)⁻¹ b
         if not g.shape[1]:
-            if eps is None:
-                return m1
-            return m1 + f.half_solve_t(eps[0])
-        oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]
-        z2 = sla.solve_triangular(self._ls, go.T @ (f.b[oi] - f.w[oi] * m1[oi]), lower=True)
+            return f.mean_solve() if eps is None else f.draw_solve(eps[0])
+        m1 = f.mean_solve()  # (Q+W)⁻¹ b
+        oi = self._oi[: self._n_oi]
+        # a draw reads the driven rows of G in float32 (~1e-7 relative, far below its spread)
+        go = (self._go if eps is None else self._go32)[: self._n_oi]
+        rhs = go.T @ (f.b[oi] - f.w[oi] * m1[oi]).astype(go.dtype)
+        z2 = sla.solve_triangular(self._ls, rhs.astype(np.float64), lower=True)
         x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
                                   trans="T")
         # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
         r = f.b.copy()
-        r[oi] -= f.w[oi] * (go @ x2)
-        x1 = f.solve(r) if eps is None else f.half_solve_t(f.half_solve(r) + eps[0])
+        r[oi] -= f.w[oi] * (go @ x2.astype(go.dtype))
+        x1 = f.solve(r) if eps is None else f.draw_solve(eps[0], r)
         # the one product over every segment's row: in float32 (half the memory traffic;
         # ~1e-7 relative, far below the draw's own spread)
         return x1 + self._g32 @ x2.astype(np.float32)

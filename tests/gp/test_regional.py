@@ -444,3 +444,27 @@ def test_trip_updates_stay_with_a_refactorised_learner_on_a_sparse_real_network(
 
     assert worst(RegionalConfig().update_halo_min) <= 1e-3
     assert worst(0) > 2e-3
+
+
+def test_a_state_written_with_the_older_factor_tolerance_keeps_it(town):
+    """Migration: the factor's tolerance was 1e-8 (now 1e-7). A checkpoint written at 1e-8
+    opens in a learner of today's settings, keeps 1e-8 (and so its cached prior's key and
+    its very posterior), and a state without the per-trip bookkeeping settings opens too."""
+    old_cfg = RegionalConfig(landmarks=100, learn_hyperparameters=False, factor_tol=1e-8)
+    old = RegionalGP(town, config=old_cfg, seed=0)
+    rng = np.random.default_rng(2)
+    for _ in range(6):
+        path = random_route(town, 30, rng)
+        old.update(path, old.prior_mean[path] + rng.normal(0.0, 3.0, path.size))
+    state = old.state_dict()
+    state["config"] = {k: v for k, v in state["config"].items()
+                       if k not in ("woodbury_tol", "update_halo_min")}
+    new = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False),
+                     seed=0)
+    assert new.config.factor_tol == 1e-7
+    new.load_state_dict(state)
+    assert new.config.factor_tol == 1e-8 and new.factor.tol == 1e-8
+    amp = np.ones(town.n_segments)
+    assert new._prior_key(amp) == old._prior_key(amp)
+    old.restart_from_statistics()
+    assert np.array_equal(new.posterior().mean, old.posterior().mean)

@@ -796,7 +796,7 @@ class RegionalGP:
         g = self.landmarks
         if not g.shape[1]:
             return f.mean_solve() if eps is None else f.draw_solve(eps[0])
-        m1 = f.mean_solve()  # (Q+W)⁻¹ b
+        m1 = f.mean_solve(for_draw=eps is not None)  # (Q+W)⁻¹ b
         oi = self._oi[: self._n_oi]
         # a draw reads the driven rows of G in float32 (~1e-7 relative, far below its spread)
         go = (self._go if eps is None else self._go32)[: self._n_oi]

@@ -10,8 +10,16 @@ deviation, relative to that segment's prior standard deviation, and its 99th per
 (the goal is ≤ 1 % at the worst segment), the fitted hyperparameters, and both learners' times.
 ``tests/gp/test_regional.py`` asserts the same on Monaco and Luxembourg.
 
+``--drift T`` measures instead what the per-trip updates add between refactorisations: a
+regional learner without fits drives T random trips of 40 segments in a world drawn from the
+paper's prior, drawing a Thompson sample before each update as a trip does, and after each
+trip its posterior mean is compared with that of a copy refactorised from the same
+statistics. Printed per network: the worst difference over the trips, relative to each
+segment's prior sd, and the final one (``--halo-min`` and ``--factor-tol`` set the
+learner's ``update_halo_min`` and ``factor_tol``).
+
 Usage: python scripts/regional_accuracy.py [--networks monaco,luxembourg] [--trips 500]
-       [--neighbours M] [--no-fit]
+       [--neighbours M] [--no-fit] [--drift T [--halo-min H] [--factor-tol TOL]]
        [--quick]
 """
 
@@ -42,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="Vecchia conditioning-set size m (default: VecchiaSettings')")
     ap.add_argument("--no-fit", action="store_true",
                     help="both learners keep the initial hyperparameters (no fit)")
+    ap.add_argument("--drift", type=count_arg, default=None, metavar="T",
+                    help="measure the per-trip updates' drift over T trips instead (see above)")
+    ap.add_argument("--halo-min", type=int, default=None,
+                    help="update_halo_min for --drift (default RegionalConfig's)")
+    ap.add_argument("--factor-tol", type=float, default=None,
+                    help="factor_tol for --drift (default RegionalConfig's)")
     ap.add_argument("--quick", action="store_true", help="town2k, 60 trips (a smoke test)")
     args = ap.parse_args(argv)
     names = ["town2k"] if args.quick else [n.strip() for n in args.networks.split(",")]
@@ -53,17 +67,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
     from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
-    from ev_nav.gp.testing import LUXEMBOURG_OSM, MONACO_OSM, fleet_log, load_real, replay
-    from ev_nav.roads.synthetic import synthetic_town
+    from ev_nav.gp.testing import fleet_log, replay
 
+    if args.drift is not None:
+        return _drift(names, args)
     print("| network | N | trips | mean: worst | mean: p99 | sd: worst | sd: p99 | exact s |"
           " regional s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
-        if name == "town2k":
-            net = synthetic_town(2000, seed=0)
-        else:
-            net = load_real(MONACO_OSM if name == "monaco" else LUXEMBOURG_OSM)
+        net = _network(name)
         t0 = time.perf_counter()
         exact = IncrementalGP(net, config=IncrementalConfig(
             first_fit=args.trips, learn_hyperparameters=not args.no_fit), seed=0)
@@ -89,6 +101,53 @@ def main(argv: list[str] | None = None) -> int:
               f"{t_exact:.1f} | {t_reg:.1f} |")
         print(f"  fitted (exact):    {exact.hyperparameters()}", file=sys.stderr)
         print(f"  fitted (regional): {regional.hyperparameters()}", file=sys.stderr)
+    return 0
+
+
+def _network(name: str):  # noqa: ANN202 (a RoadNetwork, imported late)
+    from ev_nav.gp.testing import LUXEMBOURG_OSM, MONACO_OSM, load_real
+    from ev_nav.roads.synthetic import synthetic_town
+
+    if name == "town2k":
+        return synthetic_town(2000, seed=0)
+    return load_real(MONACO_OSM if name == "monaco" else LUXEMBOURG_OSM)
+
+
+def _drift(names: list[str], args: argparse.Namespace) -> int:
+    """The per-trip updates against refactorising after every trip (``--drift``)."""
+    import copy
+    from dataclasses import replace
+
+    from ev_nav.gp.groundtruth import sample_ground_truth
+    from ev_nav.gp.regional import RegionalConfig, RegionalGP
+    from ev_nav.gp.testing import random_route
+
+    config = RegionalConfig(learn_hyperparameters=False)
+    if args.halo_min is not None:
+        config = replace(config, update_halo_min=args.halo_min)
+    if args.factor_tol is not None:
+        config = replace(config, factor_tol=args.factor_tol)
+    print(f"update_halo_min = {config.update_halo_min}, factor_tol = {config.factor_tol:g}, "
+          f"{args.drift} trips")
+    print("| network | N | mean vs refactorised: worst | final |")
+    print("|---|---:|---:|---:|")
+    for name in names:
+        net = _network(name)
+        truth = sample_ground_truth(net, seed=5)
+        model = RegionalGP(net, config=config, seed=0)
+        prior_sd = RegionalGP(net, config=config, seed=0).posterior().std
+        rng = np.random.default_rng(5)
+        worst = gap = 0.0
+        for _ in range(args.drift):
+            path = random_route(net, 40, rng)
+            model.sample(rng)
+            model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
+            fresh = copy.deepcopy(model)
+            fresh.restart_from_statistics()
+            gap = float(np.max(np.abs(model.posterior_mean() - fresh.posterior_mean())
+                               / prior_sd))
+            worst = max(worst, gap)
+        print(f"| {name} | {net.n_segments:,} | {worst:.2e} | {gap:.2e} |")
     return 0
 
 

@@ -21,3 +21,13 @@ def test_unknown_network_is_refused():
     res = subprocess.run([sys.executable, str(SCRIPT), "--networks", "atlantis"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and "unknown network 'atlantis'" in res.stderr
+
+
+def test_the_drift_mode_prints_its_table():
+    """``--drift``: the per-trip updates against refactorising after every trip (10 trips on
+    the 2,000-segment town: a few 1e-5 of a prior sd)."""
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--drift", "10"],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    row = re.search(r"^\| town2k \| [\d,]+ \| ([\d.e+-]+) \| ([\d.e+-]+) \|", out, re.M)
+    assert row, out
+    assert 0.0 < float(row.group(2)) <= float(row.group(1)) <= 1e-3

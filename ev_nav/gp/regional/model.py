@@ -132,16 +132,19 @@ class RegionalConfig:
     update_halo_min : int
         The halo is widened hop by hop until it holds this many segments. On sparse real
         networks 5 hops hold a few hundred, and the Schur complement's per-trip changes then
-        err enough to move the posterior mean from a refactorised learner's by up to 1.5e-2
-        of a prior sd within 200 trips on Monaco (7.9e-4 on Luxembourg); widened to 1,000
-        segments, 2.3e-4 (3.7e-4). A 100k town's 5-hop halo already holds thousands.
+        err enough to move the posterior mean from a refactorised learner's by up to 1.0e-2
+        of a prior sd within 200 trips on Monaco (2.1e-3 on Luxembourg); widened to 1,000
+        segments, 1.7e-3 (3.5e-4), most of which the factor's tolerance adds
+        (``scripts/regional_accuracy.py --drift``). A 100k town's 5-hop halo already holds
+        thousands.
     factor_tol : float
         A factor column is rewritten on an update when it moves by more than this fraction of
         its diagonal (smaller changes stay pending, never dropped). 1e-7 (it was 1e-8: a
         quarter fewer columns rewritten a trip at 100k segments, 40 → 33 ms) keeps the
-        posterior mean within 2.3e-4 (Monaco) and 3.7e-4 (Luxembourg) of a prior sd of a
-        refactorised learner's over 200 trips, as 1e-8 does; 1e-6 let it jump by 1.4e-2. A
-        checkpoint keeps the value it was written with.
+        posterior mean within 1.7e-3 (Monaco) and 3.5e-4 (Luxembourg) of a prior sd of a
+        refactorised learner's over 200 trips (1e-8: 3.7e-4 on Monaco; 1e-6 let it jump by
+        1.4e-2; ``scripts/regional_accuracy.py --drift``). A checkpoint keeps the value it was
+        written with.
     variance_refresh : int
         Trips between full recomputations of the landmarks' part of every variance (N·J²
         flops); in between it is kept by each trip's rank-k term (see

@@ -764,8 +764,9 @@ class RegionalGP:
                 # z S⁻¹ zᵀ = P diag(e) Pᵀ, W = S⁻¹zᵀ P (I + diag(e))^{-1/2}: a direction with
                 # e ≤ woodbury_tol lowers no segment's part by more than that fraction of
                 # its value after the trip, so it is left out (until the next full
-                # recomputation): a trip's k readings span ~60 directions above 1e-6 at
-                # 100k segments, and the N × J × k product is most of a Bayes-UCB trip
+                # recomputation): at 100k segments a Bayes-UCB route's k = 150–380 readings
+                # keep r = 60–155 directions above 1e-6, and the N × J × r product is the
+                # costliest part of the trip
                 sz = sla.cho_solve((self._ls, True), z.T)
                 e, p = np.linalg.eigh(0.5 * (z @ sz + (z @ sz).T))
                 keep = e > self.config.woodbury_tol

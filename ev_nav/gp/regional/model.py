@@ -768,7 +768,8 @@ class RegionalGP:
                 # keep r = 60–155 directions above 1e-6, and the N × J × r product is the
                 # costliest part of the trip
                 sz = sla.cho_solve((self._ls, True), z.T)
-                e, p = np.linalg.eigh(0.5 * (z @ sz + (z @ sz).T))
+                zsz = z @ sz
+                e, p = np.linalg.eigh(0.5 * (zsz + zsz.T))
                 keep = e > self.config.woodbury_tol
                 self._var2_pending.append(sz @ (p[:, keep] / np.sqrt(1.0 + e[keep])))
             # S += zᵀz, refactorised (J³/3 by LAPACK: faster than k rank-one updates)

@@ -158,12 +158,12 @@ class Agent:
         """Rectified per-segment weights for trip ``t`` (default: the next trip)."""
         t = self.t + 1 if t is None else t
         sample = getattr(self.model, "sample", None)
-        if (sample is not None and self.potential_change is None and self.temperature is None
+        if (sample is not None and self.potential_change is None
                 and isinstance(self.rule, ThompsonIndex) and self.rule.joint):
             # a joint Thompson draw from a model that draws without variances (the regional
             # learner): Algorithm 2 on the draw, as ``μ + σ·joint_scores`` would give, from the
             # same random numbers, without computing every segment's σ
-            return rectify(sample(self.rng), self.model.noise_std)
+            return rectify(sample(self.rng, temperature=self.temperature), self.model.noise_std)
         post = (self.model.posterior() if self.temperature is None
                 else self.model.posterior(temperature=self.temperature))
         return rectified_weights(

@@ -270,8 +270,8 @@ class AtTemperature:
     def __init__(self, model: Any, temperature_c: float) -> None:
         if getattr(model, "temp", None) is None:
             raise ConfigError(
-                f"{type(model).__name__} takes no ambient temperature; the exact learner and BI "
-                "do (docs/temperature.md)"
+                f"{type(model).__name__} takes no ambient temperature; the exact and regional "
+                "learners and BI do (docs/temperature.md)"
             )
         self.model = model
         self.temperature_c = float(check_temperature(temperature_c))

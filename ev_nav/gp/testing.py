@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ev_nav.energy import ClimateModel
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.roads.network import RoadNetwork, build_network
 from ev_nav.settings import data_dir
+
+if TYPE_CHECKING:
+    from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.gp.independent import BIModel
+    from ev_nav.gp.regional import RegionalGP
+
+    #: The learners that take ambient temperatures.
+    TemperatureLearner = IncrementalGP | RegionalGP | BIModel
 
 #: The shared data folder (:func:`ev_nav.settings.data_dir`).
 DATA_DIR = data_dir()
@@ -97,3 +107,89 @@ def replay(model: SegmentModel, log: list[tuple[NDArray[np.int64], NDArray[np.fl
             model.update_total(path, float(y[0]))
         else:
             model.update(path, y)
+
+
+def temperature_features(
+    net: RoadNetwork, e_det: NDArray[np.float64], ids: NDArray[np.int64], t: float
+) -> NDArray[np.float64]:
+    """φ of readings of segments ``ids`` at ``t`` [°C], written out from the definition (travel
+    time [h], traction energy [Wh]) independently of :func:`ev_nav.energy.climate_basis`."""
+    c = ClimateModel()
+    hours = net.length_m[ids] / net.speed_mps[ids] / 3600.0
+    trac = np.maximum(e_det[ids], 0.0)
+    heat = max(c.t_heat_c - t, 0.0)
+    cool = max(t - c.t_cool_c, 0.0)
+    cols = [heat * hours, cool * hours, heat * trac]
+    for knot in c.shape_knots_c:
+        cols += [max(knot - t, 0.0) * hours, max(knot - t, 0.0) * trac]
+    return np.column_stack(cols)
+
+
+def dense_augmented_posterior(
+    prior_cov_g: NDArray[np.float64],
+    prior_mean_g: NDArray[np.float64],
+    rows: list[NDArray[np.float64]],
+    y: list[float],
+    noise: list[float],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Posterior mean and covariance of ``[g, β]`` from rows of the augmented design: a dense
+    Gaussian computation on ``blockdiag(prior_cov_g, diag τ²)`` (the default climate model's
+    coefficient prior), each row ``[h, Σ h φ]`` observed as ``y`` [Wh] with variance
+    ``noise`` [Wh²]."""
+    c = ClimateModel()
+    beta0 = c.coefficients
+    n, m = prior_cov_g.shape[0], beta0.size
+    k = np.zeros((n + m, n + m))
+    k[:n, :n] = prior_cov_g
+    scales = [c.heat_w_per_k, c.cool_w_per_k, c.battery_per_k]
+    scales += [c.heat_w_per_k, c.battery_per_k] * len(c.shape_knots_c)
+    k[n:, n:] = np.diag((c.coefficient_sd * np.array(scales)) ** 2)
+    mu0 = np.concatenate([prior_mean_g, beta0])
+    h = np.asarray(rows)
+    g = h @ k @ h.T + np.diag(noise)
+    a = np.linalg.solve(g, h @ k)
+    return mu0 + a.T @ (np.asarray(y) - h @ mu0), k - (h @ k).T @ a
+
+
+def temperature_trips(
+    model: TemperatureLearner, net: RoadNetwork, rng: np.random.Generator, n_trips: int = 10
+) -> tuple[list[NDArray[np.float64]], list[float], list[float | None]]:
+    """Readings and totals at varied temperatures (some without one) in a world unlike the
+    climate prior, fed to ``model`` and returned as rows of
+    :func:`dense_augmented_posterior` with their values and noise variances (None where the
+    model scales its noise per segment)."""
+    n = net.n_segments
+    e_det = model.prior_mean
+    truth = e_det + rng.normal(0.0, 3.0, n)
+    rows: list[NDArray[np.float64]] = []
+    ys: list[float] = []
+    noise: list[float | None] = []
+    scale = getattr(model, "noise_scale", None)
+    for trip in range(n_trips):
+        path = random_route(net, 10, rng)
+        path = np.concatenate([path, path[:1]])  # a segment twice in one trip
+        t = None if trip == 1 else float(rng.uniform(-10.0, 35.0))
+        m = ClimateModel().coefficients.size
+        phi = np.zeros((path.size, m)) if t is None else temperature_features(net, e_det, path, t)
+        extra = phi[:, :3] @ np.array([150.0, 30.0, 0.01])  # a world unlike the prior
+        if trip % 4 == 3:
+            total = float((truth[path] + extra).sum() + rng.normal(0.0, 4.0))
+            model.update_total(path, total, temperature=t)
+            u, cnt = np.unique(path, return_counts=True)
+            row = np.zeros(n + m)
+            row[u] = cnt
+            row[n:] = phi.sum(axis=0)
+            rows.append(row)
+            ys.append(total)
+            noise.append(path.size * model.noise_var if scale is None else None)
+        else:
+            y = truth[path] + extra + rng.normal(0.0, 2.0, path.size)
+            model.update(path, y, temperature=t)
+            for i, e in enumerate(path):
+                row = np.zeros(n + m)
+                row[e] = 1.0
+                row[n:] = phi[i]
+                rows.append(row)
+                ys.append(float(y[i]))
+                noise.append(model.noise_var if scale is None else None)
+    return rows, ys, noise

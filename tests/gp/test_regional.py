@@ -288,7 +288,12 @@ def test_bad_input_is_refused_and_changes_nothing(small_regional):
     with pytest.raises(InvalidObservation):
         model.update([0], [np.nan])
     with pytest.raises(InvalidObservation, match="temperature"):
-        model.update([0], [1.0], temperature=5.0)
+        model.update([0], [1.0], temperature=500.0)
+    with pytest.raises(InvalidObservation, match="temperature"):
+        model.update_total([0, 1], 3.0, temperature=float("nan"))
+    with pytest.raises(InvalidObservation):
+        model.reset_segments([0, 0], [1, 1], [1.0, 1.0], [1.0, 1.0])
+    assert not model.temp.active and not model.extra_var.any()
     with pytest.raises(InvalidObservation):
         model.update_total([], 3.0)
     assert np.array_equal(model.posterior().mean, before)

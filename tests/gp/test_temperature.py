@@ -16,7 +16,10 @@ from ev_nav.energy import ClimateModel, climate_basis, segment_energy_wh
 from ev_nav.errors import InvalidObservation
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.independent import BIModel
+from ev_nav.gp.testing import dense_augmented_posterior as _dense
 from ev_nav.gp.testing import load_real, random_route, subnetwork
+from ev_nav.gp.testing import temperature_features as _features
+from ev_nav.gp.testing import temperature_trips as _simulate
 
 FIXED = IncrementalConfig(learn_hyperparameters=False, first_fit=10**9)
 M = ClimateModel().coefficients.size  # coefficients: three physics ones and the shape ones
@@ -25,73 +28,6 @@ M = ClimateModel().coefficients.size  # coefficients: three physics ones and the
 @pytest.fixture(scope="module")
 def small():
     return subnetwork(load_real(), 200, seed=7)
-
-
-def _features(net, e_det, ids, t):
-    """φ of readings written out from the definition (travel time [h], traction energy)."""
-    c = ClimateModel()
-    hours = net.length_m[ids] / net.speed_mps[ids] / 3600.0
-    trac = np.maximum(e_det[ids], 0.0)
-    heat = max(c.t_heat_c - t, 0.0)
-    cool = max(t - c.t_cool_c, 0.0)
-    cols = [heat * hours, cool * hours, heat * trac]
-    for knot in c.shape_knots_c:
-        cols += [max(knot - t, 0.0) * hours, max(knot - t, 0.0) * trac]
-    return np.column_stack(cols)
-
-
-def _dense(prior_cov_g, prior_mean_g, rows, y, noise):
-    """Posterior mean and covariance of ``[g, β]`` from rows of the augmented design."""
-    c = ClimateModel()
-    beta0 = c.coefficients
-    n, m = prior_cov_g.shape[0], beta0.size
-    k = np.zeros((n + m, n + m))
-    k[:n, :n] = prior_cov_g
-    scales = [c.heat_w_per_k, c.cool_w_per_k, c.battery_per_k]
-    scales += [c.heat_w_per_k, c.battery_per_k] * len(c.shape_knots_c)
-    k[n:, n:] = np.diag((c.coefficient_sd * np.array(scales)) ** 2)
-    mu0 = np.concatenate([prior_mean_g, beta0])
-    h = np.asarray(rows)
-    g = h @ k @ h.T + np.diag(noise)
-    a = np.linalg.solve(g, h @ k)
-    return mu0 + a.T @ (np.asarray(y) - h @ mu0), k - (h @ k).T @ a
-
-
-def _simulate(model, net, rng, n_trips=10):
-    """Readings and totals at varied temperatures (some without one), fed to ``model`` and
-    returned as dense rows."""
-    n = net.n_segments
-    e_det = model.prior_mean
-    truth = e_det + rng.normal(0.0, 3.0, n)
-    rows, ys, noise = [], [], []
-    scale = getattr(model, "noise_scale", None)
-    for trip in range(n_trips):
-        path = random_route(net, 10, rng)
-        path = np.concatenate([path, path[:1]])  # a segment twice in one trip
-        t = None if trip == 1 else float(rng.uniform(-10.0, 35.0))
-        phi = np.zeros((path.size, M)) if t is None else _features(net, e_det, path, t)
-        extra = phi[:, :3] @ np.array([150.0, 30.0, 0.01])  # a world unlike the prior
-        if trip % 4 == 3:
-            total = float((truth[path] + extra).sum() + rng.normal(0.0, 4.0))
-            model.update_total(path, total, temperature=t)
-            u, cnt = np.unique(path, return_counts=True)
-            row = np.zeros(n + M)
-            row[u] = cnt
-            row[n:] = phi.sum(axis=0)
-            rows.append(row)
-            ys.append(total)
-            noise.append(path.size * model.noise_var if scale is None else None)
-        else:
-            y = truth[path] + extra + rng.normal(0.0, 2.0, path.size)
-            model.update(path, y, temperature=t)
-            for i, e in enumerate(path):
-                row = np.zeros(n + M)
-                row[e] = 1.0
-                row[n:] = phi[i]
-                rows.append(row)
-                ys.append(y[i])
-                noise.append(model.noise_var if scale is None else None)
-    return rows, ys, noise
 
 
 def _check_against_dense(model, net, prior_cov, rows, ys, noise):

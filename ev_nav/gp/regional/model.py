@@ -47,8 +47,8 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
-from ev_nav.energy import Vehicle
-from ev_nav.errors import ConfigError, InvalidObservation, ModelStateError
+from ev_nav.energy import ClimateModel, Vehicle, check_temperature
+from ev_nav.errors import ConfigError, ModelStateError
 from ev_nav.gp.fitting import (
     FitCancelled,
     FitData,
@@ -68,6 +68,7 @@ from ev_nav.gp.posterior import (
     combine_weights,
     stored_total,
     validate_observations,
+    validate_reset,
     validate_segment_ids,
     validate_total,
 )
@@ -78,6 +79,7 @@ from ev_nav.gp.regional.vecchia import (
     build_vecchia,
     network_entries,
 )
+from ev_nav.gp.temperature import TemperatureTerm
 from ev_nav.roads.network import RoadNetwork
 
 if TYPE_CHECKING:
@@ -88,8 +90,9 @@ __all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"
 #: The ``kind`` a regional learner's checkpoint carries.
 CHECKPOINT_KIND = "regional"
 #: Format version of :meth:`RegionalGP.state_dict` (2: hyperparameter fits and their
-#: schedule; a version-1 state was written by a learner that did not fit, and keeps not fitting).
-STATE_VERSION = 2
+#: schedule; a version-1 state was written by a learner that did not fit, and keeps not fitting;
+#: 3: changed roads' extra variances and the temperature statistics, absent from older states).
+STATE_VERSION = 3
 #: The config fields of the fits and their schedule: they do not shape the prior.
 _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap",
                "fit_max_rows", "fit_iterations", "prior_log_sd")
@@ -266,7 +269,8 @@ def _matern52_rows(x: NDArray[np.float64], p: int, ls: NDArray[np.float64]) -> N
 class RegionalGP:
     """Posterior over all segments of a region, as a sparse precision plus landmarks.
 
-    Implements :class:`~ev_nav.gp.posterior.SegmentModel` (without temperatures).
+    Implements :class:`~ev_nav.gp.posterior.SegmentModel`, with ambient temperatures and
+    changed roads (``reset_segments``) as the exact learner.
 
     Parameters
     ----------
@@ -284,6 +288,9 @@ class RegionalGP:
         A state's verified cache folder: the prior (Vecchia factor, landmarks and Q on the
         factor's pattern: ~550 MB, ~1 min to build at 100k segments) is read from it when it
         was built for the same network, settings and hyperparameters, and written otherwise.
+    climate : ClimateModel, optional
+        The physics prior of the temperature coefficients (:mod:`ev_nav.gp.temperature`);
+        used once a reading carries an ambient temperature.
     """
 
     checkpoint_kind = CHECKPOINT_KIND
@@ -296,6 +303,7 @@ class RegionalGP:
         hyperparameters: Mapping[str, Any] | None = None,
         seed: int = 0,
         cache: StateCache | None = None,
+        climate: ClimateModel | None = None,
     ) -> None:
         self.config = cfg = config or RegionalConfig()
         self.net = net
@@ -328,6 +336,8 @@ class RegionalGP:
         self.prior_hyper = {k: list(v) if isinstance(v, list) else v
                             for k, v in self.hyper.items()}
         self.prior_mean = net.e_det(vehicle).astype(np.float64)
+        #: the temperature coefficients (inactive until a reading carries a temperature)
+        self.temp = TemperatureTerm(net, self.prior_mean, climate)
         self.cache = cache
         #: the prior at the current hyperparameters, built (or read from the cache) when first
         #: needed: a model about to load a checkpoint at fitted values never builds the initial one
@@ -460,9 +470,22 @@ class RegionalGP:
     # ------------------------------------------------------------------ data
     def _reset_data(self) -> None:
         self.n_obs = np.zeros(self.n, dtype=np.int64)
-        self.sum_r = np.zeros(self.n)  # Σ (y − E_det) per segment [Wh]
-        self.sum_r2 = np.zeros(self.n)  # Σ (y − E_det)² per segment [Wh²]
+        #: Σ (y − E_det − φᵀβ₀) per segment [Wh] (φ: the reading's temperature features, 0
+        #: until a reading carries a temperature), and the sum of squares [Wh²]
+        self.sum_r = np.zeros(self.n)
+        self.sum_r2 = np.zeros(self.n)
         self.totals: list[tuple[NDArray[np.int64], NDArray[np.float64], float]] = []
+        #: per-segment variance [Wh²] added to the prior where a change of the road was
+        #: detected (:meth:`reset_segments`), as the exact learner's
+        self.extra_var = np.zeros(self.n)
+        # temperature (:mod:`ev_nav.gp.temperature`): off until a reading carries one
+        self.temp.active = False
+        self.temp.reset_information()
+        #: per segment Σφ, Σφφᵀ, Σφr and per trip total Σhφ (once a temperature was seen)
+        self._t_phi: NDArray[np.float64] | None = None
+        self._t_phiphi: NDArray[np.float64] | None = None
+        self._t_phir: NDArray[np.float64] | None = None
+        self._t_psi: list[NDArray[np.float64]] = []
         self.n_updates = 0
         #: the factor, W G and the Schur complement's Cholesky factor match the statistics
         self._core_ok = False
@@ -492,6 +515,26 @@ class RegionalGP:
         self._var2_pending: list[NDArray[np.float64]] = []
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         self._post: SegmentPosterior | None = None
+        self._post_t: tuple[float, SegmentPosterior] | None = None  # at one temperature
+
+    #: the statistics (the data; everything else is derived from them and the prior)
+    _STATS = ("n_obs", "sum_r", "sum_r2", "totals", "extra_var", "_t_phi", "_t_phiphi",
+              "_t_phir", "_t_psi")
+
+    def _activate_temperature(self) -> None:
+        """Start carrying the temperature coefficients (the first reading with a temperature):
+        everything observed so far had none (φ = 0), so their statistics start at 0."""
+        if self.temp.active:
+            return
+        n, m = self.n, self.temp.m
+        self.temp.active = True
+        self._t_phi = np.zeros((n, m))
+        self._t_phiphi = np.zeros((n, m, m))
+        self._t_phir = np.zeros((n, m))
+        self._t_psi = [np.zeros(m) for _ in self.totals]
+        self._mom = None
+        self._post = None
+        self._post_t = None
 
     @property
     def noise_std(self) -> float:
@@ -506,37 +549,89 @@ class RegionalGP:
         return self.noise_var * (np.ones(ids.size) if self.noise_scale is None
                                  else self.noise_scale[ids])
 
-    @staticmethod
-    def _no_temperature(temperature: TemperatureArg) -> None:
-        if temperature is not None:
-            raise InvalidObservation(
-                "the regional learner does not model temperature yet: record the readings "
-                "without one, or use the exact learner (networks up to 12,000 segments)"
-            )
+    def _seg_weights(
+        self, ids: NDArray[np.int64], n_obs: NDArray[np.int64], sum_r: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``W`` and ``b`` of segments ``ids`` with ``n_obs`` readings of residual sum ``sum_r``.
+
+        ``n/ς²`` and ``Σr/ς²``; at a changed road (``extra_var`` τ² > 0, see
+        :meth:`reset_segments`) the readings observe the learner's latent ``f`` plus the road's
+        own effect ``h ~ N(0, τ²)``, shared by its readings: integrated out, their mean is one
+        reading of ``f`` with variance ``τ² + ς²/n``, i.e. ``n/(ς² + nτ²)`` and
+        ``Σr/(ς² + nτ²)`` (the same numbers, bit for bit, where τ² = 0)."""
+        d = self._noise(ids) + n_obs * self.extra_var[ids]
+        return n_obs / d, sum_r / d
+
+    def _weight_change(
+        self, u: NDArray[np.int64], cnt: NDArray[np.int64], rs: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """What ``cnt`` more readings of residual sum ``rs`` add to ``W`` and ``b`` at ``u``."""
+        noise = self._noise(u)
+        dw, db = cnt / noise, rs / noise
+        ex = self.extra_var[u] > 0
+        if ex.any():
+            e = u[ex]
+            w0, b0 = self._seg_weights(e, self.n_obs[e], self.sum_r[e])
+            w1, b1 = self._seg_weights(e, self.n_obs[e] + cnt[ex], self.sum_r[e] + rs[ex])
+            dw[ex], db[ex] = w1 - w0, b1 - b0
+        return dw, db
+
+    def _changed_roads(
+        self,
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+               NDArray[np.float64]] | None:
+        """The posterior of ``F = f + h`` at the changed roads from that of ``f``.
+
+        Given ``f``, a changed road's own effect is ``h | data ~ N(κ(r̄ − f), c)`` with
+        ``κ = nτ²/(nτ² + ς²)``, ``c = τ²ς²/(nτ² + ς²)`` (its ``n`` readings of mean residual
+        ``r̄``; ``κ = 0``, ``c = τ²`` without readings), so ``F = (1 − κ)f + κr̄ + η`` with
+        ``η ~ N(0, c)`` independent: an exact affine map of the posterior. Returns the segments,
+        ``1 − κ``, ``κr̄`` and ``c``, or None when no road changed."""
+        ex = np.flatnonzero(self.extra_var)
+        if not ex.size:
+            return None
+        n = self.n_obs[ex].astype(np.float64)
+        tau2, nu = self.extra_var[ex], self._noise(ex)
+        d = n * tau2 + nu
+        rbar = np.divide(self.sum_r[ex], n, out=np.zeros(ex.size), where=n > 0)
+        return ex, nu / d, n * tau2 / d * rbar, tau2 * nu / d
 
     def update(
         self, segment_ids: ArrayLike, energies: ArrayLike, temperature: TemperatureArg = None
     ) -> None:
-        """Learn from one reading per listed segment (repeats allowed) [Wh].
+        """Learn from one reading per listed segment (repeats allowed) [Wh], made at
+        ``temperature`` [°C] (one value, or one per reading; None: not recorded).
 
         Applied at once (before the next draw): the factor's columns the readings reach are
         rewritten and the Schur complement gets the trip's rank-k term, computed on a
-        ``update_hops``-hop halo of the readings (:meth:`PrecisionFactor.local_solve`)."""
-        self._no_temperature(temperature)
+        ``update_hops``-hop halo of the readings (:meth:`PrecisionFactor.local_solve`).
+        Temperatures enter the statistics only (see :meth:`_temperature_terms`): given the
+        coefficients they shift the residuals, which the factor's right-hand side holds at
+        the prior's coefficients."""
         ids, y = validate_observations(segment_ids, energies, self.n)
+        temps = None if temperature is None else check_temperature(temperature, ids.size)
         if ids.size == 0:
             return
+        if temps is not None:
+            self._activate_temperature()
         r = y - self.prior_mean[ids]
+        phi = None
+        if self.temp.active:
+            phi = self.temp.features(ids, temps)
+            r = r - self.temp.offset(phi)
         u, inv = np.unique(ids, return_inverse=True)
         cnt = np.bincount(inv, minlength=u.size)
         rs = np.bincount(inv, weights=r, minlength=u.size)
         if self._core_ok:
             self._observed(u[self.n_obs[u] == 0])
-            noise = self._noise(u)
-            self._add_readings(u, cnt / noise, rs / noise)
+            self._add_readings(u, *self._weight_change(u, cnt, rs))
         self.n_obs[u] += cnt
         self.sum_r[u] += rs
         self.sum_r2[u] += np.bincount(inv, weights=r * r, minlength=u.size)
+        if phi is not None:
+            np.add.at(self._t_phi, ids, phi)
+            np.add.at(self._t_phiphi, ids, phi[:, :, None] * phi[:, None, :])
+            np.add.at(self._t_phir, ids, phi * r[:, None])
         self._changed()
 
     def update_total(
@@ -547,11 +642,48 @@ class RegionalGP:
         temperature: TemperatureArg = None,
     ) -> None:
         """Learn from the total energy [Wh] of driving the listed segments (weights: the share
-        of each driven, see :func:`~ev_nav.gp.posterior.validate_total`)."""
-        self._no_temperature(temperature)
+        of each driven, see :func:`~ev_nav.gp.posterior.validate_total`) on a trip at
+        ``temperature`` [°C] (None: not recorded)."""
         u, h, total = validate_total(segment_ids, total_energy, self.n, weights)
+        t = None if temperature is None else float(check_temperature(temperature))
+        if t is not None:
+            self._activate_temperature()
         self.totals.append((u, h, total))
+        if self.temp.active:
+            self._t_psi.append(h @ self.temp.features(u, t))
         self._changed()
+
+    def reset_segments(
+        self, segment_ids: ArrayLike, counts: ArrayLike, sums: ArrayLike, sums_sq: ArrayLike
+    ) -> None:
+        """Forget every per-segment reading of ``segment_ids`` and keep instead readings with
+        the given statistics (per segment: count, Σy [Wh], Σy² [Wh²]; zeros forget them all):
+        what a detected change of a road needs (:mod:`ev_nav.gp.changes`), as the exact
+        learner's :meth:`~ev_nav.gp.incremental.IncrementalGP.reset_segments`.
+
+        The changed road also gets an extra prior variance of one mean prior variance (the
+        road is no longer what its neighbours and features suggest), modelled exactly as its
+        own effect ``h`` (see :meth:`_seg_weights` and :meth:`_changed_roads`). Trip totals
+        that include the segments are kept. The learner refactorises from the statistics at
+        its next use (one factorisation: ~7 s at 100k segments; resets are rare events); the
+        reset does not count as an update for the refit schedule."""
+        ids, cnt, s1, s2 = validate_reset(segment_ids, counts, sums, sums_sq, self.n)
+        if ids.size == 0:
+            return
+        h = self.hyper
+        tau2 = np.full(ids.size, float(h["outputscale_product"]) + float(h["outputscale_feature"]))
+        if self.scale is not None:
+            tau2 = tau2 * self.scale[ids] ** 2
+        e = self.prior_mean[ids]
+        self.n_obs[ids] = cnt
+        self.sum_r[ids] = s1 - cnt * e  # the statistics are residuals y − E_det
+        self.sum_r2[ids] = np.maximum(s2 - 2.0 * e * s1 + cnt * e * e, 0.0)
+        self.extra_var[ids] += tau2
+        if self.temp.active:  # the kept readings carry no temperature
+            self._t_phi[ids] = 0.0
+            self._t_phiphi[ids] = 0.0
+            self._t_phir[ids] = 0.0
+        self.restart_from_statistics()
 
     def restart_from_statistics(self) -> None:
         """Drop the per-trip state (factor, Schur factor, kept variances) so that the next use
@@ -559,16 +691,19 @@ class RegionalGP:
         :meth:`state_dict` does. Per-trip updates leave pending changes below their tolerance,
         so they are not bit-reproducible from a checkpoint; a fleet run calls this at each
         checkpoint so that a resumed run gives the very same results."""
-        n_updates = self.n_updates
-        stats = (self.n_obs, self.sum_r, self.sum_r2, self.totals)
+        n_updates, active = self.n_updates, self.temp.active
+        stats = {k: getattr(self, k) for k in self._STATS}
         self._reset_data()
-        self.n_obs, self.sum_r, self.sum_r2, self.totals = stats
+        for k, v in stats.items():
+            setattr(self, k, v)
+        self.temp.active = active
         self.n_updates = n_updates
 
     def _changed(self) -> None:
         self.n_updates += 1
         self._mom = None
         self._post = None
+        self._post_t = None
         if self.n_updates >= self.next_refresh:
             if self.defer_refits:
                 self.refit_due = True
@@ -590,12 +725,18 @@ class RegionalGP:
         objective; the model is then left as it was and ``False`` is returned.
         """
         if self.config.learn_hyperparameters:
+            # the temperature coefficients' estimate the fit's residuals are taken at: from
+            # the posterior at the current values, before their prior is let go below
+            delta = None
+            if self.temp.active:
+                self._mean_terms()
+                delta = self.temp.coefficients()[0].copy()
             if cancel is None:
                 # nothing stops this fit: the old prior is let go first, so that its memory
                 # serves the graph-kernel entries when they are computed (the build's peak)
                 self._parts = None
                 self.restart_from_statistics()
-            done = self._fit(cancel)
+            done = self._fit(cancel, delta)
             if done is None:
                 return False
             fitted = done
@@ -613,11 +754,27 @@ class RegionalGP:
         self.refit_due = False
         return True
 
-    def _fit_rows(self) -> Rows:
+    def _fit_rows(self, delta: NDArray[np.float64] | None = None) -> Rows:
         """The marginal likelihood's rows, the exact learner's: one per observed segment, one
-        per trip total, a random subset of ``fit_max_rows`` beyond it."""
-        return observation_rows(self.n_obs, self.sum_r, self.noise_scale, self.totals,
-                                self.prior_mean).subset(self.config.fit_max_rows, self.rng)
+        per trip total, a random subset of ``fit_max_rows`` beyond it; with temperatures, the
+        residuals at the coefficients' current estimate (the exact learner's plug-in)."""
+        rows = observation_rows(self.n_obs, self.sum_r, self.noise_scale, self.totals,
+                                self.prior_mean, self._total_offsets())
+        if delta is not None:
+            assert self._t_phi is not None
+            d = delta
+            segs = np.flatnonzero(self.n_obs > 0)
+            phi = self._t_phi[segs] / self.n_obs[segs, None].astype(np.float64)
+            rows_t = np.vstack([phi, *[p[None, :] for p in self._t_psi]]).reshape(
+                -1, self.temp.m)
+            rows = Rows(rows.pos, rows.wts, rows.resid - rows_t @ d, rows.noise)
+        return rows.subset(self.config.fit_max_rows, self.rng)
+
+    def _total_offsets(self) -> NDArray[np.float64] | None:
+        """Each trip total's prior temperature energy ``ψᵀβ₀`` [Wh] (None without)."""
+        if not self.temp.active:
+            return None
+        return np.array([float(p @ self.temp.beta0) for p in self._t_psi])
 
     def _log_hyper(self, hyper: Mapping[str, Any]) -> NDArray[np.float64]:
         """``log [κ, ℓ₁ (d), ℓ₂ (d), s₁, s₂, ς²]``: :mod:`ev_nav.gp.fitting`'s parameters."""
@@ -627,16 +784,17 @@ class RegionalGP:
         ]).astype(np.float64))
 
     def _fit(
-        self, cancel: threading.Event | None = None
+        self, cancel: threading.Event | None = None, delta: NDArray[np.float64] | None = None
     ) -> dict[str, Any] | None:
         """Type-II MAP of the hyperparameters (κ kept) by :func:`~ev_nav.gp.fitting.map_fit`:
         the exact learner's objective, with the graph block of the fit's segments taken from
         the graph-kernel entries (:meth:`_entries`; entries below ``entry_tol`` of the
         diagonal are 0). Returns the fitted hyperparameters (the current ones with fewer than
-        two rows), or None when ``cancel`` was set during the fit."""
+        two rows), or None when ``cancel`` was set during the fit. ``delta``: the temperature
+        coefficients' estimate (the exact learner's plug-in), None without temperatures."""
         import torch
 
-        rows = self._fit_rows()
+        rows = self._fit_rows(delta)
         pos = rows.pos
         if len(pos) < 2:
             return self.hyper
@@ -646,14 +804,25 @@ class RegionalGP:
         local[segs] = np.arange(segs.size)
         block = torch.from_numpy(self._entries()[1][segs][:, segs].toarray())
         observed = self.n_obs > 0
+        sum_r, sum_r2 = self.sum_r[observed], self.sum_r2[observed]
+        if delta is not None:  # at the coefficients' current estimate, as the rows
+            assert self._t_phi is not None and self._t_phir is not None
+            assert self._t_phiphi is not None
+            d = delta
+            sum_r2 = (sum_r2 - 2.0 * self._t_phir[observed] @ d
+                      + np.einsum("eij,i,j->e", self._t_phiphi[observed], d, d))
+            sum_r = sum_r - self._t_phi[observed] @ d
         ssw, dof = within_scatter(
-            self.n_obs[observed], self.sum_r[observed], self.sum_r2[observed],
-            None if self.noise_scale is None else self.noise_scale[observed])
+            self.n_obs[observed], sum_r, sum_r2,
+            None if self.noise_scale is None else self.noise_scale[observed],
+            clamp=delta is not None)
+        extra = self.extra_var[segs]
         data = FitData(
             x=torch.as_tensor(np.asarray(self.net.features, dtype=np.float64)[segs]),
             pos=[local[p] for p in pos], wts=rows.wts, resid=torch.as_tensor(rows.resid),
             noise_factor=torch.as_tensor(rows.noise_factor()), ssw=ssw, dof=dof,
             amp=None if self.scale is None else torch.as_tensor(self.scale[segs]),
+            extra=torch.as_tensor(extra) if extra.any() else None,
         )
         start = torch.as_tensor(self._log_hyper(self.hyper))
         free = torch.ones_like(start, dtype=torch.bool)
@@ -682,9 +851,8 @@ class RegionalGP:
         """Factorise from the statistics (first use, and after a checkpoint is loaded)."""
         if self._core_ok:
             return
-        noise = self._noise(np.arange(self.n))
-        w = self.n_obs / noise
-        self.factor.factorize(w, self.sum_r / noise)
+        w, b = self._seg_weights(np.arange(self.n), self.n_obs, self.sum_r)
+        self.factor.factorize(w, b)
         self._n_oi = 0
         if self._go.shape[1] != self.landmarks.shape[1]:  # first use: J is known now
             self._oi = np.zeros(0, dtype=np.int64)
@@ -824,6 +992,11 @@ class RegionalGP:
             var = self._factor_variances()
             if self.landmarks.shape[1]:
                 var = var + self._landmark_variances()
+            roads = self._changed_roads()
+            if roads is not None:
+                ex, keep, _, c = roads
+                var = var.copy()  # (not the kept parts)
+                var[ex] = keep * keep * var[ex] + c
             if mom["e"] is not None:
                 var = var - (mom["e"] ** 2).sum(1)
             mom["var"] = var
@@ -836,18 +1009,69 @@ class RegionalGP:
             return self._mom
         self._core()
         dev = self._solve_parts(None)
-        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "ct": None, "e": None}
+        roads = self._changed_roads()
+        if roads is not None:
+            ex, keep, shift, _ = roads
+            dev[ex] = keep * dev[ex] + shift
+        mom: dict[str, Any] = {"dev": dev, "base_dev": dev, "ct": None, "e": None,
+                               "slope": None}
         if self.totals:
             v, resid, noise = self._total_matrix()
             ct = self._cov_base(v)  # Σ_base Vᵀ (N × T)
             ktt = v.T @ ct + np.diag(noise)
             lk = cholesky_jitter_np(ktt, symmetrize=True, error=ModelStateError)[0]
-            alpha = sla.cho_solve((lk, True), resid - v.T @ dev)
+            innov = resid - v.T @ dev
+            alpha = sla.cho_solve((lk, True), innov)
             e = sla.solve_triangular(lk, ct.T, lower=True).T  # Σ_base Vᵀ L_K⁻ᵀ
-            mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e,
+            mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e, "innov": innov,
                         "dev": dev + ct @ alpha})
+        if self.temp.active:
+            mom["slope"] = self._temperature_terms(mom)
         self._mom = mom
         return mom
+
+    def _temperature_terms(self, mom: dict[str, Any]) -> NDArray[np.float64]:
+        """The posterior mean's slope ``M`` (N × m) in the temperature coefficients' deviation
+        ``δ = β − β₀``, and what the data say about ``δ`` (set on :attr:`temp`).
+
+        Given ``δ`` every reading is an ordinary one of the latent with its residual moved by
+        ``φᵀδ``: the posterior covariance is the one without temperatures and the mean is
+        ``μ + Mδ``. Per segment the readings' mean row ``φ̄`` has precision ``n/ς²``, so with
+        ``C = Σφ/ς²`` (N × m, rows of driven segments) the segments' part is
+        ``M_b = −Σ_base C`` (m columns of the posterior covariance: :meth:`_cov_base`), and
+        the likelihood of ``δ`` after integrating the latent out has information
+        ``Σ Σφφᵀ/ς² + CᵀM_b`` and vector ``Σ Σφr/ς² − Cᵀμ_b`` (``μ_b``: the mean at ``δ = 0``
+        before the totals; the readings' spread within a segment included). Each trip total
+        then adds its whitened innovation's slope ``Z = L_K⁻¹(Ψ + VᵀM_b)``: information
+        ``ZᵀZ``, vector ``Zᵀ L_K⁻¹ innov``, and ``M = M_b − E Z``. The same exact posterior as
+        the exact learner's rank-k steps (:func:`~ev_nav.gp.temperature.condition_rows_t`),
+        computed from the statistics at each posterior: m more solves a trip."""
+        term = self.temp
+        assert self._t_phi is not None and self._t_phiphi is not None
+        assert self._t_phir is not None
+        obs = np.flatnonzero(self.n_obs)
+        inv_noise = 1.0 / self._noise(obs)
+        c = np.zeros((self.n, term.m))
+        c[obs] = self._t_phi[obs] * inv_noise[:, None]
+        slope = -self._cov_base(c)
+        info = np.einsum("eij,e->ij", self._t_phiphi[obs], inv_noise) + c[obs].T @ slope[obs]
+        vec = self._t_phir[obs].T @ inv_noise - c[obs].T @ mom["base_dev"][obs]
+        if mom["e"] is not None:
+            psi = np.array(self._t_psi).reshape(-1, term.m)
+            z = sla.solve_triangular(mom["lk"], psi + mom["v"].T @ slope, lower=True)
+            z0 = sla.solve_triangular(mom["lk"], mom["innov"], lower=True)
+            info += z.T @ z
+            vec += z.T @ z0
+            slope -= mom["e"] @ z
+        term.reset_information()
+        term.info = 0.5 * (info + info.T)
+        term.info_vec = vec
+        return slope
+
+    def _slope(self) -> NDArray[np.float64]:
+        """``M`` (zeros while no reading carried a temperature)."""
+        slope = self._mean_terms()["slope"]
+        return np.zeros((self.n, self.temp.m)) if slope is None else slope
 
     def _landmark_b(self) -> NDArray[np.float64]:
         """``B = G − (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo
@@ -924,7 +1148,21 @@ class RegionalGP:
 
         With B kept (once variances were asked for) a product with it; otherwise 2k solves
         (``BᵀV = GᵀV − GᵀW(Q+W)⁻¹V`` and ``B c = Gc − (Q+W)⁻¹WGc``), which needs no N × J
-        matrix: a Thompson trip or a route's total never pays the J solves that B costs."""
+        matrix: a Thompson trip or a route's total never pays the J solves that B costs.
+        At changed roads, the covariance of ``F = f + h`` (:meth:`_changed_roads`)."""
+        roads = self._changed_roads()
+        if roads is None:
+            return self._cov_f(v)
+        ex, keep, _, c = roads
+        vk = v.copy()
+        vk[ex] *= keep[:, None]
+        out = self._cov_f(vk)
+        out[ex] *= keep[:, None]
+        out[ex] += c[:, None] * v[ex]
+        return out
+
+    def _cov_f(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``Σ_f V`` of the learner's latent (:meth:`_cov_base` without the changed roads)."""
         f, g = self.factor, self.landmarks
         x = f.solve(v)
         if not g.shape[1]:
@@ -945,65 +1183,105 @@ class RegionalGP:
         for k, (u, h, total) in enumerate(self.totals):
             v[u, k] = h
             resid[k] = total - h @ self.prior_mean[u]
+            if self.temp.active:  # the prior coefficients' share (the factor's b holds it too)
+                resid[k] -= float(self._t_psi[k] @ self.temp.beta0)
             noise[k] = float(h @ self._noise(u))
         return v, resid, noise
 
     # ------------------------------------------------------------------ predictions
     def posterior(self, temperature: TemperatureArg = None) -> SegmentPosterior:
-        """Posterior mean and std of every segment's expected energy [Wh], with a joint draw."""
-        self._no_temperature(temperature)
-        if self._post is None:
+        """Posterior mean and std of every segment's expected energy [Wh], with a joint draw,
+        on a trip at ``temperature`` [°C] (None: without temperature terms, the reference
+        conditions; see :mod:`ev_nav.gp.temperature`)."""
+        if temperature is None and not self.temp.active:
+            if self._post is None:
+                mom = self._moments()
+                std = np.sqrt(np.clip(mom["var"], 0.0, None))
+                mean = self.prior_mean + mom["dev"]
+                self._post = SegmentPosterior(mean=mean, std=std, noise_std=self.noise_std,
+                                              joint_draw=self._joint_draw(mean, std, None))
+            return self._post
+        t = None if temperature is None else float(check_temperature(temperature))
+        if self._post_t is None or self._post_t[0] != t:
             mom = self._moments()
-            std = np.sqrt(np.clip(mom["var"], 0.0, None))
-            self._post = SegmentPosterior(mean=self.prior_mean + mom["dev"], std=std,
-                                          noise_std=self.noise_std,
-                                          joint_draw=self._joint_draw(std))
-        return self._post
+            mean, var = self.temp.marginals(self.prior_mean + mom["dev"], mom["var"],
+                                            self._slope(), t)
+            std = np.sqrt(np.clip(var, 0.0, None))
+            self._post_t = (t, SegmentPosterior(mean=mean, std=std, noise_std=self.noise_std,
+                                                joint_draw=self._joint_draw(mean, std, t)))
+        return self._post_t[1]
 
-    def posterior_mean(self) -> NDArray[np.float64]:
-        """Every segment's posterior mean [Wh] without the variances (three sweeps)."""
-        return self.prior_mean + self._mean_terms()["dev"]
+    def posterior_mean(self, temperature: TemperatureArg = None) -> NDArray[np.float64]:
+        """Every segment's posterior mean [Wh] (at ``temperature`` [°C]) without the variances
+        (three sweeps, and m more solves once temperatures were seen)."""
+        mean = self.prior_mean + self._mean_terms()["dev"]
+        if temperature is None and not self.temp.active:
+            return mean
+        t = None if temperature is None else float(check_temperature(temperature))
+        m, _ = self.temp.coefficients()
+        phi = self.temp.features(np.arange(self.n), t)
+        return mean + self._slope() @ m + phi @ (self.temp.beta0 + m)
 
     def _joint_draw(
-        self, std: NDArray[np.float64]
+        self, mean: NDArray[np.float64], std: NDArray[np.float64], temperature: float | None
     ) -> Callable[[np.random.Generator], NDArray[np.float64]]:
         mom = self._moments()
 
         def draw(rng: np.random.Generator) -> NDArray[np.float64]:
             if self._mom is not mom:
                 raise ModelStateError("a joint draw from a posterior the model has updated since")
-            dev = self.sample(rng) - self.prior_mean - mom["dev"]
+            dev = self.sample(rng, temperature) - mean
             return dev / np.where(std > 0, std, 1.0) * (std > 0)
 
         return draw
 
-    def sample(self, rng: np.random.Generator) -> NDArray[np.float64]:
-        """One joint posterior draw of every segment's expected energy [Wh]: three sweeps of
-        the factor, no variances (what a Thompson-sampling trip needs). Draws
-        ``rng.standard_normal(N + J)`` (and one normal per trip total)."""
+    def sample(
+        self, rng: np.random.Generator, temperature: TemperatureArg = None
+    ) -> NDArray[np.float64]:
+        """One joint posterior draw of every segment's expected energy [Wh] on a trip at
+        ``temperature`` [°C]: three sweeps of the factor, no variances (what a
+        Thompson-sampling trip needs). Draws ``rng.standard_normal(N + J)``, then one normal
+        per changed road, per trip total and, once temperatures were seen, per temperature
+        coefficient (the coefficients first, then the latent given them)."""
+        t = None if temperature is None else float(check_temperature(temperature))
         g = self.landmarks
         e = rng.standard_normal(self.n + g.shape[1])
-        f = self.prior_mean + self._solve_parts((e[: self.n], e[self.n:]))
+        dev = self._solve_parts((e[: self.n], e[self.n:]))
+        roads = self._changed_roads()
+        if roads is not None:
+            ex, keep, shift, c = roads
+            dev[ex] = keep * dev[ex] + shift + np.sqrt(c) * rng.standard_normal(ex.size)
+        f = self.prior_mean + dev
         if self.totals:  # Matheron's rule: condition the draw on the totals
             mom = self._mean_terms()
             base_dev = f - self.prior_mean - mom["base_dev"]
             eps = rng.standard_normal(mom["noise"].size) * np.sqrt(mom["noise"])
             fix = mom["ct"] @ sla.cho_solve((mom["lk"], True), mom["v"].T @ base_dev + eps)
             f = self.prior_mean + mom["dev"] + base_dev - fix
+        if t is not None or self.temp.active:
+            # the draw above is the latent's given δ = 0; given a drawn δ its mean moves by Mδ
+            slope = self._slope()
+            m, _ = self.temp.coefficients()
+            delta = m + self.temp.draw(rng)
+            f = f + slope @ delta + self.temp.features(np.arange(self.n), t) @ (
+                self.temp.beta0 + delta)
         return f
 
     def route_covariance(
         self, segment_ids: ArrayLike, temperature: TemperatureArg = None
     ) -> NDArray[np.float64]:
-        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
-        self._no_temperature(temperature)
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids`` (on a trip
+        at ``temperature`` [°C])."""
         ids = validate_segment_ids(segment_ids, self.n)
+        t = None if temperature is None else float(check_temperature(temperature))
         e = np.zeros((self.n, ids.size))
         e[ids, np.arange(ids.size)] = 1.0
-        if self.totals:
+        if self.totals or self.extra_var.any():
             mom = self._mean_terms()
-            ei = mom["e"][ids]
-            cov = self._cov_base(e)[ids] - ei @ ei.T
+            cov = self._cov_base(e)[ids]
+            if mom["e"] is not None:
+                ei = mom["e"][ids]
+                cov = cov - ei @ ei.T
         else:  # k solves: B's rows at ids are G_ids − ((Q+W)⁻¹E_ids)ᵀWG, no N × J Y needed
             self._core()
             f = self.factor
@@ -1014,6 +1292,8 @@ class RegionalGP:
                 obs = np.flatnonzero(f.w)
                 b = g[ids] - x[obs].T @ (f.w[obs, None] * g[obs])
                 cov = cov + b @ sla.cho_solve((self._ls, True), b.T)
+        if t is not None or self.temp.active:
+            cov = self.temp.route_covariance(ids, cov, self._slope(), t)
         return 0.5 * (cov + cov.T)
 
     def predict_sum(
@@ -1022,9 +1302,10 @@ class RegionalGP:
         weights: ArrayLike | None = None,
         temperature: TemperatureArg = None,
     ) -> tuple[float, float]:
-        """Mean [Wh] and variance [Wh²] of ``Σ weights_i·f(segment_ids_i)`` (noise not included)."""
-        self._no_temperature(temperature)
+        """Mean [Wh] and variance [Wh²] of ``Σ weights_i·f(segment_ids_i)`` (noise not included)
+        on a trip at ``temperature`` [°C]."""
         validate_segment_ids(segment_ids, self.n)
+        t = None if temperature is None else float(check_temperature(temperature))
         u, h = combine_weights(segment_ids, weights)
         mom = self._mean_terms()
         # hᵀΣh from one column: Σ_base h minus the totals' term (no k × k covariance needed)
@@ -1034,7 +1315,10 @@ class RegionalGP:
         if mom["e"] is not None:
             eh = mom["e"][u].T @ h
             var -= float(eh @ eh)
-        return float(h @ (self.prior_mean[u] + mom["dev"][u])), max(var, 0.0)
+        mean = float(h @ (self.prior_mean[u] + mom["dev"][u]))
+        if t is not None or self.temp.active:
+            mean, var = self.temp.sum_moments(u, h, mean, var, self._slope(), t)
+        return mean, max(var, 0.0)
 
     def noise_variance(self, segment_ids: ArrayLike, weights: ArrayLike | None = None) -> float:
         """Noise variance [Wh²] of an observed ``Σ weights·y(segment_ids)``: ``ς² Σ w_e s_e``."""
@@ -1053,7 +1337,7 @@ class RegionalGP:
         """The learner's data, settings, hyperparameters and fit schedule (plain arrays and
         numbers, no pickles). The prior is rebuilt from them on load (deterministic, or read
         from the state's cache), so a restored model's posterior is bit-identical."""
-        return {
+        state: dict[str, Any] = {
             "kind": CHECKPOINT_KIND,
             "version": STATE_VERSION,
             "network_hash": self.net.content_hash,
@@ -1071,7 +1355,18 @@ class RegionalGP:
             "sum_r": self.sum_r.copy(),
             "sum_r2": self.sum_r2.copy(),
             "totals": [(u.copy(), h.copy(), t) for u, h, t in self.totals],
+            "extra_var": self.extra_var.copy(),
         }
+        if self.temp.active:  # only then: a learner without temperatures saves what it did
+            assert self._t_phi is not None and self._t_phiphi is not None
+            assert self._t_phir is not None
+            state["temperature"] = {
+                "climate": self.temp.state(),
+                "phi": self._t_phi.copy(), "phiphi": self._t_phiphi.copy(),
+                "phir": self._t_phir.copy(),
+                "psi": np.array(self._t_psi, dtype=np.float64).reshape(-1, self.temp.m),
+            }
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> RegionalGP:
         """Restore :meth:`state_dict` (same network, prior settings and seed). The checkpoint's
@@ -1080,7 +1375,7 @@ class RegionalGP:
         keeps its fixed hyperparameters: ``learn_hyperparameters`` is off for it."""
         version = state.get("version")
         check_model_header(state, kind=CHECKPOINT_KIND,
-                           version=1 if version == 1 else STATE_VERSION,
+                           version=version if version in (1, 2) else STATE_VERSION,
                            what="a regional learner's", n_segments=self.n,
                            network_hash=self.net.content_hash)
         saved = dict(state.get("config") or {})
@@ -1112,6 +1407,7 @@ class RegionalGP:
         self.sum_r = np.asarray(state["sum_r"], dtype=np.float64).copy()
         self.sum_r2 = np.asarray(state["sum_r2"], dtype=np.float64).copy()
         self.totals = [stored_total(t) for t in state["totals"]]
+        self._load_changes_and_temperature(state)
         self.n_updates = int(state["n_updates"])
         if version == 1:
             self.next_refresh, self.fits = config.first_fit, []
@@ -1123,6 +1419,32 @@ class RegionalGP:
             self.rng.bit_generator.state = state["rng"]
         self.refit_due = False
         return self
+
+    def _load_changes_and_temperature(self, state: Mapping[str, Any]) -> None:
+        """A version-3 state's extra variances and temperature statistics (an older state has
+        neither: no road changed, no reading carried a temperature)."""
+        n, m = self.n, self.temp.m
+        extra = np.asarray(state.get("extra_var", np.zeros(n)), dtype=np.float64)
+        if extra.shape != (n,) or not np.all(np.isfinite(extra)) or np.any(extra < 0):
+            raise ModelStateError("the checkpoint's extra variances do not fit this network")
+        self.extra_var = extra.copy()
+        temp = state.get("temperature")
+        if temp is None:
+            return
+        if not isinstance(temp, Mapping):
+            raise ModelStateError("damaged regional checkpoint: temperature statistics")
+        self.temp.check_state(temp.get("climate") or {})
+        arrays = {k: np.asarray(temp.get(k), dtype=np.float64)
+                  for k in ("phi", "phiphi", "phir", "psi")}
+        shapes = {"phi": (n, m), "phiphi": (n, m, m), "phir": (n, m),
+                  "psi": (len(self.totals), m)}
+        if any(arrays[k].shape != shapes[k] or not np.all(np.isfinite(arrays[k]))
+               for k in shapes):
+            raise ModelStateError("damaged regional checkpoint: temperature statistics")
+        self._activate_temperature()
+        self._t_phi, self._t_phiphi = arrays["phi"].copy(), arrays["phiphi"].copy()
+        self._t_phir = arrays["phir"].copy()
+        self._t_psi = [row.copy() for row in arrays["psi"]]
 
 
 def _plain_hyper(stored: object, like: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,12 @@ factorisation), one more fit after the timed trips, and that cost spread
 over the schedule's steady state (one fit per ``fit_max_gap`` = 100 trips) is added to the
 trips' medians (``… trip, fits amortised``).
 
+With ``--temperature C`` every reading (history and timed trips) is made at ``C`` °C and every
+draw and posterior is read at it: the temperature coefficients' terms (m = 7 more columns of
+the posterior covariance per trip) are then part of each trip. After the timed trips one road
+is flagged as changed (``reset_segments``: its readings forgotten) and the reset with the
+next draw is timed (the learner refactorises from its statistics).
+
 Also printed: the one-off costs (building the Vecchia prior; the first factorisation) and the
 peak memory, and, unless ``--no-fallback``, the fallback's trip on the same town and history
 (the SVGP as driver states build it past 12,000 segments, ``exact_refresh=True``: posterior
@@ -25,7 +31,7 @@ as ``town100k trip speed-up: …x``. Setting that fallback up on the 100k town's
 
 Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
        [--landmarks 500] [--fallback-trips 3] [--no-fallback] [--no-fits] [--first-fit N]
-       [--json PATH] [--quick]
+       [--temperature C] [--json PATH] [--quick]
 """
 
 from __future__ import annotations
@@ -67,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-fit", type=count_arg, default=None,
                     help="update of the first fit (default the exact learner's, 10; a later one "
                          "skips the fits of the history's first trips)")
+    ap.add_argument("--temperature", type=float, default=None,
+                    help="make every reading and read every posterior at this ambient "
+                         "temperature [°C] (default: none recorded)")
     ap.add_argument("--json", type=Path,
                     help="also write the results (with config and versions) here")
     ap.add_argument("--quick", action="store_true",
@@ -112,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model.refit = timed_refit  # type: ignore[method-assign]
     noise = model.noise_std
+    temp = args.temperature
     router = Router(net)
     base = np.maximum(net.e_det(), 1e-3)
 
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             y = truth[path] + noise * rng.standard_normal(path.size)
             seen = int((model.n_obs > 0).sum())
             t1 = time.perf_counter()
-            model.update(path, y)
+            model.update(path, y, temperature=temp)
             if not history:
                 model.sample(rng)  # the first factorisation, once
                 first_s = time.perf_counter() - t1
@@ -147,41 +157,50 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.trips):
         s, g = od()
         t1 = time.perf_counter()
-        f = model.sample(rng)
+        f = model.sample(rng, temperature=temp)
         t2 = time.perf_counter()
         path = router.route(rectify(f, noise), s, g)
         t3 = time.perf_counter()
-        model.update(path, truth[path] + noise * rng.standard_normal(path.size))
+        model.update(path, truth[path] + noise * rng.standard_normal(path.size),
+                     temperature=temp)
         t4 = time.perf_counter()
         for k, v in zip(phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
             phases[k].append(v)
     # ---- Bayes-UCB trips: every segment's mean and variance (kept current), then the index
     t1 = time.perf_counter()
-    model.posterior()
+    model.posterior(temperature=temp)
     variances_s = time.perf_counter() - t1
     bucb = make_index("bucb")
     ucb_phases: dict[str, list[float]] = {"posterior": [], "route": [], "update": [], "trip": []}
     for t in range(args.trips):
         s, g = od()
         t1 = time.perf_counter()
-        post = model.posterior()
+        post = model.posterior(temperature=temp)
         t2 = time.perf_counter()
         path = router.route(rectified_weights(bucb, post, len(history) + t + 1, rng), s, g)
         t3 = time.perf_counter()
-        model.update(path, truth[path] + noise * rng.standard_normal(path.size))
+        model.update(path, truth[path] + noise * rng.standard_normal(path.size),
+                     temperature=temp)
         t4 = time.perf_counter()
         for k, v in zip(ucb_phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
             ucb_phases[k].append(v)
     fits_in_window = len(fit_s) - fits_before
+    # ---- a changed road: its readings forgotten, the learner refactorised at the next draw
+    road = int(np.flatnonzero(model.n_obs)[0])
+    t1 = time.perf_counter()
+    model.reset_segments([road], [0], [0.0], [0.0])
+    model.sample(rng, temperature=temp)
+    reset_s = time.perf_counter() - t1
     refit_s = first_after_s = 0.0
     if not args.no_fits:  # one more fit, timed, and the draw after it
         t1 = time.perf_counter()
         model.refit()
         t2 = time.perf_counter()
-        model.sample(rng)
+        model.sample(rng, temperature=temp)
         refit_s, first_after_s = t2 - t1, time.perf_counter() - t2
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     name = "town100k" if args.segments >= 100_000 else f"town{args.segments // 1000}k"
+    at = "" if temp is None else f" at {temp:g} °C"
     print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
           f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
           f"{model.landmarks.shape[1]} landmarks, factor {model.factor.nnz / n:.1f} entries/column")
@@ -189,13 +208,14 @@ def main(argv: list[str] | None = None) -> int:
           f"fleet history {fleet_s:.1f} s")
     for k, v in phases.items():
         print(f"  {k:7s} {_ms(v)}")
-    print(f"{name} ts trip: {1000 * statistics.median(phases['trip']):.0f} ms")
+    print(f"{name} ts trip{at}: {1000 * statistics.median(phases['trip']):.0f} ms")
     print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s")
     for k, v in ucb_phases.items():
         print(f"  {k:9s} {_ms(v)}")
     ts_ms = 1000 * statistics.median(phases["trip"])
     ucb_ms = 1000 * statistics.median(ucb_phases["trip"])
-    print(f"{name} bucb trip: {ucb_ms:.0f} ms ({ucb_ms / ts_ms:.1f}x the ts trip)")
+    print(f"{name} bucb trip{at}: {ucb_ms:.0f} ms ({ucb_ms / ts_ms:.1f}x the ts trip)")
+    print(f"one changed road (reset_segments) and the next draw: {reset_s:.1f} s")
     gap = model.config.fit_max_gap
     if args.no_fits:
         print("hyperparameter fits in the timed window: 0 (--no-fits)")
@@ -220,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         "bucb_ms": {k: [1000 * x for x in v] for k, v in ucb_phases.items()},
         "peak_gb": peak_gb, "fit_s": fit_s, "fits_in_window": fits_in_window,
         "refit_s": refit_s, "first_factorisation_after_fit_s": first_after_s,
+        "temperature_c": temp, "reset_s": reset_s,
     }
 
     def _save() -> None:

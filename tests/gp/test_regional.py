@@ -107,30 +107,34 @@ def test_prior_is_the_production_kernel_within_the_vecchia_error(small_regional)
     assert np.abs(approx - direct).max() <= 1e-3 * np.diag(direct).max()
 
 
-def test_the_vecchia_build_reads_partitioned_and_column_sorted_entries_alike(small_regional):
-    """network_entries keeps each row's entries of earlier segments first (what the build
-    scans); the same entries with sorted columns, as graph_entries returns them, give the very
-    same prior (the build partitions a copy), and the partition lost no entry."""
-    from ev_nav.gp.kernels import incidence_laplacian
+def test_the_vecchia_build_reads_only_each_rows_earlier_entries(small_regional):
+    """network_entries keeps of each segment its graph-kernel entries of earlier segments (all
+    the build reads), column-sorted; they are the exact kernel's (to its truncation); and the
+    full symmetric matrix made of them gives the very same prior (the build partitions a copy)."""
+    from ev_nav.gp.kernels import GraphMaternKernel, incidence_laplacian
     from ev_nav.gp.regional.vecchia import build_vecchia, network_entries
 
     net, model = small_regional
-    rank, kg, diag, _ = network_entries(net, incidence_laplacian(net), 2.0 * 2 / 1.5**2, 2,
+    kappa = 1.5
+    rank, kg, diag, _ = network_entries(net, incidence_laplacian(net), 2.0 * 2 / kappa**2, 2,
                                         VecchiaSettings(), seed=0)
-    assert not kg.has_sorted_indices
-    for r in range(0, net.n_segments, 37):
-        cols = kg.indices[kg.indptr[r] : kg.indptr[r + 1]]
-        earlier = rank[cols] < rank[r]
-        assert not np.any(np.diff(earlier.astype(int)) > 0)  # earlier ones lead
-    column_sorted = kg.copy()
-    column_sorted.sort_indices()
-    assert np.array_equal(column_sorted.toarray(), kg.toarray())
+    assert kg.has_sorted_indices and kg.indices.dtype == np.int32
+    coo = kg.tocoo()
+    assert np.all(rank[coo.col] < rank[coo.row]) and kg.nnz > 0
+    with torch.no_grad():
+        dense = GraphMaternKernel(net, nu=2, kappa=kappa, mode="dense").dense_matrix().numpy()
+    np.testing.assert_allclose(diag, np.diag(dense), rtol=1e-9)
+    np.testing.assert_allclose(coo.data, dense[coo.row, coo.col], rtol=1e-6,
+                               atol=1e-9 * diag.max())
+    earlier = rank[None, :] < rank[:, None]
+    dropped = np.abs(dense) * earlier * (kg.toarray() == 0)
+    assert dropped.max() < 1e-5 * diag.max()  # what is left out is below entry_tol
+    full = (kg + kg.T).tocsr()
     x = np.asarray(net.features, dtype=np.float64)
     ls = np.linspace(0.7, 1.3, x.shape[1])
     amp = np.ones(net.n_segments)
     a = build_vecchia(kg, diag, rank, x, ls, 3.0, amp, 30, np.full(net.n_segments, 0.01))
-    b = build_vecchia(column_sorted, diag, rank, x, ls, 3.0, amp, 30,
-                      np.full(net.n_segments, 0.01))
+    b = build_vecchia(full, diag, rank, x, ls, 3.0, amp, 30, np.full(net.n_segments, 0.01))
     assert np.array_equal(a.a_matrix.indices, b.a_matrix.indices)
     assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
 

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ev_nav.errors import ModelStateError
-from ev_nav.gp.regional.vecchia import VecchiaPrior
+from ev_nav.gp.regional.vecchia import VecchiaPrior, hop_halo
 
 __all__ = ["PrecisionFactor"]
 
@@ -338,37 +338,6 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
-    """Nodes within ``r`` hops of ``seeds`` in an undirected CSR graph (``dist`` all -1 on entry
-    and on return)."""
-    n = indptr.size - 1
-    out = np.empty(n, dtype=np.int64)
-    nout = 0
-    for s in seeds:
-        if dist[s] < 0:
-            dist[s] = 0
-            out[nout] = s
-            nout += 1
-    head = 0
-    while head < nout:
-        v = out[head]
-        head += 1
-        dv = dist[v]
-        if dv >= r:
-            continue
-        for p in range(indptr[v], indptr[v + 1]):
-            u = indices[p]
-            if dist[u] < 0:
-                dist[u] = dv + 1
-                out[nout] = u
-                nout += 1
-    nodes = out[:nout].copy()
-    for i in range(nout):
-        dist[nodes[i]] = -1
-    return nodes
-
-
-@numba.njit(cache=True, nogil=True)
 def _sub_lower(colptr, rowidx, val, pos, loc):  # noqa: ANN001, ANN202
     """The block of a lower CSC factor at sorted positions ``pos`` (``loc`` all -1 on entry and
     on return), as a local lower CSC with the diagonal first in each column."""
@@ -556,10 +525,10 @@ class PrecisionFactor:
         Returns the halo's segments and the solution on them (|halo| × len(ids)).
         """
         ids = np.asarray(ids, dtype=np.int64)
-        nodes = _halo(adjacency[0], adjacency[1], ids, hops, self._dist)
+        nodes = hop_halo(adjacency[0], adjacency[1], ids, hops, self._dist)
         while nodes.size < min_size:
             hops += 1
-            wider = _halo(adjacency[0], adjacency[1], ids, hops, self._dist)
+            wider = hop_halo(adjacency[0], adjacency[1], ids, hops, self._dist)
             if wider.size == nodes.size:
                 break
             nodes = wider

@@ -26,9 +26,10 @@ A trip's update is applied at once and costs what the readings reach: the factor
 change, a rank-k term of ``S`` solved on a hop halo of the trip, and — once variances have been
 asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fitted on
 the exact learner's schedule and objective (:mod:`ev_nav.gp.fitting`, κ kept), each fit
-rebuilding the prior at the fitted values (:meth:`RegionalGP.refit`); temperatures and road
-changes are not modelled. docs/gp.md ("The regional learner") has the design, the measured
-accuracy and costs, and what is missing.
+rebuilding the prior at the fitted values (:meth:`RegionalGP.refit`). Ambient temperatures
+(:meth:`RegionalGP._temperature_terms`) and changed roads (:meth:`RegionalGP.reset_segments`)
+are modelled exactly as the exact learner models them. docs/gp.md ("The regional learner")
+has the design, the measured accuracy and costs, and what is missing.
 """
 
 from __future__ import annotations
@@ -344,7 +345,7 @@ class RegionalGP:
         self._parts: _PriorParts | None = None
         #: the graph-kernel entries (:meth:`_entries`) and the κ they are for, kept between
         #: fits when hyperparameters are learned: κ is not fitted, so each fit and each
-        #: rebuild of the prior reads the same entries (~25 s to compute, ~0.65 GB at 100k)
+        #: rebuild of the prior reads the same entries (~25 s to compute, ~0.33 GB at 100k)
         self._kept_entries: tuple[float, _Entries] | None = None
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
@@ -802,7 +803,9 @@ class RegionalGP:
         segs = np.unique(np.concatenate(pos))
         local = np.full(self.n, -1, dtype=np.int64)
         local[segs] = np.arange(segs.size)
-        block = torch.from_numpy(self._entries()[1][segs][:, segs].toarray())
+        _, kg, kg_diag, _ = self._entries()
+        half = kg[segs][:, segs].toarray()  # each pair once, in the later segment's row
+        block = torch.from_numpy(half + half.T + np.diag(kg_diag[segs]))
         observed = self.n_obs > 0
         sum_r, sum_r2 = self.sum_r[observed], self.sum_r2[observed]
         if delta is not None:  # at the coefficients' current estimate, as the rows
@@ -959,26 +962,36 @@ class RegionalGP:
         self.factor.add(u, dw, db)
 
     def _solve_parts(
-        self, eps: tuple[NDArray[np.float64], NDArray[np.float64]] | None
+        self,
+        eps: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
+        shift: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
     ) -> NDArray[np.float64]:
         """``x₁ + G x₂`` for ``x = L_P⁻ᵀ(L_P⁻¹ b + ε)`` with ``L_P`` the block factor of the
         precision of ``(f₁, u)``: the posterior mean's deviation from the prior mean with
-        ``eps = None``, a joint draw of it with standard normal ``eps`` — three sweeps."""
+        ``eps = None``, a joint draw of it with standard normal ``eps`` — three sweeps.
+        ``shift``: ``(s, (Q+W)⁻¹s)`` with the right-hand side ``b − s`` instead (the
+        readings' residuals moved by the temperature coefficients' ``Cδ``), at no more
+        sweeps."""
         self._core()
         f = self.factor
         g = self.landmarks
+        b = f.b if shift is None else f.b - shift[0]
         if not g.shape[1]:
+            if shift is not None:
+                return f.solve(b) if eps is None else f.draw_solve(eps[0], b)
             return f.mean_solve() if eps is None else f.draw_solve(eps[0])
         m1 = f.mean_solve(for_draw=eps is not None)  # (Q+W)⁻¹ b
+        if shift is not None:
+            m1 -= shift[1]
         oi = self._oi[: self._n_oi]
         # a draw reads the driven rows of G in float32 (~1e-7 relative, far below its spread)
         go = (self._go if eps is None else self._go32)[: self._n_oi]
-        rhs = go.T @ (f.b[oi] - f.w[oi] * m1[oi]).astype(go.dtype)
+        rhs = go.T @ (b[oi] - f.w[oi] * m1[oi]).astype(go.dtype)
         z2 = sla.solve_triangular(self._ls, rhs.astype(np.float64), lower=True)
         x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
                                   trans="T")
         # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
-        r = f.b.copy()
+        r = b.copy()
         r[oi] -= f.w[oi] * (go @ x2.astype(go.dtype))
         x1 = f.solve(r) if eps is None else f.draw_solve(eps[0], r)
         # the one product over every segment's row: in float32 (half the memory traffic;
@@ -1026,52 +1039,90 @@ class RegionalGP:
             mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e, "innov": innov,
                         "dev": dev + ct @ alpha})
         if self.temp.active:
-            mom["slope"] = self._temperature_terms(mom)
+            self._temperature_terms(mom)
         self._mom = mom
         return mom
 
-    def _temperature_terms(self, mom: dict[str, Any]) -> NDArray[np.float64]:
-        """The posterior mean's slope ``M`` (N × m) in the temperature coefficients' deviation
-        ``δ = β − β₀``, and what the data say about ``δ`` (set on :attr:`temp`).
+    def _temperature_terms(self, mom: dict[str, Any]) -> None:
+        """What the data say about the temperature coefficients' deviation ``δ = β − β₀``
+        (set on :attr:`temp`), and what a draw given ``δ`` needs (into ``mom``).
 
-        Given ``δ`` every reading is an ordinary one of the latent with its residual moved by
-        ``φᵀδ``: the posterior covariance is the one without temperatures and the mean is
-        ``μ + Mδ``. Per segment the readings' mean row ``φ̄`` has precision ``n/ς²``, so with
-        ``C = Σφ/ς²`` (N × m, rows of driven segments) the segments' part is
-        ``M_b = −Σ_base C`` (m columns of the posterior covariance: :meth:`_cov_base`), and
-        the likelihood of ``δ`` after integrating the latent out has information
-        ``Σ Σφφᵀ/ς² + CᵀM_b`` and vector ``Σ Σφr/ς² − Cᵀμ_b`` (``μ_b``: the mean at ``δ = 0``
-        before the totals; the readings' spread within a segment included). Each trip total
-        then adds its whitened innovation's slope ``Z = L_K⁻¹(Ψ + VᵀM_b)``: information
-        ``ZᵀZ``, vector ``Zᵀ L_K⁻¹ innov``, and ``M = M_b − E Z``. The same exact posterior as
-        the exact learner's rank-k steps (:func:`~ev_nav.gp.temperature.condition_rows_t`),
-        computed from the statistics at each posterior: m more solves a trip."""
-        term = self.temp
+        Given ``δ`` every reading is an ordinary one with its residual moved by ``φᵀδ``: the
+        posterior covariance is the one without temperatures and the mean moves linearly,
+        ``μ + Mδ`` (:meth:`_slope`). Per segment the readings' mean row ``φ̄`` has precision
+        ``n/ς²``; with ``C = Σφ/ς²`` (N × m, rows of driven segments) the likelihood of ``δ``,
+        the latent integrated out, has information ``Σ Σφφᵀ/ς² − CᵀΣ_base C`` and vector
+        ``Σ Σφr/ς² − Cᵀμ_b`` (``μ_b``: the mean at ``δ = 0`` before the totals; the readings'
+        spread within a segment included), and each trip total adds its whitened innovation's
+        slope ``Z = L_K⁻¹(Ψ − VᵀΣ_base C)``: information ``ZᵀZ``, vector ``Zᵀ L_K⁻¹ innov``.
+        The quadratic form ``CᵀΣ_base C = Cᵀ(Q+W)⁻¹C + |L_S⁻¹BᵀC|²`` needs ``(Q+W)⁻¹C``
+        (m = 7 right-hand sides, two sweeps) and products with the driven rows only; a draw
+        given ``δ`` is the draw without temperatures with ``b − Cδ`` (no more sweeps). The same
+        exact posterior as the exact learner's rank-k steps
+        (:func:`~ev_nav.gp.temperature.condition_rows_t`). At changed roads ``C`` acts on
+        ``F = f + h`` (:meth:`_changed_roads`): on the latent it is ``(1 − κ)C``, and ``F``'s
+        own shift moves by ``−κφ̄δ``."""
+        term, f = self.temp, self.factor
         assert self._t_phi is not None and self._t_phiphi is not None
         assert self._t_phir is not None
         obs = np.flatnonzero(self.n_obs)
         inv_noise = 1.0 / self._noise(obs)
-        c = np.zeros((self.n, term.m))
+        c = np.zeros((self.n, term.m))  # C (F's readings)
         c[obs] = self._t_phi[obs] * inv_noise[:, None]
-        slope = -self._cov_base(c)
-        info = np.einsum("eij,e->ij", self._t_phiphi[obs], inv_noise) + c[obs].T @ slope[obs]
-        vec = self._t_phir[obs].T @ inv_noise - c[obs].T @ mom["base_dev"][obs]
+        cf = c.copy()  # the latent's: (1 − κ)C at changed roads
+        road_shift = None
+        info = np.einsum("eij,e->ij", self._t_phiphi[obs], inv_noise)
+        vec = self._t_phir[obs].T @ inv_noise
+        roads = self._changed_roads()
+        if roads is not None:
+            ex, keep, shift, var = roads
+            cf[ex] *= keep[:, None]
+            # F's shift κr̄ moves by −κφ̄δ = −τ²Σφ δ/(nτ² + ς²); its own noise adds Σ c C²
+            road_shift = (ex, self.extra_var[ex, None] * keep[:, None]
+                          / self._noise(ex)[:, None] * self._t_phi[ex])
+            info -= c[ex].T @ (var[:, None] * c[ex])
+            vec -= c[ex].T @ shift
+        y = f.solve(cf)  # (Q+W)⁻¹C_f
+        m1 = f.mean_solve()
+        quad = cf[obs].T @ y[obs]
+        lin = cf[obs].T @ m1[obs]
+        if self.landmarks.shape[1]:
+            oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]
+            w = f.w[oi]
+            btc = go.T @ (cf[oi] - w[:, None] * y[oi])  # BᵀC_f (W, C_f: driven rows only)
+            btb = go.T @ (f.b[oi] - w * m1[oi])  # Bᵀb
+            zc = sla.solve_triangular(self._ls, btc, lower=True)
+            quad += zc.T @ zc
+            lin += zc.T @ sla.solve_triangular(self._ls, btb, lower=True)
+        info -= 0.5 * (quad + quad.T)
+        vec -= lin
         if mom["e"] is not None:
             psi = np.array(self._t_psi).reshape(-1, term.m)
-            z = sla.solve_triangular(mom["lk"], psi + mom["v"].T @ slope, lower=True)
+            z = sla.solve_triangular(mom["lk"], psi - mom["ct"].T @ c, lower=True)
             z0 = sla.solve_triangular(mom["lk"], mom["innov"], lower=True)
             info += z.T @ z
             vec += z.T @ z0
-            slope -= mom["e"] @ z
+            mom["psi"] = psi
         term.reset_information()
         term.info = 0.5 * (info + info.T)
         term.info_vec = vec
-        return slope
+        mom.update({"t_c": c, "t_cf": cf, "t_y": y, "t_road": road_shift})
 
     def _slope(self) -> NDArray[np.float64]:
-        """``M`` (zeros while no reading carried a temperature)."""
-        slope = self._mean_terms()["slope"]
-        return np.zeros((self.n, self.temp.m)) if slope is None else slope
+        """``M`` (N × m): every segment's posterior mean's slope in ``δ`` (zeros while no
+        reading carried a temperature), ``−Σ_base C`` less the totals' Woodbury term: m
+        columns of the posterior covariance, computed when first asked for after an update
+        (a planner's posterior at a temperature; a Thompson draw does not need it)."""
+        mom = self._mean_terms()
+        if not self.temp.active:
+            return np.zeros((self.n, self.temp.m))
+        if mom.get("slope") is None:
+            slope = -self._cov_base(mom["t_c"])
+            if mom["e"] is not None:
+                z = sla.solve_triangular(mom["lk"], mom["psi"] + mom["v"].T @ slope, lower=True)
+                slope -= mom["e"] @ z
+            mom["slope"] = slope
+        return mom["slope"]
 
     def _landmark_b(self) -> NDArray[np.float64]:
         """``B = G − (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo
@@ -1240,31 +1291,37 @@ class RegionalGP:
     ) -> NDArray[np.float64]:
         """One joint posterior draw of every segment's expected energy [Wh] on a trip at
         ``temperature`` [°C]: three sweeps of the factor, no variances (what a
-        Thompson-sampling trip needs). Draws ``rng.standard_normal(N + J)``, then one normal
-        per changed road, per trip total and, once temperatures were seen, per temperature
-        coefficient (the coefficients first, then the latent given them)."""
+        Thompson-sampling trip needs). Draws ``rng.standard_normal(N + J)``, then, once
+        temperatures were seen or one is given, one normal per temperature coefficient (the
+        coefficients are drawn first and the latent given them: the same sweeps with the
+        readings' residuals moved), then one per changed road and one per trip total."""
         t = None if temperature is None else float(check_temperature(temperature))
         g = self.landmarks
         e = rng.standard_normal(self.n + g.shape[1])
-        dev = self._solve_parts((e[: self.n], e[self.n:]))
-        roads = self._changed_roads()
-        if roads is not None:
-            ex, keep, shift, c = roads
-            dev[ex] = keep * dev[ex] + shift + np.sqrt(c) * rng.standard_normal(ex.size)
-        f = self.prior_mean + dev
-        if self.totals:  # Matheron's rule: condition the draw on the totals
-            mom = self._mean_terms()
-            base_dev = f - self.prior_mean - mom["base_dev"]
-            eps = rng.standard_normal(mom["noise"].size) * np.sqrt(mom["noise"])
-            fix = mom["ct"] @ sla.cho_solve((mom["lk"], True), mom["v"].T @ base_dev + eps)
-            f = self.prior_mean + mom["dev"] + base_dev - fix
+        delta = shift = None
+        mom = self._mean_terms() if (self.totals or self.temp.active) else None
         if t is not None or self.temp.active:
-            # the draw above is the latent's given δ = 0; given a drawn δ its mean moves by Mδ
-            slope = self._slope()
             m, _ = self.temp.coefficients()
             delta = m + self.temp.draw(rng)
-            f = f + slope @ delta + self.temp.features(np.arange(self.n), t) @ (
-                self.temp.beta0 + delta)
+            if mom is not None and self.temp.active:
+                shift = (mom["t_cf"] @ delta, mom["t_y"] @ delta)
+        dev = self._solve_parts((e[: self.n], e[self.n:]), shift)
+        roads = self._changed_roads()
+        if roads is not None:
+            ex, keep, road_mean, c = roads
+            dev[ex] = keep * dev[ex] + road_mean + np.sqrt(c) * rng.standard_normal(ex.size)
+            if shift is not None and mom is not None:
+                dev[ex] -= mom["t_road"][1] @ delta
+        f = self.prior_mean + dev
+        if self.totals and mom is not None:  # Matheron's rule: condition the draw on the totals
+            base_dev = f - self.prior_mean - mom["base_dev"]
+            eps = rng.standard_normal(mom["noise"].size) * np.sqrt(mom["noise"])
+            if shift is not None:  # the totals' residuals given δ
+                eps = eps + mom["psi"] @ delta
+            fix = mom["ct"] @ sla.cho_solve((mom["lk"], True), mom["v"].T @ base_dev + eps)
+            f = self.prior_mean + mom["dev"] + base_dev - fix
+        if delta is not None:
+            f = f + self.temp.features(np.arange(self.n), t) @ (self.temp.beta0 + delta)
         return f
 
     def route_covariance(

@@ -13,9 +13,12 @@ segments of a coarse-to-fine (approximately max-min) ordering:
 the posterior precision ``Q + W`` keeps ``L``'s pattern, which :mod:`ev_nav.gp.regional.factor`
 factorises without fill.
 
-Only entries of ``K_G`` that matter are computed: each patch of ~``patch`` segments solves
-``(c I + Δ)^ν`` on its ``halo``-hop neighbourhood (entries beyond it are below ``tol`` of the
-diagonal), so memory and time grow with the network, not with its square.
+Only entries of ``K_G`` that matter are computed and kept: each patch of ~``patch`` segments
+solves ``(c I + Δ)^ν`` on its ``halo``-hop neighbourhood (entries beyond it are below ``tol`` of
+the diagonal), and each segment keeps, from its own column, its entries of *earlier* segments
+in the order — all the build reads (``K_G`` is symmetric) — so memory and time grow with the
+network, not with its square, and the entries are streamed into their final arrays patch by
+patch (no whole-matrix copies: the build's peak is the kept entries themselves).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "VecchiaSettings",
     "build_vecchia",
     "graph_entries",
+    "hop_halo",
     "maxmin_order",
     "network_entries",
 ]
@@ -156,28 +160,85 @@ def _patches(xy: NDArray[np.float64], settings: VecchiaSettings) -> NDArray[np.i
     return np.unique(key[:, 0] * 1_000_003 + key[:, 1], return_inverse=True)[1].ravel()
 
 
+@numba.njit(cache=True, nogil=True)
+def hop_halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
+    """Nodes within ``r`` hops of ``seeds`` in an undirected CSR graph (``dist`` all -1 on entry
+    and on return)."""
+    n = indptr.size - 1
+    out = np.empty(n, dtype=np.int64)
+    nout = 0
+    for s in seeds:
+        if dist[s] < 0:
+            dist[s] = 0
+            out[nout] = s
+            nout += 1
+    head = 0
+    while head < nout:
+        v = out[head]
+        head += 1
+        dv = dist[v]
+        if dv >= r:
+            continue
+        for p in range(indptr[v], indptr[v + 1]):
+            u = indices[p]
+            if dist[u] < 0:
+                dist[u] = dv + 1
+                out[nout] = u
+                nout += 1
+    nodes = out[:nout].copy()
+    for i in range(nout):
+        dist[nodes[i]] = -1
+    return nodes
+
+
+
+@numba.njit(cache=True, nogil=True)
+def _sub_csr(indptr, indices, data, nodes, loc):  # noqa: ANN001, ANN202
+    """The block of a CSR matrix at sorted ``nodes`` (``loc`` all -1 on entry and on return),
+    as a local CSR: its cost is the nodes' rows, not the matrix's size."""
+    h = nodes.size
+    for i in range(h):
+        loc[nodes[i]] = i
+    cnt = 0
+    for i in range(h):
+        cnt += indptr[nodes[i] + 1] - indptr[nodes[i]]
+    ip = np.empty(h + 1, dtype=np.int64)
+    ix = np.empty(cnt, dtype=np.int64)
+    dv = np.empty(cnt)
+    c = 0
+    for i in range(h):
+        ip[i] = c
+        r = nodes[i]
+        for p in range(indptr[r], indptr[r + 1]):
+            li = loc[indices[p]]
+            if li >= 0:
+                ix[c] = li
+                dv[c] = data[p]
+                c += 1
+    ip[h] = c
+    for i in range(h):
+        loc[nodes[i]] = -1
+    return ip, ix[:c], dv[:c]
+
+
 def _halo_columns(
-    prec: sp.csr_matrix, adj: sp.csr_matrix, members: NDArray[np.int64], nu: int, hops: int
+    prec: sp.csr_matrix,
+    adj: tuple[NDArray[np.int64], NDArray[np.int64]],
+    members: NDArray[np.int64],
+    nu: int,
+    hops: int,
+    scratch: NDArray[np.int64],
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Columns ``members`` of ``prec^(-ν)``, solved on the ``hops``-hop neighbourhood of the
-    members (entries beyond it are negligible): the neighbourhood and its rows of the columns."""
-    n = prec.shape[0]
-    inside = np.zeros(n, dtype=bool)
-    inside[members] = True
-    for _ in range(hops):
-        grown = adj @ inside
-        grown |= inside
-        if np.array_equal(grown, inside):
-            break
-        inside = grown
-    halo = np.flatnonzero(inside)
-    loc = np.full(n, -1, dtype=np.int64)
-    loc[halo] = np.arange(halo.size)
-    sub = prec[halo][:, halo].tocsc()
+    members (entries beyond it are negligible): the neighbourhood (sorted) and its rows of the
+    columns. ``scratch``: n integers, all -1 (and so on return)."""
+    halo = np.sort(hop_halo(adj[0], adj[1], members, hops, scratch))
+    ip, ix, dv = _sub_csr(prec.indptr, prec.indices, prec.data, halo, scratch)
+    sub = sp.csr_matrix((dv, ix, ip), shape=(halo.size, halo.size)).tocsc()
     lu = spla.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                    options={"SymmetricMode": True})
     rhs = np.zeros((halo.size, members.size), order="F")
-    rhs[loc[members], np.arange(members.size)] = 1.0
+    rhs[np.searchsorted(halo, members), np.arange(members.size)] = 1.0
     for _ in range(nu):
         rhs = lu.solve(rhs)
     return halo, rhs
@@ -190,8 +251,10 @@ def graph_entries(
     shift: float,
     nu: int,
     settings: VecchiaSettings,
+    rank: NDArray[np.int64],
 ) -> tuple[sp.csr_matrix, NDArray[np.float64], float]:
-    """The entries of the normalised graph kernel ``K_G = (c I + Δ)^(-ν) / z`` that matter.
+    """The entries of the normalised graph kernel ``K_G = (c I + Δ)^(-ν) / z`` that the Vecchia
+    build reads: of each segment, those of earlier segments.
 
     Parameters
     ----------
@@ -203,11 +266,16 @@ def graph_entries(
         Segment midpoints [m] (patches are grid cells).
     shift, nu : float, int
         ``c = 2ν/κ²`` and the integer smoothness ν.
+    rank : ndarray of int64
+        Each segment's place in the coarse-to-fine order.
 
     Returns
     -------
     kg : csr_matrix
-        Symmetric, entries ≥ ``entry_tol`` of their column's diagonal.
+        Row ``i`` holds ``K_G[i, j]`` for the segments ``j`` earlier than ``i`` whose entry is
+        ≥ ``entry_tol`` of ``K_G[i, i]``, from ``i``'s own column (``K_G`` is symmetric, so
+        the other half is the same numbers up to the halo's truncation); columns sorted,
+        32-bit indices. No diagonal.
     diag : ndarray
         ``diag(K_G)`` (mean 1).
     z : float
@@ -215,35 +283,44 @@ def graph_entries(
     """
     n = laplacian.shape[0]
     prec = (laplacian + shift * sp.identity(n, format="csr")).tocsr()
+    prec.sort_indices()
     patch = _patches(xy, settings)
-    adj = adjacency.astype(bool)
-    rows, cols, vals = [], [], []
+    und = adjacency.tocsr()
+    adj = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
+    scratch = np.full(n, -1, dtype=np.int64)
+    order = np.argsort(patch, kind="stable")  # each patch's members, in increasing id
+    bounds = np.searchsorted(patch[order], np.arange(int(patch.max()) + 2))
+    counts = np.zeros(n, dtype=np.int64)
+    chunks: list[tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]] = []
     diag_raw = np.empty(n)
-    for p in range(int(patch.max()) + 1):
-        members = np.flatnonzero(patch == p)
-        halo, rhs = _halo_columns(prec, adj, members, nu, settings.halo)
+    for p in range(bounds.size - 1):
+        members = order[bounds[p] : bounds[p + 1]]
+        halo, rhs = _halo_columns(prec, adj, members, nu, settings.halo, scratch)
         own = rhs[np.searchsorted(halo, members), np.arange(members.size)]
         diag_raw[members] = own
-        hr, hc = np.nonzero(np.abs(rhs) >= settings.entry_tol * own[None, :])
-        # 32-bit indices, and the pieces freed as soon as they are joined: these entries are
-        # the build's memory peak (~4 GB at 100k segments with 64-bit indices)
-        rows.append(halo[hr].astype(np.int32))
-        cols.append(members[hc].astype(np.int32))
-        vals.append(rhs[hr, hc])
+        keep = np.abs(rhs) >= settings.entry_tol * own[None, :]
+        keep &= rank[halo][:, None] < rank[members][None, :]
+        # member by member, each member's rows in increasing id (the halo is sorted)
+        mc, hr = np.nonzero(keep.T)
+        counts[members] = np.bincount(mc, minlength=members.size)
+        chunks.append((members, halo[hr].astype(np.int32), rhs[hr, mc]))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    data = np.empty(int(indptr[-1]))
+    # each chunk into place, freed as soon as it is copied: the kept entries are the build's
+    # memory peak (~0.33 GB at 100k segments), not a multiple of them
+    chunks.reverse()
+    while chunks:
+        members, idx, val = chunks.pop()
+        lens = counts[members]
+        dest = np.repeat(indptr[members] - np.cumsum(lens) + lens, lens) + np.arange(idx.size)
+        indices[dest] = idx
+        data[dest] = val
     z = float(diag_raw.mean())
-    r = np.concatenate(rows)
-    rows.clear()
-    c = np.concatenate(cols)
-    cols.clear()
-    v = np.concatenate(vals)
-    vals.clear()
-    v /= z
-    kg = sp.csr_matrix((v, (r, c)), shape=(n, n))
-    del r, c, v
-    # (cI + Δ) is an M-matrix, so its inverse powers are ≥ 0: a pair kept from one side only
-    # takes the larger (both are the same number up to the halo's truncation)
-    kg = kg.maximum(kg.T).tocsr()
-    kg.sort_indices()
+    data /= z
+    kg = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    kg.has_sorted_indices = True
     return kg, diag_raw / z, z
 
 
@@ -478,15 +555,11 @@ def network_entries(
     rank : ndarray of int64
         Each segment's place in the order.
     kg, kg_diag, z
-        :func:`graph_entries`, each row of ``kg`` with its entries of earlier segments first
-        (so its indices are not sorted).
+        :func:`graph_entries`: each row's entries of earlier segments.
     """
     xy = _metric_xy(net)
     order = maxmin_order(xy, seed)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)
-    kg, kg_diag, z = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings)
-    # each row's entries of earlier segments first: what build_vecchia scans (see _gather)
-    _partition_rows(kg.indptr.astype(np.int64), kg.indices, kg.data, rank)
-    kg.has_sorted_indices = False
+    kg, kg_diag, z = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings, rank)
     return rank, kg, kg_diag, z

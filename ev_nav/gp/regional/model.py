@@ -27,7 +27,7 @@ change, a rank-k term of ``S`` solved on a hop halo of the trip, and — once va
 asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fitted on
 the exact learner's schedule and objective (:mod:`ev_nav.gp.fitting`, κ kept), each fit
 rebuilding the prior at the fitted values (:meth:`RegionalGP.refit`). Ambient temperatures
-(:meth:`RegionalGP._temperature_terms`) and changed roads (:meth:`RegionalGP.reset_segments`)
+(:meth:`RegionalGP._temperature_segments`) and changed roads (:meth:`RegionalGP.reset_segments`)
 are modelled exactly as the exact learner models them. docs/gp.md ("The regional learner")
 has the design, the measured accuracy and costs, and what is missing.
 """
@@ -515,6 +515,8 @@ class RegionalGP:
         self._var2_dirty = np.zeros(self.n, dtype=bool)
         self._var2_pending: list[NDArray[np.float64]] = []
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
+        #: the temperature coefficients' information from the segments (_temperature_segments)
+        self._tmom: dict[str, Any] | None = None
         self._post: SegmentPosterior | None = None
         self._post_t: tuple[float, SegmentPosterior] | None = None  # at one temperature
 
@@ -534,6 +536,7 @@ class RegionalGP:
         self._t_phir = np.zeros((n, m))
         self._t_psi = [np.zeros(m) for _ in self.totals]
         self._mom = None
+        self._tmom = None
         self._post = None
         self._post_t = None
 
@@ -606,7 +609,7 @@ class RegionalGP:
         Applied at once (before the next draw): the factor's columns the readings reach are
         rewritten and the Schur complement gets the trip's rank-k term, computed on a
         ``update_hops``-hop halo of the readings (:meth:`PrecisionFactor.local_solve`).
-        Temperatures enter the statistics only (see :meth:`_temperature_terms`): given the
+        Temperatures enter the statistics only (see :meth:`_temperature_segments`): given the
         coefficients they shift the residuals, which the factor's right-hand side holds at
         the prior's coefficients."""
         ids, y = validate_observations(segment_ids, energies, self.n)
@@ -703,6 +706,7 @@ class RegionalGP:
     def _changed(self) -> None:
         self.n_updates += 1
         self._mom = None
+        self._tmom = None
         self._post = None
         self._post_t = None
         if self.n_updates >= self.next_refresh:
@@ -1039,13 +1043,23 @@ class RegionalGP:
             mom.update({"ct": ct, "lk": lk, "v": v, "noise": noise, "e": e, "innov": innov,
                         "dev": dev + ct @ alpha})
         if self.temp.active:
-            self._temperature_terms(mom)
+            ts = self._temperature_segments()
+            info, vec = ts["info"].copy(), ts["vec"].copy()
+            if mom["e"] is not None:
+                # each trip total's whitened innovation and its slope Z = L_K⁻¹(Ψ − VᵀΣ_base C)
+                psi = np.array(self._t_psi).reshape(-1, self.temp.m)
+                z = sla.solve_triangular(mom["lk"], psi - mom["ct"].T @ ts["c"], lower=True)
+                z0 = sla.solve_triangular(mom["lk"], mom["innov"], lower=True)
+                info += z.T @ z
+                vec += z.T @ z0
+                mom["psi"] = psi
+            self._set_temperature_information(info, vec)
         self._mom = mom
         return mom
 
-    def _temperature_terms(self, mom: dict[str, Any]) -> None:
-        """What the data say about the temperature coefficients' deviation ``δ = β − β₀``
-        (set on :attr:`temp`), and what a draw given ``δ`` needs (into ``mom``).
+    def _temperature_segments(self) -> dict[str, Any]:
+        """What the per-segment readings say about the temperature coefficients' deviation
+        ``δ = β − β₀``, and what a draw given ``δ`` needs (kept until the next update).
 
         Given ``δ`` every reading is an ordinary one with its residual moved by ``φᵀδ``: the
         posterior covariance is the one without temperatures and the mean moves linearly,
@@ -1053,15 +1067,19 @@ class RegionalGP:
         ``n/ς²``; with ``C = Σφ/ς²`` (N × m, rows of driven segments) the likelihood of ``δ``,
         the latent integrated out, has information ``Σ Σφφᵀ/ς² − CᵀΣ_base C`` and vector
         ``Σ Σφr/ς² − Cᵀμ_b`` (``μ_b``: the mean at ``δ = 0`` before the totals; the readings'
-        spread within a segment included), and each trip total adds its whitened innovation's
-        slope ``Z = L_K⁻¹(Ψ − VᵀΣ_base C)``: information ``ZᵀZ``, vector ``Zᵀ L_K⁻¹ innov``.
-        The quadratic form ``CᵀΣ_base C = Cᵀ(Q+W)⁻¹C + |L_S⁻¹BᵀC|²`` needs ``(Q+W)⁻¹C``
-        (m = 7 right-hand sides, two sweeps) and products with the driven rows only; a draw
-        given ``δ`` is the draw without temperatures with ``b − Cδ`` (no more sweeps). The same
-        exact posterior as the exact learner's rank-k steps
+        spread within a segment included); each trip total then adds its whitened
+        innovation's slope (:meth:`_mean_terms`). The quadratic form
+        ``CᵀΣ_base C = Cᵀ(Q+W)⁻¹C + |L_S⁻¹BᵀC|²`` and ``Cᵀμ_b = Cᵀ(Q+W)⁻¹b +
+        (L_S⁻¹BᵀC)ᵀ(L_S⁻¹Bᵀb)`` need ``(Q+W)⁻¹C`` (m = 7 right-hand sides, two sweeps), one
+        more sweep for ``(Q+W)⁻¹b`` and products with the driven rows only, not the mean; a
+        draw given ``δ`` is the draw without temperatures with ``b − Cδ`` (no more sweeps).
+        The same exact posterior as the exact learner's rank-k steps
         (:func:`~ev_nav.gp.temperature.condition_rows_t`). At changed roads ``C`` acts on
-        ``F = f + h`` (:meth:`_changed_roads`): on the latent it is ``(1 − κ)C``, and ``F``'s
-        own shift moves by ``−κφ̄δ``."""
+        ``F = f + h`` (:meth:`_changed_roads`): on the latent it is ``(1 − κ)C``, ``F``'s own
+        shift moves by ``−κφ̄δ`` and its own noise ``c`` adds ``Σ c CCᵀ``."""
+        if self._tmom is not None:
+            return self._tmom
+        self._core()
         term, f = self.temp, self.factor
         assert self._t_phi is not None and self._t_phiphi is not None
         assert self._t_phir is not None
@@ -1077,7 +1095,7 @@ class RegionalGP:
         if roads is not None:
             ex, keep, shift, var = roads
             cf[ex] *= keep[:, None]
-            # F's shift κr̄ moves by −κφ̄δ = −τ²Σφ δ/(nτ² + ς²); its own noise adds Σ c C²
+            # F's shift κr̄ moves by −κφ̄δ = −τ²Σφ δ/(nτ² + ς²)
             road_shift = (ex, self.extra_var[ex, None] * keep[:, None]
                           / self._noise(ex)[:, None] * self._t_phi[ex])
             info -= c[ex].T @ (var[:, None] * c[ex])
@@ -1094,19 +1112,16 @@ class RegionalGP:
             zc = sla.solve_triangular(self._ls, btc, lower=True)
             quad += zc.T @ zc
             lin += zc.T @ sla.solve_triangular(self._ls, btb, lower=True)
-        info -= 0.5 * (quad + quad.T)
-        vec -= lin
-        if mom["e"] is not None:
-            psi = np.array(self._t_psi).reshape(-1, term.m)
-            z = sla.solve_triangular(mom["lk"], psi - mom["ct"].T @ c, lower=True)
-            z0 = sla.solve_triangular(mom["lk"], mom["innov"], lower=True)
-            info += z.T @ z
-            vec += z.T @ z0
-            mom["psi"] = psi
-        term.reset_information()
-        term.info = 0.5 * (info + info.T)
-        term.info_vec = vec
-        mom.update({"t_c": c, "t_cf": cf, "t_y": y, "t_road": road_shift})
+        self._tmom = {"c": c, "cf": cf, "y": y, "road": road_shift,
+                      "info": info - 0.5 * (quad + quad.T), "vec": vec - lin}
+        return self._tmom
+
+    def _set_temperature_information(
+        self, info: NDArray[np.float64], vec: NDArray[np.float64]
+    ) -> None:
+        self.temp.reset_information()
+        self.temp.info = 0.5 * (info + info.T)
+        self.temp.info_vec = vec
 
     def _slope(self) -> NDArray[np.float64]:
         """``M`` (N × m): every segment's posterior mean's slope in ``δ`` (zeros while no
@@ -1117,7 +1132,7 @@ class RegionalGP:
         if not self.temp.active:
             return np.zeros((self.n, self.temp.m))
         if mom.get("slope") is None:
-            slope = -self._cov_base(mom["t_c"])
+            slope = -self._cov_base(self._temperature_segments()["c"])
             if mom["e"] is not None:
                 z = sla.solve_triangular(mom["lk"], mom["psi"] + mom["v"].T @ slope, lower=True)
                 slope -= mom["e"] @ z
@@ -1298,20 +1313,24 @@ class RegionalGP:
         t = None if temperature is None else float(check_temperature(temperature))
         g = self.landmarks
         e = rng.standard_normal(self.n + g.shape[1])
-        delta = shift = None
-        mom = self._mean_terms() if (self.totals or self.temp.active) else None
+        delta = shift = ts = None
+        mom = self._mean_terms() if self.totals else None
+        if self.temp.active:
+            ts = self._temperature_segments()
+            if mom is None:  # (with totals, _mean_terms set the information)
+                self._set_temperature_information(ts["info"], ts["vec"])
         if t is not None or self.temp.active:
             m, _ = self.temp.coefficients()
             delta = m + self.temp.draw(rng)
-            if mom is not None and self.temp.active:
-                shift = (mom["t_cf"] @ delta, mom["t_y"] @ delta)
+            if ts is not None:
+                shift = (ts["cf"] @ delta, ts["y"] @ delta)
         dev = self._solve_parts((e[: self.n], e[self.n:]), shift)
         roads = self._changed_roads()
         if roads is not None:
             ex, keep, road_mean, c = roads
             dev[ex] = keep * dev[ex] + road_mean + np.sqrt(c) * rng.standard_normal(ex.size)
-            if shift is not None and mom is not None:
-                dev[ex] -= mom["t_road"][1] @ delta
+            if ts is not None and ts["road"] is not None:
+                dev[ex] -= ts["road"][1] @ delta
         f = self.prior_mean + dev
         if self.totals and mom is not None:  # Matheron's rule: condition the draw on the totals
             base_dev = f - self.prior_mean - mom["base_dev"]

@@ -493,7 +493,7 @@ def build_vecchia(
     indices = kg.indices  # (as kept, 32-bit: a 64-bit copy would be ~0.4 GB at 100k segments)
     data = kg.data
     earlier = _earlier_prefix(indptr, indices, rank)
-    if (earlier < 0).any():  # rows not partitioned by network_entries: a partitioned copy
+    if (earlier < 0).any():  # rows with later entries too (not network_entries'): a copy
         indices, data = indices.copy(), data.copy()
         earlier = _partition_rows(indptr, indices, data, rank)
     m = int(neighbours)

@@ -25,3 +25,18 @@ def test_bench_regional_quick_prints_its_lines(tmp_path):
     assert rec["meta"]["seeds"] == [0]
     # the learner fitted on the exact learner's schedule while the fleet drove
     assert len(rec["fit_s"]) >= 3 and rec["refit_s"] > 0
+
+
+def test_bench_regional_quick_at_a_temperature(tmp_path):
+    """``--temperature C``: readings and draws at an ambient temperature, and a changed road's
+    reset, timed and recorded."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--no-fallback", "--no-fits",
+         "--temperature", "-5", "--json", str(tmp_path / "t.json")],
+        capture_output=True, text=True, check=True, timeout=600,
+    ).stdout
+    assert re.search(r"^town3k ts trip at -5 °C: \d+ ms$", out, re.M), out
+    assert re.search(r"^one changed road \(reset_segments\) and the next draw: [\d.]+ s$",
+                     out, re.M), out
+    rec = json.loads((tmp_path / "t.json").read_text())
+    assert rec["temperature_c"] == -5.0 and rec["reset_s"] > 0

@@ -517,6 +517,10 @@ class RegionalGP:
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         #: the temperature coefficients' information from the segments (_temperature_segments)
         self._tmom: dict[str, Any] | None = None
+        #: (Q+W)⁻¹C_f (N × m), kept by each trip's halo terms once computed, and trips since
+        #: its last full solve (see _temperature_segments)
+        self._ty: NDArray[np.float64] | None = None
+        self._ty_age = 0
         self._post: SegmentPosterior | None = None
         self._post_t: tuple[float, SegmentPosterior] | None = None  # at one temperature
 
@@ -628,7 +632,14 @@ class RegionalGP:
         rs = np.bincount(inv, weights=r, minlength=u.size)
         if self._core_ok:
             self._observed(u[self.n_obs[u] == 0])
-            self._add_readings(u, *self._weight_change(u, cnt, rs))
+            dcf = None
+            if self._ty is not None and phi is not None:
+                assert self._t_phi is not None
+                trip_phi = np.zeros((u.size, self.temp.m))
+                np.add.at(trip_phi, inv, phi)
+                dcf = (self._c_latent(u, self.n_obs[u] + cnt, self._t_phi[u] + trip_phi)
+                       - self._c_latent(u, self.n_obs[u], self._t_phi[u]))
+            self._add_readings(u, *self._weight_change(u, cnt, rs), dcf)
         self.n_obs[u] += cnt
         self.sum_r[u] += rs
         self.sum_r2[u] += np.bincount(inv, weights=r * r, minlength=u.size)
@@ -906,13 +917,14 @@ class RegionalGP:
         self._n_oi = k + new.size
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
-                      db: NDArray[np.float64]) -> None:
-        """One trip's readings: ``W += diag(dw)``, ``b += db`` at the distinct segments u.
+                      db: NDArray[np.float64], dcf: NDArray[np.float64] | None = None) -> None:
+        """One trip's readings: ``W += diag(dw)``, ``b += db`` at the distinct segments u
+        (and the temperature features' ``C_f += dcf`` there).
 
         The Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` changes by the rank-k term
         ``Hᵀ(Δ⁻¹ + Y_uu)⁻¹H``, ``Y = (Q+W)⁻¹E_u``, ``H = G_u − YᵀWG`` (pre-trip W and factor),
-        with Y solved on the halo of u; the kept variances (once asked for) change by the
-        same trip's Woodbury terms."""
+        with Y solved on the halo of u; the kept variances and ``(Q+W)⁻¹C_f`` (once asked
+        for) change by the same trip's Woodbury terms."""
         g = self.landmarks
         self._x_core = None  # the factor changes below
         if g.shape[1]:
@@ -950,19 +962,31 @@ class RegionalGP:
             # S += zᵀz, refactorised (J³/3 by LAPACK: faster than k rank-one updates)
             self._s += z.T @ z
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,), error=ModelStateError)[0]
-            if self._bl is not None:
-                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u), with (Q+W')⁻¹E_u from the
-                # pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹
+            post = None
+            if self._bl is not None or (self._ty is not None and dcf is not None):
+                # (Q+W')⁻¹E_u from the pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹
                 post = yh @ np.linalg.inv(np.eye(u.size) + dw[:, None] * y_uu)  # k × k: well
                 # conditioned (eigenvalues ≥ 1); a product, where a solve with |halo|
                 # right-hand sides ran at a fraction of the speed
+            if self._ty is not None:
+                # (Q+W')⁻¹C' = (Q+W)⁻¹C − Y(Δ⁻¹ + Y_uu)⁻¹(Q+W)⁻¹C|_u + (Q+W')⁻¹E_u ΔC_u on the
+                # halo (Woodbury; beyond it the terms are below the halo's truncation)
+                self._ty[seg] -= yh @ sla.cho_solve((lg, True), self._ty[u])
+                if dcf is not None:
+                    assert post is not None
+                    self._ty[seg] += post @ dcf
+                self._ty_age += 1
+            if self._bl is not None:
+                assert post is not None
+                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u)
                 self._bl[seg] -= post @ (dw[:, None] * self._bl[u])  # Y_u = G_u − B_u
                 if self._bl32 is not None:
                     self._bl32[seg] = self._bl[seg]
                 self._var2_dirty[seg] = True
                 self._var2_age += 1
         else:
-            self._var1 = None  # no halo solve without landmarks: recomputed when next asked
+            # no halo solve without landmarks: recomputed when next asked
+            self._var1 = self._ty = None
         self.factor.add(u, dw, db)
 
     def _solve_parts(
@@ -1087,7 +1111,7 @@ class RegionalGP:
         inv_noise = 1.0 / self._noise(obs)
         c = np.zeros((self.n, term.m))  # C (F's readings)
         c[obs] = self._t_phi[obs] * inv_noise[:, None]
-        cf = c.copy()  # the latent's: (1 − κ)C at changed roads
+        cf = c.copy()  # the latent's: (1 − κ)C at changed roads (as _c_latent)
         road_shift = None
         info = np.einsum("eij,e->ij", self._t_phiphi[obs], inv_noise)
         vec = self._t_phir[obs].T @ inv_noise
@@ -1100,7 +1124,12 @@ class RegionalGP:
                           / self._noise(ex)[:, None] * self._t_phi[ex])
             info -= c[ex].T @ (var[:, None] * c[ex])
             vec -= c[ex].T @ shift
-        y = f.solve(cf)  # (Q+W)⁻¹C_f
+        # (Q+W)⁻¹C_f: kept by the trips' halo terms (_add_readings) between full solves, which
+        # took ~60 ms a trip at 100k segments (m = 7 right-hand sides, two sweeps)
+        if self._ty is None or self._ty_age >= self.config.variance_refresh:
+            self._ty = f.solve(cf)
+            self._ty_age = 0
+        y = self._ty
         m1 = f.mean_solve()
         quad = cf[obs].T @ y[obs]
         lin = cf[obs].T @ m1[obs]
@@ -1115,6 +1144,15 @@ class RegionalGP:
         self._tmom = {"c": c, "cf": cf, "y": y, "road": road_shift,
                       "info": info - 0.5 * (quad + quad.T), "vec": vec - lin}
         return self._tmom
+
+    def _c_latent(
+        self, ids: NDArray[np.int64], n_obs: NDArray[np.int64], sum_phi: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Rows ``ids`` of ``C_f``, the temperature features' coupling to the learner's latent,
+        with ``n_obs`` readings of feature sum ``sum_phi``: ``Σφ/ς²``, times ``1 − κ`` at a
+        changed road (see :meth:`_temperature_segments`)."""
+        noise = self._noise(ids)
+        return sum_phi / (noise + n_obs * self.extra_var[ids])[:, None]
 
     def _set_temperature_information(
         self, info: NDArray[np.float64], vec: NDArray[np.float64]

@@ -22,7 +22,8 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ev_nav.errors import ModelStateError
-from ev_nav.gp.regional.vecchia import VecchiaPrior, hop_halo
+from ev_nav.gp.kernels import hop_halo
+from ev_nav.gp.regional.vecchia import VecchiaPrior
 
 __all__ = ["PrecisionFactor"]
 

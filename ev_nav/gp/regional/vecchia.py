@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ev_nav.errors import ConfigError
+from ev_nav.gp.kernels import halo_columns, metric_xy, patch_groups, segment_patches
 from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "VecchiaSettings",
     "build_vecchia",
     "graph_entries",
-    "hop_halo",
     "maxmin_order",
     "network_entries",
 ]
@@ -140,108 +139,9 @@ def maxmin_order(xy: NDArray[np.float64], seed: int = 0) -> NDArray[np.int64]:
     return np.lexsort((priority, level)).astype(np.int64)
 
 
-def _metric_xy(net: RoadNetwork) -> NDArray[np.float64]:
-    """Segment midpoints in metres (local equirectangular projection of lon/lat)."""
-    xy = np.asarray(net.segment_midpoints(), dtype=np.float64)
-    lat0 = np.deg2rad(xy[:, 1].mean())
-    return np.column_stack([xy[:, 0] * 111_320.0 * np.cos(lat0), xy[:, 1] * 110_540.0])
-
-
 def _undirected(net: RoadNetwork) -> sp.csr_matrix:
     s = net.line_graph
     return ((s + s.T) > 0).astype(np.int8).tocsr()
-
-
-def _patches(xy: NDArray[np.float64], settings: VecchiaSettings) -> NDArray[np.int64]:
-    """Each segment's patch: grid cells of ~``settings.patch`` segments on average."""
-    n = xy.shape[0]
-    cell = np.sqrt(max(np.ptp(xy[:, 0]) * np.ptp(xy[:, 1]), 1.0) * settings.patch / n)
-    key = np.floor((xy - xy.min(0)) / cell).astype(np.int64)
-    return np.unique(key[:, 0] * 1_000_003 + key[:, 1], return_inverse=True)[1].ravel()
-
-
-@numba.njit(cache=True, nogil=True)
-def hop_halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
-    """Nodes within ``r`` hops of ``seeds`` in an undirected CSR graph (``dist`` all -1 on entry
-    and on return)."""
-    n = indptr.size - 1
-    out = np.empty(n, dtype=np.int64)
-    nout = 0
-    for s in seeds:
-        if dist[s] < 0:
-            dist[s] = 0
-            out[nout] = s
-            nout += 1
-    head = 0
-    while head < nout:
-        v = out[head]
-        head += 1
-        dv = dist[v]
-        if dv >= r:
-            continue
-        for p in range(indptr[v], indptr[v + 1]):
-            u = indices[p]
-            if dist[u] < 0:
-                dist[u] = dv + 1
-                out[nout] = u
-                nout += 1
-    nodes = out[:nout].copy()
-    for i in range(nout):
-        dist[nodes[i]] = -1
-    return nodes
-
-
-
-@numba.njit(cache=True, nogil=True)
-def _sub_csr(indptr, indices, data, nodes, loc):  # noqa: ANN001, ANN202
-    """The block of a CSR matrix at sorted ``nodes`` (``loc`` all -1 on entry and on return),
-    as a local CSR: its cost is the nodes' rows, not the matrix's size."""
-    h = nodes.size
-    for i in range(h):
-        loc[nodes[i]] = i
-    cnt = 0
-    for i in range(h):
-        cnt += indptr[nodes[i] + 1] - indptr[nodes[i]]
-    ip = np.empty(h + 1, dtype=np.int64)
-    ix = np.empty(cnt, dtype=np.int64)
-    dv = np.empty(cnt)
-    c = 0
-    for i in range(h):
-        ip[i] = c
-        r = nodes[i]
-        for p in range(indptr[r], indptr[r + 1]):
-            li = loc[indices[p]]
-            if li >= 0:
-                ix[c] = li
-                dv[c] = data[p]
-                c += 1
-    ip[h] = c
-    for i in range(h):
-        loc[nodes[i]] = -1
-    return ip, ix[:c], dv[:c]
-
-
-def _halo_columns(
-    prec: sp.csr_matrix,
-    adj: tuple[NDArray[np.int64], NDArray[np.int64]],
-    members: NDArray[np.int64],
-    nu: int,
-    hops: int,
-    scratch: NDArray[np.int64],
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-    """Columns ``members`` of ``prec^(-ν)``, solved on the ``hops``-hop neighbourhood of the
-    members (entries beyond it are negligible): the neighbourhood (sorted) and its rows of the
-    columns. ``scratch``: n integers, all -1 (and so on return)."""
-    halo = np.sort(hop_halo(adj[0], adj[1], members, hops, scratch))
-    ip, ix, dv = _sub_csr(prec.indptr, prec.indices, prec.data, halo, scratch)
-    sub = sp.csr_matrix((dv, ix, ip), shape=(halo.size, halo.size)).tocsc()
-    lu = spla.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                   options={"SymmetricMode": True})
-    rhs = np.zeros((halo.size, members.size), order="F")
-    rhs[np.searchsorted(halo, members), np.arange(members.size)] = 1.0
-    for _ in range(nu):
-        rhs = lu.solve(rhs)
-    return halo, rhs
 
 
 def graph_entries(
@@ -284,18 +184,17 @@ def graph_entries(
     n = laplacian.shape[0]
     prec = (laplacian + shift * sp.identity(n, format="csr")).tocsr()
     prec.sort_indices()
-    patch = _patches(xy, settings)
+    patch = segment_patches(xy, settings.patch)
     und = adjacency.tocsr()
     adj = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
     scratch = np.full(n, -1, dtype=np.int64)
-    order = np.argsort(patch, kind="stable")  # each patch's members, in increasing id
-    bounds = np.searchsorted(patch[order], np.arange(int(patch.max()) + 2))
+    order, bounds = patch_groups(patch)
     counts = np.zeros(n, dtype=np.int64)
     chunks: list[tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]] = []
     diag_raw = np.empty(n)
     for p in range(bounds.size - 1):
         members = order[bounds[p] : bounds[p + 1]]
-        halo, rhs = _halo_columns(prec, adj, members, nu, settings.halo, scratch)
+        halo, rhs = halo_columns(prec, adj, members, nu, settings.halo, scratch)
         own = rhs[np.searchsorted(halo, members), np.arange(members.size)]
         diag_raw[members] = own
         keep = np.abs(rhs) >= settings.entry_tol * own[None, :]
@@ -557,7 +456,7 @@ def network_entries(
     kg, kg_diag, z
         :func:`graph_entries`: each row's entries of earlier segments.
     """
-    xy = _metric_xy(net)
+    xy = metric_xy(net)
     order = maxmin_order(xy, seed)
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size)

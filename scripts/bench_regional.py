@@ -26,8 +26,9 @@ Also printed: the one-off costs (building the Vecchia prior; the first factorisa
 peak memory, and, unless ``--no-fallback``, the fallback's trip on the same town and history
 (the SVGP as driver states build it past 12,000 segments, ``exact_refresh=True``: posterior
 over all segments → Thompson index → route → update), timed in the same run, with the ratio
-as ``town100k trip speed-up: …x``. Setting that fallback up on the 100k town's history is slow
-(it had not finished after 20 minutes on a 2-core machine): ``--no-fallback`` skips it.
+as ``town100k trip speed-up: …x``. The fallback is slow on the 100k town (~1.5 min a trip on a
+2-core machine: each κ step solves its 1,000 graph-kernel columns again): ``--no-fallback``
+skips it.
 
 Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
        [--landmarks 500] [--fallback-trips 3] [--no-fallback] [--no-fits] [--first-fit N]

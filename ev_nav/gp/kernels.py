@@ -180,9 +180,10 @@ def hop_halo(indptr, indices, seeds, r, dist):  # noqa: ANN001, ANN202
 
 
 @numba.njit(cache=True, nogil=True)
-def _sub_csr(indptr, indices, data, nodes, loc):  # noqa: ANN001, ANN202
-    """The block of a CSR matrix at sorted ``nodes`` (``loc`` all -1 on entry and on return),
-    as a local CSR: its cost is the nodes' rows, not the matrix's size."""
+def sub_block(indptr, indices, data, nodes, loc):  # noqa: ANN001, ANN202
+    """The block of a compressed sparse matrix (CSR, or CSC read by columns) at sorted
+    ``nodes`` (``loc`` all -1 on entry and on return), in the same form with local indices
+    and each row's order kept: its cost is the nodes' rows, not the matrix's size."""
     h = nodes.size
     for i in range(h):
         loc[nodes[i]] = i
@@ -220,7 +221,7 @@ def halo_columns(
     members (entries beyond it are negligible): the neighbourhood (sorted) and its rows of the
     columns. ``scratch``: n integers, all -1 (and so on return)."""
     halo = np.sort(hop_halo(adj[0], adj[1], members, hops, scratch))
-    ip, ix, dv = _sub_csr(prec.indptr, prec.indices, prec.data, halo, scratch)
+    ip, ix, dv = sub_block(prec.indptr, prec.indices, prec.data, halo, scratch)
     sub = sp.csr_matrix((dv, ix, ip), shape=(halo.size, halo.size)).tocsc()
     lu = spla.splu(sub, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                    options={"SymmetricMode": True})

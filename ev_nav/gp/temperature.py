@@ -73,6 +73,13 @@ class TemperatureTerm:
         self.active = False
         self.reset_information()
 
+    def empty_statistics(
+        self, n: int
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """A learner's per-segment statistics of ``n`` segments, all zero: ``Σφ`` (n × m),
+        ``Σφφᵀ`` (n × m × m) and ``Σφr`` (n × m)."""
+        return np.zeros((n, self.m)), np.zeros((n, self.m, self.m)), np.zeros((n, self.m))
+
     def reset_information(self) -> None:
         """Forget what the data said about the coefficients (``A``, ``b``)."""
         self.info = np.zeros((self.m, self.m))

@@ -193,3 +193,47 @@ def temperature_trips(
                 ys.append(float(y[i]))
                 noise.append(model.noise_var if scale is None else None)
     return rows, ys, noise
+
+
+def check_against_dense(
+    model: TemperatureLearner,
+    net: RoadNetwork,
+    prior_cov: NDArray[np.float64],
+    rows: list[NDArray[np.float64]],
+    ys: list[float],
+    noise: list[float | None],
+    mean_tol: tuple[float, float] = (1e-7, 1e-7),
+    var_tol: tuple[float, float] = (1e-6, 1e-7),
+    covariance: bool = False,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Assert that ``model``'s posterior at four temperatures (marginals, and a route's sum) is
+    :func:`dense_augmented_posterior`'s with prior ``prior_cov`` of the latent: means within
+    ``mean_tol`` (relative, absolute [Wh]), variances within ``var_tol``; with
+    ``covariance`` also three segments' joint covariance. Returns the dense mean and
+    covariance of ``[g, β]``."""
+    mean, cov = dense_augmented_posterior(prior_cov, model.prior_mean, rows, ys, noise)
+    n = net.n_segments
+    m = ClimateModel().coefficients.size
+    for t in (-12.0, 10.0, 30.0, None):
+        phi = (np.zeros((n, m)) if t is None
+               else temperature_features(net, model.prior_mean, np.arange(n), t))
+        design = np.hstack([np.eye(n), phi])
+        post = model.posterior(temperature=t)
+        np.testing.assert_allclose(post.mean, design @ mean, rtol=mean_tol[0], atol=mean_tol[1])
+        np.testing.assert_allclose(post.std**2, np.einsum("ij,jk,ik->i", design, cov, design),
+                                   rtol=var_tol[0], atol=var_tol[1])
+        route = np.array([0, 3, 3, 7])
+        w = np.array([0.5, 1.0, 1.0, 0.25])
+        h = np.zeros(n + m)
+        np.add.at(h, route, w)
+        h[n:] = w @ phi[route]
+        got_mean, got_var = model.predict_sum(route, w, temperature=t)
+        np.testing.assert_allclose(got_mean, h @ mean, rtol=mean_tol[0] * 0.1,
+                                   atol=mean_tol[1])
+        np.testing.assert_allclose(got_var, h @ cov @ h, rtol=var_tol[0], atol=var_tol[1])
+        if covariance:
+            u = np.array([1, 4, 9])
+            np.testing.assert_allclose(model.route_covariance(u, temperature=t),
+                                       design[u] @ cov @ design[u].T,
+                                       rtol=var_tol[0], atol=var_tol[1])
+    return mean, cov

@@ -16,8 +16,7 @@ from ev_nav.energy import ClimateModel, climate_basis, segment_energy_wh
 from ev_nav.errors import InvalidObservation
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.independent import BIModel
-from ev_nav.gp.testing import dense_augmented_posterior as _dense
-from ev_nav.gp.testing import load_real, random_route, subnetwork
+from ev_nav.gp.testing import check_against_dense, load_real, random_route, subnetwork
 from ev_nav.gp.testing import temperature_features as _features
 from ev_nav.gp.testing import temperature_trips as _simulate
 
@@ -30,28 +29,6 @@ def small():
     return subnetwork(load_real(), 200, seed=7)
 
 
-def _check_against_dense(model, net, prior_cov, rows, ys, noise):
-    n = net.n_segments
-    mean, cov = _dense(prior_cov, model.prior_mean, rows, ys, noise)
-    e_det = model.prior_mean
-    for t in (-12.0, 10.0, 30.0, None):
-        phi = (np.zeros((n, M)) if t is None
-               else _features(net, e_det, np.arange(n), t))
-        design = np.hstack([np.eye(n), phi])
-        want_mean = design @ mean
-        want_var = np.einsum("ij,jk,ik->i", design, cov, design)
-        post = model.posterior(temperature=t)
-        np.testing.assert_allclose(post.mean, want_mean, rtol=1e-7, atol=1e-7)
-        np.testing.assert_allclose(post.std**2, want_var, rtol=1e-6, atol=1e-7)
-        route = np.array([0, 3, 3, 7])
-        w = np.array([0.5, 1.0, 1.0, 0.25])
-        h = np.zeros(n + M)
-        np.add.at(h, route, w)
-        h[n:] = w @ phi[route]
-        m, v = model.predict_sum(route, w, temperature=t)
-        assert m == pytest.approx(h @ mean, rel=1e-8, abs=1e-7)
-        assert v == pytest.approx(h @ cov @ h, rel=1e-6, abs=1e-7)
-    return mean, cov
 
 
 def test_exact_learner_with_temperatures_is_the_dense_posterior(small):
@@ -64,7 +41,7 @@ def test_exact_learner_with_temperatures_is_the_dense_posterior(small):
     with torch.no_grad():
         k = model.kernel.cross_all(np.arange(model.n)).numpy()
     prior_cov = 0.5 * (k + k.T)
-    mean, _ = _check_against_dense(model, small, prior_cov, rows, ys, noise)
+    mean, _ = check_against_dense(model, small, prior_cov, rows, ys, noise)
     # the learned coefficients are the dense ones
     coef = model.temp.posterior_coefficients()
     np.testing.assert_allclose(coef["mean"], mean[-M:], rtol=1e-7, atol=1e-9)
@@ -75,7 +52,7 @@ def test_exact_learner_with_temperatures_is_the_dense_posterior(small):
     assert np.array_equal(restored.posterior(temperature=-3.0).mean,
                           model.posterior(temperature=-3.0).mean)
     model._refresh()
-    _check_against_dense(model, small, prior_cov, rows, ys, noise)
+    check_against_dense(model, small, prior_cov, rows, ys, noise)
     # and a checkpoint saved after the refresh (its statistics hold the temperatures)
     again = IncrementalGP(small, config=FIXED, seed=0).load_state_dict(
         decode(encode(model.state_dict()))
@@ -105,7 +82,7 @@ def test_bi_with_temperatures_matches_the_dense_posterior(small):
             ys.append(y[i])
             noise.append(model.noise_variances([e])[0])
     prior = np.diag(np.full(n, model.prior_var))
-    _check_against_dense(model, small, prior, rows, ys, noise)
+    check_against_dense(model, small, prior, rows, ys, noise)
 
 
 def test_without_temperature_nothing_changes(small):

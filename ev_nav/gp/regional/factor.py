@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ev_nav.errors import ModelStateError
-from ev_nav.gp.kernels import hop_halo
+from ev_nav.gp.kernels import hop_halo, sub_block
 from ev_nav.gp.regional.vecchia import VecchiaPrior
 
 __all__ = ["PrecisionFactor"]
@@ -338,34 +338,6 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
     return nch
 
 
-@numba.njit(cache=True, nogil=True)
-def _sub_lower(colptr, rowidx, val, pos, loc):  # noqa: ANN001, ANN202
-    """The block of a lower CSC factor at sorted positions ``pos`` (``loc`` all -1 on entry and
-    on return), as a local lower CSC with the diagonal first in each column."""
-    h = pos.size
-    cnt = 0  # an upper bound (the columns' lengths): one pass of lookups, not two
-    for i in range(h):
-        loc[pos[i]] = i
-        cnt += colptr[pos[i] + 1] - colptr[pos[i]]
-    cp = np.empty(h + 1, dtype=np.int64)
-    ri = np.empty(cnt, dtype=np.int64)
-    vv = np.empty(cnt)
-    c = 0
-    for i in range(h):
-        cp[i] = c
-        j = pos[i]
-        for p in range(colptr[j], colptr[j + 1]):
-            li = loc[rowidx[p]]
-            if li >= 0:
-                ri[c] = li
-                vv[c] = val[p]
-                c += 1
-    cp[h] = c
-    for i in range(h):
-        loc[pos[i]] = -1
-    return cp, ri[:c], vv[:c]
-
-
 T = TypeVar("T")
 
 
@@ -534,7 +506,8 @@ class PrecisionFactor:
                 break
             nodes = wider
         pos = np.sort(self.pos[nodes])
-        cp, ri, vv = _sub_lower(self.colptr, self.rowidx, self.values, pos, self._loc)
+        # (each column's diagonal first: pos is sorted, so it stays first in the block)
+        cp, ri, vv = sub_block(self.colptr, self.rowidx, self.values, pos, self._loc)
         seg = self.seg[pos]
         x = np.zeros((seg.size, ids.size))
         x[np.searchsorted(pos, self.pos[ids]), np.arange(ids.size)] = 1.0

@@ -535,9 +535,7 @@ class RegionalGP:
             return
         n, m = self.n, self.temp.m
         self.temp.active = True
-        self._t_phi = np.zeros((n, m))
-        self._t_phiphi = np.zeros((n, m, m))
-        self._t_phir = np.zeros((n, m))
+        self._t_phi, self._t_phiphi, self._t_phir = self.temp.empty_statistics(n)
         self._t_psi = [np.zeros(m) for _ in self.totals]
         self._mom = None
         self._tmom = None

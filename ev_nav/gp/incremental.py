@@ -250,9 +250,8 @@ class IncrementalGP:
         if self.temp.active:
             return
         n, m = self.n, self.temp.m
-        self.temp.active = True
-        self._t_phi, self._t_phiphi, self._t_phir = self.temp.empty_statistics(n)
-        self._t_psi = [np.zeros(m) for _ in self.totals]
+        self._t_phi, self._t_phiphi, self._t_phir, self._t_psi = self.temp.start(
+            n, len(self.totals))
         self.slope = None if self._cov is None else np.zeros((n, m))
         self._post = None
         if log:

@@ -73,12 +73,17 @@ class TemperatureTerm:
         self.active = False
         self.reset_information()
 
-    def empty_statistics(
-        self, n: int
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """A learner's per-segment statistics of ``n`` segments, all zero: ``Σφ`` (n × m),
-        ``Σφφᵀ`` (n × m × m) and ``Σφr`` (n × m)."""
-        return np.zeros((n, self.m)), np.zeros((n, self.m, self.m)), np.zeros((n, self.m))
+    def start(self, n: int, n_totals: int) -> tuple[
+        NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], list[NDArray[np.float64]]
+    ]:
+        """Become active (a learner's first reading with a temperature) and give the learner's
+        statistics of its ``n`` segments and ``n_totals`` trip totals so far, all zero (nothing
+        before had a temperature): ``Σφ`` (n × m), ``Σφφᵀ`` (n × m × m), ``Σφr`` (n × m) and
+        each total's ``Σhφ`` (m)."""
+        self.active = True
+        m = self.m
+        return (np.zeros((n, m)), np.zeros((n, m, m)), np.zeros((n, m)),
+                [np.zeros(m) for _ in range(n_totals)])
 
     def reset_information(self) -> None:
         """Forget what the data said about the coefficients (``A``, ``b``)."""

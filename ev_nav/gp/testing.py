@@ -125,6 +125,17 @@ def temperature_features(
     return np.column_stack(cols)
 
 
+def augmented_rows(
+    n: int, ids: NDArray[np.int64], phi: NDArray[np.float64]
+) -> list[NDArray[np.float64]]:
+    """One row ``[e_i, φ_i]`` of :func:`dense_augmented_posterior`'s design per reading of
+    segment ``ids[i]`` with temperature features ``phi[i]``, among ``n`` segments."""
+    rows = np.zeros((len(ids), n + phi.shape[1]))
+    rows[np.arange(len(ids)), ids] = 1.0
+    rows[:, n:] = phi
+    return list(rows)
+
+
 def dense_augmented_posterior(
     prior_cov_g: NDArray[np.float64],
     prior_mean_g: NDArray[np.float64],
@@ -185,13 +196,9 @@ def temperature_trips(
         else:
             y = truth[path] + extra + rng.normal(0.0, 2.0, path.size)
             model.update(path, y, temperature=t)
-            for i, e in enumerate(path):
-                row = np.zeros(n + m)
-                row[e] = 1.0
-                row[n:] = phi[i]
-                rows.append(row)
-                ys.append(float(y[i]))
-                noise.append(model.noise_var if scale is None else None)
+            rows += augmented_rows(n, path, phi)
+            ys += [float(v) for v in y]
+            noise += [model.noise_var if scale is None else None] * path.size
     return rows, ys, noise
 
 

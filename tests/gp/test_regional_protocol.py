@@ -20,6 +20,7 @@ from ev_nav.errors import ModelStateError
 from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
 from ev_nav.gp.temperature import AtTemperature
 from ev_nav.gp.testing import (
+    augmented_rows,
     check_against_dense,
     load_real,
     random_route,
@@ -131,14 +132,9 @@ def test_changed_roads_are_exact_bayes_on_the_regional_learner(net):
     path = np.array([reset[0], reset[0], forget, 5])
     y = model.prior_mean[path] + np.array([4.0, 6.0, -3.0, 1.0])
     model.update(path, y, temperature=2.0)
-    phi = temperature_features(net, model.prior_mean, path, 2.0)
-    for i, e in enumerate(path):
-        r = np.zeros(n + M)
-        r[e] = 1.0
-        r[n:] = phi[i]
-        kept_rows.append(r)
-        kept_y.append(y[i])
-        kept_noise.append(model.noise_var)
+    kept_rows += augmented_rows(n, path, temperature_features(net, model.prior_mean, path, 2.0))
+    kept_y += list(y)
+    kept_noise += [model.noise_var] * path.size
     _check(model, net, prior, kept_rows, kept_y, kept_noise)
     again = _model(net).load_state_dict(model.state_dict())
     assert np.array_equal(again.extra_var, model.extra_var)

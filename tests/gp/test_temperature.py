@@ -16,7 +16,13 @@ from ev_nav.energy import ClimateModel, climate_basis, segment_energy_wh
 from ev_nav.errors import InvalidObservation
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.independent import BIModel
-from ev_nav.gp.testing import check_against_dense, load_real, random_route, subnetwork
+from ev_nav.gp.testing import (
+    augmented_rows,
+    check_against_dense,
+    load_real,
+    random_route,
+    subnetwork,
+)
 from ev_nav.gp.testing import temperature_features as _features
 from ev_nav.gp.testing import temperature_trips as _simulate
 
@@ -74,13 +80,9 @@ def test_bi_with_temperatures_matches_the_dense_posterior(small):
         phi = _features(small, e_det, path, t)
         y = e_det[path] + phi[:, :3] @ np.array([150.0, 30.0, 0.01]) + rng.normal(0, 2.0, path.size)
         model.update(path, y, temperature=t)
-        for i, e in enumerate(path):
-            row = np.zeros(n + M)
-            row[e] = 1.0
-            row[n:] = phi[i]
-            rows.append(row)
-            ys.append(y[i])
-            noise.append(model.noise_variances([e])[0])
+        rows += augmented_rows(n, path, phi)
+        ys += list(y)
+        noise += list(model.noise_variances(path))
     prior = np.diag(np.full(n, model.prior_var))
     check_against_dense(model, small, prior, rows, ys, noise)
 

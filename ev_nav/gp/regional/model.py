@@ -533,10 +533,8 @@ class RegionalGP:
         everything observed so far had none (φ = 0), so their statistics start at 0."""
         if self.temp.active:
             return
-        n, m = self.n, self.temp.m
-        self.temp.active = True
-        self._t_phi, self._t_phiphi, self._t_phir = self.temp.empty_statistics(n)
-        self._t_psi = [np.zeros(m) for _ in self.totals]
+        self._t_phi, self._t_phiphi, self._t_phir, self._t_psi = self.temp.start(
+            self.n, len(self.totals))
         self._mom = None
         self._tmom = None
         self._post = None

@@ -153,6 +153,21 @@ def main(argv: list[str] | None = None) -> int:
     fleet_s = time.perf_counter() - t0
 
     fits_before = len(fit_s)
+    name = ("region1m" if args.segments >= 1_000_000 else
+            "town100k" if args.segments >= 100_000 else f"town{args.segments // 1000}k")
+    at = "" if temp is None else f" at {temp:g} °C"
+
+    def peak_gb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+    # printed as each phase ends (flushed): a region's run is long, and what it measured
+    # stays on the screen if a later phase is stopped
+    print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
+          f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
+          f"{model.landmarks.shape[1]} landmarks, factor {model.factor.nnz / n:.1f} entries/column",
+          flush=True)
+    print(f"one-off: prior build {build_s:.1f} s, first factorisation {first_s:.1f} s, "
+          f"fleet history {fleet_s:.1f} s (peak memory so far {peak_gb():.2f} GB)", flush=True)
     # ---- timed Thompson-sampling trips
     phases: dict[str, list[float]] = {"sample": [], "route": [], "update": [], "trip": []}
     for _ in range(args.trips):
@@ -167,10 +182,16 @@ def main(argv: list[str] | None = None) -> int:
         t4 = time.perf_counter()
         for k, v in zip(phases, (t2 - t1, t3 - t2, t4 - t3, t4 - t1), strict=True):
             phases[k].append(v)
+    for k, v in phases.items():
+        print(f"  {k:7s} {_ms(v)}")
+    print(f"{name} ts trip{at}: {1000 * statistics.median(phases['trip']):.0f} ms "
+          f"(peak memory so far {peak_gb():.2f} GB)", flush=True)
     # ---- Bayes-UCB trips: every segment's mean and variance (kept current), then the index
     t1 = time.perf_counter()
     model.posterior(temperature=temp)
     variances_s = time.perf_counter() - t1
+    print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s",
+          flush=True)
     bucb = make_index("bucb")
     ucb_phases: dict[str, list[float]] = {"posterior": [], "route": [], "update": [], "trip": []}
     for t in range(args.trips):
@@ -199,18 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         t2 = time.perf_counter()
         model.sample(rng, temperature=temp)
         refit_s, first_after_s = t2 - t1, time.perf_counter() - t2
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    name = "town100k" if args.segments >= 100_000 else f"town{args.segments // 1000}k"
-    at = "" if temp is None else f" at {temp:g} °C"
-    print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
-          f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
-          f"{model.landmarks.shape[1]} landmarks, factor {model.factor.nnz / n:.1f} entries/column")
-    print(f"one-off: prior build {build_s:.1f} s, first factorisation {first_s:.1f} s, "
-          f"fleet history {fleet_s:.1f} s")
-    for k, v in phases.items():
-        print(f"  {k:7s} {_ms(v)}")
-    print(f"{name} ts trip{at}: {1000 * statistics.median(phases['trip']):.0f} ms")
-    print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s")
+    peak = peak_gb()
     for k, v in ucb_phases.items():
         print(f"  {k:9s} {_ms(v)}")
     ts_ms = 1000 * statistics.median(phases["trip"])
@@ -232,14 +242,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} ts trip, fits amortised: {ts_ms + amort:.0f} ms")
         print(f"{name} bucb trip, fits amortised: {ucb_ms + amort:.0f} ms "
               f"({(ucb_ms + amort) / (ts_ms + amort):.1f}x)")
-    print(f"peak memory: {peak_gb:.2f} GB")
+    print(f"peak memory: {peak:.2f} GB")
     result = {
         "segments": n, "fleet_trips": len(history),
         "distinct": int((model.n_obs > 0).sum()), "landmarks": int(model.landmarks.shape[1]),
         "build_s": build_s, "first_factorisation_s": first_s, "first_variances_s": variances_s,
         "ts_ms": {k: [1000 * x for x in v] for k, v in phases.items()},
         "bucb_ms": {k: [1000 * x for x in v] for k, v in ucb_phases.items()},
-        "peak_gb": peak_gb, "fit_s": fit_s, "fits_in_window": fits_in_window,
+        "peak_gb": peak, "fit_s": fit_s, "fits_in_window": fits_in_window,
         "refit_s": refit_s, "first_factorisation_after_fit_s": first_after_s,
         "temperature_c": temp, "reset_s": reset_s,
     }

@@ -3,6 +3,8 @@ kernel, its Thompson draws against its own dense posterior, checkpoints, and bad
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -197,9 +199,46 @@ def test_route_totals_and_draws_need_no_variances(small_regional):
     assert mean == pytest.approx(hw @ fresh.posterior_mean()[u], rel=1e-12)
     fresh.posterior()  # variances asked: B is kept from here on, from the factorisation's Y
     f = fresh.factor
-    assert np.array_equal(fresh._bl, fresh.landmarks - f.solve(f.w[:, None] * fresh.landmarks))
+    g = fresh.landmarks.astype(np.float64)
+    # B is held in float32 (the solves in float64)
+    assert fresh._bl.dtype == np.float32
+    assert np.array_equal(fresh._bl, (g - f.solve(f.w[:, None] * g)).astype(np.float32))
     again = fresh.predict_sum(ids, weights=w)
-    assert again == pytest.approx((mean, var), rel=1e-9)
+    assert again == pytest.approx((mean, var), rel=1e-6)  # B's rounding: ~1e-7
+
+
+def test_landmark_solves_in_column_blocks_equal_the_one_sweep_form(small_regional):
+    """Past ``core_block_bytes`` (a region) the Schur complement and B are solved a block of
+    columns at a time, two sweeps a block, reading only the driven rows: the same posterior
+    (means, variances, a draw from the same numbers) as the one-sweep form, through
+    factorisations and per-trip updates; and the landmarks are held in float32 only."""
+    net, model = small_regional
+    state = model.state_dict()
+    one = RegionalGP(net, config=model.config).load_state_dict(state)
+    cfg = replace(model.config, core_block_bytes=8 * net.n_segments * 3)  # 3 columns a block
+    blocked = RegionalGP(net, config=cfg).load_state_dict(state)
+    assert len(blocked._column_blocks()) > 2 and len(one._column_blocks()) == 1
+    assert blocked.landmarks.dtype == np.float32
+    rng = np.random.default_rng(11)
+    for trip in range(4):
+        for m in (one, blocked):
+            m._core()
+        np.testing.assert_allclose(blocked._s, one._s, rtol=1e-10, atol=1e-10)
+        a, b = one.posterior(), blocked.posterior()
+        np.testing.assert_allclose(b.mean, a.mean, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(b.std, a.std, rtol=1e-6)  # B in float32 in both
+        np.testing.assert_allclose(blocked._bl, one._bl, rtol=1e-5, atol=1e-6 * np.abs(
+            one._bl).max())
+        d1 = one.sample(np.random.default_rng(trip))
+        d2 = blocked.sample(np.random.default_rng(trip))
+        np.testing.assert_allclose(d2, d1, rtol=1e-6, atol=1e-6 * np.abs(d1).max())
+        path = random_route(net, 10, rng)
+        y = one.prior_mean[path] + rng.normal(0.0, 5.0, path.size)
+        for m in (one, blocked):
+            m.update(path, y)
+        if trip == 1:  # a refactorisation (as after a fit or a reset) in both forms
+            for m in (one, blocked):
+                m.restart_from_statistics()
 
 
 def test_a_stale_posterior_refuses_to_draw(small_regional):

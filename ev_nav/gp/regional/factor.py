@@ -386,12 +386,13 @@ class PrecisionFactor:
         )
         l0.sort_indices()
         self.colptr = l0.indptr.astype(np.int64)
-        self.rowidx = l0.indices.astype(np.int64)
-        # 32-bit copy for the memory-bound kernels (sweeps, Takahashi, IC0): fewer bytes
-        self._ri32 = self.rowidx.astype(np.int32)
+        # 32-bit row indices only: every kernel reads them (fewer bytes for the memory-bound
+        # sweeps, Takahashi and IC0), and a 64-bit copy would be ~0.6 GB at 1M segments
+        self.rowidx = l0.indices.astype(np.int32)
         if not np.array_equal(self.rowidx[self.colptr[:-1]], np.arange(n)):
             raise ModelStateError("the Vecchia pattern is not lower triangular in its order")
         self._l0 = np.asarray(l0.data, dtype=np.float64)
+        del coo, l0
         self._prior = prior
         if q_values is not None and np.shape(q_values) != self._l0.shape:
             raise ModelStateError("the cached prior precision does not fit the Vecchia pattern")
@@ -402,9 +403,10 @@ class PrecisionFactor:
         cols = np.repeat(np.arange(n), np.diff(self.colptr))
         below = rows != cols
         order = np.argsort(rows[below], kind="stable")
-        self._rcol = cols[below][order]
+        self._rcol = cols[below][order].astype(np.int32)
         self._rptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows[below], minlength=n), out=self._rptr[1:])
+        del cols, below, order
         self.factorize(np.zeros(n))
         self._dist = np.full(n, -1, dtype=np.int64)
         self._loc = np.full(n, -1, dtype=np.int64)
@@ -414,7 +416,7 @@ class PrecisionFactor:
         (~300 MB at 100k segments: the server copies the model for every snapshot)."""
         _ = self.q_values  # computed once, then shared by every copy
         return deepcopy_sharing(self, memo, (
-            self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._ri32, self._l0,
+            self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._l0,
             self._q_values, self._rcol, self._rptr))
 
     @property
@@ -423,7 +425,7 @@ class PrecisionFactor:
         from (computed when first needed: the prior alone has its factor in closed form)."""
         if self._q_values is None:
             q = np.empty(self._l0.size)
-            _gram_on_pattern(self.colptr, self._ri32, self._l0, self._rptr, self._rcol, q)
+            _gram_on_pattern(self.colptr, self.rowidx, self._l0, self._rptr, self._rcol, q)
             self._q_values = q
         return self._q_values
 
@@ -441,7 +443,7 @@ class PrecisionFactor:
         else:
             val = self.q_values.copy()
             val[self.colptr[:-1]] += wp
-            bad = _ic0(self.colptr, self._ri32, val, self._rptr, self._rcol)
+            bad = _ic0(self.colptr, self.rowidx, val, self._rptr, self._rcol)
             if bad >= 0:
                 raise ModelStateError(
                     f"the incomplete Cholesky factor broke down at segment {int(self.seg[bad])}"
@@ -453,7 +455,7 @@ class PrecisionFactor:
         self.w = np.asarray(w, dtype=np.float64).copy()
         self.b = np.zeros(self.n) if b is None else np.asarray(b, dtype=np.float64).copy()
         self._y = self.b[self.seg]
-        _forward1(self.colptr, self._ri32, self.values, self._y)
+        _forward1(self.colptr, self.rowidx, self.values, self._y)
         self._pend = np.zeros_like(self.values)
         self._py = np.zeros(self.n)
 
@@ -484,7 +486,7 @@ class PrecisionFactor:
         """``(L Lᵀ)⁻¹ b`` from the kept ``L⁻¹ b``: one sweep (``for_draw``: with the float32
         values, as :meth:`draw_solve`)."""
         x = self._y.copy()
-        _backward1(self.colptr, self._ri32, self._v32 if for_draw else self.values, x)
+        _backward1(self.colptr, self.rowidx, self._v32 if for_draw else self.values, x)
         return x[self.pos]
 
     def local_solve(
@@ -528,8 +530,8 @@ class PrecisionFactor:
         """``(L Lᵀ)⁻¹ b`` for b of shape (n,) or (n, k)."""
         if np.ndim(b) == 1 or np.shape(b)[1] == 1:
             x1 = np.asarray(b, dtype=np.float64).reshape(-1)[self.seg]
-            _forward1(self.colptr, self._ri32, self.values, x1)
-            _backward1(self.colptr, self._ri32, self.values, x1)
+            _forward1(self.colptr, self.rowidx, self.values, x1)
+            _backward1(self.colptr, self.rowidx, self.values, x1)
             return x1[self.pos] if np.ndim(b) == 1 else x1[self.pos, None]
         x = self._in(b)
         _forward(self.colptr, self.rowidx, self.values, x)
@@ -548,9 +550,9 @@ class PrecisionFactor:
             x = self._y + eps
         else:
             x = np.asarray(b, dtype=np.float64)[self.seg]
-            _forward1(self.colptr, self._ri32, self._v32, x)
+            _forward1(self.colptr, self.rowidx, self._v32, x)
             x += eps
-        _backward1(self.colptr, self._ri32, self._v32, x)
+        _backward1(self.colptr, self.rowidx, self._v32, x)
         return x[self.pos]
 
     def sweep(self, x: NDArray[np.float64], transpose: bool = False) -> None:
@@ -566,5 +568,5 @@ class PrecisionFactor:
         pattern (~2.5 s at 100k segments; the learner keeps them between trips itself, see
         ``RegionalGP._factor_variances``)."""
         # 32-bit row indices: fewer bytes for the memory-bound scans (~13 % at 100k)
-        sig = _takahashi(self.colptr, self._ri32, self.values)
+        sig = _takahashi(self.colptr, self.rowidx, self.values)
         return sig[self.colptr[:-1]][self.pos]

@@ -100,7 +100,7 @@ _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap"
 #: Settings of the kept variances' bookkeeping alone: they shape neither the prior (not in its
 #: cache key) nor what a checkpoint holds, so a checkpoint's value (or its absence, in states
 #: written before the setting existed) is not checked and the learner's own is used.
-_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min")
+_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min", "core_block_bytes")
 #: Settings a checkpoint keeps as written (with the fit settings): a state written when the
 #: factor's tolerance was 1e-8 keeps it, and its cached prior's key with it.
 _KEPT_FIELDS = _FIT_FIELDS + ("factor_tol",)
@@ -158,6 +158,12 @@ class RegionalConfig:
         part by more than this fraction of its value after the trip: the kept variances are
         never below the exact ones, and each trip since the last recomputation leaves them
         above by at most this fraction (0 keeps every direction).
+    core_block_bytes : int
+        Largest float64 N × c block of the landmarks' solves [bytes] (a factorisation's Schur
+        complement, Bayes-UCB's B). While all J columns fit (up to ~1,300 landmarks at 100k
+        segments) the Schur complement takes one sweep of the factor; beyond, each block of
+        columns takes two and reads only the driven rows (a 1M region: 129 columns a block,
+        no 4 GB float64 copy of G).
     learn_hyperparameters, first_fit, fit_growth, fit_max_gap, fit_max_rows, fit_iterations, \
 prior_log_sd
         The hyperparameter fits and their schedule, as the exact learner's
@@ -180,6 +186,7 @@ prior_log_sd
     factor_tol: float = 1e-7
     variance_refresh: int = 200
     woodbury_tol: float = 1e-6
+    core_block_bytes: int = 1 << 30
     learn_hyperparameters: bool = IncrementalConfig.learn_hyperparameters
     first_fit: int = IncrementalConfig.first_fit
     fit_growth: float = IncrementalConfig.fit_growth
@@ -203,6 +210,8 @@ prior_log_sd
             raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
         if not 0.0 <= self.woodbury_tol < 1.0:
             raise ConfigError(f"woodbury_tol must be in [0, 1), got {self.woodbury_tol}")
+        if self.core_block_bytes < 1:
+            raise ConfigError(f"core_block_bytes must be ≥ 1, got {self.core_block_bytes}")
 
 
 #: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser.
@@ -214,10 +223,9 @@ class _PriorParts:
     """What the prior at one set of hyperparameters consists of (see :class:`RegionalGP`)."""
 
     prior: VecchiaPrior
-    landmarks: NDArray[np.float64]
+    landmarks: NDArray[np.float32]
     landmark_ids: NDArray[np.int64]
     factor: PrecisionFactor
-    g32: NDArray[np.float32]
 
 
 def pivoted_cholesky(
@@ -241,13 +249,18 @@ def pivoted_cholesky(
 
     Returns
     -------
-    G : ndarray (n, J)
+    G : ndarray of float32 (n, J)
+        Held in float32 (half the memory: N × J is 2 GB at 1M segments and J = 500); the
+        column arithmetic runs in float64. ``G Gᵀ`` in these values *is* the learner's
+        feature-only term (every later product reads the same numbers), so the rounding
+        (~1e-7 of the term) changes which low-rank term the prior has, not how exactly the
+        learner conditions it.
     pivots : ndarray of int64 (J,)
     """
     n = diag.size
     resid = np.asarray(diag, dtype=np.float64).copy()
     stop = tol * float(resid.max()) if n else 0.0
-    g = np.zeros((n, min(max_rank, n)))
+    g = np.zeros((n, min(max_rank, n)), dtype=np.float32)
     pivots = []
     for j in range(g.shape[1]):
         p = int(np.argmax(resid))
@@ -255,11 +268,41 @@ def pivoted_cholesky(
             break
         col = column(p) - g[:, :j] @ g[p, :j]
         g[:, j] = col / math.sqrt(resid[p])
-        resid -= g[:, j] ** 2
+        gj = g[:, j].astype(np.float64)
+        resid -= gj * gj
         resid[p] = 0.0
         pivots.append(p)
-    # (no copy when every column is used: N × J is ~0.4 GB at 100k segments)
+    # (no copy when every column is used: N × J is ~0.2 GB at 100k segments)
     return np.ascontiguousarray(g[:, : len(pivots)]), np.asarray(pivots, dtype=np.int64)
+
+
+#: Rows of G per block where a product with it runs in float64 (a float64 copy of all of G
+#: would be 4 GB at 1M segments).
+_ROW_BLOCK = 8192
+
+
+def landmark_products(
+    g: NDArray[np.float32], v: NDArray[np.float64] | None = None,
+    c: NDArray[np.float64] | None = None,
+) -> NDArray[np.float64]:
+    """``Gᵀv`` (J × k; ``v`` given) or ``Gc`` (N × k; ``c`` given) in float64 from the float32
+    landmarks, by row blocks (no N × J float64 copy); ``rowsum(G²)`` with neither."""
+    n = g.shape[0]
+    if v is not None:
+        out = np.zeros((g.shape[1],) + np.shape(v)[1:])
+        for r0 in range(0, n, _ROW_BLOCK):
+            out += g[r0 : r0 + _ROW_BLOCK].astype(np.float64).T @ v[r0 : r0 + _ROW_BLOCK]
+        return out
+    if c is not None:
+        out = np.empty((n,) + np.shape(c)[1:])
+        for r0 in range(0, n, _ROW_BLOCK):
+            out[r0 : r0 + _ROW_BLOCK] = g[r0 : r0 + _ROW_BLOCK].astype(np.float64) @ c
+        return out
+    out = np.empty(n)
+    for r0 in range(0, n, _ROW_BLOCK):
+        b = g[r0 : r0 + _ROW_BLOCK].astype(np.float64)
+        out[r0 : r0 + _ROW_BLOCK] = np.einsum("ij,ij->i", b, b)
+    return out
 
 
 def _matern52_rows(x: NDArray[np.float64], p: int, ls: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -377,8 +420,7 @@ class RegionalGP:
         else:
             prior, landmarks, landmark_ids, q_values = cached
             factor = PrecisionFactor(prior, tol=cfg.factor_tol, q_values=q_values)
-        self._parts = _PriorParts(prior, landmarks, landmark_ids, factor,
-                                  landmarks.astype(np.float32))
+        self._parts = _PriorParts(prior, landmarks, landmark_ids, factor)
         return self._parts
 
     @property
@@ -387,8 +429,9 @@ class RegionalGP:
         return self._prior_parts().prior
 
     @property
-    def landmarks(self) -> NDArray[np.float64]:
-        """``G`` (N × J): the feature-only term ``≈ G Gᵀ``."""
+    def landmarks(self) -> NDArray[np.float32]:
+        """``G`` (N × J, float32): the feature-only term ``≈ G Gᵀ`` (exactly ``G Gᵀ`` in these
+        values is the learner's prior; see :func:`pivoted_cholesky`)."""
         return self._prior_parts().landmarks
 
     @property
@@ -401,16 +444,11 @@ class RegionalGP:
         """The factor of ``Q + W`` (changed in place by updates)."""
         return self._prior_parts().factor
 
-    @property
-    def _g32(self) -> NDArray[np.float32]:
-        return self._prior_parts().g32
-
     def __deepcopy__(self, memo: dict[int, Any]) -> RegionalGP:
         """An independent copy that shares what never changes after construction (network,
         prior, landmarks: ~0.5 GB at 100k segments), as the server's snapshots need."""
         parts = self._parts
-        shared = () if parts is None else (parts.prior, parts.landmarks, parts.g32,
-                                           parts.landmark_ids)
+        shared = () if parts is None else (parts.prior, parts.landmarks, parts.landmark_ids)
         return deepcopy_sharing(self, memo, (
             self.net, self.prior_mean, self.scale, self.noise_scale, self._adjacency, self.cache,
             *shared, self._kept_entries))
@@ -461,7 +499,7 @@ class RegionalGP:
         )
         # what the landmarks leave of the feature-only term's variance goes into the Vecchia
         # prior's diagonal, so every segment's prior variance is exact
-        remainder = np.maximum(s2 * amp * amp - (landmarks**2).sum(1), 0.0)
+        remainder = np.maximum(s2 * amp * amp - landmark_products(landmarks), 0.0)
         prior = build_vecchia(
             kg, kg_diag, rank, x, np.asarray(self.hyper["lengthscale_product"]),
             float(self.hyper["outputscale_product"]), amp, cfg.vecchia.neighbours, remainder,
@@ -499,11 +537,11 @@ class RegionalGP:
         #: the same rows in float32, for a draw's two products with them (half the bytes)
         self._go32 = np.zeros((0, 0), dtype=np.float32)
         self._n_oi = 0
-        #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for
-        self._bl: NDArray[np.float64] | None = None
-        #: B in float32, for the per-trip Woodbury product of the kept variances (half the
-        #: flops' time and memory traffic of float64; see _landmark_variances)
-        self._bl32: NDArray[np.float32] | None = None
+        #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for, in float32 (2 GB
+        #: at 1M segments and J = 500): products with it run in float64 by row blocks
+        #: (landmark_products), the per-trip Woodbury product of the kept variances in
+        #: float32 (see _landmark_variances)
+        self._bl: NDArray[np.float32] | None = None
         #: L⁻¹WG from the last factorisation, until the next update (see _core)
         self._x_core: NDArray[np.float64] | None = None
         #: the factor's part of the variances, diag((Q+W)⁻¹), kept once asked for (see
@@ -879,21 +917,51 @@ class RegionalGP:
             self._s = np.eye(g.shape[1])
             self._ls = np.eye(g.shape[1])
         elif g.shape[1]:
-            # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two, on WG
-            # made in the factor's numbering (no N × J copies between numberings)
             f = self.factor
-            x = g[f.seg]
-            x *= w[f.seg, None]
-            f.sweep(x)
             oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]  # W vanishes elsewhere
-            s = np.eye(g.shape[1]) + go.T @ (w[oi, None] * go) - x.T @ x
-            # X is one sweep from Y = (Q+W)⁻¹WG, B's other half: kept until the next update,
-            # so variances asked for right away (a driver's command) need no J solves again
-            self._x_core = x
+            s = np.eye(g.shape[1]) + go.T @ (w[oi, None] * go)
+            blocks = self._column_blocks()
+            if len(blocks) == 1:
+                # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two, on
+                # WG made in the factor's numbering (no N × J copies between numberings).
+                # X is one sweep from Y = (Q+W)⁻¹WG, B's other half: kept until the next
+                # update, so variances asked for right away (a driver's command) need no J
+                # solves again
+                x = self._wg_block(slice(None))
+                f.sweep(x)
+                s -= x.T @ x
+                self._x_core = x
+            else:
+                # N × J in float64 over the memory budget (a region): X's blocks cannot all
+                # be held for XᵀX, so each block of columns is solved whole, Y_c =
+                # (Q+W)⁻¹WG_c (two sweeps), and GᵀW(Q+W)⁻¹WG_c = (WG)ᵀY_c reads only the
+                # driven rows
+                pos = f.pos[oi]
+                wgo = w[oi, None] * go
+                for c in blocks:
+                    y = self._wg_block(c)
+                    f.sweep(y)
+                    f.sweep(y, transpose=True)
+                    s[:, c] -= wgo.T @ y[pos]
             self._s = 0.5 * (s + s.T)
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,),
                                           error=ModelStateError)[0]
         self._core_ok = True
+
+    def _column_blocks(self) -> list[slice]:
+        """The landmarks' columns in blocks whose N-row float64 copy fits
+        ``core_block_bytes`` (one block up to ~1,300 landmarks at 100k segments; 129 columns
+        at 1M)."""
+        j = self.landmarks.shape[1]
+        width = max(1, min(j, self.config.core_block_bytes // (8 * max(self.n, 1))))
+        return [slice(c, min(c + width, j)) for c in range(0, j, width)]
+
+    def _wg_block(self, cols: slice) -> NDArray[np.float64]:
+        """``W G[:, cols]`` in float64 in the factor's numbering (C-contiguous, to sweep)."""
+        f = self.factor
+        x = self.landmarks[f.seg, cols].astype(np.float64)
+        x *= f.w[f.seg, None]
+        return x
 
     def _observed(self, new: NDArray[np.int64]) -> None:
         """Append newly driven segments to the kept rows of G (capacity doubles)."""
@@ -908,8 +976,8 @@ class RegionalGP:
             oi[:k], go[:k], go32[:k] = self._oi[:k], self._go[:k], self._go32[:k]
             self._oi, self._go, self._go32 = oi, go, go32
         self._oi[k : k + new.size] = new
-        self._go[k : k + new.size] = self.landmarks[new]
-        self._go32[k : k + new.size] = self._go[k : k + new.size]
+        self._go32[k : k + new.size] = self.landmarks[new]
+        self._go[k : k + new.size] = self._go32[k : k + new.size]
         self._n_oi = k + new.size
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
@@ -930,7 +998,7 @@ class RegionalGP:
             y_uu = yh[np.searchsorted(self.factor.pos[seg], self.factor.pos[u])]
             obs = self.factor.w[seg] > 0
             so = seg[obs]
-            h = g[u] - yh[obs].T @ (self.factor.w[so, None] * g[so])
+            h = g[u].astype(np.float64) - yh[obs].T @ (self.factor.w[so, None] * g[so])
             gm = np.diag(1.0 / dw) + y_uu
             lg = cholesky_jitter_np(gm, ladder=(0.0,), symmetrize=True, error=ModelStateError)[0]
             z = sla.solve_triangular(lg, h, lower=True)
@@ -974,10 +1042,10 @@ class RegionalGP:
                 self._ty_age += 1
             if self._bl is not None:
                 assert post is not None
-                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u)
-                self._bl[seg] -= post @ (dw[:, None] * self._bl[u])  # Y_u = G_u − B_u
-                if self._bl32 is not None:
-                    self._bl32[seg] = self._bl[seg]
+                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u): the halo's rows of B
+                # rewritten (in float64, then held in float32 again)
+                bl = self._bl
+                bl[seg] = bl[seg] - post @ (dw[:, None] * bl[u])  # Y_u = G_u − B_u
                 self._var2_dirty[seg] = True
                 self._var2_age += 1
         else:
@@ -1020,7 +1088,7 @@ class RegionalGP:
         x1 = f.solve(r) if eps is None else f.draw_solve(eps[0], r)
         # the one product over every segment's row: in float32 (half the memory traffic;
         # ~1e-7 relative, far below the draw's own spread)
-        return x1 + self._g32 @ x2.astype(np.float32)
+        return x1 + g @ x2.astype(np.float32)
 
     def _moments(self) -> dict[str, Any]:
         """Posterior mean deviation and variances, with the trip totals' Woodbury terms."""
@@ -1173,28 +1241,27 @@ class RegionalGP:
             mom["slope"] = slope
         return mom["slope"]
 
-    def _landmark_b(self) -> NDArray[np.float64]:
-        """``B = G − (Q+W)⁻¹WG`` (N × J): J solves once, then kept by each trip's halo
-        update."""
+    def _landmark_b(self) -> NDArray[np.float32]:
+        """``B = G − (Q+W)⁻¹WG`` (N × J, float32): J solves once, then kept by each trip's
+        halo update."""
         if self._bl is None:
             self._core()
             f, g = self.factor, self.landmarks
+            x, self._x_core = self._x_core, None
+            if x is None and not self._n_oi:  # no readings: Y = 0
+                self._bl = g.copy()
+                return self._bl
+            b = np.empty(g.shape, dtype=np.float32)
             # Y = (Q+W)⁻¹WG in the factor's numbering, swept in place (from X when the last
             # factorisation left it), then B = G − Y in the segments' numbering
-            y, self._x_core = self._x_core, None
-            if y is None and not self._n_oi:  # no readings: Y = 0
-                b = g.copy()
-            else:
-                if y is None:
-                    y = g[f.seg]
-                    y *= f.w[f.seg, None]
+            for c in [slice(None)] if x is not None else self._column_blocks():
+                y = x if x is not None else self._wg_block(c)
+                if x is None:
                     f.sweep(y)
                 f.sweep(y, transpose=True)
-                b = y[f.pos]
+                b[:, c] = g[:, c] - y[f.pos]
                 del y
-                np.subtract(g, b, out=b)
             self._bl = b
-            self._bl32 = b.astype(np.float32)
         return self._bl
 
     def _factor_variances(self) -> NDArray[np.float64]:
@@ -1226,18 +1293,18 @@ class RegionalGP:
         if self._var2 is None or self._var2_age >= self.config.variance_refresh:
             var2 = np.empty(self.n)
             for r0 in range(0, self.n, 8192):  # in row blocks: no J × N temporaries
-                c = sla.solve_triangular(self._ls, b[r0 : r0 + 8192].T, lower=True)
+                c = sla.solve_triangular(self._ls, b[r0 : r0 + 8192].T.astype(np.float64),
+                                         lower=True)
                 var2[r0 : r0 + 8192] = np.einsum("ij,ij->j", c, c)
             self._var2 = var2
             self._var2_age = 0
         else:
             if self._var2_pending:
-                assert self._bl32 is not None
-                bw = self._bl32 @ np.hstack(self._var2_pending).astype(np.float32)
+                bw = b @ np.hstack(self._var2_pending).astype(np.float32)
                 self._var2 -= np.einsum("ij,ij->i", bw, bw, dtype=np.float64)
             if self._var2_dirty.any():
                 rows = np.flatnonzero(self._var2_dirty)
-                c = sla.solve_triangular(self._ls, b[rows].T, lower=True)
+                c = sla.solve_triangular(self._ls, b[rows].T.astype(np.float64), lower=True)
                 self._var2[rows] = (c * c).sum(0)
         self._var2_pending = []
         self._var2_dirty[:] = False
@@ -1268,10 +1335,11 @@ class RegionalGP:
         if not g.shape[1]:
             return x
         if self._bl is not None:
-            return x + self._bl @ sla.cho_solve((self._ls, True), self._bl.T @ v)
+            btv = landmark_products(self._bl, v=v)
+            return x + landmark_products(self._bl, c=sla.cho_solve((self._ls, True), btv))
         obs = self._oi[: self._n_oi]
-        btv = g.T @ v - self._go[: self._n_oi].T @ (f.w[obs, None] * x[obs])
-        gc = g @ sla.cho_solve((self._ls, True), btv)
+        btv = landmark_products(g, v=v) - self._go[: self._n_oi].T @ (f.w[obs, None] * x[obs])
+        gc = landmark_products(g, c=sla.cho_solve((self._ls, True), btv))
         return x + gc - f.solve(f.w[:, None] * gc)
 
     def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
@@ -1578,12 +1646,12 @@ def _plain_hyper(stored: object, like: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Layout version of the prior's cache files (part of their key: a change rebuilds them).
-PRIOR_CACHE_VERSION = 2
+PRIOR_CACHE_VERSION = 3  # 3: the landmarks built and held in float32
 
 
 def _read_prior(
     cache: StateCache | None, key: str, n: int
-) -> tuple[VecchiaPrior, NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]] | None:
+) -> tuple[VecchiaPrior, NDArray[np.float32], NDArray[np.int64], NDArray[np.float64]] | None:
     """The prior of ``key`` from a state's cache (three verified files: sizes, integers,
     floats) with the prior precision on the factor's pattern, or None when missing or
     refused."""
@@ -1605,7 +1673,7 @@ def _read_prior(
         return None  # verified bytes of another layout: rebuild rather than trust them
     a = sp.csr_matrix((floats[:nnz].copy(), indices.copy(), indptr.copy()), shape=(n, n))
     prior = VecchiaPrior(a, floats[nnz : nnz + n].copy(), rank.copy())
-    g = floats[nnz + n : nnz + n + n * j].reshape(n, j).copy()
+    g = floats[nnz + n : nnz + n + n * j].reshape(n, j).astype(np.float32)
     return prior, g, ids.copy(), floats[nnz + n + n * j :].copy()
 
 
@@ -1613,7 +1681,7 @@ def _write_prior(
     cache: StateCache,
     key: str,
     prior: VecchiaPrior,
-    landmarks: NDArray[np.float64],
+    landmarks: NDArray[np.float32],
     landmark_ids: NDArray[np.int64],
     q_values: NDArray[np.float64],
 ) -> None:

@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             phases[k].append(v)
     for k, v in phases.items():
         print(f"  {k:7s} {_ms(v)}")
-    print(f"{name} ts trip{at}: {1000 * statistics.median(phases['trip']):.0f} ms "
-          f"(peak memory so far {peak_gb():.2f} GB)", flush=True)
+    print(f"{name} ts trip{at}: {1000 * statistics.median(phases['trip']):.0f} ms")
+    print(f"peak memory so far: {peak_gb():.2f} GB", flush=True)
     # ---- Bayes-UCB trips: every segment's mean and variance (kept current), then the index
     t1 = time.perf_counter()
     model.posterior(temperature=temp)

@@ -109,6 +109,13 @@ def replay(model: SegmentModel, log: list[tuple[NDArray[np.int64], NDArray[np.fl
             model.update(path, y)
 
 
+def regional_prior_covariance(model: RegionalGP) -> NDArray[np.float64]:
+    """The regional learner's own prior covariance, dense (small networks): the Vecchia
+    prior's covariance plus ``G Gᵀ`` of its float32 landmarks, in float64."""
+    g = model.landmarks.astype(np.float64)
+    return model.prior.covariance() + g @ g.T
+
+
 def temperature_features(
     net: RoadNetwork, e_det: NDArray[np.float64], ids: NDArray[np.int64], t: float
 ) -> NDArray[np.float64]:

@@ -16,7 +16,14 @@ from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.numerics import matern52
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
-from ev_nav.gp.testing import fleet_log, load_real, random_route, replay, subnetwork
+from ev_nav.gp.testing import (
+    fleet_log,
+    load_real,
+    random_route,
+    regional_prior_covariance,
+    replay,
+    subnetwork,
+)
 
 
 def _fleet(net, models, trips: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -96,7 +103,7 @@ def test_prior_is_the_production_kernel_within_the_vecchia_error(small_regional)
     exact = IncrementalGP(net, config=IncrementalConfig(learn_hyperparameters=False), seed=0)
     k = np.array(exact._prior_covariance())
     k = np.tril(k) + np.tril(k, -1).T
-    approx = model.prior.covariance() + model.landmarks @ model.landmarks.T
+    approx = regional_prior_covariance(model)
     assert np.abs(approx - k).max() <= 1e-3 * np.diag(k).max()
     # and independently of the exact learner: s₁ K_G ∘ k_f + s₂ k'_f from the kernel parts
     with torch.no_grad():

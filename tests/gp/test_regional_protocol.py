@@ -24,6 +24,7 @@ from ev_nav.gp.testing import (
     check_against_dense,
     load_real,
     random_route,
+    regional_prior_covariance,
     subnetwork,
     temperature_features,
     temperature_trips,
@@ -46,7 +47,7 @@ def _model(net) -> RegionalGP:
 
 
 def _prior(model: RegionalGP) -> np.ndarray:
-    return model.prior.covariance() + model.landmarks @ model.landmarks.T
+    return regional_prior_covariance(model)
 
 
 def _check(model, net, prior, rows, ys, noise):

@@ -377,23 +377,17 @@ class PrecisionFactor:
         self.pos = (n - 1 - prior.rank).astype(np.int64)
         self.seg = np.empty(n, dtype=np.int64)
         self.seg[self.pos] = np.arange(n)
-        coo = prior.a_matrix.tocoo()
-        # L = Aᵀ D^{-1/2}: A[i, j] sits at row pos[j], column pos[i]. It is Q's exact factor, so
-        # the prior's factor needs no factorisation (and the pattern holds no fill)
-        l0 = sp.csc_matrix(
-            (coo.data / np.sqrt(prior.d[coo.row]), (self.pos[coo.col], self.pos[coo.row])),
-            shape=(n, n),
-        )
-        l0.sort_indices()
+        self._prior = prior
+        l0 = self._prior_factor()
         self.colptr = l0.indptr.astype(np.int64)
         # 32-bit row indices only: every kernel reads them (fewer bytes for the memory-bound
         # sweeps, Takahashi and IC0), and a 64-bit copy would be ~0.6 GB at 1M segments
         self.rowidx = l0.indices.astype(np.int32)
         if not np.array_equal(self.rowidx[self.colptr[:-1]], np.arange(n)):
             raise ModelStateError("the Vecchia pattern is not lower triangular in its order")
-        self._l0 = np.asarray(l0.data, dtype=np.float64)
-        del coo, l0
-        self._prior = prior
+        #: the prior's factor's values, until Q's values are known (see :meth:`_l0_values`)
+        self._l0: NDArray[np.float64] | None = np.asarray(l0.data, dtype=np.float64)
+        del l0
         if q_values is not None and np.shape(q_values) != self._l0.shape:
             raise ModelStateError("the cached prior precision does not fit the Vecchia pattern")
         self._q_values = q_values
@@ -408,6 +402,8 @@ class PrecisionFactor:
         np.cumsum(np.bincount(rows[below], minlength=n), out=self._rptr[1:])
         del cols, below, order
         self.factorize(np.zeros(n))
+        if q_values is not None:
+            self._l0 = None
         self._dist = np.full(n, -1, dtype=np.int64)
         self._loc = np.full(n, -1, dtype=np.int64)
 
@@ -416,17 +412,40 @@ class PrecisionFactor:
         (~300 MB at 100k segments: the server copies the model for every snapshot)."""
         _ = self.q_values  # computed once, then shared by every copy
         return deepcopy_sharing(self, memo, (
-            self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._l0,
-            self._q_values, self._rcol, self._rptr))
+            self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._q_values,
+            self._rcol, self._rptr))
+
+    def _prior_factor(self) -> sp.csc_matrix:
+        """The prior's exact factor ``L₀ = Aᵀ D^{-1/2}`` in the factor's order: ``A[i, j]``
+        sits at row ``pos[j]``, column ``pos[i]``. It is Q's exact factor, so the prior's
+        factor needs no factorisation (and the pattern holds no fill)."""
+        n, prior = self.n, self._prior
+        coo = prior.a_matrix.tocoo()
+        l0 = sp.csc_matrix(
+            (coo.data / np.sqrt(prior.d[coo.row]), (self.pos[coo.col], self.pos[coo.row])),
+            shape=(n, n),
+        )
+        l0.sort_indices()
+        return l0
+
+    def _l0_values(self) -> NDArray[np.float64]:
+        """The prior's factor's values: kept until Q's values are computed from them, then let
+        go (~0.6 GB at 1M segments) and made again from the prior where a factorisation
+        without readings needs them (the very same numbers)."""
+        if self._l0 is not None:
+            return self._l0
+        return np.asarray(self._prior_factor().data, dtype=np.float64)
 
     @property
     def q_values(self) -> NDArray[np.float64]:
         """Q's values on the pattern (positions): what a factorisation with readings starts
         from (computed when first needed: the prior alone has its factor in closed form)."""
         if self._q_values is None:
-            q = np.empty(self._l0.size)
-            _gram_on_pattern(self.colptr, self.rowidx, self._l0, self._rptr, self._rcol, q)
+            l0 = self._l0_values()
+            q = np.empty(l0.size)
+            _gram_on_pattern(self.colptr, self.rowidx, l0, self._rptr, self._rcol, q)
             self._q_values = q
+            self._l0 = None
         return self._q_values
 
     @property
@@ -439,7 +458,7 @@ class PrecisionFactor:
         keep ``L⁻¹ b`` (``b`` [Wh/Wh²]; default zeros) for :meth:`mean_solve`."""
         wp = np.asarray(w, dtype=np.float64)[self.seg]
         if not wp.any():
-            val = self._l0.copy()  # the prior's exact factor
+            val = self._l0_values().copy()  # the prior's exact factor
         else:
             val = self.q_values.copy()
             val[self.colptr[:-1]] += wp

@@ -79,6 +79,7 @@ from ev_nav.gp.regional.vecchia import (
     VecchiaSettings,
     build_vecchia,
     network_entries,
+    release_freed_memory,
 )
 from ev_nav.gp.temperature import TemperatureTerm
 from ev_nav.roads.network import RoadNetwork
@@ -421,6 +422,7 @@ class RegionalGP:
             prior, landmarks, landmark_ids, q_values = cached
             factor = PrecisionFactor(prior, tol=cfg.factor_tol, q_values=q_values)
         self._parts = _PriorParts(prior, landmarks, landmark_ids, factor)
+        release_freed_memory()  # the build's transients (a region: GBs of heap pages)
         return self._parts
 
     @property

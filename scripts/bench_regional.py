@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     t1 = time.perf_counter()
     model.posterior(temperature=temp)
     variances_s = time.perf_counter() - t1
-    print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s",
-          flush=True)
+    print(f"one-off: first variances of every segment (posterior()): {variances_s:.1f} s "
+          f"(peak memory so far {peak_gb():.2f} GB)", flush=True)
     bucb = make_index("bucb")
     ucb_phases: dict[str, list[float]] = {"posterior": [], "route": [], "update": [], "trip": []}
     for t in range(args.trips):
@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     model.reset_segments([road], [0], [0.0], [0.0])
     model.sample(rng, temperature=temp)
     reset_s = time.perf_counter() - t1
+    print(f"peak memory before the fit: {peak_gb():.2f} GB", flush=True)
     refit_s = first_after_s = 0.0
     if not args.no_fits:  # one more fit, timed, and the draw after it
         t1 = time.perf_counter()

@@ -161,9 +161,9 @@ class RegionalConfig:
         above by at most this fraction (0 keeps every direction).
     core_block_bytes : int
         Largest float64 N × c block of the landmarks' solves [bytes] (a factorisation's Schur
-        complement, Bayes-UCB's B). While all J columns fit (up to ~1,300 landmarks at 100k
+        complement, Bayes-UCB's B). While all J columns fit (up to ~650 landmarks at 100k
         segments) the Schur complement takes one sweep of the factor; beyond, each block of
-        columns takes two and reads only the driven rows (a 1M region: 129 columns a block,
+        columns takes two and reads only the driven rows (a 1M region: 64 columns a block,
         no 4 GB float64 copy of G).
     learn_hyperparameters, first_fit, fit_growth, fit_max_gap, fit_max_rows, fit_iterations, \
 prior_log_sd
@@ -187,7 +187,7 @@ prior_log_sd
     factor_tol: float = 1e-7
     variance_refresh: int = 200
     woodbury_tol: float = 1e-6
-    core_block_bytes: int = 1 << 30
+    core_block_bytes: int = 1 << 29
     learn_hyperparameters: bool = IncrementalConfig.learn_hyperparameters
     first_fit: int = IncrementalConfig.first_fit
     fit_growth: float = IncrementalConfig.fit_growth
@@ -952,17 +952,22 @@ class RegionalGP:
 
     def _column_blocks(self) -> list[slice]:
         """The landmarks' columns in blocks whose N-row float64 copy fits
-        ``core_block_bytes`` (one block up to ~1,300 landmarks at 100k segments; 129 columns
+        ``core_block_bytes`` (one block up to ~650 landmarks at 100k segments; 64 columns
         at 1M)."""
         j = self.landmarks.shape[1]
         width = max(1, min(j, self.config.core_block_bytes // (8 * max(self.n, 1))))
         return [slice(c, min(c + width, j)) for c in range(0, j, width)]
 
     def _wg_block(self, cols: slice) -> NDArray[np.float64]:
-        """``W G[:, cols]`` in float64 in the factor's numbering (C-contiguous, to sweep)."""
-        f = self.factor
-        x = self.landmarks[f.seg, cols].astype(np.float64)
-        x *= f.w[f.seg, None]
+        """``W G[:, cols]`` in float64 in the factor's numbering (C-contiguous, to sweep),
+        made by row blocks (no N-row float32 copy beside it)."""
+        f, g = self.factor, self.landmarks
+        x = np.empty((self.n, len(range(*cols.indices(g.shape[1])))))
+        for r0 in range(0, self.n, _ROW_BLOCK):
+            rows = f.seg[r0 : r0 + _ROW_BLOCK]
+            blk = x[r0 : r0 + _ROW_BLOCK]
+            blk[...] = g[rows, cols]
+            blk *= f.w[rows, None]
         return x
 
     def _observed(self, new: NDArray[np.int64]) -> None:
@@ -1261,7 +1266,9 @@ class RegionalGP:
                 if x is None:
                     f.sweep(y)
                 f.sweep(y, transpose=True)
-                b[:, c] = g[:, c] - y[f.pos]
+                for r0 in range(0, self.n, _ROW_BLOCK):  # (no N-row temporaries)
+                    r1 = r0 + _ROW_BLOCK
+                    b[r0:r1, c] = g[r0:r1, c] - y[f.pos[r0:r1]]
                 del y
             self._bl = b
         return self._bl

@@ -148,6 +148,49 @@ def test_the_vecchia_build_reads_only_each_rows_earlier_entries(small_regional):
     assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
 
 
+def incidence_laplacian_of(net):
+    from ev_nav.gp.kernels import incidence_laplacian
+
+    return incidence_laplacian(net)
+
+
+def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional):
+    """The entries a fitting learner reads at every fit are written once to a private folder
+    and mapped read-only for each use: the same numbers, the same prior from them, and the
+    folder gone once the learner (and every copy sharing them) is let go."""
+    import copy
+    import gc
+
+    from ev_nav.gp.regional.vecchia import SpilledEntries, build_vecchia, network_entries
+
+    net, model = small_regional
+    fitting = RegionalGP(net, config=replace(model.config, learn_hyperparameters=True))
+    fitting._entries()
+    kappa, spilled = fitting._kept_entries
+    assert isinstance(spilled, SpilledEntries) and kappa == fitting.hyper["graph_kappa"]
+    folder = spilled.folder
+    rank, kg, diag, z = fitting._entries()
+    # mapped, not copied (a copy would be writeable)
+    assert not kg.data.flags.writeable and not kg.indices.flags.writeable
+    ref = network_entries(net, incidence_laplacian_of(net), 2.0 * 2 / kappa**2, 2,
+                          fitting.config.vecchia, seed=fitting.seed)
+    assert np.array_equal(rank, ref[0]) and np.array_equal(diag, ref[2]) and z == ref[3]
+    assert (kg != ref[1]).nnz == 0 and kg.data.dtype == np.float32
+    x = np.asarray(net.features, dtype=np.float64)
+    ones = np.ones(net.n_segments)
+    a = build_vecchia(kg, diag, rank, x, np.ones(x.shape[1]), 2.0, ones, 30)
+    b = build_vecchia(ref[1], ref[2], ref[0], x, np.ones(x.shape[1]), 2.0, ones, 30)
+    assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
+    twin = copy.deepcopy(fitting)
+    assert twin._kept_entries[1] is spilled  # copies share the folder
+    del kg, rank, diag, a, spilled, fitting
+    gc.collect()
+    assert folder.is_dir()  # the copy still holds it
+    del twin
+    gc.collect()
+    assert not folder.exists()
+
+
 def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional):
     """Without readings the factor is Aᵀ D^{-1/2} as built, no factorisation: it equals the
     factorisation of Q on the same pattern, and L Lᵀ reproduces Q there."""

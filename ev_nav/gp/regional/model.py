@@ -75,6 +75,8 @@ from ev_nav.gp.posterior import (
 )
 from ev_nav.gp.regional.factor import PrecisionFactor, deepcopy_sharing
 from ev_nav.gp.regional.vecchia import (
+    Entries,
+    SpilledEntries,
     VecchiaPrior,
     VecchiaSettings,
     build_vecchia,
@@ -213,10 +215,6 @@ prior_log_sd
             raise ConfigError(f"woodbury_tol must be in [0, 1), got {self.woodbury_tol}")
         if self.core_block_bytes < 1:
             raise ConfigError(f"core_block_bytes must be ≥ 1, got {self.core_block_bytes}")
-
-
-#: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser.
-_Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
 
 
 @dataclass
@@ -389,8 +387,9 @@ class RegionalGP:
         self._parts: _PriorParts | None = None
         #: the graph-kernel entries (:meth:`_entries`) and the κ they are for, kept between
         #: fits when hyperparameters are learned: κ is not fitted, so each fit and each
-        #: rebuild of the prior reads the same entries (~25 s to compute, ~0.33 GB at 100k)
-        self._kept_entries: tuple[float, _Entries] | None = None
+        #: rebuild of the prior reads the same entries (~25 s to compute at 100k; on disk
+        #: between uses, ~0.2 GB at 100k and 2.1 GB at 1M)
+        self._kept_entries: tuple[float, SpilledEntries] | None = None
         und = ((net.line_graph + net.line_graph.T) > 0).tocsr()
         self._adjacency = (und.indptr.astype(np.int64), und.indices.astype(np.int64))
         #: the exact learner's schedule: the first fit at ``first_fit`` updates, then each
@@ -468,19 +467,20 @@ class RegionalGP:
         h.update(np.ascontiguousarray(amp, dtype=np.float64).tobytes())
         return h.hexdigest()[:24]
 
-    def _entries(self) -> _Entries:
+    def _entries(self) -> Entries:
         """The coarse-to-fine order and the graph-kernel entries (:func:`network_entries`)
-        at the current κ: computed once and kept when hyperparameters are learned."""
+        at the current κ: computed once and kept when hyperparameters are learned (on disk,
+        :class:`SpilledEntries`; the caller holds them only while it reads them)."""
         kappa = float(self.hyper["graph_kappa"])
         kept = self._kept_entries
         if kept is not None and kept[0] == kappa:
-            return kept[1]
+            return kept[1].load()
         nu = int(self.config.graph_nu)
         self._kept_entries = None  # (entries at another κ: let go before the build's peak)
         entries = network_entries(self.net, incidence_laplacian(self.net), 2.0 * nu / kappa**2,
                                   nu, self.config.vecchia, seed=self.seed)
         if self.config.learn_hyperparameters:
-            self._kept_entries = (kappa, entries)
+            self._kept_entries = (kappa, SpilledEntries(entries))
         return entries
 
     def _build_prior(
@@ -1294,10 +1294,11 @@ class RegionalGP:
         All N rows at first (N·J² flops); then each trip's rank-k change of S lowers every row
         by a Woodbury term (one N × J by J × k product per trip), and the rows whose Y the trip
         moved (its halo) are recomputed. A full recomputation every ``variance_refresh`` trips
-        keeps rounding from adding up. The Woodbury product runs in float32 (B kept in both
-        precisions): a term's relative rounding is ~1e-7, so the kept variances stay within
-        ~1e-5 of their recomputation over the 200 trips between refreshes (tested), at half
-        the time of the product that dominates a Bayes-UCB trip."""
+        keeps rounding from adding up. The Woodbury product runs in float32 (B is held in
+        float32; the recomputations cast its rows to float64): a term's relative rounding is
+        ~1e-7, so the kept variances stay within ~1e-5 of their recomputation over the 200
+        trips between refreshes (tested), at half the time of the product that dominates a
+        Bayes-UCB trip."""
         b = self._landmark_b()
         if self._var2 is None or self._var2_age >= self.config.variance_refresh:
             var2 = np.empty(self.n)
@@ -1309,8 +1310,13 @@ class RegionalGP:
             self._var2_age = 0
         else:
             if self._var2_pending:
-                bw = b @ np.hstack(self._var2_pending).astype(np.float32)
-                self._var2 -= np.einsum("ij,ij->i", bw, bw, dtype=np.float64)
+                wp = np.hstack(self._var2_pending).astype(np.float32)
+                # in row blocks: the N × r product (and einsum's float64 casts of it) would be
+                # GBs at 1M segments
+                for r0 in range(0, self.n, 8 * _ROW_BLOCK):
+                    bw = b[r0 : r0 + 8 * _ROW_BLOCK] @ wp
+                    self._var2[r0 : r0 + 8 * _ROW_BLOCK] -= np.einsum(
+                        "ij,ij->i", bw, bw, dtype=np.float64)
             if self._var2_dirty.any():
                 rows = np.flatnonzero(self._var2_dirty)
                 c = sla.solve_triangular(self._ls, b[rows].T.astype(np.float64), lower=True)

@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import shutil
 import sys
+import tempfile
+import weakref
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -488,3 +492,38 @@ def network_entries(
     rank[order] = np.arange(order.size)
     kg, kg_diag, z = graph_entries(laplacian, _undirected(net), xy, shift, nu, settings, rank)
     return rank, kg, kg_diag, z
+
+
+#: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser.
+Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
+
+
+class SpilledEntries:
+    """Graph-kernel entries (:func:`network_entries`) kept on disk between uses.
+
+    A learner that fits its hyperparameters reads the entries at every fit (κ is not fitted,
+    so they do not change), once per 100 trips at steady state; held in memory they would be
+    2.1 GB at 1M segments. Their column indices and values are written once to a private
+    temporary folder and memory-mapped, read-only, for each use (:meth:`load`): the pages
+    count towards the process only while a fit or a prior's build reads them, and the page
+    cache keeps re-reading cheap. The folder is removed when the last holder lets the object
+    go (copies of a learner share it).
+    """
+
+    def __init__(self, entries: Entries) -> None:
+        rank, kg, diag, z = entries
+        self.rank, self.diag, self.z = rank, diag, float(z)
+        self.shape = kg.shape
+        self.indptr = np.asarray(kg.indptr)
+        self.folder = Path(tempfile.mkdtemp(prefix="ev-nav-entries-"))
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        np.save(self.folder / "indices.npy", np.asarray(kg.indices), allow_pickle=False)
+        np.save(self.folder / "data.npy", np.asarray(kg.data), allow_pickle=False)
+
+    def load(self) -> Entries:
+        """The entries, their indices and values mapped from the folder (read-only)."""
+        indices = np.load(self.folder / "indices.npy", mmap_mode="r", allow_pickle=False)
+        data = np.load(self.folder / "data.npy", mmap_mode="r", allow_pickle=False)
+        kg = sp.csr_matrix((data, indices, self.indptr), shape=self.shape, copy=False)
+        kg.has_sorted_indices = True
+        return self.rank, kg, self.diag, self.z

@@ -7,7 +7,9 @@ The production kernel ``a a'(s₁ K_G ∘ k_f + s₂ k'_f)`` is split into its t
 * the feature-only term by ``J`` landmarks: a pivoted Cholesky ``s₂ a a' k'_f ≈ G Gᵀ``
   (N × J, stopped when the largest residual variance is below ``landmark_tol`` of the largest
   variance), ``f₂ = G u``, ``u ~ N(0, I_J)``. Segment context has 3–4 dimensions, so a few
-  hundred landmarks reproduce the term to ~1e-6 of its variance.
+  hundred landmarks reproduce the term to ~1e-6 of its variance. G is held in float32 (2 GB
+  at 1M segments): ``G Gᵀ`` in those values is the prior's term, and products whose sums need
+  float64 cast row blocks (:func:`landmark_products`).
 
 Per-segment readings (sufficient statistics: count and residual sum per segment) give the
 joint precision of ``(f₁, u)``::
@@ -89,7 +91,8 @@ from ev_nav.roads.network import RoadNetwork
 if TYPE_CHECKING:
     from ev_nav.store.state_cache import StateCache
 
-__all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "pivoted_cholesky"]
+__all__ = ["CHECKPOINT_KIND", "RegionalConfig", "RegionalGP", "landmark_products",
+           "pivoted_cholesky"]
 
 #: The ``kind`` a regional learner's checkpoint carries.
 CHECKPOINT_KIND = "regional"

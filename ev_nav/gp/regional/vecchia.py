@@ -42,12 +42,15 @@ from ev_nav.gp.kernels import halo_columns, metric_xy, patch_groups, segment_pat
 from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
+    "Entries",
+    "SpilledEntries",
     "VecchiaPrior",
     "VecchiaSettings",
     "build_vecchia",
     "graph_entries",
     "maxmin_order",
     "network_entries",
+    "release_freed_memory",
 ]
 
 

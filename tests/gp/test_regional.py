@@ -148,12 +148,6 @@ def test_the_vecchia_build_reads_only_each_rows_earlier_entries(small_regional):
     assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
 
 
-def incidence_laplacian_of(net):
-    from ev_nav.gp.kernels import incidence_laplacian
-
-    return incidence_laplacian(net)
-
-
 def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional):
     """The entries a fitting learner reads at every fit are written once to a private folder
     and mapped read-only for each use: the same numbers, the same prior from them, and the
@@ -161,6 +155,7 @@ def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional
     import copy
     import gc
 
+    from ev_nav.gp.kernels import incidence_laplacian
     from ev_nav.gp.regional.vecchia import SpilledEntries, build_vecchia, network_entries
 
     net, model = small_regional
@@ -172,7 +167,7 @@ def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional
     rank, kg, diag, z = fitting._entries()
     # mapped, not copied (a copy would be writeable)
     assert not kg.data.flags.writeable and not kg.indices.flags.writeable
-    ref = network_entries(net, incidence_laplacian_of(net), 2.0 * 2 / kappa**2, 2,
+    ref = network_entries(net, incidence_laplacian(net), 2.0 * 2 / kappa**2, 2,
                           fitting.config.vecchia, seed=fitting.seed)
     assert np.array_equal(rank, ref[0]) and np.array_equal(diag, ref[2]) and z == ref[3]
     assert (kg != ref[1]).nnz == 0 and kg.data.dtype == np.float32

@@ -41,6 +41,10 @@ from ev_nav.errors import ConfigError
 from ev_nav.gp.kernels import halo_columns, metric_xy, patch_groups, segment_patches
 from ev_nav.roads.network import RoadNetwork
 
+#: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser
+#: (:func:`network_entries`).
+Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
+
 __all__ = [
     "Entries",
     "SpilledEntries",
@@ -478,7 +482,7 @@ def network_entries(
     nu: int,
     settings: VecchiaSettings,
     seed: int = 0,
-) -> tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]:
+) -> Entries:
     """The coarse-to-fine order and the graph-kernel entries of ``net``: what
     :func:`build_vecchia` needs besides the feature kernel.
 
@@ -497,9 +501,6 @@ def network_entries(
     return rank, kg, kg_diag, z
 
 
-#: The coarse-to-fine order, the graph-kernel entries, their diagonal and normaliser.
-Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
-
 
 class SpilledEntries:
     """Graph-kernel entries (:func:`network_entries`) kept on disk between uses.
@@ -510,7 +511,8 @@ class SpilledEntries:
     temporary folder and memory-mapped, read-only, for each use (:meth:`load`): the pages
     count towards the process only while a fit or a prior's build reads them, and the page
     cache keeps re-reading cheap. The folder is removed when the last holder lets the object
-    go (copies of a learner share it).
+    go (copies of a learner share it). It is made in the system's temporary folder (``TMPDIR``):
+    where that is memory-backed (a tmpfs), point ``TMPDIR`` at a disk to gain the memory.
     """
 
     def __init__(self, entries: Entries) -> None:

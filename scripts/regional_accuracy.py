@@ -86,10 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         vecchia = (VecchiaSettings() if args.neighbours is None
                    else VecchiaSettings(neighbours=args.neighbours))
-        # the same fit schedule: both fit once, after the last trip, on the same rows
+        # the same fit schedule and acceptance: both fit once, after the last trip, on the
+        # same rows, and take the fitted values (the exact learner's test level)
         regional = RegionalGP(net, config=RegionalConfig(
-            vecchia=vecchia, first_fit=args.trips, learn_hyperparameters=not args.no_fit),
-            seed=0)
+            vecchia=vecchia, first_fit=args.trips, learn_hyperparameters=not args.no_fit,
+            fit_test_level=IncrementalConfig.fit_test_level), seed=0)
         replay(regional, log)
         pr = regional.posterior()
         t_reg = time.perf_counter() - t0

@@ -74,6 +74,7 @@ from ev_nav.gp.fitting import (
     next_fit,
     observation_rows,
     row_combination,
+    significant_gain,
     within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
@@ -1020,17 +1021,20 @@ class IncrementalGP:
         data = FitData(x=x, pos=lpos, wts=rows.wts, resid=r, noise_factor=noise_factor,
                        ssw=ssw, dof=dof, amp=amp, extra=extra)
         try:
-            fitted, nll = map_fit(data, block, start, centre, free, cfg.fit_iterations,
-                                  cfg.prior_log_sd, cancel)
+            fit = map_fit(data, block, start, centre, free, cfg.fit_iterations,
+                          cfg.prior_log_sd, cancel)
         except FitCancelled:
             return False
-        # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)
-        self._set_hyper(torch.cat([fitted[:1], theta0[1:]]))
-        fitted[i_s1] += math.log(graph.normaliser())
-        self._set_hyper(fitted)
+        accepted = significant_gain(fit, int(free.sum()), cfg.fit_test_level)
+        if accepted:
+            fitted = fit.theta
+            # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)
+            self._set_hyper(torch.cat([fitted[:1], theta0[1:]]))
+            fitted[i_s1] += math.log(graph.normaliser())
+            self._set_hyper(fitted)
         self.fits.append(
-            {"update": self.n_updates, "rows": len(rows.pos), "nll": nll,
-             **self.hyperparameters()}
+            {"update": self.n_updates, "rows": len(rows.pos), "nll": fit.nll,
+             "gain": fit.gain(), "accepted": accepted, **self.hyperparameters()}
         )
         return True
 

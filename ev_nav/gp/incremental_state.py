@@ -101,6 +101,12 @@ class IncrementalConfig:
         beyond it a random subset (the likelihood of a subset of the data is still exact).
     fit_iterations : int
         L-BFGS iterations per fit (warm-started from the current values).
+    fit_test_level : float
+        A fit's values replace the current ones only when the likelihood-ratio test on the
+        fit's rows rejects the current values at this level
+        (:func:`~ev_nav.gp.fitting.significant_gain`); 1 (this learner's default) takes every
+        improvement. The regional learner, whose every accepted fit rebuilds its prior,
+        defaults to 0.05.
     prior_log_sd : float
         Standard deviation of the log-normal hyperparameter priors (natural-log units).
     segment_scale : str
@@ -125,6 +131,7 @@ class IncrementalConfig:
     fit_max_gap: int = 100
     fit_max_rows: int = 600
     fit_iterations: int = 20
+    fit_test_level: float = 1.0
     prior_log_sd: float = 1.0
     segment_scale: str = "uniform"
 
@@ -143,6 +150,8 @@ class IncrementalConfig:
             raise ConfigError("first_fit and fit_max_gap must be >= 1 and fit_growth > 1")
         if self.fit_max_rows < 2 or self.fit_iterations < 1 or not self.prior_log_sd > 0:
             raise ConfigError("fit_max_rows >= 2, fit_iterations >= 1 and prior_log_sd > 0")
+        if not 0.0 < self.fit_test_level <= 1.0:
+            raise ConfigError(f"fit_test_level must be in (0, 1], got {self.fit_test_level}")
 
 
 # ----------------------------------------------------------------------------- linear algebra

@@ -30,7 +30,9 @@ def _trips(net, models, n: int, seed: int) -> None:
 @pytest.fixture(scope="module")
 def fitted_pair(town):
     exact = IncrementalGP(town, seed=0)
-    regional = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0)
+    # the exact learner's acceptance too (every improvement), so the same values
+    regional = RegionalGP(town, config=RegionalConfig(landmarks=200, fit_test_level=1.0),
+                          seed=0)
     _trips(town, [exact, regional], 24, seed=1)
     return exact, regional
 
@@ -53,7 +55,8 @@ def test_the_schedule_and_the_fitted_values_are_the_exact_learners(fitted_pair):
 def test_a_checkpoint_keeps_the_fits_and_the_schedule(fitted_pair, town):
     _, regional = fitted_pair
     state = regional.state_dict()
-    again = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0).load_state_dict(state)
+    again = RegionalGP(town, config=RegionalConfig(landmarks=200, fit_test_level=1.0),
+                       seed=0).load_state_dict(state)
     assert again.hyperparameters() == regional.hyperparameters()
     assert again.prior_hyper == regional.prior_hyper
     assert again.fits == regional.fits and again.next_refresh == regional.next_refresh
@@ -80,15 +83,16 @@ def test_loading_a_fitted_checkpoint_builds_only_its_prior(fitted_pair, town, mo
         return real(self, amp)
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
-    again = RegionalGP(town, config=RegionalConfig(landmarks=200), seed=0).load_state_dict(
-        regional.state_dict())
+    again = RegionalGP(town, config=RegionalConfig(landmarks=200, fit_test_level=1.0),
+                       seed=0).load_state_dict(regional.state_dict())
     assert built == []
     again.sample(np.random.default_rng(0))
     assert built == [regional.hyperparameters()]
 
 
 def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
-    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3), seed=0)
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3,
+                                                   fit_test_level=1.0), seed=0)
     model.defer_refits = True
     _trips(town, [model], 4, seed=2)
     assert model.refit_due and model.fits == []
@@ -101,6 +105,64 @@ def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
     assert not model.refit_due and len(model.fits) == 1
     assert model.hyperparameters() != before
     assert model.next_refresh == 4 + 2  # ceil(4 · 0.5) later
+
+
+def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_current_values(
+    town, monkeypatch
+):
+    """The regional default (level 0.05): a fit that gains less than half the χ² quantile keeps
+    the current values and rebuilds nothing; one that gains more is taken and rebuilds."""
+    from scipy.stats import chi2
+
+    import ev_nav.gp.regional.model as regional_model
+
+    built = []
+    real = regional_model.RegionalGP._build_prior
+
+    def counting(self, amp):
+        built.append(dict(self.hyper))
+        return real(self, amp)
+
+    monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0)
+    assert model.config.fit_test_level == 0.05
+    # readings 3 × the learner's prior scale: the first fit gains far more than chance
+    rng = np.random.default_rng(5)
+    truth = model.prior_mean + 3.0 * np.sqrt(model.hyper["outputscale_product"]) * np.sin(
+        np.arange(town.n_segments) / 5.0)
+    for _ in range(60):
+        path = random_route(town, 25, rng)
+        model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
+    model.sample(rng)
+    critical = 0.5 * chi2.ppf(0.95, 9)  # 9 free: ℓ₁ (3), ℓ₂ (3), s₁, s₂, ς²
+    assert [f["update"] for f in model.fits] == [10, 15, 23, 35, 53]
+    assert model.fits[0]["accepted"] and model.fits[0]["gain"] > critical
+    assert [f["accepted"] for f in model.fits] == [f["gain"] > critical for f in model.fits]
+    assert not all(f["accepted"] for f in model.fits)  # later fits: the subsets' noise
+    # one build for each accepted fit, none for the others (nothing was drawn before the first
+    # fit, so the initial values' prior was never needed)
+    assert len(built) == sum(f["accepted"] for f in model.fits)
+    for before, fit in zip(model.fits, model.fits[1:], strict=False):
+        if not fit["accepted"]:
+            keys = ("lengthscale_product", "outputscale_product", "noise_var")
+            assert all(fit[k] == before[k] for k in keys)
+    assert model.hyperparameters()["noise_var"] == model.fits[-1]["noise_var"]
+
+
+def test_the_likelihood_ratio_test_takes_the_chi2_quantile():
+    import torch
+    from scipy.stats import chi2
+
+    from ev_nav.gp.fitting import MapFit, significant_gain
+
+    theta = torch.zeros(3)
+    crit = chi2.ppf(0.95, 9) / 2.0
+    assert abs(crit - 8.4595) < 1e-3
+    assert significant_gain(MapFit(theta, 100.0, 100.0 + crit + 1e-6), 9, 0.05)
+    assert not significant_gain(MapFit(theta, 100.0, 100.0 + crit - 1e-6), 9, 0.05)
+    assert significant_gain(MapFit(theta, 100.0, 100.0 + 1e-9), 9, 1.0)
+    assert not significant_gain(MapFit(theta, 100.0, 100.0), 9, 1.0)
+    assert significant_gain(MapFit(theta, 100.0, float("inf")), 9, 0.05)
 
 
 def test_a_state_written_before_the_learner_fitted_keeps_its_values(town):
@@ -133,6 +195,11 @@ def test_the_fit_settings_are_checked_as_the_exact_learners():
         RegionalConfig(fit_growth=1.0)
     with pytest.raises(ConfigError):
         RegionalConfig(fit_max_rows=1)
+    for level in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="fit_test_level"):
+            RegionalConfig(fit_test_level=level)
+        with pytest.raises(ConfigError, match="fit_test_level"):
+            IncrementalConfig(fit_test_level=level)
     assert RegionalConfig().fit_max_gap == IncrementalConfig().fit_max_gap
 
 

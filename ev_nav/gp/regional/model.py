@@ -59,6 +59,7 @@ from ev_nav.gp.fitting import (
     map_fit,
     next_fit,
     observation_rows,
+    significant_gain,
     within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
@@ -102,7 +103,7 @@ CHECKPOINT_KIND = "regional"
 STATE_VERSION = 3
 #: The config fields of the fits and their schedule: they do not shape the prior.
 _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap",
-               "fit_max_rows", "fit_iterations", "prior_log_sd")
+               "fit_max_rows", "fit_iterations", "fit_test_level", "prior_log_sd")
 #: Settings of the kept variances' bookkeeping alone: they shape neither the prior (not in its
 #: cache key) nor what a checkpoint holds, so a checkpoint's value (or its absence, in states
 #: written before the setting existed) is not checked and the learner's own is used.
@@ -174,8 +175,14 @@ class RegionalConfig:
 prior_log_sd
         The hyperparameter fits and their schedule, as the exact learner's
         (:class:`~ev_nav.gp.incremental_state.IncrementalConfig`, whose defaults these are):
-        the same objective (:mod:`ev_nav.gp.fitting`) on the same rows, κ kept. Each fit
-        rebuilds the prior at the fitted values (see :meth:`RegionalGP.refit`).
+        the same objective (:mod:`ev_nav.gp.fitting`) on the same rows, κ kept. Each accepted
+        fit rebuilds the prior at the fitted values (see :meth:`RegionalGP.refit`).
+    fit_test_level : float
+        A fit's values are accepted only when the likelihood-ratio test on its rows rejects
+        the current ones at this level (:func:`~ev_nav.gp.fitting.significant_gain`; 1 takes
+        every improvement, the exact learner's default). 0.05 here: a fit's rebuild costs
+        ~20 s at 100k segments and ~5 min at 1M, and refits of the same data on new random
+        rows move the lengthscales 2–4 × for gains of 2–7 nats, under the test's 8.46.
     """
 
     graph_nu: int = 2
@@ -199,13 +206,16 @@ prior_log_sd
     fit_max_gap: int = IncrementalConfig.fit_max_gap
     fit_max_rows: int = IncrementalConfig.fit_max_rows
     fit_iterations: int = IncrementalConfig.fit_iterations
+    #: not the exact learner's 1: an accepted fit here costs a prior's rebuild (see refit)
+    fit_test_level: float = 0.05
     prior_log_sd: float = IncrementalConfig.prior_log_sd
 
     def __post_init__(self) -> None:
         # the same checks as the exact learner's (one place): it raises on a bad schedule
         IncrementalConfig(first_fit=self.first_fit, fit_growth=self.fit_growth,
                           fit_max_gap=self.fit_max_gap, fit_max_rows=self.fit_max_rows,
-                          fit_iterations=self.fit_iterations, prior_log_sd=self.prior_log_sd)
+                          fit_iterations=self.fit_iterations, prior_log_sd=self.prior_log_sd,
+                          fit_test_level=self.fit_test_level)
         if float(self.graph_nu) != int(self.graph_nu) or self.graph_nu < 1:
             raise ConfigError("the regional learner needs an integer graph_nu ≥ 1")
         if self.segment_scale not in ("uniform", "loss"):
@@ -767,10 +777,10 @@ class RegionalGP:
 
     # ------------------------------------------------------------------ hyperparameters
     def refit(self, cancel: threading.Event | None = None) -> bool:
-        """Fit the hyperparameters (if learned), rebuild the prior at them, and schedule the
-        next fit (``fit_growth`` times the updates so far, at most ``fit_max_gap`` later): the
-        exact learner's schedule and objective (:meth:`IncrementalGP.refit
-        <ev_nav.gp.incremental.IncrementalGP.refit>`).
+        """Fit the hyperparameters (if learned), rebuild the prior at them when the fit is
+        accepted (``fit_test_level``), and schedule the next fit (``fit_growth`` times the
+        updates so far, at most ``fit_max_gap`` later): the exact learner's schedule and
+        objective (:meth:`IncrementalGP.refit <ev_nav.gp.incremental.IncrementalGP.refit>`).
 
         The rebuild is the prior's construction at the fitted values (the Vecchia factor and
         the landmarks; the graph-kernel entries are kept, κ not being fitted), read from the
@@ -786,9 +796,13 @@ class RegionalGP:
             if self.temp.active:
                 self._mean_terms()
                 delta = self.temp.coefficients()[0].copy()
-            if cancel is None:
-                # nothing stops this fit: the old prior is let go first, so that its memory
-                # serves the graph-kernel entries when they are computed (the build's peak)
+            kept = self._kept_entries
+            if cancel is None and (kept is None or kept[0] != self.hyper["graph_kappa"]):
+                # nothing stops this fit and the graph-kernel entries are not kept (the first
+                # fit, or the first after a checkpoint was loaded): the old prior is let go
+                # first, so that its memory serves the entries when they are computed (the
+                # build's peak). With kept entries the prior stays: a fit the test does not
+                # accept (most, at steady state) then costs no rebuild
                 self._parts = None
                 self.restart_from_statistics()
             done = self._fit(cancel, delta)
@@ -885,22 +899,26 @@ class RegionalGP:
         free = torch.ones_like(start, dtype=torch.bool)
         free[0] = False  # κ: its graph-kernel entries are the prior's costliest part
         try:
-            theta, nll = map_fit(data, lambda kappa: block, start,
-                                 torch.as_tensor(self._log_hyper(self.prior_hyper)), free,
-                                 cfg.fit_iterations, cfg.prior_log_sd, cancel)
+            fit = map_fit(data, lambda kappa: block, start,
+                          torch.as_tensor(self._log_hyper(self.prior_hyper)), free,
+                          cfg.fit_iterations, cfg.prior_log_sd, cancel)
         except FitCancelled:
             return None
-        t = np.exp(theta.numpy())
-        d = (t.size - 4) // 2
-        fitted = {
-            "graph_kappa": self.hyper["graph_kappa"],  # the very same float (the cache key)
-            "lengthscale_product": [float(v) for v in t[1 : 1 + d]],
-            "lengthscale_feature": [float(v) for v in t[1 + d : 1 + 2 * d]],
-            "outputscale_product": float(t[1 + 2 * d]),
-            "outputscale_feature": float(t[2 + 2 * d]),
-            "noise_var": float(t[3 + 2 * d]),
-        }
-        self.fits.append({"update": self.n_updates, "rows": len(pos), "nll": nll, **fitted})
+        accepted = significant_gain(fit, int(free.sum()), cfg.fit_test_level)
+        fitted = dict(self.hyper)
+        if accepted:
+            t = np.exp(fit.theta.numpy())
+            d = (t.size - 4) // 2
+            fitted = {
+                "graph_kappa": self.hyper["graph_kappa"],  # the very same float (the cache key)
+                "lengthscale_product": [float(v) for v in t[1 : 1 + d]],
+                "lengthscale_feature": [float(v) for v in t[1 + d : 1 + 2 * d]],
+                "outputscale_product": float(t[1 + 2 * d]),
+                "outputscale_feature": float(t[2 + 2 * d]),
+                "noise_var": float(t[3 + 2 * d]),
+            }
+        self.fits.append({"update": self.n_updates, "rows": len(pos), "nll": fit.nll,
+                          "gain": fit.gain(), "accepted": accepted, **fitted})
         return fitted
 
     # ------------------------------------------------------------------ linear algebra

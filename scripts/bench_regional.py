@@ -11,10 +11,11 @@ variance, kept current by the updates) → the Bayes-UCB weights → route → u
 thread. Printed per phase: medians and 90th percentiles [ms].
 
 The learner fits its hyperparameters on the exact learner's schedule throughout (unless
-``--no-fits``): each fit is timed (the fit, the prior's rebuild at the fitted values and its
-factorisation), one more fit after the timed trips, and that cost spread
-over the schedule's steady state (one fit per ``fit_max_gap`` = 100 trips) is added to the
-trips' medians (``… trip, fits amortised``).
+``--no-fits``): each fit is timed (the fit, and where the likelihood-ratio test accepts the
+fitted values, the prior's rebuild at them and its factorisation), one more fit after the
+timed trips, and then ``--steady-trips`` more fleet trips at the schedule's steady state (one
+fit per ``fit_max_gap`` = 100 trips): the fits' seconds over those trips, per trip, are added
+to the trips' medians (``… trip, fits amortised``).
 
 With ``--temperature C`` every reading (history and timed trips) is made at ``C`` °C and every
 draw and posterior is read at it: the temperature coefficients' terms (m = 7 more columns of
@@ -32,7 +33,7 @@ skips it.
 
 Usage: python scripts/bench_regional.py [--segments 103000] [--distinct 20000] [--trips 20]
        [--landmarks 500] [--fallback-trips 3] [--no-fallback] [--no-fits] [--first-fit N]
-       [--temperature C] [--json PATH] [--quick]
+       [--steady-trips 300] [--temperature C] [--json PATH] [--quick]
 """
 
 from __future__ import annotations
@@ -52,6 +53,17 @@ sys.path.insert(0, str(REPO))
 
 def _ms(xs: list[float]) -> str:
     return f"{1000 * statistics.median(xs):.1f} ms (p90 {1000 * np.quantile(xs, 0.9):.1f})"
+
+
+def _med(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f} s" if xs else "-"
+
+
+def _chi2(level: float, free: int = 9) -> float:
+    """The likelihood-ratio test's χ² quantile (:func:`ev_nav.gp.fitting.significant_gain`)."""
+    from scipy.stats import chi2
+
+    return 0.0 if level >= 1.0 else float(chi2.ppf(1.0 - level, free))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-fit", type=count_arg, default=None,
                     help="update of the first fit (default the exact learner's, 10; a later one "
                          "skips the fits of the history's first trips)")
+    ap.add_argument("--steady-trips", type=count_arg, default=300,
+                    help="fleet trips after the timed ones, over which the steady state's "
+                         "fits are amortised (default 300: three fits)")
     ap.add_argument("--temperature", type=float, default=None,
                     help="make every reading and read every posterior at this ambient "
                          "temperature [°C] (default: none recorded)")
@@ -84,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.segments, args.distinct, args.trips, args.fallback_trips = 3000, 1000, 3, 1
+        args.steady_trips = 100
 
     import scipy.linalg  # noqa: F401  (its OpenBLAS must be loaded before the limit below)
     import torch
@@ -111,14 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     build_s = time.perf_counter() - t0
     # each fit on the schedule, timed: the fit, the prior's rebuild at the fitted values
     fit_s: list[float] = []
+    fit_taken: list[bool] = []  # whether each timed fit's values were accepted
     refit = model.refit
 
     def timed_refit(*a: object, **k: object) -> bool:
-        t = time.perf_counter()
+        t, seen = time.perf_counter(), len(model.fits)
         try:
             return refit(*a, **k)
         finally:
             fit_s.append(time.perf_counter() - t)
+            fit_taken.append(len(model.fits) > seen and bool(model.fits[-1]["accepted"]))
 
     model.refit = timed_refit  # type: ignore[method-assign]
     noise = model.noise_std
@@ -132,25 +150,32 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- the fleet's history
     history: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def fleet_trip() -> None:
+        """One trip of the fleet: a random shortest route on E_det, every segment read."""
+        while True:
+            s, g = od()
+            if s != g:
+                break
+        path = router.route(base, s, g)
+        y = truth[path] + noise * rng.standard_normal(path.size)
+        model.update(path, y, temperature=temp)
+        history.append((path, y))
+
     t0 = time.perf_counter()
     first_s = 0.0
     with tqdm(total=args.distinct, desc="fleet history (distinct segments)", leave=False,
               disable=not sys.stderr.isatty()) as bar:
         while (model.n_obs > 0).sum() < args.distinct:
-            s, g = od()
-            if s == g:
-                continue
-            path = router.route(base, s, g)
-            y = truth[path] + noise * rng.standard_normal(path.size)
             seen = int((model.n_obs > 0).sum())
             t1 = time.perf_counter()
-            model.update(path, y, temperature=temp)
-            if not history:
+            fleet_trip()
+            if len(history) == 1:
                 model.sample(rng)  # the first factorisation, once
                 first_s = time.perf_counter() - t1
-            history.append((path, y))
             bar.update(int((model.n_obs > 0).sum()) - seen)
     fleet_s = time.perf_counter() - t0
+    n_history = len(history)  # (the fallback is fed this history: the steady trips come later)
 
     fits_before = len(fit_s)
     name = ("region1m" if args.segments >= 1_000_000 else
@@ -162,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # printed as each phase ends (flushed): a region's run is long, and what it measured
     # stays on the screen if a later phase is stopped
-    print(f"{name}: {n:,} segments, {len(history)} fleet trips, "
+    print(f"{name}: {n:,} segments, {n_history} fleet trips, "
           f"{int((model.n_obs > 0).sum()):,} distinct segments driven, J = "
           f"{model.landmarks.shape[1]} landmarks, factor {model.factor.nnz / n:.1f} entries/column",
           flush=True)
@@ -199,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         t1 = time.perf_counter()
         post = model.posterior(temperature=temp)
         t2 = time.perf_counter()
-        path = router.route(rectified_weights(bucb, post, len(history) + t + 1, rng), s, g)
+        path = router.route(rectified_weights(bucb, post, n_history + t + 1, rng), s, g)
         t3 = time.perf_counter()
         model.update(path, truth[path] + noise * rng.standard_normal(path.size),
                      temperature=temp)
@@ -215,12 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     reset_s = time.perf_counter() - t1
     print(f"peak memory before the fit: {peak_gb():.2f} GB", flush=True)
     refit_s = first_after_s = 0.0
+    steady_s: list[float] = []
+    steady_fits: list[dict] = []
     if not args.no_fits:  # one more fit, timed, and the draw after it
         t1 = time.perf_counter()
         model.refit()
         t2 = time.perf_counter()
         model.sample(rng, temperature=temp)
         refit_s, first_after_s = t2 - t1, time.perf_counter() - t2
+        print(f"one fit after the timed trips: {refit_s:.1f} s, "
+              f"{'accepted (prior rebuilt)' if model.fits[-1]['accepted'] else 'not accepted'}"
+              f" (gain {model.fits[-1]['gain']:.1f} nats); the next draw then "
+              f"{1000 * first_after_s:.0f} ms", flush=True)
+        # ---- the steady state: fleet trips with the fits on their schedule
+        n_fits, n_seen = len(fit_s), len(model.fits)
+        for _ in tqdm(range(args.steady_trips), desc="steady-state fleet trips", leave=False,
+                      disable=not sys.stderr.isatty()):
+            fleet_trip()
+        steady_s, steady_fits = fit_s[n_fits:], model.fits[n_seen:]
     peak = peak_gb()
     for k, v in ucb_phases.items():
         print(f"  {k:9s} {_ms(v)}")
@@ -232,26 +269,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_fits:
         print("hyperparameter fits in the timed window: 0 (--no-fits)")
     else:
-        print(f"hyperparameter fits: {len(fit_s) - 1} on the schedule during the run "
-              f"(median {statistics.median(fit_s):.1f} s each), {fits_in_window} in the timed "
-              f"window")
-        print(f"one fit: {refit_s:.1f} s (the fit, the prior's rebuild at the fitted values and "
-              f"its factorisation; the next draw then {1000 * first_after_s:.0f} ms); at the "
-              f"schedule's steady state (one fit per {gap} trips) "
-              f"{1000 * refit_s / gap:.0f} ms a trip")
-        amort = 1000 * refit_s / gap
+        fits = model.fits
+        took = [f["update"] for f in fits if f["accepted"]]
+        print(f"hyperparameter fits: {len(fits)} in the run, {len(took)} accepted (at updates "
+              f"{', '.join(map(str, took)) or 'none'}); {fits_in_window} in the timed window")
+        gains = ", ".join(f"{f['gain']:.1f}" for f in fits)
+        print(f"  each fit's gain [nats]: {gains} (accepted above "
+              f"{0.5 * _chi2(model.config.fit_test_level):.2f})")
+        if fit_s:
+            print(f"  seconds per fit: median {statistics.median(fit_s):.1f}, "
+                  f"accepted ones {_med([t for t, a in zip(fit_s, fit_taken, strict=True) if a])}, "
+                  f"the others {_med([t for t, a in zip(fit_s, fit_taken, strict=True) if not a])}")
+        amort = 1000 * sum(steady_s) / max(args.steady_trips, 1)
+        print(f"steady state: {args.steady_trips} fleet trips, {len(steady_s)} fits on the "
+              f"schedule (one per {gap} trips), {sum(f['accepted'] for f in steady_fits)} "
+              f"accepted, {sum(steady_s):.1f} s in all: {amort:.0f} ms a trip")
         print(f"{name} ts trip, fits amortised: {ts_ms + amort:.0f} ms")
         print(f"{name} bucb trip, fits amortised: {ucb_ms + amort:.0f} ms "
               f"({(ucb_ms + amort) / (ts_ms + amort):.1f}x)")
     print(f"peak memory: {peak:.2f} GB")
     result = {
-        "segments": n, "fleet_trips": len(history),
+        "segments": n, "fleet_trips": n_history,
         "distinct": int((model.n_obs > 0).sum()), "landmarks": int(model.landmarks.shape[1]),
         "build_s": build_s, "first_factorisation_s": first_s, "first_variances_s": variances_s,
         "ts_ms": {k: [1000 * x for x in v] for k, v in phases.items()},
         "bucb_ms": {k: [1000 * x for x in v] for k, v in ucb_phases.items()},
         "peak_gb": peak, "fit_s": fit_s, "fits_in_window": fits_in_window,
         "refit_s": refit_s, "first_factorisation_after_fit_s": first_after_s,
+        "steady_trips": args.steady_trips, "steady_fit_s": steady_s,
+        "fits": [{k: f[k] for k in ("update", "gain", "accepted")} for f in model.fits],
         "temperature_c": temp, "reset_s": reset_s,
     }
 
@@ -273,16 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     # the fallback as driver states build it (trips.session.build_model): the closed-form q(u)
     # on the whole history after every trip
     svgp = SVGPModel(net, config=SVGPConfig(exact_refresh=True), seed=0)
-    for path, y in history:
+    for path, y in history[:n_history]:
         svgp.record(path, y)
-    svgp.update(*history[-1])
+    svgp.update(*history[n_history - 1])
     agent = Agent(net, svgp, "ts", seed=0)
     times = []
     for t in range(args.fallback_trips):
         s, g = od()
         t1 = time.perf_counter()
         svgp.posterior()
-        path = agent.plan(s, g, len(history) + t + 1)
+        path = agent.plan(s, g, n_history + t + 1)
         svgp.update(path, truth[path] + noise * rng.standard_normal(path.size))
         times.append(time.perf_counter() - t1)
     fb = statistics.median(times)

@@ -18,13 +18,17 @@ def test_bench_regional_quick_prints_its_lines(tmp_path):
     assert re.search(r"^town3k bucb trip: \d+ ms \([\d.]+x the ts trip\)$", out, re.M), out
     assert re.search(r"^town3k trip speed-up: [\d.]+x$", out, re.M), out
     assert re.search(r"^town3k ts trip, fits amortised: \d+ ms$", out, re.M), out
-    assert re.search(r"^hyperparameter fits: \d+ on the schedule", out, re.M), out
+    assert re.search(r"^hyperparameter fits: \d+ in the run, \d+ accepted", out, re.M), out
+    assert re.search(r"^steady state: 100 fleet trips, \d+ fits on the schedule", out, re.M), out
     rec = json.loads((tmp_path / "r.json").read_text())
     # the fleet drove what it was asked to before the timed trips
     assert rec["distinct"] >= 1000 and len(rec["ts_ms"]["trip"]) == 3
     assert rec["meta"]["seeds"] == [0]
     # the learner fitted on the exact learner's schedule while the fleet drove
     assert len(rec["fit_s"]) >= 3 and rec["refit_s"] > 0
+    # and went on through the steady state's fits, each recorded with its test's outcome
+    assert rec["steady_trips"] == 100 and len(rec["steady_fit_s"]) >= 1
+    assert rec["fits"][0]["accepted"] and all(f["gain"] >= 0 for f in rec["fits"])
 
 
 def test_bench_regional_quick_at_a_temperature(tmp_path):

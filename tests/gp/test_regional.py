@@ -186,6 +186,44 @@ def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional
     assert not folder.exists()
 
 
+def test_a_large_prior_keeps_its_a_on_disk_and_learns_the_same(small_regional):
+    """Past ``prior_spill_bytes`` the Vecchia prior's A is written to a private folder and
+    mapped read-only for each use: the same A, the same posterior bit for bit after trips, and
+    the folder gone once the learner (and every copy sharing it) is let go."""
+    import copy
+    import gc
+
+    from ev_nav.gp.regional.vecchia import SpilledCSR
+
+    net, model = small_regional
+    held = RegionalGP(net, config=replace(model.config, prior_spill_bytes=1 << 40))
+    spilled = RegionalGP(net, config=replace(model.config, prior_spill_bytes=0))
+    assert not isinstance(held.prior.a_stored, SpilledCSR)
+    store = spilled.prior.a_stored
+    assert isinstance(store, SpilledCSR)
+    folder = store.folder
+    a, b = spilled.prior.a_matrix, held.prior.a_matrix
+    assert not a.data.flags.writeable and not a.indices.flags.writeable  # mapped, not copied
+    assert (a != b).nnz == 0 and a.has_sorted_indices
+    assert np.array_equal(spilled.factor.q_values, held.factor.q_values)
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        path = random_route(net, 20, rng)
+        y = net.e_det()[path] + rng.standard_normal(path.size)
+        held.update(path, y)
+        spilled.update(path, y)
+    p, q = held.posterior(), spilled.posterior()
+    assert np.array_equal(p.mean, q.mean) and np.array_equal(p.std, q.std)
+    twin = copy.deepcopy(spilled)
+    assert twin.prior is spilled.prior
+    del a, b, store, spilled, p, q
+    gc.collect()
+    assert folder.is_dir()  # the copy still holds it
+    del twin
+    gc.collect()
+    assert not folder.exists()
+
+
 def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional):
     """Without readings the factor is Aᵀ D^{-1/2} as built, no factorisation: it equals the
     factorisation of Q on the same pattern, and L Lᵀ reproduces Q there."""

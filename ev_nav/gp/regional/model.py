@@ -107,7 +107,8 @@ _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap"
 #: Settings of the kept variances' bookkeeping alone: they shape neither the prior (not in its
 #: cache key) nor what a checkpoint holds, so a checkpoint's value (or its absence, in states
 #: written before the setting existed) is not checked and the learner's own is used.
-_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min", "core_block_bytes")
+_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min", "core_block_bytes",
+                       "prior_spill_bytes")
 #: Settings a checkpoint keeps as written (with the fit settings): a state written when the
 #: factor's tolerance was 1e-8 keeps it, and its cached prior's key with it.
 _KEPT_FIELDS = _FIT_FIELDS + ("factor_tol",)
@@ -171,6 +172,10 @@ class RegionalConfig:
         segments) the Schur complement takes one sweep of the factor; beyond, each block of
         columns takes two and reads only the driven rows (a 1M region: 64 columns a block,
         no 4 GB float64 copy of G).
+    prior_spill_bytes : int
+        The Vecchia prior's A is kept on disk, mapped for each use, once its arrays exceed
+        this [bytes] (``VecchiaPrior.spilled``; 0.9 GB at 1M segments, 90 MB at 100k): it is
+        read where a factor is set up or a cache written, never on a trip.
     learn_hyperparameters, first_fit, fit_growth, fit_max_gap, fit_max_rows, fit_iterations, \
 prior_log_sd
         The hyperparameter fits and their schedule, as the exact learner's
@@ -200,6 +205,7 @@ prior_log_sd
     variance_refresh: int = 200
     woodbury_tol: float = 1e-6
     core_block_bytes: int = 1 << 29
+    prior_spill_bytes: int = 1 << 26
     learn_hyperparameters: bool = IncrementalConfig.learn_hyperparameters
     first_fit: int = IncrementalConfig.first_fit
     fit_growth: float = IncrementalConfig.fit_growth
@@ -228,6 +234,8 @@ prior_log_sd
             raise ConfigError(f"woodbury_tol must be in [0, 1), got {self.woodbury_tol}")
         if self.core_block_bytes < 1:
             raise ConfigError(f"core_block_bytes must be ≥ 1, got {self.core_block_bytes}")
+        if self.prior_spill_bytes < 0:
+            raise ConfigError(f"prior_spill_bytes must be ≥ 0, got {self.prior_spill_bytes}")
 
 
 @dataclass
@@ -427,15 +435,25 @@ class RegionalGP:
         cached = _read_prior(self.cache, key, n)
         if cached is None:
             prior, landmarks, landmark_ids = self._build_prior(amp)
+            prior = self._spill(prior)
             factor = PrecisionFactor(prior, tol=cfg.factor_tol)
             if self.cache is not None:
                 _write_prior(self.cache, key, prior, landmarks, landmark_ids, factor.q_values)
         else:
             prior, landmarks, landmark_ids, q_values = cached
+            prior = self._spill(prior)
             factor = PrecisionFactor(prior, tol=cfg.factor_tol, q_values=q_values)
         self._parts = _PriorParts(prior, landmarks, landmark_ids, factor)
         release_freed_memory()  # the build's transients (a region: GBs of heap pages)
         return self._parts
+
+    def _spill(self, prior: VecchiaPrior) -> VecchiaPrior:
+        """``prior`` with A on disk (:meth:`VecchiaPrior.spilled`) where A's arrays exceed
+        ``prior_spill_bytes``: A is read where the factor is set up, a cache written or a
+        factorisation has no readings, never on a trip."""
+        if prior.a_matrix.nnz * 12 < self.config.prior_spill_bytes:  # float64 + int32
+            return prior
+        return prior.spilled()
 
     @property
     def prior(self) -> VecchiaPrior:
@@ -812,9 +830,11 @@ class RegionalGP:
             if fitted != self.hyper or self._parts is None:
                 self.hyper = fitted
                 self.noise_var = float(fitted["noise_var"])
+                # the old prior and the per-trip state (B: 2 GB at 1M segments) go before
+                # the build
                 self._parts = None
-                self._prior_parts()  # κ is kept: from the kept graph-kernel entries
                 self.restart_from_statistics()
+                self._prior_parts()  # κ is kept: from the kept graph-kernel entries
                 # built and factorised here, not at the next draw: a server refits a copy in
                 # the background and swaps in a model that is ready to serve
                 self._core()

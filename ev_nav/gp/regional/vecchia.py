@@ -47,6 +47,7 @@ Entries = tuple[NDArray[np.int64], sp.csr_matrix, NDArray[np.float64], float]
 
 __all__ = [
     "Entries",
+    "SpilledCSR",
     "SpilledEntries",
     "VecchiaPrior",
     "VecchiaSettings",
@@ -93,17 +94,31 @@ class VecchiaPrior:
 
     Attributes
     ----------
-    a_matrix : scipy.sparse.csr_matrix
-        ``A`` (N × N, unit diagonal, ``−b_ij`` at the conditioning set of row i).
+    a_stored : scipy.sparse.csr_matrix or SpilledCSR
+        ``A`` (N × N, unit diagonal, ``−b_ij`` at the conditioning set of row i), in memory or
+        on disk (:meth:`spilled`); read it as :attr:`a_matrix`.
     d : ndarray
         Conditional variances ``d_i`` [Wh²].
     rank : ndarray of int64
         Each segment's place in the coarse-to-fine order (0 first).
     """
 
-    a_matrix: sp.csr_matrix
+    a_stored: sp.csr_matrix | SpilledCSR
     d: NDArray[np.float64]
     rank: NDArray[np.int64]
+
+    @property
+    def a_matrix(self) -> sp.csr_matrix:
+        """``A`` (mapped from disk for this use where the prior is :meth:`spilled`)."""
+        a = self.a_stored
+        return a.load() if isinstance(a, SpilledCSR) else a
+
+    def spilled(self) -> VecchiaPrior:
+        """This prior with ``A`` on disk (:class:`SpilledCSR`): A is read where a factor is set
+        up and a cache written, not on a trip, and is 0.9 GB at 1M segments."""
+        if isinstance(self.a_stored, SpilledCSR):
+            return self
+        return VecchiaPrior(SpilledCSR(self.a_stored, "ev-nav-prior-"), self.d, self.rank)
 
     @property
     def n(self) -> int:
@@ -472,7 +487,7 @@ def build_vecchia(
     del coef, nb, valid, off
     a_matrix = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     a_matrix.sort_indices()
-    return VecchiaPrior(a_matrix=a_matrix, d=d, rank=np.asarray(rank, dtype=np.int64))
+    return VecchiaPrior(a_stored=a_matrix, d=d, rank=np.asarray(rank, dtype=np.int64))
 
 
 def network_entries(
@@ -502,33 +517,55 @@ def network_entries(
 
 
 
+class SpilledCSR:
+    """A CSR matrix whose column indices and values are kept on disk between uses.
+
+    They are written once to a private temporary folder and memory-mapped, read-only, for
+    each use (:meth:`load`): the pages count towards the process only while a use holds the
+    mapping, and the page cache keeps re-reading cheap. The folder is removed when the last
+    holder lets the object go (copies of a learner share it). It is made in the system's
+    temporary folder (``TMPDIR``): where that is memory-backed (a tmpfs), point ``TMPDIR`` at a
+    disk to gain the memory.
+    """
+
+    def __init__(self, matrix: sp.csr_matrix, prefix: str) -> None:
+        self.shape = matrix.shape
+        self.indptr = np.asarray(matrix.indptr)
+        self.sorted = bool(matrix.has_sorted_indices)
+        self.nnz = int(matrix.nnz)
+        self.folder = Path(tempfile.mkdtemp(prefix=prefix))
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        np.save(self.folder / "indices.npy", np.asarray(matrix.indices), allow_pickle=False)
+        np.save(self.folder / "data.npy", np.asarray(matrix.data), allow_pickle=False)
+
+    def load(self) -> sp.csr_matrix:
+        """The matrix, its indices and values mapped from the folder (read-only)."""
+        indices = np.load(self.folder / "indices.npy", mmap_mode="r", allow_pickle=False)
+        data = np.load(self.folder / "data.npy", mmap_mode="r", allow_pickle=False)
+        out = sp.csr_matrix((data, indices, self.indptr), shape=self.shape, copy=False)
+        out.has_sorted_indices = self.sorted
+        return out
+
+
 class SpilledEntries:
-    """Graph-kernel entries (:func:`network_entries`) kept on disk between uses.
+    """Graph-kernel entries (:func:`network_entries`) kept on disk between uses
+    (:class:`SpilledCSR`).
 
     A learner that fits its hyperparameters reads the entries at every fit (κ is not fitted,
     so they do not change), once per 100 trips at steady state; held in memory they would be
-    2.1 GB at 1M segments. Their column indices and values are written once to a private
-    temporary folder and memory-mapped, read-only, for each use (:meth:`load`): the pages
-    count towards the process only while a fit or a prior's build reads them, and the page
-    cache keeps re-reading cheap. The folder is removed when the last holder lets the object
-    go (copies of a learner share it). It is made in the system's temporary folder (``TMPDIR``):
-    where that is memory-backed (a tmpfs), point ``TMPDIR`` at a disk to gain the memory.
+    2.1 GB at 1M segments.
     """
 
     def __init__(self, entries: Entries) -> None:
         rank, kg, diag, z = entries
         self.rank, self.diag, self.z = rank, diag, float(z)
-        self.shape = kg.shape
-        self.indptr = np.asarray(kg.indptr)
-        self.folder = Path(tempfile.mkdtemp(prefix="ev-nav-entries-"))
-        self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
-        np.save(self.folder / "indices.npy", np.asarray(kg.indices), allow_pickle=False)
-        np.save(self.folder / "data.npy", np.asarray(kg.data), allow_pickle=False)
+        self.kg = SpilledCSR(kg, "ev-nav-entries-")
+
+    @property
+    def folder(self) -> Path:
+        """Where the entries' indices and values lie."""
+        return self.kg.folder
 
     def load(self) -> Entries:
         """The entries, their indices and values mapped from the folder (read-only)."""
-        indices = np.load(self.folder / "indices.npy", mmap_mode="r", allow_pickle=False)
-        data = np.load(self.folder / "data.npy", mmap_mode="r", allow_pickle=False)
-        kg = sp.csr_matrix((data, indices, self.indptr), shape=self.shape, copy=False)
-        kg.has_sorted_indices = True
-        return self.rank, kg, self.diag, self.z
+        return self.rank, self.kg.load(), self.diag, self.z

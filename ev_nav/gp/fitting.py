@@ -192,7 +192,8 @@ class MapFit:
 def significant_gain(fit: MapFit, free: int, level: float) -> bool:
     """Whether ``fit`` improves on its start by more than chance at ``level``: the
     likelihood-ratio test of the current values, twice the gain against the χ² quantile with as
-    many degrees of freedom as free hyperparameters (9 free: a gain above 8.46 nats at 5 %).
+    many degrees of freedom as free hyperparameters (9 free: a gain above 10.8 nats at 1 %,
+    8.46 at 5 %).
 
     A fit's rows are a random subset of the readings, so refits of the same data move the
     lengthscales by factors of 2–4 for gains of 2–7 nats (measured on a 20k-segment town, 8 fits

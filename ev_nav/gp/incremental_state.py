@@ -106,7 +106,7 @@ class IncrementalConfig:
         fit's rows rejects the current values at this level
         (:func:`~ev_nav.gp.fitting.significant_gain`); 1 (this learner's default) takes every
         improvement. The regional learner, whose every accepted fit rebuilds its prior,
-        defaults to 0.05.
+        defaults to 0.01.
     prior_log_sd : float
         Standard deviation of the log-normal hyperparameter priors (natural-log units).
     segment_scale : str

@@ -110,7 +110,7 @@ def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
 def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_current_values(
     town, monkeypatch
 ):
-    """The regional default (level 0.05): a fit that gains less than half the χ² quantile keeps
+    """The regional default (level 0.01): a fit that gains less than half the χ² quantile keeps
     the current values and rebuilds nothing; one that gains more is taken and rebuilds."""
     from scipy.stats import chi2
 
@@ -125,7 +125,7 @@ def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_curre
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
     model = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0)
-    assert model.config.fit_test_level == 0.05
+    assert model.config.fit_test_level == 0.01
     # readings 3 × the learner's prior scale: the first fit gains far more than chance
     rng = np.random.default_rng(5)
     truth = model.prior_mean + 3.0 * np.sqrt(model.hyper["outputscale_product"]) * np.sin(
@@ -134,7 +134,7 @@ def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_curre
         path = random_route(town, 25, rng)
         model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
     model.sample(rng)
-    critical = 0.5 * chi2.ppf(0.95, 9)  # 9 free: ℓ₁ (3), ℓ₂ (3), s₁, s₂, ς²
+    critical = 0.5 * chi2.ppf(0.99, 9)  # 9 free: ℓ₁ (3), ℓ₂ (3), s₁, s₂, ς²
     assert [f["update"] for f in model.fits] == [10, 15, 23, 35, 53]
     assert model.fits[0]["accepted"] and model.fits[0]["gain"] > critical
     assert [f["accepted"] for f in model.fits] == [f["gain"] > critical for f in model.fits]
@@ -158,6 +158,7 @@ def test_the_likelihood_ratio_test_takes_the_chi2_quantile():
     theta = torch.zeros(3)
     crit = chi2.ppf(0.95, 9) / 2.0
     assert abs(crit - 8.4595) < 1e-3
+    assert abs(chi2.ppf(0.99, 9) / 2.0 - 10.833) < 1e-3
     assert significant_gain(MapFit(theta, 100.0, 100.0 + crit + 1e-6), 9, 0.05)
     assert not significant_gain(MapFit(theta, 100.0, 100.0 + crit - 1e-6), 9, 0.05)
     assert significant_gain(MapFit(theta, 100.0, 100.0 + 1e-9), 9, 1.0)
@@ -217,7 +218,8 @@ def test_the_graph_kernel_entries_are_computed_once_for_every_fit(town, monkeypa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(regional_model, "network_entries", counting)
-    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3), seed=0)
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, first_fit=3,
+                                                   fit_test_level=1.0), seed=0)
     _trips(town, [model], 8, seed=3)
     assert [f["update"] for f in model.fits] == [3, 5, 8]
     assert model.hyperparameters() != RegionalGP(town, config=model.config).hyperparameters()

@@ -28,8 +28,9 @@ from torch import Tensor
 from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52
 
-__all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "map_fit", "next_fit",
-           "observation_rows", "row_combination", "significant_gain", "within_scatter"]
+__all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "at_steady_state", "map_fit",
+           "next_fit", "observation_rows", "row_combination", "significant_gain",
+           "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 
@@ -110,6 +111,14 @@ def next_fit(n_updates: int, growth: float, max_gap: int) -> int:
     """The update of the next scheduled fit after one at ``n_updates``: ``growth`` times as
     many updates, at most ``max_gap`` and at least one later."""
     return n_updates + max(1, min(math.ceil(n_updates * (growth - 1.0)), max_gap))
+
+
+def at_steady_state(n_updates: int, growth: float, max_gap: int) -> bool:
+    """Whether a fit at ``n_updates`` is one of the schedule's steady state, the next one
+    ``max_gap`` updates later (:func:`next_fit`): from then on each fit sees little more data
+    than the last (100 trips on top of hundreds), while before it each sees ``growth`` times
+    as much."""
+    return next_fit(n_updates, growth, max_gap) - n_updates >= max_gap
 
 
 class FitCancelled(Exception):

@@ -70,6 +70,7 @@ from ev_nav.gp.fitting import (
     FitCancelled,
     FitData,
     Rows,
+    at_steady_state,
     map_fit,
     next_fit,
     observation_rows,
@@ -1025,7 +1026,8 @@ class IncrementalGP:
                           cfg.prior_log_sd, cancel)
         except FitCancelled:
             return False
-        accepted = significant_gain(fit, int(free.sum()), cfg.fit_test_level)
+        accepted = (not at_steady_state(self.n_updates, cfg.fit_growth, cfg.fit_max_gap)
+                    or significant_gain(fit, int(free.sum()), cfg.fit_test_level))
         if accepted:
             fitted = fit.theta
             # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)

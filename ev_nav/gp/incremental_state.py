@@ -102,8 +102,9 @@ class IncrementalConfig:
     fit_iterations : int
         L-BFGS iterations per fit (warm-started from the current values).
     fit_test_level : float
-        A fit's values replace the current ones only when the likelihood-ratio test on the
-        fit's rows rejects the current values at this level
+        At the schedule's steady state (one fit per ``fit_max_gap`` updates; every fit before
+        it is taken) a fit's values replace the current ones only when the likelihood-ratio
+        test on the fit's rows rejects the current values at this level
         (:func:`~ev_nav.gp.fitting.significant_gain`); 1 (this learner's default) takes every
         improvement. The regional learner, whose every accepted fit rebuilds its prior,
         defaults to 0.01.

@@ -110,8 +110,9 @@ def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
 def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_current_values(
     town, monkeypatch
 ):
-    """The regional default (level 0.01): a fit that gains less than half the χ² quantile keeps
-    the current values and rebuilds nothing; one that gains more is taken and rebuilds."""
+    """The regional default (level 0.01), at the schedule's steady state: a fit that gains less
+    than half the χ² quantile keeps the current values and rebuilds nothing; one that gains
+    more is taken and rebuilds. Before the steady state every fit is taken."""
     from scipy.stats import chi2
 
     import ev_nav.gp.regional.model as regional_model
@@ -124,29 +125,37 @@ def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_curre
         return real(self, amp)
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
-    model = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0)
-    assert model.config.fit_test_level == 0.01
+    # fit_max_gap 5: the steady state (one fit per 5 updates) from the first fit on
+    steady = RegionalGP(town, config=RegionalConfig(landmarks=100, fit_max_gap=5), seed=0)
+    growing = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0)
+    assert steady.config.fit_test_level == 0.01
     # readings 3 × the learner's prior scale: the first fit gains far more than chance
     rng = np.random.default_rng(5)
-    truth = model.prior_mean + 3.0 * np.sqrt(model.hyper["outputscale_product"]) * np.sin(
+    truth = steady.prior_mean + 3.0 * np.sqrt(steady.hyper["outputscale_product"]) * np.sin(
         np.arange(town.n_segments) / 5.0)
     for _ in range(60):
         path = random_route(town, 25, rng)
-        model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
-    model.sample(rng)
+        y = truth[path] + steady.noise_std * rng.standard_normal(path.size)
+        steady.update(path, y)
+        growing.update(path, y)
+    steady.sample(rng)
+    growing.sample(rng)
     critical = 0.5 * chi2.ppf(0.99, 9)  # 9 free: ℓ₁ (3), ℓ₂ (3), s₁, s₂, ς²
-    assert [f["update"] for f in model.fits] == [10, 15, 23, 35, 53]
-    assert model.fits[0]["accepted"] and model.fits[0]["gain"] > critical
-    assert [f["accepted"] for f in model.fits] == [f["gain"] > critical for f in model.fits]
-    assert not all(f["accepted"] for f in model.fits)  # later fits: the subsets' noise
-    # one build for each accepted fit, none for the others (nothing was drawn before the first
-    # fit, so the initial values' prior was never needed)
-    assert len(built) == sum(f["accepted"] for f in model.fits)
-    for before, fit in zip(model.fits, model.fits[1:], strict=False):
+    assert [f["update"] for f in steady.fits] == list(range(10, 61, 5))
+    assert steady.fits[0]["accepted"] and steady.fits[0]["gain"] > critical
+    assert [f["accepted"] for f in steady.fits] == [f["gain"] > critical for f in steady.fits]
+    assert not all(f["accepted"] for f in steady.fits)  # later fits: the subsets' noise
+    for before, fit in zip(steady.fits, steady.fits[1:], strict=False):
         if not fit["accepted"]:
             keys = ("lengthscale_product", "outputscale_product", "noise_var")
             assert all(fit[k] == before[k] for k in keys)
-    assert model.hyperparameters()["noise_var"] == model.fits[-1]["noise_var"]
+    assert steady.hyperparameters()["noise_var"] == steady.fits[-1]["noise_var"]
+    # the growing schedule (10, 15, 23, 35, 53) takes every fit
+    assert [f["update"] for f in growing.fits] == [10, 15, 23, 35, 53]
+    assert all(f["accepted"] for f in growing.fits)
+    # one build for each accepted fit, none for the others (nothing was drawn before the first
+    # fit, so the initial values' prior was never needed)
+    assert len(built) == sum(f["accepted"] for f in steady.fits + growing.fits)
 
 
 def test_the_likelihood_ratio_test_takes_the_chi2_quantile():
@@ -164,6 +173,12 @@ def test_the_likelihood_ratio_test_takes_the_chi2_quantile():
     assert significant_gain(MapFit(theta, 100.0, 100.0 + 1e-9), 9, 1.0)
     assert not significant_gain(MapFit(theta, 100.0, 100.0), 9, 1.0)
     assert significant_gain(MapFit(theta, 100.0, float("inf")), 9, 0.05)
+    # the test guards the steady state: from the fit whose next comes fit_max_gap later
+    from ev_nav.gp.fitting import at_steady_state
+
+    steady = [n for n in (10, 15, 23, 35, 53, 80, 120, 180, 270, 370) if at_steady_state(
+        n, 1.5, 100)]
+    assert steady == [270, 370]
 
 
 def test_a_state_written_before_the_learner_fitted_keeps_its_values(town):

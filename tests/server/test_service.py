@@ -191,11 +191,10 @@ def test_the_service_refits_the_regional_learner_in_the_background(state, monkey
     copy fits and rebuilds its prior in the background, the served model is swapped for it
     (fitted hyperparameters, one fit, the trip still learned), and the live model's prior was
     never touched meanwhile."""
+    import ev_nav.gp.regional.model as regional_model
     import ev_nav.server.service as service_module
     from ev_nav.gp import incremental_state
     from ev_nav.gp.regional import RegionalGP
-
-    import ev_nav.gp.regional.model as regional_model
 
     monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", 100)
     monkeypatch.setattr(service_module, "REFIT_FIRST_ROWS", 1)

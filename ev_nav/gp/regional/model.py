@@ -308,11 +308,18 @@ _ROW_BLOCK = 8192
 
 def landmark_products(
     g: NDArray[np.float32], v: NDArray[np.float64] | None = None,
-    c: NDArray[np.float64] | None = None,
+    c: NDArray[np.float64] | None = None, w: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """``Gᵀv`` (J × k; ``v`` given) or ``Gc`` (N × k; ``c`` given) in float64 from the float32
-    landmarks, by row blocks (no N × J float64 copy); ``rowsum(G²)`` with neither."""
+    """``Gᵀv`` (J × k; ``v`` given), ``Gc`` (N × k; ``c`` given) or ``Gᵀ diag(w) G`` (J × J;
+    ``w`` given) in float64 from float32 rows of the landmarks, by row blocks (no N × J
+    float64 copy); ``rowsum(G²)`` with none."""
     n = g.shape[0]
+    if w is not None:
+        out = np.zeros((g.shape[1], g.shape[1]))
+        for r0 in range(0, n, _ROW_BLOCK):
+            b = g[r0 : r0 + _ROW_BLOCK].astype(np.float64)
+            out += b.T @ (w[r0 : r0 + _ROW_BLOCK, None] * b)
+        return out
     if v is not None:
         out = np.zeros((g.shape[1],) + np.shape(v)[1:])
         for r0 in range(0, n, _ROW_BLOCK):
@@ -568,12 +575,11 @@ class RegionalGP:
         self._core_ok = False
         self._s = np.zeros((0, 0))  # the Schur complement S (J × J) and its Cholesky factor
         self._ls = np.zeros((0, 0))
-        #: the driven segments (in the order first driven) and their rows of G, contiguous:
-        #: W and b vanish elsewhere, so products with G that W or b multiply read only these
+        #: the driven segments (in the order first driven) and their rows of G (float32, as
+        #: G), contiguous: W and b vanish elsewhere, so products with G that W or b multiply
+        #: read only these (in float64 by row blocks: landmark_products; a draw's in float32)
         self._oi = np.zeros(0, dtype=np.int64)
-        self._go = np.zeros((0, 0))  # (J columns once the prior is there: see _core)
-        #: the same rows in float32, for a draw's two products with them (half the bytes)
-        self._go32 = np.zeros((0, 0), dtype=np.float32)
+        self._go32 = np.zeros((0, 0), dtype=np.float32)  # (J columns once the prior exists)
         self._n_oi = 0
         #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for, in float32 (2 GB
         #: at 1M segments and J = 500): products with it run in float64 by row blocks
@@ -958,9 +964,8 @@ class RegionalGP:
         w, b = self._seg_weights(np.arange(self.n), self.n_obs, self.sum_r)
         self.factor.factorize(w, b)
         self._n_oi = 0
-        if self._go.shape[1] != self.landmarks.shape[1]:  # first use: J is known now
+        if self._go32.shape[1] != self.landmarks.shape[1]:  # first use: J is known now
             self._oi = np.zeros(0, dtype=np.int64)
-            self._go = np.zeros((0, self.landmarks.shape[1]))
             self._go32 = np.zeros((0, self.landmarks.shape[1]), dtype=np.float32)
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
@@ -970,8 +975,8 @@ class RegionalGP:
             self._ls = np.eye(g.shape[1])
         elif g.shape[1]:
             f = self.factor
-            oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]  # W vanishes elsewhere
-            s = np.eye(g.shape[1]) + go.T @ (w[oi, None] * go)
+            oi, go = self._oi[: self._n_oi], self._go32[: self._n_oi]  # W vanishes elsewhere
+            s = np.eye(g.shape[1]) + landmark_products(go, w=w[oi])
             blocks = self._column_blocks()
             if len(blocks) == 1:
                 # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two, on
@@ -988,13 +993,12 @@ class RegionalGP:
                 # be held for XᵀX, so each block of columns is solved whole, Y_c =
                 # (Q+W)⁻¹WG_c (two sweeps), and GᵀW(Q+W)⁻¹WG_c = (WG)ᵀY_c reads only the
                 # driven rows
-                pos = f.pos[oi]
-                wgo = w[oi, None] * go
+                pos, wo = f.pos[oi], w[oi, None]
                 for c in blocks:
                     y = self._wg_block(c)
                     f.sweep(y)
                     f.sweep(y, transpose=True)
-                    s[:, c] -= wgo.T @ y[pos]
+                    s[:, c] -= landmark_products(go, v=wo * y[pos])
             self._s = 0.5 * (s + s.T)
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,),
                                           error=ModelStateError)[0]
@@ -1028,13 +1032,11 @@ class RegionalGP:
         if k + new.size > self._oi.size:
             cap = max(2 * self._oi.size, k + new.size, 1024)
             oi = np.empty(cap, dtype=np.int64)
-            go = np.empty((cap, self.landmarks.shape[1]))
             go32 = np.empty((cap, self.landmarks.shape[1]), dtype=np.float32)
-            oi[:k], go[:k], go32[:k] = self._oi[:k], self._go[:k], self._go32[:k]
-            self._oi, self._go, self._go32 = oi, go, go32
+            oi[:k], go32[:k] = self._oi[:k], self._go32[:k]
+            self._oi, self._go32 = oi, go32
         self._oi[k : k + new.size] = new
         self._go32[k : k + new.size] = self.landmarks[new]
-        self._go[k : k + new.size] = self._go32[k : k + new.size]
         self._n_oi = k + new.size
 
     def _add_readings(self, u: NDArray[np.int64], dw: NDArray[np.float64],
@@ -1133,15 +1135,19 @@ class RegionalGP:
         if shift is not None:
             m1 -= shift[1]
         oi = self._oi[: self._n_oi]
-        # a draw reads the driven rows of G in float32 (~1e-7 relative, far below its spread)
-        go = (self._go if eps is None else self._go32)[: self._n_oi]
-        rhs = go.T @ (b[oi] - f.w[oi] * m1[oi]).astype(go.dtype)
-        z2 = sla.solve_triangular(self._ls, rhs.astype(np.float64), lower=True)
+        # the driven rows of G are held in float32: the mean's products cast them to float64
+        # by row blocks, a draw's run in float32 (~1e-7 relative, far below its spread)
+        go = self._go32[: self._n_oi]
+        v = b[oi] - f.w[oi] * m1[oi]
+        rhs = (landmark_products(go, v=v) if eps is None
+               else (go.T @ v.astype(np.float32)).astype(np.float64))
+        z2 = sla.solve_triangular(self._ls, rhs, lower=True)
         x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
                                   trans="T")
         # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
         r = b.copy()
-        r[oi] -= f.w[oi] * (go @ x2.astype(go.dtype))
+        r[oi] -= f.w[oi] * (landmark_products(go, c=x2) if eps is None
+                            else go @ x2.astype(np.float32))
         x1 = f.solve(r) if eps is None else f.draw_solve(eps[0], r)
         # the one product over every segment's row: in float32 (half the memory traffic;
         # ~1e-7 relative, far below the draw's own spread)
@@ -1255,10 +1261,10 @@ class RegionalGP:
         quad = cf[obs].T @ y[obs]
         lin = cf[obs].T @ m1[obs]
         if self.landmarks.shape[1]:
-            oi, go = self._oi[: self._n_oi], self._go[: self._n_oi]
+            oi, go = self._oi[: self._n_oi], self._go32[: self._n_oi]
             w = f.w[oi]
-            btc = go.T @ (cf[oi] - w[:, None] * y[oi])  # BᵀC_f (W, C_f: driven rows only)
-            btb = go.T @ (f.b[oi] - w * m1[oi])  # Bᵀb
+            btc = landmark_products(go, v=cf[oi] - w[:, None] * y[oi])  # BᵀC_f (driven rows)
+            btb = landmark_products(go, v=f.b[oi] - w * m1[oi])  # Bᵀb
             zc = sla.solve_triangular(self._ls, btc, lower=True)
             quad += zc.T @ zc
             lin += zc.T @ sla.solve_triangular(self._ls, btb, lower=True)
@@ -1403,7 +1409,8 @@ class RegionalGP:
             btv = landmark_products(self._bl, v=v)
             return x + landmark_products(self._bl, c=sla.cho_solve((self._ls, True), btv))
         obs = self._oi[: self._n_oi]
-        btv = landmark_products(g, v=v) - self._go[: self._n_oi].T @ (f.w[obs, None] * x[obs])
+        btv = landmark_products(g, v=v) - landmark_products(self._go32[: self._n_oi],
+                                                            v=f.w[obs, None] * x[obs])
         gc = landmark_products(g, c=sla.cho_solve((self._ls, True), btv))
         return x + gc - f.solve(f.w[:, None] * gc)
 

@@ -28,8 +28,8 @@ from torch import Tensor
 from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52
 
-__all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "at_steady_state", "map_fit",
-           "next_fit", "observation_rows", "row_combination", "significant_gain",
+__all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "accept_fit", "at_steady_state",
+           "map_fit", "next_fit", "observation_rows", "row_combination", "significant_gain",
            "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
@@ -213,6 +213,15 @@ def significant_gain(fit: MapFit, free: int, level: float) -> bool:
     from scipy.stats import chi2
 
     return 2.0 * fit.gain() > float(chi2.ppf(1.0 - level, max(free, 1)))
+
+
+def accept_fit(fit: MapFit, free: int, n_updates: int, growth: float, max_gap: int,
+               level: float) -> bool:
+    """Whether a learner takes the values of a fit at ``n_updates``: every fit of the growing
+    schedule, and at its steady state (:func:`at_steady_state`) one whose gain passes the
+    likelihood-ratio test at ``level`` (:func:`significant_gain`). Both learners decide so."""
+    return (not at_steady_state(n_updates, growth, max_gap)
+            or significant_gain(fit, free, level))
 
 
 def map_fit(

@@ -70,12 +70,11 @@ from ev_nav.gp.fitting import (
     FitCancelled,
     FitData,
     Rows,
-    at_steady_state,
+    accept_fit,
     map_fit,
     next_fit,
     observation_rows,
     row_combination,
-    significant_gain,
     within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
@@ -1026,8 +1025,8 @@ class IncrementalGP:
                           cfg.prior_log_sd, cancel)
         except FitCancelled:
             return False
-        accepted = (not at_steady_state(self.n_updates, cfg.fit_growth, cfg.fit_max_gap)
-                    or significant_gain(fit, int(free.sum()), cfg.fit_test_level))
+        accepted = accept_fit(fit, int(free.sum()), self.n_updates, cfg.fit_growth,
+                              cfg.fit_max_gap, cfg.fit_test_level)
         if accepted:
             fitted = fit.theta
             # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)

@@ -148,12 +148,23 @@ def test_the_vecchia_build_reads_only_each_rows_earlier_entries(small_regional):
     assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
 
 
+def _gone_with_the_last_holder(folder, holders: list) -> None:
+    """``folder`` stays while ``holders`` (the last copies holding it) live, and goes with
+    them."""
+    import gc
+
+    gc.collect()
+    assert folder.is_dir()  # the copy still holds it
+    holders.clear()
+    gc.collect()
+    assert not folder.exists()
+
+
 def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional):
     """The entries a fitting learner reads at every fit are written once to a private folder
     and mapped read-only for each use: the same numbers, the same prior from them, and the
     folder gone once the learner (and every copy sharing them) is let go."""
     import copy
-    import gc
 
     from ev_nav.gp.kernels import incidence_laplacian
     from ev_nav.gp.regional.vecchia import SpilledEntries, build_vecchia, network_entries
@@ -176,14 +187,10 @@ def test_a_fitting_learner_keeps_its_graph_kernel_entries_on_disk(small_regional
     a = build_vecchia(kg, diag, rank, x, np.ones(x.shape[1]), 2.0, ones, 30)
     b = build_vecchia(ref[1], ref[2], ref[0], x, np.ones(x.shape[1]), 2.0, ones, 30)
     assert np.array_equal(a.a_matrix.data, b.a_matrix.data) and np.array_equal(a.d, b.d)
-    twin = copy.deepcopy(fitting)
-    assert twin._kept_entries[1] is spilled  # copies share the folder
+    twin = [copy.deepcopy(fitting)]
+    assert twin[0]._kept_entries[1] is spilled  # copies share the folder
     del kg, rank, diag, a, spilled, fitting
-    gc.collect()
-    assert folder.is_dir()  # the copy still holds it
-    del twin
-    gc.collect()
-    assert not folder.exists()
+    _gone_with_the_last_holder(folder, twin)
 
 
 def test_a_large_prior_keeps_its_a_on_disk_and_learns_the_same(small_regional):
@@ -191,7 +198,6 @@ def test_a_large_prior_keeps_its_a_on_disk_and_learns_the_same(small_regional):
     mapped read-only for each use: the same A, the same posterior bit for bit after trips, and
     the folder gone once the learner (and every copy sharing it) is let go."""
     import copy
-    import gc
 
     from ev_nav.gp.regional.vecchia import SpilledCSR
 
@@ -214,14 +220,10 @@ def test_a_large_prior_keeps_its_a_on_disk_and_learns_the_same(small_regional):
         spilled.update(path, y)
     p, q = held.posterior(), spilled.posterior()
     assert np.array_equal(p.mean, q.mean) and np.array_equal(p.std, q.std)
-    twin = copy.deepcopy(spilled)
-    assert twin.prior is spilled.prior
+    twin = [copy.deepcopy(spilled)]
+    assert twin[0].prior is spilled.prior
     del a, b, store, spilled, p, q
-    gc.collect()
-    assert folder.is_dir()  # the copy still holds it
-    del twin
-    gc.collect()
-    assert not folder.exists()
+    _gone_with_the_last_holder(folder, twin)
 
 
 def test_the_priors_factor_in_closed_form_is_its_cholesky_factor(small_regional):

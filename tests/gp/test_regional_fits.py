@@ -69,20 +69,26 @@ def test_a_checkpoint_keeps_the_fits_and_the_schedule(fitted_pair, town):
     assert again.rng.bit_generator.state == regional.rng.bit_generator.state
 
 
-def test_loading_a_fitted_checkpoint_builds_only_its_prior(fitted_pair, town, monkeypatch):
-    """The prior is built when first needed: a learner made to load a checkpoint at fitted
-    values never builds the initial one (at 100k segments that is a minute per command)."""
+@pytest.fixture
+def built(monkeypatch):
+    """The hyperparameters of every prior built while the test runs."""
     import ev_nav.gp.regional.model as regional_model
 
-    _, regional = fitted_pair
-    built = []
+    seen = []
     real = regional_model.RegionalGP._build_prior
 
     def counting(self, amp):
-        built.append(dict(self.hyper))
+        seen.append(dict(self.hyper))
         return real(self, amp)
 
     monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
+    return seen
+
+
+def test_loading_a_fitted_checkpoint_builds_only_its_prior(fitted_pair, town, built):
+    """The prior is built when first needed: a learner made to load a checkpoint at fitted
+    values never builds the initial one (at 100k segments that is a minute per command)."""
+    _, regional = fitted_pair
     again = RegionalGP(town, config=RegionalConfig(landmarks=200, fit_test_level=1.0),
                        seed=0).load_state_dict(regional.state_dict())
     assert built == []
@@ -108,23 +114,13 @@ def test_a_deferred_fit_waits_and_a_cancelled_one_changes_nothing(town):
 
 
 def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_current_values(
-    town, monkeypatch
+    town, built
 ):
     """The regional default (level 0.01), at the schedule's steady state: a fit that gains less
     than half the χ² quantile keeps the current values and rebuilds nothing; one that gains
     more is taken and rebuilds. Before the steady state every fit is taken."""
     from scipy.stats import chi2
 
-    import ev_nav.gp.regional.model as regional_model
-
-    built = []
-    real = regional_model.RegionalGP._build_prior
-
-    def counting(self, amp):
-        built.append(dict(self.hyper))
-        return real(self, amp)
-
-    monkeypatch.setattr(regional_model.RegionalGP, "_build_prior", counting)
     # fit_max_gap 5: the steady state (one fit per 5 updates) from the first fit on
     steady = RegionalGP(town, config=RegionalConfig(landmarks=100, fit_max_gap=5), seed=0)
     growing = RegionalGP(town, config=RegionalConfig(landmarks=100), seed=0)

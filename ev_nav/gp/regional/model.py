@@ -56,11 +56,10 @@ from ev_nav.gp.fitting import (
     FitCancelled,
     FitData,
     Rows,
-    at_steady_state,
+    accept_fit,
     map_fit,
     next_fit,
     observation_rows,
-    significant_gain,
     within_scatter,
 )
 from ev_nav.gp.groundtruth import learner_prior
@@ -188,11 +187,11 @@ prior_log_sd
         it is taken) a fit's values are accepted only when the likelihood-ratio test on its
         rows rejects the current ones at this level
         (:func:`~ev_nav.gp.fitting.significant_gain`; 1 takes every improvement, the exact
-        learner's default). 0.01 here (a gain above 10.8 nats
-        with 9 free hyperparameters): an accepted fit rebuilds the prior (~22 s at 100k
-        segments, ~7 min at 1M), and at the schedule's steady state the fits' gains are what
-        the test's null predicts (100k town: mean 5.0 nats over 14 fits, χ²₉/2's mean 4.5), so
-        the level is the share of fits that rebuild for nothing.
+        learner's default). 0.01 here (a gain above 10.8 nats with 9 free hyperparameters):
+        an accepted fit rebuilds the prior (~22 s at 100k segments, ~5 min at 1M), and at the
+        schedule's steady state the fits' gains are what the test's null predicts (100k town:
+        mean 5.0 nats over 14 fits, χ²₉/2's mean 4.5), so the level is the share of fits that
+        rebuild for nothing.
     """
 
     graph_nu: int = 2
@@ -938,8 +937,8 @@ class RegionalGP:
         # the test guards the steady state only: before it each fit sees `fit_growth` times
         # the data of the last, and is taken (Fig. 2's Thompson regret on Monaco A rose from
         # 3,057 to 7,122 Wh, that of a learner that never fits, when every fit was tested)
-        accepted = (not at_steady_state(self.n_updates, cfg.fit_growth, cfg.fit_max_gap)
-                    or significant_gain(fit, int(free.sum()), cfg.fit_test_level))
+        accepted = accept_fit(fit, int(free.sum()), self.n_updates, cfg.fit_growth,
+                              cfg.fit_max_gap, cfg.fit_test_level)
         fitted = dict(self.hyper)
         if accepted:
             t = np.exp(fit.theta.numpy())

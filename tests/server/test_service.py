@@ -200,7 +200,7 @@ def test_the_service_refits_the_regional_learner_in_the_background(state, monkey
     monkeypatch.setattr(service_module, "REFIT_FIRST_ROWS", 1)
     # three trip totals rarely pass the fit's likelihood-ratio test: take the fitted values,
     # so that the copy rebuilds its prior (the path under test)
-    monkeypatch.setattr(regional_model, "significant_gain", lambda fit, free, level: True)
+    monkeypatch.setattr(regional_model, "accept_fit", lambda *args: True)
     with FleetService(state, poll_s=0.05) as svc:
         origin, goal = far_points(svc.net)
         initial = svc.snapshot.model.hyperparameters()

@@ -516,7 +516,6 @@ def network_entries(
     return rank, kg, kg_diag, z
 
 
-
 class SpilledCSR:
     """A CSR matrix whose column indices and values are kept on disk between uses.
 
@@ -532,7 +531,6 @@ class SpilledCSR:
         self.shape = matrix.shape
         self.indptr = np.asarray(matrix.indptr)
         self.sorted = bool(matrix.has_sorted_indices)
-        self.nnz = int(matrix.nnz)
         self.folder = Path(tempfile.mkdtemp(prefix=prefix))
         self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         np.save(self.folder / "indices.npy", np.asarray(matrix.indices), allow_pickle=False)

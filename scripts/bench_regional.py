@@ -59,13 +59,6 @@ def _med(xs: list[float]) -> str:
     return f"{statistics.median(xs):.1f} s" if xs else "-"
 
 
-def _chi2(level: float, free: int = 9) -> float:
-    """The likelihood-ratio test's χ² quantile (:func:`ev_nav.gp.fitting.significant_gain`)."""
-    from scipy.stats import chi2
-
-    return 0.0 if level >= 1.0 else float(chi2.ppf(1.0 - level, free))
-
-
 def main(argv: list[str] | None = None) -> int:
     from ev_nav.cli import count_arg
 
@@ -111,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ev_nav.bandits.indices import make_index, rectified_weights, rectify
     from ev_nav.bandits.routing import Router
+    from ev_nav.gp.fitting import gain_threshold
     from ev_nav.gp.regional import RegionalConfig, RegionalGP
     from ev_nav.roads.synthetic import synthetic_town
 
@@ -275,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(map(str, took)) or 'none'}); {fits_in_window} in the timed window")
         gains = ", ".join(f"{f['gain']:.1f}" for f in fits)
         print(f"  each fit's gain [nats]: {gains} (accepted above "
-              f"{0.5 * _chi2(model.config.fit_test_level):.2f})")
+              f"{gain_threshold(model.config.fit_test_level, 9):.2f} with 9 free)")
         if fit_s:
             print(f"  seconds per fit: median {statistics.median(fit_s):.1f}, "
                   f"accepted ones {_med([t for t, a in zip(fit_s, fit_taken, strict=True) if a])}, "

@@ -29,8 +29,8 @@ from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52
 
 __all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "accept_fit", "at_steady_state",
-           "map_fit", "next_fit", "observation_rows", "row_combination", "significant_gain",
-           "within_scatter"]
+           "gain_threshold", "map_fit", "next_fit", "observation_rows", "row_combination",
+           "significant_gain", "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 
@@ -210,9 +210,17 @@ def significant_gain(fit: MapFit, free: int, level: float) -> bool:
     ``level = 1`` accepts every improvement (the exact learner's default)."""
     if level >= 1.0:
         return fit.gain() > 0.0
+    return fit.gain() > gain_threshold(level, free)
+
+
+def gain_threshold(level: float, free: int) -> float:
+    """The gain [nats] a fit with ``free`` free hyperparameters must pass at ``level``: half
+    the χ² quantile (0 at level 1)."""
+    if level >= 1.0:
+        return 0.0
     from scipy.stats import chi2
 
-    return 2.0 * fit.gain() > float(chi2.ppf(1.0 - level, max(free, 1)))
+    return 0.5 * float(chi2.ppf(1.0 - level, max(free, 1)))
 
 
 def accept_fit(fit: MapFit, free: int, n_updates: int, growth: float, max_gap: int,

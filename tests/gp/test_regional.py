@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 import scipy.sparse as sp
 import torch
 
@@ -264,10 +265,10 @@ def test_joint_draws_have_the_models_posterior_covariance(small_regional):
     assert np.abs(rho).max() > 0.5  # a joint draw, not independent segments
 
 
-def test_route_totals_and_draws_need_no_variances(small_regional):
+def test_route_totals_need_no_variances_and_b_comes_with_the_factorisation(small_regional):
     """A route's total (one column of the covariance) and a draw with trip totals in the data
-    need neither the variances nor the N × J matrix B; the total agrees with the route's full
-    covariance, and with the same total computed once B is kept."""
+    need no variances; the total agrees with the route's full covariance. B = G − (Q+W)⁻¹WG
+    is made by the factorisation (float32 of the float64 solves)."""
     net, model = small_regional
     fresh = RegionalGP(net, config=model.config).load_state_dict(model.state_dict())
     assert fresh.totals
@@ -276,20 +277,47 @@ def test_route_totals_and_draws_need_no_variances(small_regional):
     w = rng.uniform(0.2, 1.0, ids.size)
     mean, var = fresh.predict_sum(ids, weights=w)
     fresh.sample(rng)
-    assert fresh._bl is None and "var" not in fresh._mom
+    assert "var" not in fresh._mom and fresh._var1 is None and fresh._var2 is None
     u, h = np.unique(ids, return_inverse=True)
     hw = np.bincount(h, weights=w)
     cov = fresh.route_covariance(u)
     assert var == pytest.approx(hw @ cov @ hw, rel=1e-9)
     assert mean == pytest.approx(hw @ fresh.posterior_mean()[u], rel=1e-12)
-    fresh.posterior()  # variances asked: B is kept from here on, from the factorisation's Y
     f = fresh.factor
     g = fresh.landmarks.astype(np.float64)
-    # B is held in float32 (the solves in float64)
     assert fresh._bl.dtype == np.float32
     assert np.array_equal(fresh._bl, (g - f.solve(f.w[:, None] * g)).astype(np.float32))
-    again = fresh.predict_sum(ids, weights=w)
-    assert again == pytest.approx((mean, var), rel=1e-6)  # B's rounding: ~1e-7
+
+
+def _three_sweep_draw(model: RegionalGP, e1: np.ndarray, e2: np.ndarray) -> np.ndarray:
+    """The joint draw's latent deviation the long way, in float64 without B:
+    ``x = L_P⁻ᵀ(L_P⁻¹b + ε)`` by the block factor (three sweeps), ``x₁ + G x₂``."""
+    f, g, ls = model.factor, model.landmarks.astype(np.float64), model._ls
+    m1 = f.solve(f.b)
+    z2 = sla.solve_triangular(ls, g.T @ (f.b - f.w * m1), lower=True)
+    x2 = sla.solve_triangular(ls, z2 + e2, lower=True, trans="T")
+    le = np.ascontiguousarray(e1[:, None])  # ε₁ is read in the factor's numbering
+    f.sweep(le, transpose=True)
+    x1 = f.solve(f.b - f.w * (g @ x2)) + le[f.pos, 0]
+    return x1 + g @ x2
+
+
+def test_a_draw_through_b_is_the_three_sweep_draw(small_regional):
+    """A draw reads the kept B (one sweep of the factor): from the same normals it is the
+    block factor's three-sweep draw, after a factorisation and through per-trip updates
+    (B then kept by the halo updates), within float32's rounding of the products."""
+    net, model = small_regional
+    m = RegionalGP(net, config=model.config).load_state_dict(model.state_dict())
+    rng = np.random.default_rng(21)
+    sd = float(np.sqrt(model.hyperparameters()["outputscale_product"]
+                       + model.hyperparameters()["outputscale_feature"]))
+    for trip in range(6):
+        e = rng.standard_normal(m.n + m.landmarks.shape[1])
+        got = m._solve_parts((e[: m.n], e[m.n:]))
+        want = _three_sweep_draw(m, e[: m.n], e[m.n:])
+        assert np.max(np.abs(got - want)) < 1e-4 * sd, trip
+        ids = random_route(net, 15, rng)
+        m.update(ids, m.prior_mean[ids] + rng.standard_normal(ids.size))
 
 
 def test_landmark_solves_in_column_blocks_equal_the_one_sweep_form(small_regional):

@@ -17,18 +17,20 @@ joint precision of ``(f₁, u)``::
     P = [[Q + W, W G], [Gᵀ W, I + Gᵀ W G]]
 
 ``Q + W`` is factorised on the Vecchia pattern (:class:`~ev_nav.gp.regional.factor.PrecisionFactor`)
-and the J × J Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` by dense Cholesky. The posterior
-mean costs two sweeps of the factor; a joint Thompson sample of every segment three sweeps
-(``x₂ = S^{-T/2} ε₂``, ``x₁ = L⁻ᵀ(ε₁ − L⁻¹WG x₂)``); the marginal variances
-``diag((Q+W)⁻¹) + rowsum((G − Y) S^{-T/2})²`` with ``Y = (Q+W)⁻¹WG`` come from the Takahashi
-recursion on the factor. Trip totals (one linear row over a route) enter by Woodbury on top
-of that posterior.
+and the J × J Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` by dense Cholesky; each
+factorisation also makes ``B = G − Y`` (N × J, float32) with ``Y = (Q+W)⁻¹WG``. The posterior
+mean costs three sweeps of the factor; a joint Thompson sample of every segment one sweep and
+two products with B (``x₂ = S⁻¹Bᵀb + S^{-T/2} ε₂``, ``L⁻ᵀ(L⁻¹b + ε₁) + B x₂``); the marginal
+variances ``diag((Q+W)⁻¹) + rowsum(B S^{-T/2})²`` come from the Takahashi recursion on the
+factor and from B. Trip totals (one linear row over a route) enter by Woodbury on top of that
+posterior.
 
 A trip's update is applied at once and costs what the readings reach: the factor columns they
-change, a rank-k term of ``S`` solved on a hop halo of the trip, and — once variances have been
-asked for — the kept variances (see :meth:`RegionalGP.update`). Hyperparameters are fitted on
-the exact learner's schedule and objective (:mod:`ev_nav.gp.fitting`, κ kept), each fit
-rebuilding the prior at the fitted values (:meth:`RegionalGP.refit`). Ambient temperatures
+change, a rank-k term of ``S`` and the rows of B solved on a hop halo of the trip, and — once
+variances have been asked for — the kept variances (see :meth:`RegionalGP.update`).
+Hyperparameters are fitted on the exact learner's schedule and objective
+(:mod:`ev_nav.gp.fitting`, κ kept), each accepted fit rebuilding the prior at the fitted values
+(:meth:`RegionalGP.refit`). Ambient temperatures
 (:meth:`RegionalGP._temperature_segments`) and changed roads (:meth:`RegionalGP.reset_segments`)
 are modelled exactly as the exact learner models them. docs/gp.md ("The regional learner")
 has the design, the measured accuracy and costs, and what is missing.
@@ -580,13 +582,16 @@ class RegionalGP:
         self._oi = np.zeros(0, dtype=np.int64)
         self._go32 = np.zeros((0, 0), dtype=np.float32)  # (J columns once the prior exists)
         self._n_oi = 0
-        #: B = G − (Q+W)⁻¹WG (N × J), kept once variances are asked for, in float32 (2 GB
-        #: at 1M segments and J = 500): products with it run in float64 by row blocks
-        #: (landmark_products), the per-trip Woodbury product of the kept variances in
-        #: float32 (see _landmark_variances)
+        #: B = G − (Q+W)⁻¹WG (N × J), made by each factorisation and kept by each trip's
+        #: halo update, in float32 (2 GB at 1M segments and J = 500): a draw's products with
+        #: it in float32 (see _solve_parts), a mean's or a variance's in float64 by row
+        #: blocks (landmark_products), the per-trip Woodbury product of the kept variances
+        #: in float32 (see _landmark_variances)
         self._bl: NDArray[np.float32] | None = None
-        #: L⁻¹WG from the last factorisation, until the next update (see _core)
-        self._x_core: NDArray[np.float64] | None = None
+        #: Bᵀb (J), the draws' Schur right-hand side: made with B, kept by each trip's update,
+        #: recomputed every ``variance_refresh`` trips (rounding; see _draw_rhs)
+        self._btb: NDArray[np.float64] | None = None
+        self._btb_age = 0
         #: the factor's part of the variances, diag((Q+W)⁻¹), kept once asked for (see
         #: _factor_variances), and trips since its last full computation
         self._var1: NDArray[np.float64] | None = None
@@ -688,8 +693,9 @@ class RegionalGP:
         ``temperature`` [°C] (one value, or one per reading; None: not recorded).
 
         Applied at once (before the next draw): the factor's columns the readings reach are
-        rewritten and the Schur complement gets the trip's rank-k term, computed on a
-        ``update_hops``-hop halo of the readings (:meth:`PrecisionFactor.local_solve`).
+        rewritten, and the Schur complement gets the trip's rank-k term and B its rows'
+        change, both computed on a ``update_hops``-hop halo of the readings
+        (:meth:`PrecisionFactor.local_solve`).
         Temperatures enter the statistics only (see :meth:`_temperature_segments`): given the
         coefficients they shift the residuals, which the factor's right-hand side holds at
         the prior's coefficients."""
@@ -968,25 +974,28 @@ class RegionalGP:
             self._go32 = np.zeros((0, self.landmarks.shape[1]), dtype=np.float32)
         self._observed(np.flatnonzero(self.n_obs))
         g = self.landmarks
-        self._x_core = None
-        if g.shape[1] and not self._n_oi:  # no readings: S = I (no solves)
+        self._bl = self._btb = None
+        if g.shape[1] and not self._n_oi:  # no readings: S = I, B = G (no solves)
             self._s = np.eye(g.shape[1])
             self._ls = np.eye(g.shape[1])
+            self._bl = g.copy()  # (a copy: each trip's update rewrites rows of B in place)
+            self._btb, self._btb_age = np.zeros(g.shape[1]), 0
         elif g.shape[1]:
             f = self.factor
             oi, go = self._oi[: self._n_oi], self._go32[: self._n_oi]  # W vanishes elsewhere
             s = np.eye(g.shape[1]) + landmark_products(go, w=w[oi])
+            b = np.empty(g.shape, dtype=np.float32)
             blocks = self._column_blocks()
             if len(blocks) == 1:
                 # GᵀW(Q+W)⁻¹WG = XᵀX with X = L⁻¹WG: one sweep of the factor, not two, on
-                # WG made in the factor's numbering (no N × J copies between numberings).
-                # X is one sweep from Y = (Q+W)⁻¹WG, B's other half: kept until the next
-                # update, so variances asked for right away (a driver's command) need no J
-                # solves again
+                # WG made in the factor's numbering (no N × J copies between numberings);
+                # Y = (Q+W)⁻¹WG, B's other half, is one more sweep from X
                 x = self._wg_block(slice(None))
                 f.sweep(x)
                 s -= x.T @ x
-                self._x_core = x
+                f.sweep(x, transpose=True)
+                self._fill_b(b, slice(None), x)
+                del x
             else:
                 # N × J in float64 over the memory budget (a region): X's blocks cannot all
                 # be held for XᵀX, so each block of columns is solved whole, Y_c =
@@ -998,10 +1007,22 @@ class RegionalGP:
                     f.sweep(y)
                     f.sweep(y, transpose=True)
                     s[:, c] -= landmark_products(go, v=wo * y[pos])
+                    self._fill_b(b, c, y)
+                    del y
+            self._bl = b
+            self._btb, self._btb_age = landmark_products(b, v=f.b), 0
             self._s = 0.5 * (s + s.T)
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,),
                                           error=ModelStateError)[0]
         self._core_ok = True
+
+    def _fill_b(self, b: NDArray[np.float32], cols: slice, y: NDArray[np.float64]) -> None:
+        """``B[:, cols] = G[:, cols] − Y`` from ``Y = (Q+W)⁻¹WG[:, cols]`` in the factor's
+        numbering, by row blocks (no N-row temporaries)."""
+        g, pos = self.landmarks, self.factor.pos
+        for r0 in range(0, self.n, _ROW_BLOCK):
+            r1 = r0 + _ROW_BLOCK
+            b[r0:r1, cols] = g[r0:r1, cols] - y[pos[r0:r1]]
 
     def _column_blocks(self) -> list[slice]:
         """The landmarks' columns in blocks whose N-row float64 copy fits
@@ -1048,7 +1069,6 @@ class RegionalGP:
         with Y solved on the halo of u; the kept variances and ``(Q+W)⁻¹C_f`` (once asked
         for) change by the same trip's Woodbury terms."""
         g = self.landmarks
-        self._x_core = None  # the factor changes below
         if g.shape[1]:
             seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops,
                                               self.config.update_halo_min)
@@ -1084,28 +1104,30 @@ class RegionalGP:
             # S += zᵀz, refactorised (J³/3 by LAPACK: faster than k rank-one updates)
             self._s += z.T @ z
             self._ls = cholesky_jitter_np(self._s, ladder=(0.0,), error=ModelStateError)[0]
-            post = None
-            if self._bl is not None or (self._ty is not None and dcf is not None):
-                # (Q+W')⁻¹E_u from the pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹
-                post = yh @ np.linalg.inv(np.eye(u.size) + dw[:, None] * y_uu)  # k × k: well
-                # conditioned (eigenvalues ≥ 1); a product, where a solve with |halo|
-                # right-hand sides ran at a fraction of the speed
+            # (Q+W')⁻¹E_u from the pre-trip halo solve by Woodbury: yh (I + Δ Y_uu)⁻¹ (k × k:
+            # well conditioned, eigenvalues ≥ 1)
+            m_u = np.eye(u.size) + dw[:, None] * y_uu
             if self._ty is not None:
                 # (Q+W')⁻¹C' = (Q+W)⁻¹C − Y(Δ⁻¹ + Y_uu)⁻¹(Q+W)⁻¹C|_u + (Q+W')⁻¹E_u ΔC_u on the
                 # halo (Woodbury; beyond it the terms are below the halo's truncation)
                 self._ty[seg] -= yh @ sla.cho_solve((lg, True), self._ty[u])
                 if dcf is not None:
-                    assert post is not None
-                    self._ty[seg] += post @ dcf
+                    self._ty[seg] += yh @ np.linalg.solve(m_u, dcf)
                 self._ty_age += 1
-            if self._bl is not None:
-                assert post is not None
-                # (Q+W)⁻¹WG moves by (Q+W')⁻¹E_u Δ (G_u − Y_u): the halo's rows of B
-                # rewritten (in float64, then held in float32 again)
-                bl = self._bl
-                bl[seg] = bl[seg] - post @ (dw[:, None] * bl[u])  # Y_u = G_u − B_u
-                self._var2_dirty[seg] = True
-                self._var2_age += 1
+            # B = G − (Q+W)⁻¹WG moves by −(Q+W')⁻¹E_u Δ B_u (Y_u = G_u − B_u) on the halo:
+            # yh times a k × J matrix, whose product runs in float32 as B is held (its
+            # rounding, ~1e-7 of the change, is far below B's own). Bᵀb, the draws' Schur
+            # right-hand side, follows from the same terms: (B + ΔB)ᵀ(b + Δb) with
+            # ΔBᵀb = −cᵀ(yhᵀb_halo) and Δb at u
+            bl = self._bl
+            assert bl is not None and self._btb is not None
+            c = np.linalg.solve(m_u, dw[:, None] * bl[u])
+            self._btb -= c.T @ (yh.T @ self.factor.b[seg])
+            bl[seg] -= yh.astype(np.float32) @ c.astype(np.float32)
+            self._btb += bl[u].T.astype(np.float64) @ db
+            self._btb_age += 1
+            self._var2_dirty[seg] = True
+            self._var2_age += 1
         else:
             # no halo solve without landmarks: recomputed when next asked
             self._var1 = self._ty = None
@@ -1118,10 +1140,16 @@ class RegionalGP:
     ) -> NDArray[np.float64]:
         """``x₁ + G x₂`` for ``x = L_P⁻ᵀ(L_P⁻¹ b + ε)`` with ``L_P`` the block factor of the
         precision of ``(f₁, u)``: the posterior mean's deviation from the prior mean with
-        ``eps = None``, a joint draw of it with standard normal ``eps`` — three sweeps.
-        ``shift``: ``(s, (Q+W)⁻¹s)`` with the right-hand side ``b − s`` instead (the
-        readings' residuals moved by the temperature coefficients' ``Cδ``), at no more
-        sweeps."""
+        ``eps = None`` (three sweeps), a joint draw of it with standard normal ``eps`` (one
+        sweep and two products with B). ``shift``: ``(s, (Q+W)⁻¹s)`` with the right-hand
+        side ``b − s`` instead (the readings' residuals moved by the temperature
+        coefficients' ``Cδ``), at no more sweeps.
+
+        With ``Y = (Q+W)⁻¹WG`` and ``B = G − Y``: the Schur block's right-hand side is
+        ``Gᵀ(b − W(Q+W)⁻¹b) = Bᵀb``, and ``x₁ = L⁻ᵀ(L⁻¹b + ε₁) − Y x₂``, so
+        ``x₁ + G x₂ = L⁻ᵀ(L⁻¹b + ε₁) + B x₂``. A draw reads the kept B that way: one sweep
+        from the kept ``L⁻¹b`` instead of three (~15 ms of a 100k town's ~36 ms draw). The
+        mean takes the three sweeps in float64 (B is float32 and kept by halo updates)."""
         self._core()
         f = self.factor
         g = self.landmarks
@@ -1130,27 +1158,43 @@ class RegionalGP:
             if shift is not None:
                 return f.solve(b) if eps is None else f.draw_solve(eps[0], b)
             return f.mean_solve() if eps is None else f.draw_solve(eps[0])
-        m1 = f.mean_solve(for_draw=eps is not None)  # (Q+W)⁻¹ b
+        if eps is not None:
+            bl = self._landmark_b()
+            rhs = self._draw_rhs()
+            if shift is not None:
+                rhs = rhs - landmark_products(bl, v=shift[0])
+            z2 = sla.solve_triangular(self._ls, rhs, lower=True)
+            x2 = sla.solve_triangular(self._ls, z2 + eps[1], lower=True, trans="T")
+            x1 = f.draw_solve(eps[0])  # L⁻ᵀ(L⁻¹b + ε₁) from the kept L⁻¹b
+            if shift is not None:
+                x1 -= shift[1]
+            return x1 + bl @ x2.astype(np.float32)
+        m1 = f.mean_solve()  # (Q+W)⁻¹ b
         if shift is not None:
             m1 -= shift[1]
         oi = self._oi[: self._n_oi]
         # the driven rows of G are held in float32: the mean's products cast them to float64
-        # by row blocks, a draw's run in float32 (~1e-7 relative, far below its spread)
+        # by row blocks (landmark_products)
         go = self._go32[: self._n_oi]
         v = b[oi] - f.w[oi] * m1[oi]
-        rhs = (landmark_products(go, v=v) if eps is None
-               else (go.T @ v.astype(np.float32)).astype(np.float64))
-        z2 = sla.solve_triangular(self._ls, rhs, lower=True)
-        x2 = sla.solve_triangular(self._ls, z2 if eps is None else z2 + eps[1], lower=True,
-                                  trans="T")
-        # x₁ = L⁻ᵀ(L⁻¹b + ε₁ − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂) + L⁻ᵀε₁
+        z2 = sla.solve_triangular(self._ls, landmark_products(go, v=v), lower=True)
+        x2 = sla.solve_triangular(self._ls, z2, lower=True, trans="T")
+        # x₁ = L⁻ᵀ(L⁻¹b − L⁻¹WGx₂) = (Q+W)⁻¹(b − WGx₂)
         r = b.copy()
-        r[oi] -= f.w[oi] * (landmark_products(go, c=x2) if eps is None
-                            else go @ x2.astype(np.float32))
-        x1 = f.solve(r) if eps is None else f.draw_solve(eps[0], r)
+        r[oi] -= f.w[oi] * landmark_products(go, c=x2)
+        x1 = f.solve(r)
         # the one product over every segment's row: in float32 (half the memory traffic;
-        # ~1e-7 relative, far below the draw's own spread)
+        # ~1e-7 relative)
         return x1 + g @ x2.astype(np.float32)
+
+    def _draw_rhs(self) -> NDArray[np.float64]:
+        """``Bᵀb`` [J], kept by the trips' updates (:meth:`_add_readings`), recomputed in
+        float64 every ``variance_refresh`` trips so that the updates' rounding cannot add up
+        (one N × J product, ~15 ms at 100k segments)."""
+        assert self._bl is not None and self._btb is not None
+        if self._btb_age >= self.config.variance_refresh:
+            self._btb, self._btb_age = landmark_products(self._bl, v=self.factor.b), 0
+        return self._btb
 
     def _moments(self) -> dict[str, Any]:
         """Posterior mean deviation and variances, with the trip totals' Woodbury terms."""
@@ -1304,28 +1348,10 @@ class RegionalGP:
         return mom["slope"]
 
     def _landmark_b(self) -> NDArray[np.float32]:
-        """``B = G − (Q+W)⁻¹WG`` (N × J, float32): J solves once, then kept by each trip's
-        halo update."""
-        if self._bl is None:
-            self._core()
-            f, g = self.factor, self.landmarks
-            x, self._x_core = self._x_core, None
-            if x is None and not self._n_oi:  # no readings: Y = 0
-                self._bl = g.copy()
-                return self._bl
-            b = np.empty(g.shape, dtype=np.float32)
-            # Y = (Q+W)⁻¹WG in the factor's numbering, swept in place (from X when the last
-            # factorisation left it), then B = G − Y in the segments' numbering
-            for c in [slice(None)] if x is not None else self._column_blocks():
-                y = x if x is not None else self._wg_block(c)
-                if x is None:
-                    f.sweep(y)
-                f.sweep(y, transpose=True)
-                for r0 in range(0, self.n, _ROW_BLOCK):  # (no N-row temporaries)
-                    r1 = r0 + _ROW_BLOCK
-                    b[r0:r1, c] = g[r0:r1, c] - y[f.pos[r0:r1]]
-                del y
-            self._bl = b
+        """``B = G − (Q+W)⁻¹WG`` (N × J, float32): made by each factorisation (:meth:`_core`),
+        then kept by each trip's halo update (:meth:`_add_readings`)."""
+        self._core()
+        assert self._bl is not None
         return self._bl
 
     def _factor_variances(self) -> NDArray[np.float64]:
@@ -1383,10 +1409,9 @@ class RegionalGP:
     def _cov_base(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
         """``Σ_base V`` for V (N × k): ``(Q+W)⁻¹V + B S⁻¹ BᵀV`` with ``B = G − (Q+W)⁻¹WG``.
 
-        With B kept (once variances were asked for) a product with it; otherwise 2k solves
-        (``BᵀV = GᵀV − GᵀW(Q+W)⁻¹V`` and ``B c = Gc − (Q+W)⁻¹WGc``), which needs no N × J
-        matrix: a Thompson trip or a route's total never pays the J solves that B costs.
-        At changed roads, the covariance of ``F = f + h`` (:meth:`_changed_roads`)."""
+        k solves and two products with the kept B (made by each factorisation, see
+        :meth:`_core`). At changed roads, the covariance of ``F = f + h``
+        (:meth:`_changed_roads`)."""
         roads = self._changed_roads()
         if roads is None:
             return self._cov_f(v)
@@ -1400,18 +1425,13 @@ class RegionalGP:
 
     def _cov_f(self, v: NDArray[np.float64]) -> NDArray[np.float64]:
         """``Σ_f V`` of the learner's latent (:meth:`_cov_base` without the changed roads)."""
-        f, g = self.factor, self.landmarks
-        x = f.solve(v)
-        if not g.shape[1]:
+        self._core()
+        x = self.factor.solve(v)
+        if not self.landmarks.shape[1]:
             return x
-        if self._bl is not None:
-            btv = landmark_products(self._bl, v=v)
-            return x + landmark_products(self._bl, c=sla.cho_solve((self._ls, True), btv))
-        obs = self._oi[: self._n_oi]
-        btv = landmark_products(g, v=v) - landmark_products(self._go32[: self._n_oi],
-                                                            v=f.w[obs, None] * x[obs])
-        gc = landmark_products(g, c=sla.cho_solve((self._ls, True), btv))
-        return x + gc - f.solve(f.w[:, None] * gc)
+        bl = self._landmark_b()
+        btv = landmark_products(bl, v=v)
+        return x + landmark_products(bl, c=sla.cho_solve((self._ls, True), btv))
 
     def _total_matrix(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """The totals as rows V (N × T, column per total), residual totals and noise variances."""
@@ -1531,7 +1551,7 @@ class RegionalGP:
             if mom["e"] is not None:
                 ei = mom["e"][ids]
                 cov = cov - ei @ ei.T
-        else:  # k solves: B's rows at ids are G_ids − ((Q+W)⁻¹E_ids)ᵀWG, no N × J Y needed
+        else:  # k solves: B's rows at ids in float64, G_ids − ((Q+W)⁻¹E_ids)ᵀWG
             self._core()
             f = self.factor
             x = f.solve(e)

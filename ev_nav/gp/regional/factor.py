@@ -126,6 +126,27 @@ def _forward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
 
 
 @numba.njit(cache=True, nogil=True)
+def _forward_active(colptr, rowidx, val, x, active):  # noqa: ANN001, ANN202
+    """``x ← L⁻¹ x`` in place (x is (n, k)) where only x's first ``active[j]`` columns can be
+    non-zero in rows ≤ j (each right-hand side zero above its first non-zero row, the columns
+    in the order of those rows): the same numbers as :func:`_forward`, whose work on the
+    zeros is skipped."""
+    n = colptr.size - 1
+    for j in range(n):
+        a = active[j]
+        if a == 0:
+            continue
+        d = val[colptr[j]]
+        for c in range(a):
+            x[j, c] /= d
+        for q in range(colptr[j] + 1, colptr[j + 1]):
+            i = rowidx[q]
+            v = val[q]
+            for c in range(a):
+                x[i, c] -= v * x[j, c]
+
+
+@numba.njit(cache=True, nogil=True)
 def _backward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
     """``x ← L⁻ᵀ x`` in place; x is (n, k). Columns read from the last entry down, as in
     :func:`_backward1`."""
@@ -530,10 +551,18 @@ class PrecisionFactor:
         # (each column's diagonal first: pos is sorted, so it stays first in the block)
         cp, ri, vv = sub_block(self.colptr, self.rowidx, self.values, pos, self._loc)
         seg = self.seg[pos]
+        # right-hand side c is zero above its own row lp[c] until the forward sweep reaches
+        # it: with the columns in the order of lp, row j of the sweep works on the first
+        # active[j] columns only (about half the forward sweep's work)
+        lp = np.searchsorted(pos, self.pos[ids])
+        order = np.argsort(lp, kind="stable")
         x = np.zeros((seg.size, ids.size))
-        x[np.searchsorted(pos, self.pos[ids]), np.arange(ids.size)] = 1.0
-        _forward(cp, ri, vv, x)
+        x[lp[order], np.arange(ids.size)] = 1.0
+        active = np.searchsorted(lp[order], np.arange(seg.size), side="right")
+        _forward_active(cp, ri, vv, x, active)
         _backward(cp, ri, vv, x)
+        if np.any(order != np.arange(ids.size)):  # (ids in the factor's order need no copy)
+            x = x[:, np.argsort(order)]
         return seg, x
 
     def _in(self, b: NDArray[np.float64]) -> NDArray[np.float64]:

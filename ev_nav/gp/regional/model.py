@@ -1070,6 +1070,12 @@ class RegionalGP:
         for) change by the same trip's Woodbury terms."""
         g = self.landmarks
         if g.shape[1]:
+            # the readings in the factor's order: the halo solve's columns then need no
+            # reordering (PrecisionFactor.local_solve)
+            o = np.argsort(self.factor.pos[u])
+            u, dw, db = u[o], dw[o], db[o]
+            if dcf is not None:
+                dcf = dcf[o]
             seg, yh = self.factor.local_solve(u, self._adjacency, self.config.update_hops,
                                               self.config.update_halo_min)
             # u's rows of the halo (its segments are in the factor's order)

@@ -14,8 +14,10 @@ deviation, relative to that segment's prior standard deviation, and its 99th per
 regional learner without fits drives T random trips of 40 segments in a world drawn from the
 paper's prior, drawing a Thompson sample before each update as a trip does, and after each
 trip its posterior mean is compared with that of a copy refactorised from the same
-statistics. Printed per network: the worst difference over the trips, relative to each
-segment's prior sd, and the final one (``--halo-min`` and ``--factor-tol`` set the
+statistics, and so is a draw from the same normals (the kept B against the refactorised one);
+at the end both learners' B against its exact value from a sparse LU of ``Q + W``.
+Printed per network: the worst difference over the trips, relative to each segment's prior
+sd, and the final one (``--halo-min`` and ``--factor-tol`` set the
 learner's ``update_halo_min`` and ``factor_tol``).
 
 Usage: python scripts/regional_accuracy.py [--networks monaco,luxembourg] [--trips 500]
@@ -29,8 +31,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ev_nav.gp.regional import RegionalGP
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -130,16 +136,19 @@ def _drift(names: list[str], args: argparse.Namespace) -> int:
         config = replace(config, factor_tol=args.factor_tol)
     print(f"update_halo_min = {config.update_halo_min}, factor_tol = {config.factor_tol:g}, "
           f"{args.drift} trips")
-    print("| network | N | mean vs refactorised: worst | final |")
-    print("|---|---:|---:|---:|")
+    print("| network | N | mean vs refactorised: worst | final | draw vs refactorised: worst "
+          "| final |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rows: list[str] = []
+    kept_b: list[tuple[str, float, float]] = []
     for name in names:
         net = _network(name)
         truth = sample_ground_truth(net, seed=5)
         model = RegionalGP(net, config=config, seed=0)
         prior_sd = RegionalGP(net, config=config, seed=0).posterior().std
         rng = np.random.default_rng(5)
-        worst = gap = 0.0
-        for _ in range(args.drift):
+        worst = gap = worst_draw = gap_draw = 0.0
+        for t in range(args.drift):
             path = random_route(net, 40, rng)
             model.sample(rng)
             model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
@@ -148,8 +157,41 @@ def _drift(names: list[str], args: argparse.Namespace) -> int:
             gap = float(np.max(np.abs(model.posterior_mean() - fresh.posterior_mean())
                                / prior_sd))
             worst = max(worst, gap)
-        print(f"| {name} | {net.n_segments:,} | {worst:.2e} | {gap:.2e} |")
+            # a draw from the same normals (the kept B and Bᵀb against the refactorised)
+            draws = [m.sample(np.random.default_rng([5, t])) for m in (model, fresh)]
+            gap_draw = float(np.max(np.abs(draws[0] - draws[1]) / prior_sd))
+            worst_draw = max(worst_draw, gap_draw)
+        rows.append(f"| {name} | {net.n_segments:,} | {worst:.2e} | {gap:.2e} | "
+                    f"{worst_draw:.2e} | {gap_draw:.2e} |")
+        print(rows[-1])
+        kept_b.append((name, *_b_against_exact(model, fresh)))
+    print("\nB = G − (Q+W)⁻¹WG after the trips, against its exact value (a sparse LU of Q + W), "
+          "largest difference relative to G's largest entry:")
+    print("| network | kept by the trips' updates | refactorised (zero-fill factor) |")
+    print("|---|---:|---:|")
+    for name, kept, refact in kept_b:
+        print(f"| {name} | {kept:.2e} | {refact:.2e} |")
     return 0
+
+
+def _b_against_exact(model: RegionalGP, fresh: RegionalGP) -> tuple[float, float]:
+    """The kept and the refactorised learner's ``B = G − (Q+W)⁻¹WG`` against ``B`` from a
+    sparse LU of ``Q + W`` (the prior's exact precision plus the readings): the largest
+    difference relative to G's largest entry, each."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    assert model._parts is not None
+    prior = model._parts.prior
+    a = prior.a_matrix.tocsc()
+    q = (a.T @ sp.diags(1.0 / prior.d) @ a).tocsc()
+    w = model.factor.w
+    g = model.landmarks.astype(np.float64)
+    exact = g - spla.splu((q + sp.diags(w)).tocsc()).solve(w[:, None] * g)
+    top = float(np.abs(g).max())
+    kept, refactorised = (float(np.abs(m._landmark_b() - exact).max()) / top
+                          for m in (model, fresh))
+    return kept, refactorised
 
 
 if __name__ == "__main__":

@@ -522,11 +522,10 @@ class PrecisionFactor:
             )
         return int(out)
 
-    def mean_solve(self, for_draw: bool = False) -> NDArray[np.float64]:
-        """``(L Lᵀ)⁻¹ b`` from the kept ``L⁻¹ b``: one sweep (``for_draw``: with the float32
-        values, as :meth:`draw_solve`)."""
+    def mean_solve(self) -> NDArray[np.float64]:
+        """``(L Lᵀ)⁻¹ b`` from the kept ``L⁻¹ b``: one sweep."""
         x = self._y.copy()
-        _backward1(self.colptr, self.rowidx, self._v32 if for_draw else self.values, x)
+        _backward1(self.colptr, self.rowidx, self.values, x)
         return x[self.pos]
 
     def local_solve(

@@ -19,11 +19,11 @@ joint precision of ``(f₁, u)``::
 ``Q + W`` is factorised on the Vecchia pattern (:class:`~ev_nav.gp.regional.factor.PrecisionFactor`)
 and the J × J Schur complement ``S = I + GᵀWG − GᵀW(Q+W)⁻¹WG`` by dense Cholesky; each
 factorisation also makes ``B = G − Y`` (N × J, float32) with ``Y = (Q+W)⁻¹WG``. The posterior
-mean costs three sweeps of the factor; a joint Thompson sample of every segment one sweep and
+mean costs three sweeps of the factor, a joint Thompson sample of every segment one sweep and
 two products with B (``x₂ = S⁻¹Bᵀb + S^{-T/2} ε₂``, ``L⁻ᵀ(L⁻¹b + ε₁) + B x₂``); the marginal
-variances ``diag((Q+W)⁻¹) + rowsum(B S^{-T/2})²`` come from the Takahashi recursion on the
-factor and from B. Trip totals (one linear row over a route) enter by Woodbury on top of that
-posterior.
+variances ``diag((Q+W)⁻¹) + rowsum(B S^{-T/2})²`` come from the
+Takahashi recursion on the factor and from B. Trip totals (one linear row over a route) enter
+by Woodbury on top of that posterior.
 
 A trip's update is applied at once and costs what the readings reach: the factor columns they
 change, a rank-k term of ``S`` and the rows of B solved on a hop halo of the trip, and — once
@@ -588,8 +588,8 @@ class RegionalGP:
         #: blocks (landmark_products), the per-trip Woodbury product of the kept variances
         #: in float32 (see _landmark_variances)
         self._bl: NDArray[np.float32] | None = None
-        #: Bᵀb (J), the draws' Schur right-hand side: made with B, kept by each trip's update,
-        #: recomputed every ``variance_refresh`` trips (rounding; see _draw_rhs)
+        #: Bᵀb (J), a draw's Schur right-hand side: made with B, kept by each trip's update,
+        #: recomputed every ``variance_refresh`` trips (rounding; see _schur_rhs)
         self._btb: NDArray[np.float64] | None = None
         self._btb_age = 0
         #: the factor's part of the variances, diag((Q+W)⁻¹), kept once asked for (see
@@ -1152,10 +1152,15 @@ class RegionalGP:
         coefficients' ``Cδ``), at no more sweeps.
 
         With ``Y = (Q+W)⁻¹WG`` and ``B = G − Y``: the Schur block's right-hand side is
-        ``Gᵀ(b − W(Q+W)⁻¹b) = Bᵀb``, and ``x₁ = L⁻ᵀ(L⁻¹b + ε₁) − Y x₂``, so
-        ``x₁ + G x₂ = L⁻ᵀ(L⁻¹b + ε₁) + B x₂``. A draw reads the kept B that way: one sweep
-        from the kept ``L⁻¹b`` instead of three (~15 ms of a 100k town's ~36 ms draw). The
-        mean takes the three sweeps in float64 (B is float32 and kept by halo updates)."""
+        ``Gᵀ(b − W(Q+W)⁻¹b) = Bᵀb`` (kept, :meth:`_schur_rhs`), and
+        ``x₁ = L⁻ᵀ(L⁻¹b + ε₁) − Y x₂``, so ``x₁ + G x₂ = L⁻ᵀ(L⁻¹b + ε₁) + B x₂``: a draw
+        takes one sweep from the kept ``L⁻¹b`` instead of the block factor's three (~15 ms of
+        a 100k town's ~36 ms draw). The mean keeps the three float64 sweeps: the kept B
+        (closer to ``G − (Q+W)⁻¹WG`` with the exact ``(Q+W)⁻¹`` than a refactorised
+        learner's, ``scripts/regional_accuracy.py --drift``) is not the zero-fill factor's
+        own: in one sequence of 40 trips on Monaco a mean through it was 3.8e-3 of a prior
+        sd from the exact value, a refactorised learner's 9.7e-4 (a draw's centre is tested
+        within 1e-2)."""
         self._core()
         f = self.factor
         g = self.landmarks
@@ -1166,14 +1171,15 @@ class RegionalGP:
             return f.mean_solve() if eps is None else f.draw_solve(eps[0])
         if eps is not None:
             bl = self._landmark_b()
-            rhs = self._draw_rhs()
+            rhs = self._schur_rhs()
             if shift is not None:
                 rhs = rhs - landmark_products(bl, v=shift[0])
             z2 = sla.solve_triangular(self._ls, rhs, lower=True)
             x2 = sla.solve_triangular(self._ls, z2 + eps[1], lower=True, trans="T")
-            x1 = f.draw_solve(eps[0])  # L⁻ᵀ(L⁻¹b + ε₁) from the kept L⁻¹b
+            x1 = f.draw_solve(eps[0])  # L⁻ᵀ(L⁻¹b + ε₁) from the kept L⁻¹b, float32 values
             if shift is not None:
                 x1 -= shift[1]
+            # in float32, like the sweep (~1e-7 relative, far below the draw's own spread)
             return x1 + bl @ x2.astype(np.float32)
         m1 = f.mean_solve()  # (Q+W)⁻¹ b
         if shift is not None:
@@ -1193,7 +1199,7 @@ class RegionalGP:
         # ~1e-7 relative)
         return x1 + g @ x2.astype(np.float32)
 
-    def _draw_rhs(self) -> NDArray[np.float64]:
+    def _schur_rhs(self) -> NDArray[np.float64]:
         """``Bᵀb`` [J], kept by the trips' updates (:meth:`_add_readings`), recomputed in
         float64 every ``variance_refresh`` trips so that the updates' rounding cannot add up
         (one N × J product, ~15 ms at 100k segments)."""

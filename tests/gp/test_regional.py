@@ -612,9 +612,7 @@ def _exact_mean_deviation(model: RegionalGP) -> np.ndarray:
     """The posterior mean's deviation from the prior mean under the learner's own prior and
     readings, by a sparse LU of the whole precision ``[[Q + W, WG], [GᵀW, I + GᵀWG]]`` (no
     zero-fill factor, no per-trip updates)."""
-    prior = model._parts.prior
-    a = prior.a_matrix.tocsc()
-    q = a.T @ sp.diags(1.0 / prior.d) @ a
+    q = model._parts.prior.precision()
     w, b = model.factor.w, model.factor.b
     g = model.landmarks.astype(np.float64)
     wg = sp.csr_matrix(w[:, None] * g)

@@ -111,26 +111,11 @@ def _gram_on_pattern(colptr, rowidx, l0, rptr, rcol, out):  # noqa: ANN001, ANN2
 
 
 @numba.njit(cache=True, nogil=True)
-def _forward(colptr, rowidx, val, x):  # noqa: ANN001, ANN202
-    """``x ← L⁻¹ x`` in place; x is (n, k)."""
-    n = colptr.size - 1
-    for j in range(n):
-        d = val[colptr[j]]
-        for c in range(x.shape[1]):
-            x[j, c] /= d
-        for q in range(colptr[j] + 1, colptr[j + 1]):
-            i = rowidx[q]
-            v = val[q]
-            for c in range(x.shape[1]):
-                x[i, c] -= v * x[j, c]
-
-
-@numba.njit(cache=True, nogil=True)
-def _forward_active(colptr, rowidx, val, x, active):  # noqa: ANN001, ANN202
-    """``x ← L⁻¹ x`` in place (x is (n, k)) where only x's first ``active[j]`` columns can be
-    non-zero in rows ≤ j (each right-hand side zero above its first non-zero row, the columns
-    in the order of those rows): the same numbers as :func:`_forward`, whose work on the
-    zeros is skipped."""
+def _forward(colptr, rowidx, val, x, active):  # noqa: ANN001, ANN202
+    """``x ← L⁻¹ x`` in place; x is (n, k), of which only the first ``active[j]`` columns can
+    be non-zero in rows ≤ j (all k for a dense x; a halo solve's unit right-hand sides, in
+    the order of their rows, are zero above them): the work on those zeros is skipped, the
+    numbers are the same."""
     n = colptr.size - 1
     for j in range(n):
         a = active[j]
@@ -558,7 +543,7 @@ class PrecisionFactor:
         x = np.zeros((seg.size, ids.size))
         x[lp[order], np.arange(ids.size)] = 1.0
         active = np.searchsorted(lp[order], np.arange(seg.size), side="right")
-        _forward_active(cp, ri, vv, x, active)
+        _forward(cp, ri, vv, x, active)
         _backward(cp, ri, vv, x)
         if np.any(order != np.arange(ids.size)):  # (ids in the factor's order need no copy)
             x = x[:, np.argsort(order)]
@@ -581,7 +566,7 @@ class PrecisionFactor:
             _backward1(self.colptr, self.rowidx, self.values, x1)
             return x1[self.pos] if np.ndim(b) == 1 else x1[self.pos, None]
         x = self._in(b)
-        _forward(self.colptr, self.rowidx, self.values, x)
+        _forward(self.colptr, self.rowidx, self.values, x, np.full(self.n, x.shape[1]))
         _backward(self.colptr, self.rowidx, self.values, x)
         return self._out(x, np.ndim(b))
 
@@ -608,7 +593,10 @@ class PrecisionFactor:
         copied between numberings (the landmarks' solves, ~0.4 GB each at 100k segments)."""
         if not (x.ndim == 2 and x.flags.c_contiguous and x.dtype == np.float64):
             raise ValueError("sweep needs a C-contiguous float64 (n, k) array")
-        (_backward if transpose else _forward)(self.colptr, self.rowidx, self.values, x)
+        if transpose:
+            _backward(self.colptr, self.rowidx, self.values, x)
+        else:
+            _forward(self.colptr, self.rowidx, self.values, x, np.full(self.n, x.shape[1]))
 
     def variances(self) -> NDArray[np.float64]:
         """``diag((L Lᵀ)⁻¹)`` per segment [Wh²], by Takahashi's recursion on the whole

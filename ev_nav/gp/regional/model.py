@@ -1082,6 +1082,9 @@ class RegionalGP:
             y_uu = yh[np.searchsorted(self.factor.pos[seg], self.factor.pos[u])]
             obs = self.factor.w[seg] > 0
             so = seg[obs]
+            # H is B's rows at u, but solved afresh on this halo in float64 rather than read
+            # from the kept B: S accumulates every trip's term, and B's float32 rounding and
+            # its halo updates' drift (docs/gp.md) would add up in S with them
             h = g[u].astype(np.float64) - yh[obs].T @ (self.factor.w[so, None] * g[so])
             gm = np.diag(1.0 / dw) + y_uu
             lg = cholesky_jitter_np(gm, ladder=(0.0,), symmetrize=True, error=ModelStateError)[0]

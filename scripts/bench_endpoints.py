@@ -92,11 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
+    # the state and the network file live in a folder removed when the command ends
+    # (each run of --quick in the tests left one behind before)
+    with tempfile.TemporaryDirectory(prefix="bench-endpoints-") as d:
+        return _bench(args, Path(d))
+
+
+def _bench(args: argparse.Namespace, tmp: Path) -> int:
+    """The measurement, with its files in ``tmp``."""
     import ev_nav
     from ev_nav.bandits.routing import Router
     from ev_nav.potential import potential_change
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-endpoints-"))
     if args.pairs is None:
         args.pairs = 20 if args.quick else 100
     if args.quick:

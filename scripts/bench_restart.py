@@ -92,7 +92,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.batches is None:
         args.batches = 300 if args.quick else 5000
+    # the state, network file and server logs live in a folder removed when the
+    # command ends (each run of --quick in the tests left one behind before)
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as d:
+        return _bench(args, Path(d))
 
+
+def _bench(args: argparse.Namespace, work: Path) -> int:
+    """The measurement, with its files in ``work``."""
     import httpx
 
     import ev_nav
@@ -100,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     from ev_nav.settings import CLI_MAX_REPLAY
     from ev_nav.store import Store
 
-    work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     state = work / "state"
     if args.quick:
         ev_nav.create_state(state, synthetic=400, model="gp").close()

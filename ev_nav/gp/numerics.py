@@ -128,6 +128,19 @@ def matern52(x1: Tensor, x2: Tensor, lengthscale: Tensor) -> Tensor:
     return (1.0 + s5r + s5r * s5r / 3.0) * torch.exp(-s5r)
 
 
+def matern52_parts(x: Tensor, lengthscale: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`matern52` of x with itself with what its lengthscale derivatives need: the
+    correlation k, the factor ``q = (5/3)(1 + √5 r) e^{−√5 r}`` with
+    ``∂k/∂log ℓ_d = q (u_{id} − u_{jd})²``, and the scaled inputs ``u = x/ℓ``
+    (:func:`ev_nav.gp.fitting.fit_objective`'s closed-form gradient)."""
+    import torch
+
+    u = x / lengthscale
+    s = math.sqrt(5.0) * torch.cdist(u, u)
+    e = torch.exp(-s)
+    return (1.0 + s + s * s / 3.0) * e, (5.0 / 3.0) * (1.0 + s) * e, u
+
+
 # ------------------------------------------------------------------------------ random features
 def student_t_frequencies(z: ArrayT, chi2: ArrayT, dof: float, lengthscale: object) -> ArrayT:
     """Spectral frequencies of a Matérn-ν kernel: ``z √(2ν / χ²) / ℓ``.

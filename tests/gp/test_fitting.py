@@ -55,7 +55,7 @@ def problem():
     # one row per segment for the first 30, then 6 trip totals over overlapping segments
     pos = [np.array([i]) for i in range(30)]
     wts = [np.ones(1) for _ in range(30)]
-    for j in range(6):
+    for _ in range(6):
         p = rng.choice(n, size=8, replace=False)
         pos.append(p)
         wts.append(rng.uniform(0.5, 1.5, size=8))

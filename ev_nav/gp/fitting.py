@@ -310,7 +310,7 @@ def fit_objective(
             grad[off : off + dim] = 2.0 * ((u * u).T @ w.sum(1) - (u * (w @ u)).sum(0))
         grad[i_s1 + 2] = (noise * (mg.diagonal() * data.noise_factor).sum()
                           + 0.5 * data.dof - 0.5 * data.ssw / noise)
-    if kappa_free:
+    if kappa_free and block_g.requires_grad:  # (a block that ignores κ: its derivative is 0)
         (gk,) = torch.autograd.grad(block_g, log_kappa, grad_outputs=(s1 * mk) * m1)
         grad[0] = gk
     grad[free] += (th - centre)[free] / prior_log_sd**2

@@ -538,7 +538,7 @@ def test_the_halo_rows_forms_are_the_dense_ones_on_a_real_halo_solve(town):
     """The factor part's per-trip drop ``diag(Y (Δ⁻¹ + Y_uu)⁻¹ Yᵀ)`` on a halo solve of a real
     route, by the sparse row forms (entries below 1e-14 of their row's largest left out)
     against the dense product: equal within 1e-12 relative, with entries left out (18 % on
-    this town's short route of 77 segments; 80–90 % on long routes of a 100k town)."""
+    this town's short route of 77 segments; 70–90 % on long routes of a 100k town)."""
     from ev_nav.gp.regional.factor import halo_row_forms
 
     model = RegionalGP(town, config=RegionalConfig(landmarks=50, learn_hyperparameters=False))

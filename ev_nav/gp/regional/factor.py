@@ -376,7 +376,7 @@ def halo_row_forms(y: NDArray[np.float64], m: NDArray[np.float64]) -> NDArray[np
     |halo| × k) and a symmetric k × k ``M`` (its lower triangle is read).
 
     A halo row's entries decay by ~10× a hop from each reading, so a row is mostly entries
-    below its largest by many orders (at 100k segments, 80–90 % of a Bayes-UCB route's
+    below its largest by many orders (at 100k segments, 70–90 % of a Bayes-UCB route's
     k = 200–500 columns lie below 1e-14 of it): those are left out, at a relative error
     ≤ 2√k · 1e-14 · cond(M) of each form (rounding level), and the forms cost
     ``Σ_i nnz_i²`` instead of the dense ``|halo| · k²``."""

@@ -1091,11 +1091,11 @@ class RegionalGP:
             z = sla.solve_triangular(lg, h, lower=True)
             if self._var1 is not None:
                 # (Q+W')⁻¹ = (Q+W)⁻¹ − Y (Δ⁻¹ + Y_uu)⁻¹ Yᵀ (Woodbury) with Y on the halo:
-                # each halo variance drops by its row's |L_g⁻¹ Yᵀ|², the rest by less than
-                # the halo's truncation squared (~1e-9)
-                # (one form per halo row on its few large entries, halo_row_forms: the
-                # dense k × |halo| triangular solve was the costliest part of a long route's
-                # update, ~0.4 s of 1M segments' Bayes-UCB trips)
+                # each halo variance drops by its row's form y (Δ⁻¹ + Y_uu)⁻¹ yᵀ, the rest by
+                # less than the halo's truncation squared (~1e-9). The forms are taken on
+                # each row's few large entries (halo_row_forms): the dense k × |halo|
+                # triangular solve was the costliest part of a long route's update, ~0.4 s of
+                # a Bayes-UCB trip on 1M segments
                 inv = sla.lapack.dpotri(lg, lower=1)[0]
                 self._var1[seg] -= halo_row_forms(yh, inv)
                 self._var1_age += 1
@@ -1410,8 +1410,7 @@ class RegionalGP:
         else:
             if self._var2_pending:
                 wp = np.hstack(self._var2_pending).astype(np.float32)
-                # in row blocks: the N × r product (and einsum's float64 casts of it) would be
-                # GBs at 1M segments
+                # in row blocks: the N × r product would be GBs at 1M segments
                 for r0 in range(0, self.n, 8 * _ROW_BLOCK):
                     # the row sums in float32 too: 5.5× faster than einsum's cast to float64
                     # (~140 ms a trip at 1M segments), ~3e-7 of each trip's drop

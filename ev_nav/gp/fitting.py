@@ -248,6 +248,7 @@ def fit_objective(
     centre: Tensor,
     free: Tensor,
     prior_log_sd: float,
+    rows: sp.csr_matrix | None = None,
 ) -> tuple[float, Tensor] | None:
     """The negative log posterior that :func:`map_fit` minimises [nats], and its gradient in
     ``θ`` (zero at the entries that are not ``free``); None where the rows' covariance is not
@@ -260,7 +261,8 @@ def fit_objective(
     elementwise. Autograd through the factorisation took about ten times the factorisation
     itself (two full triangular solves, products and masks per evaluation) and ~60 % of a
     fit; this form takes one ``potri`` and a few elementwise passes. Only a free κ goes
-    through autograd (the graph block's derivative is the caller's)."""
+    through autograd (the graph block's derivative is the caller's). ``rows``: H as a sparse
+    ``R × S`` matrix, made from ``data`` when not given (:func:`map_fit` makes it once)."""
     dim = data.x.shape[1]
     i_s1 = 1 + 2 * dim
     th = theta.detach()
@@ -281,7 +283,7 @@ def fit_objective(
             k = amp[:, None] * k * amp[None, :]
         if data.extra is not None:
             k = k + torch.diag(data.extra)
-        h = _row_matrix(data.pos, data.wts, k.shape[0])
+        h = _row_matrix(data.pos, data.wts, k.shape[0]) if rows is None else rows
         hk = h @ k.numpy()
         g = torch.from_numpy(h @ np.ascontiguousarray(hk.T))
         g = 0.5 * (g + g.T) + torch.diag(noise * data.noise_factor)
@@ -355,11 +357,12 @@ def map_fit(
     opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=iterations,
                             line_search_fn="strong_wolfe")
     best = {"nll": math.inf, "theta": start.clone(), "start": math.nan}
+    rows = _row_matrix(data.pos, data.wts, data.x.shape[0])
 
     def closure() -> Tensor:
         if cancel is not None and cancel.is_set():
             raise FitCancelled
-        out = fit_objective(theta, data, graph_block, centre, free, prior_log_sd)
+        out = fit_objective(theta, data, graph_block, centre, free, prior_log_sd, rows)
         if out is None:  # far outside the useful range: steer the line search away
             if math.isnan(best["start"]):  # the start itself: any fitted point beats it
                 best["start"] = math.inf

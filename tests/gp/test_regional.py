@@ -561,6 +561,34 @@ def test_the_halo_rows_forms_are_the_dense_ones_on_a_real_halo_solve(town):
     assert small.mean() > 0.1, small.mean()
 
 
+def test_a_trips_woodbury_directions_are_the_same_from_either_side(town):
+    """A trip's landmark directions W (``W Wᵀ = S⁻¹ − (S + zᵀz)⁻¹``) come from the k × k
+    eigenproblem when the route reads at most J segments and from the J × J one beyond: both
+    give that difference to 1e-10 of its largest entry, and with a coarse ``woodbury_tol`` the
+    two sides keep the same directions (the same W up to their signs)."""
+    for tol in (0.0, 1e-3):
+        model = RegionalGP(town, config=RegionalConfig(landmarks=40, woodbury_tol=tol,
+                                                       learn_hyperparameters=False))
+        rng = np.random.default_rng(5)
+        for _ in range(10):
+            path = random_route(town, 50, rng)
+            model.update(path, model.prior_mean[path] + rng.standard_normal(path.size))
+        model.posterior()
+        s = model._s.copy()
+        j = s.shape[0]
+        for k in (j // 2, 3 * j):
+            # (columns of decaying scale: directions on both sides of the tolerance)
+            z = 0.3 * rng.standard_normal((k, j)) * np.logspace(0.0, -3.0, j)
+            w = model._woodbury_directions(z, z.T @ z)
+            want = np.linalg.inv(s) - np.linalg.inv(s + z.T @ z)
+            if tol == 0.0:
+                assert np.max(np.abs(w @ w.T - want)) <= 1e-10 * np.max(np.abs(want))
+            else:  # the other side's directions, computed here in the k × k form
+                zsz = z @ np.linalg.solve(s, z.T)
+                e = np.linalg.eigvalsh(0.5 * (zsz + zsz.T))
+                assert w.shape[1] == int((e > tol).sum()) < min(k, j)
+
+
 def test_the_woodbury_terms_directions_left_out_keep_variances_above_and_within_bound(town):
     """A trip's rank-k term leaves out the directions that lower no segment's landmark part
     by more than ``woodbury_tol`` of its value after the trip. With a coarse tolerance

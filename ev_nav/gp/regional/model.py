@@ -67,6 +67,7 @@ from ev_nav.gp.fitting import (
 from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import IncrementalConfig
 from ev_nav.gp.kernels import incidence_laplacian
+from ev_nav.gp.lapack import potri
 from ev_nav.gp.numerics import cholesky_jitter_np
 from ev_nav.gp.posterior import (
     SegmentPosterior,
@@ -1097,7 +1098,9 @@ class RegionalGP:
                 # each row's few large entries (halo_row_forms): the dense k × |halo|
                 # triangular solve was the costliest part of a long route's update, ~0.4 s of
                 # a Bayes-UCB trip on 1M segments
-                inv = sla.lapack.dpotri(lg, lower=1)[0]
+                inv = np.array(lg, order="F")  # (lg is read again below)
+                if potri(inv) != 0:  # (reads and writes the lower triangle only)
+                    raise ModelStateError("a trip's Woodbury block is not positive definite")
                 self._var1[seg] -= halo_row_forms(yh, inv)
                 self._var1_age += 1
             if self._var2 is not None:

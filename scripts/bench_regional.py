@@ -268,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hyperparameter fits: {len(fits)} in the run, {len(took)} accepted (at updates "
               f"{', '.join(map(str, took)) or 'none'}); {fits_in_window} in the timed window")
         gains = ", ".join(f"{f['gain']:.1f}" for f in fits)
-        print(f"  each fit's gain [nats]: {gains} (accepted above "
-              f"{gain_threshold(model.config.fit_test_level, 9):.2f} with 9 free)")
+        level = model.config.fit_test_level
+        print(f"  each fit's gain [nats]: {gains} (at the steady state accepted above "
+              f"{gain_threshold(level, 9, 600, 600):.2f} with 9 free against an earlier fit "
+              f"of as many rows, {gain_threshold(level, 9):.2f} against fixed values)")
         if fit_s:
             print(f"  seconds per fit: median {statistics.median(fit_s):.1f}, "
                   f"accepted ones {_med([t for t, a in zip(fit_s, fit_taken, strict=True) if a])}, "

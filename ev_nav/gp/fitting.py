@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,7 +30,7 @@ from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52_parts
 
 __all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "accept_fit", "at_steady_state",
-           "fit_objective", "gain_threshold", "map_fit", "next_fit", "observation_rows",
+           "current_fit_rows", "fit_objective", "gain_threshold", "map_fit", "next_fit", "observation_rows",
            "row_combination", "significant_gain", "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
@@ -199,38 +199,62 @@ class MapFit:
         return self.start_nll - self.nll
 
 
-def significant_gain(fit: MapFit, free: int, level: float) -> bool:
+def significant_gain(fit: MapFit, free: int, level: float, rows: int = 0,
+                     current_rows: int | None = None) -> bool:
     """Whether ``fit`` improves on its start by more than chance at ``level``: the
     likelihood-ratio test of the current values, twice the gain against the χ² quantile with as
-    many degrees of freedom as free hyperparameters (9 free: a gain above 10.8 nats at 1 %,
-    8.46 at 5 %).
+    many degrees of freedom as free hyperparameters, scaled by :func:`gain_threshold` when the
+    current values are themselves a fit's estimate (``current_rows``).
 
     A fit's rows are a random subset of the readings, so refits of the same data move the
-    lengthscales by factors of 2–4 for gains of 2–7 nats (measured on a 20k-segment town, 8 fits
-    over 700 trips, ``docs/gp.md``): such moves are the subset's noise, not what the data says.
-    ``level = 1`` accepts every improvement (the exact learner's default)."""
+    lengthscales by factors of 2–4 for gains of 2–10 nats (``docs/gp.md``): such moves are the
+    subsets' noise, not what the data says. ``level = 1`` accepts every improvement (the exact
+    learner's default)."""
     if level >= 1.0:
         return fit.gain() > 0.0
-    return fit.gain() > gain_threshold(level, free)
+    return fit.gain() > gain_threshold(level, free, rows, current_rows)
 
 
-def gain_threshold(level: float, free: int) -> float:
-    """The gain [nats] a fit with ``free`` free hyperparameters must pass at ``level``: half
-    the χ² quantile (0 at level 1)."""
+def gain_threshold(level: float, free: int, rows: int = 0,
+                   current_rows: int | None = None) -> float:
+    """The gain [nats] a fit of ``rows`` rows with ``free`` free hyperparameters must pass at
+    ``level`` (0 at level 1).
+
+    Against fixed values (``current_rows`` None: the initial ones) twice the gain is χ²-
+    distributed under the null, so the threshold is half the χ² quantile (10.8 nats at 1 % with
+    9 free). Against the values of an earlier fit on ``current_rows`` rows it is not: those
+    values carry their own estimation error, independent of the new rows', so the difference of
+    the two estimates has covariance ``(1 + rows/current_rows) I⁻¹`` (``I`` the new rows'
+    information) and twice the gain is that factor times χ². Two fits of equal size thus need
+    twice the gain: 21.7 nats at 1 % with 9 free. That null's mean gain (9 nats with 9 free) is
+    what consecutive steady-state fits gained at 100k segments (5–11 nats, ``docs/gp.md``),
+    which the fixed-values null (mean 4.5) put at a false rebuild in every 14 fits."""
     if level >= 1.0:
         return 0.0
     from scipy.stats import chi2
 
-    return 0.5 * float(chi2.ppf(1.0 - level, max(free, 1)))
+    factor = 1.0 + rows / current_rows if current_rows else 1.0
+    return 0.5 * factor * float(chi2.ppf(1.0 - level, max(free, 1)))
 
 
 def accept_fit(fit: MapFit, free: int, n_updates: int, growth: float, max_gap: int,
-               level: float) -> bool:
-    """Whether a learner takes the values of a fit at ``n_updates``: every fit of the growing
-    schedule, and at its steady state (:func:`at_steady_state`) one whose gain passes the
-    likelihood-ratio test at ``level`` (:func:`significant_gain`). Both learners decide so."""
+               level: float, rows: int = 0, current_rows: int | None = None) -> bool:
+    """Whether a learner takes the values of a fit of ``rows`` rows at ``n_updates``: every fit
+    of the growing schedule, and at its steady state (:func:`at_steady_state`) one whose gain
+    passes the likelihood-ratio test at ``level`` (:func:`significant_gain`) against the
+    current values, an earlier fit's on ``current_rows`` rows (None: never fitted). Both
+    learners decide so."""
     return (not at_steady_state(n_updates, growth, max_gap)
-            or significant_gain(fit, free, level))
+            or significant_gain(fit, free, level, rows, current_rows))
+
+
+def current_fit_rows(fits: Sequence[Mapping[str, Any]]) -> int | None:
+    """The rows of the fit whose values a learner holds: its last accepted one in ``fits``
+    (each a record with ``rows`` and ``accepted``), None when it has taken none."""
+    for f in reversed(fits):
+        if f.get("accepted"):
+            return int(f["rows"])
+    return None
 
 
 def _row_matrix(pos: list[NDArray[np.int64]], wts: list[NDArray[np.float64]],

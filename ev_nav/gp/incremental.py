@@ -71,6 +71,7 @@ from ev_nav.gp.fitting import (
     FitData,
     Rows,
     accept_fit,
+    current_fit_rows,
     map_fit,
     next_fit,
     observation_rows,
@@ -1026,7 +1027,8 @@ class IncrementalGP:
         except FitCancelled:
             return False
         accepted = accept_fit(fit, int(free.sum()), self.n_updates, cfg.fit_growth,
-                              cfg.fit_max_gap, cfg.fit_test_level)
+                              cfg.fit_max_gap, cfg.fit_test_level, len(rows.pos),
+                              current_fit_rows(self.fits))
         if accepted:
             fitted = fit.theta
             # κ first (the normaliser depends on it), then s₁ = (s₁/z) · z(κ*)

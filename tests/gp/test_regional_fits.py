@@ -138,8 +138,15 @@ def test_a_fit_is_accepted_only_when_the_likelihood_ratio_test_rejects_the_curre
     growing.sample(rng)
     critical = 0.5 * chi2.ppf(0.99, 9)  # 9 free: ℓ₁ (3), ℓ₂ (3), s₁, s₂, ς²
     assert [f["update"] for f in steady.fits] == list(range(10, 61, 5))
+    # the first fit tests the initial (fixed) values: the χ² quantile itself
     assert steady.fits[0]["accepted"] and steady.fits[0]["gain"] > critical
-    assert [f["accepted"] for f in steady.fits] == [f["gain"] > critical for f in steady.fits]
+    # each later one tests an earlier fit's values, estimated on `current` rows of their own:
+    # the quantile scaled by 1 + rows / current
+    current = steady.fits[0]["rows"]
+    for f in steady.fits[1:]:
+        assert f["accepted"] == (f["gain"] > critical * (1.0 + f["rows"] / current))
+        if f["accepted"]:
+            current = f["rows"]
     assert not all(f["accepted"] for f in steady.fits)  # later fits: the subsets' noise
     for before, fit in zip(steady.fits, steady.fits[1:], strict=False):
         if not fit["accepted"]:
@@ -169,6 +176,16 @@ def test_the_likelihood_ratio_test_takes_the_chi2_quantile():
     assert significant_gain(MapFit(theta, 100.0, 100.0 + 1e-9), 9, 1.0)
     assert not significant_gain(MapFit(theta, 100.0, 100.0), 9, 1.0)
     assert significant_gain(MapFit(theta, 100.0, float("inf")), 9, 0.05)
+    # against an earlier fit's values: twice the gain is (1 + rows / current_rows) χ²
+    from ev_nav.gp.fitting import current_fit_rows, gain_threshold
+
+    assert gain_threshold(0.01, 9, 600, 600) == pytest.approx(chi2.ppf(0.99, 9))
+    assert gain_threshold(0.01, 9, 600, 200) == pytest.approx(2.0 * chi2.ppf(0.99, 9))
+    assert gain_threshold(0.01, 9, 600, None) == pytest.approx(chi2.ppf(0.99, 9) / 2.0)
+    fit = MapFit(theta, 100.0, 100.0 + 15.0)  # above 10.8, below 21.7
+    assert significant_gain(fit, 9, 0.01) and not significant_gain(fit, 9, 0.01, 600, 600)
+    fits = [{"rows": 300, "accepted": True}, {"rows": 600, "accepted": False}]
+    assert current_fit_rows(fits) == 300 and current_fit_rows(fits[1:]) is None
     # the test guards the steady state: from the fit whose next comes fit_max_gap later
     from ev_nav.gp.fitting import at_steady_state
 

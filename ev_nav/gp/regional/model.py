@@ -59,6 +59,7 @@ from ev_nav.gp.fitting import (
     FitData,
     Rows,
     accept_fit,
+    current_fit_rows,
     map_fit,
     next_fit,
     observation_rows,
@@ -190,11 +191,11 @@ prior_log_sd
         it is taken) a fit's values are accepted only when the likelihood-ratio test on its
         rows rejects the current ones at this level
         (:func:`~ev_nav.gp.fitting.significant_gain`; 1 takes every improvement, the exact
-        learner's default). 0.01 here (a gain above 10.8 nats with 9 free hyperparameters):
-        an accepted fit rebuilds the prior (~22 s at 100k segments, ~5 min at 1M), and at the
-        schedule's steady state the fits' gains are what the test's null predicts (100k town:
-        mean 5.0 nats over 14 fits, χ²₉/2's mean 4.5), so the level is the share of fits that
-        rebuild for nothing.
+        learner's default). 0.01 here: an accepted fit rebuilds the prior (~24 s at 100k
+        segments, ~5 min at 1M), and the test's null counts the current values' own
+        estimation error (:func:`~ev_nav.gp.fitting.gain_threshold`: 21.7 nats against an
+        earlier fit of as many rows, with 9 free hyperparameters), so the level is the share
+        of steady-state fits that rebuild for nothing.
     """
 
     graph_nu: int = 2
@@ -945,7 +946,8 @@ class RegionalGP:
         # the data of the last, and is taken (Fig. 2's Thompson regret on Monaco A rose from
         # 3,057 to 7,122 Wh, that of a learner that never fits, when every fit was tested)
         accepted = accept_fit(fit, int(free.sum()), self.n_updates, cfg.fit_growth,
-                              cfg.fit_max_gap, cfg.fit_test_level)
+                              cfg.fit_max_gap, cfg.fit_test_level, len(pos),
+                              current_fit_rows(self.fits))
         fitted = dict(self.hyper)
         if accepted:
             t = np.exp(fit.theta.numpy())

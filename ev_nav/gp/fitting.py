@@ -30,8 +30,8 @@ from ev_nav.gp.incremental_state import total_noise
 from ev_nav.gp.numerics import matern52_parts
 
 __all__ = ["FitCancelled", "FitData", "MapFit", "Rows", "accept_fit", "at_steady_state",
-           "current_fit_rows", "fit_objective", "gain_threshold", "map_fit", "next_fit", "observation_rows",
-           "row_combination", "significant_gain", "within_scatter"]
+           "current_fit_rows", "fit_objective", "gain_threshold", "map_fit", "next_fit",
+           "observation_rows", "row_combination", "significant_gain", "within_scatter"]
 
 _Matrix = TypeVar("_Matrix", NDArray[np.float64], Tensor)
 

@@ -231,8 +231,21 @@ def _takahashi(colptr, rowidx, val):  # noqa: ANN001, ANN202
     return sig
 
 
+def _delta_workspace(colptr: NDArray[np.int64]) -> tuple[NDArray, ...]:
+    """The scratch of :func:`_update_delta`, made once per factor pattern: marks at the spare
+    slot, empty lists, and buffers of the pattern's size (only their first entries are touched
+    by a trip: a few MB at 100k segments)."""
+    n = colptr.size - 1
+    nnz = int(colptr[-1])
+    spare = int(_spare(colptr))
+    return (np.full(n, spare, dtype=np.int64), np.zeros(spare + 1), np.zeros(spare),
+            np.empty(nnz), np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64), np.empty(nnz, dtype=np.int64),
+            np.empty(nnz, dtype=np.int64), np.empty(nnz, dtype=np.int64))
+
+
 @numba.njit(cache=True, nogil=True)
-def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, toly, j0):  # noqa: ANN001, ANN202, C901, E501
+def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, toly, j0, ws):  # noqa: ANN001, ANN202, C901, E501
     """Bring the factor and ``y = L⁻¹ b`` up to date after changes to the diagonal and to b.
 
     Delta form: a column whose values change owes the columns below it the difference of its
@@ -251,24 +264,24 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
     scratch whose spare slot takes the entries outside the pattern, so the inner loop has no
     branch; pushing at once marked the target for every source and branched on each entry
     (69 → 47 ms for the ~3,000 columns a trip rewrites at 100k segments, ~80 entries a
-    column). The changed columns' old values are kept beside the new ones until then.
+    column). The changed columns' old values are kept, in a buffer, until then.
 
-    Returns the number of columns rewritten, or ``-1 - j`` if column j's pivot is not positive.
+    ``ws`` is the caller's workspace (:func:`_delta_workspace`), kept between calls: allocated
+    afresh each call, its arrays' pages were faulted in anew on every trip. Its marks and lists
+    are left as they were found (each target's list is emptied where it is consumed), and its
+    buffers are filled from their start, so only their first entries are ever touched.
+
+    Returns the number of columns rewritten, or ``-1 - j`` if column j's pivot is not positive
+    (the workspace is then to be made afresh).
     """
     n = colptr.size - 1
-    nnz = val.size
     spare = _spare(colptr)  # acc's spare slot
-    mark = np.full(n, spare, dtype=np.int64)
-    acc = np.zeros(spare + 1)
-    work = np.zeros(spare)
-    old = np.empty(nnz)  # the old values of the columns rewritten (at their places)
-    # each target's debts: a linked list of (source column, place of the target's row in it)
-    head = np.full(n, -1, dtype=np.int64)
-    tail = np.full(n, -1, dtype=np.int64)
-    nxt = np.empty(nnz, dtype=np.int64)
-    src = np.empty(nnz, dtype=np.int64)
-    at = np.empty(nnz, dtype=np.int64)
+    mark, acc, work, oldv, ostart, head, tail, nxt, src, at = ws
+    # oldv: the old values of the columns rewritten, column c's from oldv[ostart[c]] on;
+    # each target's debts: a linked list (head, tail, nxt) of (source column, place of the
+    # target's row in it)
     used = 0
+    oused = 0
     nch = 0
     for j in range(j0, n):
         if not (flag_l[j] or flag_y[j]):
@@ -286,11 +299,14 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
                     acc[p - p0] = pend[p]
                 while e >= 0:
                     c, q = src[e], at[e]
-                    lnq, loq = val[q], old[q]
+                    ob = ostart[c] - colptr[c]  # the old value of place t: oldv[ob + t]
+                    lnq, loq = val[q], oldv[ob + q]
                     for t in range(q, colptr[c + 1]):
                         i = mark[rowidx[t]]
-                        acc[i] -= val[t] * lnq - old[t] * loq
+                        acc[i] -= val[t] * lnq - oldv[ob + t] * loq
                     e = nxt[e]
+                head[j] = -1
+                tail[j] = -1
                 for p in range(p0, p1):
                     mark[rowidx[p]] = spare
                     pend[p] = acc[p - p0]
@@ -309,16 +325,19 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
             if dmax > tol * piv:
                 colch = True
                 nch += 1
+                ostart[j] = oused
                 for p in range(p0, p1):
-                    old[p] = val[p]
+                    oldv[oused + p - p0] = val[p]
                     val[p] = work[p - p0]
                     val32[p] = work[p - p0]
                     pend[p] = 0.0
+                oused += p1 - p0
         ych = False
         yold = y[j]
         if flag_y[j] or colch:
             flag_y[j] = False
-            r = yold * (old[p0] if colch else val[p0]) + py[j]
+            ob = ostart[j] - p0
+            r = yold * (oldv[ob + p0] if colch else val[p0]) + py[j]
             ynew = r / val[p0]
             if abs(ynew - yold) > toly:
                 ych = True
@@ -327,7 +346,7 @@ def _update_delta(colptr, rowidx, val, val32, pend, y, py, flag_l, flag_y, tol, 
         if colch or ych:
             for q in range(p0 + 1, p1):
                 i = rowidx[q]
-                lo = old[q] if colch else val[q]
+                lo = oldv[ob + q] if colch else val[q]
                 py[i] -= val[q] * y[j] - lo * yold
                 flag_y[i] = True
         if colch:
@@ -458,6 +477,8 @@ class PrecisionFactor:
         """An independent copy sharing the pattern and the prior's values, which never change
         (~300 MB at 100k segments: the server copies the model for every snapshot)."""
         _ = self.q_values  # computed once, then shared by every copy
+        if self._ws is not None:  # the update's scratch is not state: the copy makes its own
+            memo[id(self._ws)] = None
         return deepcopy_sharing(self, memo, (
             self._prior, self.pos, self.seg, self.colptr, self.rowidx, self._q_values,
             self._rcol, self._rptr))
@@ -524,6 +545,8 @@ class PrecisionFactor:
         _forward1(self.colptr, self.rowidx, self.values, self._y)
         self._pend = np.zeros_like(self.values)
         self._py = np.zeros(self.n)
+        #: :func:`_update_delta`'s scratch, made at the first update
+        self._ws: tuple[NDArray, ...] | None = None
 
     def add(self, ids: NDArray[np.int64], dw: NDArray[np.float64],
             db: NDArray[np.float64]) -> int:
@@ -540,9 +563,13 @@ class PrecisionFactor:
         flag_y[p] = True
         self.w[ids] += dw
         self.b[ids] += db
+        if self._ws is None:
+            self._ws = _delta_workspace(self.colptr)
         out = _update_delta(self.colptr, self.rowidx, self.values, self._v32, self._pend,
-                            self._y, self._py, flag_l, flag_y, self.tol, 1e-12, int(p.min()))
+                            self._y, self._py, flag_l, flag_y, self.tol, 1e-12, int(p.min()),
+                            self._ws)
         if out < 0:
+            self._ws = None  # left mid-update
             raise ModelStateError(
                 f"the incomplete Cholesky factor broke down at segment {int(self.seg[-1 - out])}"
             )

@@ -510,10 +510,12 @@ def test_kept_variances_match_their_recomputation(town):
     product per trip, the factor's part by Takahashi columns): after each of 40 trips they
     match every segment's variance recomputed from scratch by a learner factorised afresh from
     the same statistics, within 1e-4 relative (the Vecchia factor's pending changes and the
-    float32 product are the only differences)."""
+    float32 product are the only differences). Every direction applied at once
+    (``variance_tol=0``); the default carries the small ones (the test below)."""
     import scipy.linalg as sla
 
-    model = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False))
+    model = RegionalGP(town, config=RegionalConfig(landmarks=100, learn_hyperparameters=False,
+                                                   variance_tol=0.0))
     rng = np.random.default_rng(8)
     truth = sample_ground_truth(town, seed=8)
     model.posterior()
@@ -532,6 +534,60 @@ def test_kept_variances_match_their_recomputation(town):
             worst_sd = max(worst_sd, float(np.max(np.abs(kept - fresh.posterior().std) / kept)))
     assert worst_part <= 1e-4, worst_part
     assert worst_sd <= 1e-4, worst_sd
+
+
+def test_carried_directions_keep_each_landmark_part_within_variance_tol_above_the_exact(town):
+    """The default ``variance_tol`` (0.01) applies a trip's directions to the kept landmark
+    parts only once one would lower some part by more than 1 % of it, and carries the rest.
+    After each of 30 trips (a posterior after each, every fifth trip two updates between
+    posteriors) every kept part lies between its exact value ``b S⁻¹ bᵀ`` and 1.01 times it
+    (within the float32 product's rounding), fewer directions are applied than with 0, the
+    carried ones are applied later (the bound is reached, not left far below), and the
+    posterior sds are those of a freshly factorised learner within 0.5 %. A bad tolerance is
+    refused."""
+    import scipy.linalg as sla
+
+    def run(tol: float) -> tuple[float, float, int]:
+        model = RegionalGP(town, config=RegionalConfig(
+            landmarks=100, learn_hyperparameters=False, variance_tol=tol))
+        applied = []
+        real = model._deferred_directions
+
+        def counting(w: np.ndarray) -> np.ndarray:
+            out = real(w)
+            applied.append(out.shape[1])
+            return out
+
+        model._deferred_directions = counting
+        rng = np.random.default_rng(12)
+        truth = sample_ground_truth(town, seed=12)
+        model.posterior()
+        lowest, highest, worst_sd = np.inf, -np.inf, 0.0
+        for t in range(30):
+            for _ in range(2 if t % 5 == 4 else 1):
+                path = random_route(town, 60, rng)
+                model.update(path, truth[path] + model.noise_std * rng.standard_normal(path.size))
+            kept = model.posterior().std
+            b = model._landmark_b()
+            c = sla.solve_triangular(model._ls, b.T.astype(np.float64), lower=True)
+            exact = (c * c).sum(0)
+            rel = model._var2 / exact - 1.0
+            lowest, highest = min(lowest, float(rel.min())), max(highest, float(rel.max()))
+            if t % 10 == 9:
+                fresh = RegionalGP(town, config=model.config).load_state_dict(
+                    model.state_dict())
+                worst_sd = max(worst_sd, float(np.max(np.abs(kept / fresh.posterior().std - 1))))
+        assert lowest >= -1e-4, lowest
+        assert worst_sd <= 5e-3, worst_sd
+        return highest, worst_sd, sum(applied)
+
+    highest, _, applied = run(0.01)
+    highest0, _, applied0 = run(0.0)
+    assert 3e-3 <= highest <= 0.01 + 1e-4, highest
+    assert highest0 <= 1e-4, highest0
+    assert applied < 0.6 * applied0, (applied, applied0)
+    with pytest.raises(ConfigError, match="variance_tol"):
+        RegionalConfig(variance_tol=1.0)
 
 
 def test_the_halo_rows_forms_are_the_dense_ones_on_a_real_halo_solve(town):
@@ -600,7 +656,7 @@ def test_the_woodbury_terms_directions_left_out_keep_variances_above_and_within_
 
     def run(tol: float) -> tuple[float, float, float, int]:
         model = RegionalGP(town, config=RegionalConfig(
-            landmarks=100, learn_hyperparameters=False, woodbury_tol=tol))
+            landmarks=100, learn_hyperparameters=False, woodbury_tol=tol, variance_tol=0.0))
         rng = np.random.default_rng(11)
         truth = sample_ground_truth(town, seed=11)
         model.posterior()

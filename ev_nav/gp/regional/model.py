@@ -111,7 +111,7 @@ _FIT_FIELDS = ("learn_hyperparameters", "first_fit", "fit_growth", "fit_max_gap"
 #: Settings of the kept variances' bookkeeping alone: they shape neither the prior (not in its
 #: cache key) nor what a checkpoint holds, so a checkpoint's value (or its absence, in states
 #: written before the setting existed) is not checked and the learner's own is used.
-_BOOKKEEPING_FIELDS = ("woodbury_tol", "update_halo_min", "core_block_bytes",
+_BOOKKEEPING_FIELDS = ("woodbury_tol", "variance_tol", "update_halo_min", "core_block_bytes",
                        "prior_spill_bytes")
 #: Settings a checkpoint keeps as written (with the fit settings): a state written when the
 #: factor's tolerance was 1e-8 keeps it, and its cached prior's key with it.
@@ -170,6 +170,14 @@ class RegionalConfig:
         part by more than this fraction of its value after the trip: the kept variances are
         never below the exact ones, and each trip since the last recomputation leaves them
         above by at most this fraction (0 keeps every direction).
+    variance_tol : float
+        The trips' directions are applied to the kept landmark parts only once they would lower
+        some segment's part by more than this fraction of its value; the rest are carried,
+        summed, to the next posterior (see ``RegionalGP._deferred_directions``). So every kept
+        landmark part lies between its exact value and ``1 + variance_tol`` times it (plus
+        ``woodbury_tol`` a trip): 0.01 applies about a third of the directions a trip brings
+        (a 100k town's Bayes-UCB routes: 15–78 of 48–182), and the N × J × r product that
+        dominates a Bayes-UCB posterior shrinks with them. 0 applies every direction at once.
     core_block_bytes : int
         Largest float64 N × c block of the landmarks' solves [bytes] (a factorisation's Schur
         complement, Bayes-UCB's B). While all J columns fit (up to ~650 landmarks at 100k
@@ -212,6 +220,7 @@ prior_log_sd
     factor_tol: float = 1e-7
     variance_refresh: int = 200
     woodbury_tol: float = 1e-6
+    variance_tol: float = 0.01
     core_block_bytes: int = 1 << 29
     prior_spill_bytes: int = 1 << 26
     learn_hyperparameters: bool = IncrementalConfig.learn_hyperparameters
@@ -240,6 +249,8 @@ prior_log_sd
             raise ConfigError("landmarks must be ≥ 1 and landmark_tol in (0, 1)")
         if not 0.0 <= self.woodbury_tol < 1.0:
             raise ConfigError(f"woodbury_tol must be in [0, 1), got {self.woodbury_tol}")
+        if not 0.0 <= self.variance_tol < 1.0:
+            raise ConfigError(f"variance_tol must be in [0, 1), got {self.variance_tol}")
         if self.core_block_bytes < 1:
             raise ConfigError(f"core_block_bytes must be ≥ 1, got {self.core_block_bytes}")
         if self.prior_spill_bytes < 0:
@@ -602,6 +613,11 @@ class RegionalGP:
         self._var2_age = 0
         self._var2_dirty = np.zeros(self.n, dtype=bool)
         self._var2_pending: list[NDArray[np.float64]] = []
+        #: the directions carried to a later posterior (J × J, their sum D; None: none) and
+        #: the Cholesky factor R of S⁻¹ + D that recomputed rows read (see
+        #: _deferred_directions)
+        self._var2_defer: NDArray[np.float64] | None = None
+        self._var2_r: NDArray[np.float64] | None = None
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         #: the temperature coefficients' information from the segments (_temperature_segments)
         self._tmom: dict[str, Any] | None = None
@@ -1412,6 +1428,35 @@ class RegionalGP:
             self._var1_age = 0
         return self._var1
 
+    def _deferred_directions(self, w: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Of the trips' directions ``w`` (J × r, ``w wᵀ`` what they lower the landmarks'
+        parts by) and those carried from earlier posteriors, the ones to apply now.
+
+        With the carried sum D, every kept landmark part is ``b (S⁻¹ + D) bᵀ`` for its row b
+        of B (S the current Schur complement). Relative to the exact ``b S⁻¹ bᵀ`` that is at
+        most ``1 + λ`` with λ the largest eigenvalue of ``M = L_Sᵀ D L_S``: so M's eigenvectors
+        whose eigenvalue passes ``variance_tol`` are applied (``L_S⁻ᵀ q √μ``), the rest are
+        carried. Rows recomputed from B (the trips' halos) take ``b (S⁻¹ + D) bᵀ`` too, through
+        the Cholesky factor R of ``S⁻¹ + D`` (one J × J product a row, as the triangular solve
+        it replaces), so applying a carried direction later is right for every row."""
+        tol = self.config.variance_tol
+        if tol == 0.0:
+            return w
+        d = w @ w.T
+        if self._var2_defer is not None:
+            d += self._var2_defer
+        ls = self._ls
+        m = ls.T @ d @ ls
+        mu, q = np.linalg.eigh(0.5 * (m + m.T))
+        now = mu > tol
+        later = ~now & (mu > 0.0)
+        v = sla.solve_triangular(ls, q[:, later] * np.sqrt(mu[later]), lower=True, trans="T")
+        self._var2_defer = v @ v.T
+        s_inv = sla.cho_solve((ls, True), np.eye(ls.shape[0]))
+        self._var2_r = cholesky_jitter_np(s_inv + self._var2_defer, ladder=(0.0,),
+                                          symmetrize=True, error=ModelStateError)[0]
+        return sla.solve_triangular(ls, q[:, now] * np.sqrt(mu[now]), lower=True, trans="T")
+
     def _landmark_variances(self) -> NDArray[np.float64]:
         """``rowsum(((G − Y) L_S⁻ᵀ)²)``, the landmarks' part of each segment's variance.
 
@@ -1432,9 +1477,10 @@ class RegionalGP:
                 var2[r0 : r0 + 8192] = np.einsum("ij,ij->j", c, c)
             self._var2 = var2
             self._var2_age = 0
+            self._var2_defer = self._var2_r = None
         else:
             if self._var2_pending:
-                wp = np.hstack(self._var2_pending).astype(np.float32)
+                wp = self._deferred_directions(np.hstack(self._var2_pending)).astype(np.float32)
                 # in row blocks: the N × r product would be GBs at 1M segments
                 for r0 in range(0, self.n, 8 * _ROW_BLOCK):
                     # the row sums in float32 too: 5.5× faster than einsum's cast to float64
@@ -1443,8 +1489,12 @@ class RegionalGP:
                     self._var2[r0 : r0 + 8 * _ROW_BLOCK] -= np.einsum("ij,ij->i", bw, bw)
             if self._var2_dirty.any():
                 rows = np.flatnonzero(self._var2_dirty)
-                c = sla.solve_triangular(self._ls, b[rows].T.astype(np.float64), lower=True)
-                self._var2[rows] = (c * c).sum(0)
+                if self._var2_r is None:  # nothing carried: b S⁻¹ bᵀ
+                    c = sla.solve_triangular(self._ls, b[rows].T.astype(np.float64), lower=True)
+                    self._var2[rows] = (c * c).sum(0)
+                else:  # with what is carried, as every other row: b (S⁻¹ + D) bᵀ
+                    c = b[rows].astype(np.float64) @ self._var2_r
+                    self._var2[rows] = np.einsum("ij,ij->i", c, c)
         self._var2_pending = []
         self._var2_dirty[:] = False
         return self._var2

@@ -175,9 +175,10 @@ class RegionalConfig:
         some segment's part by more than this fraction of its value; the rest are carried,
         summed, to the next posterior (see ``RegionalGP._deferred_directions``). So every kept
         landmark part lies between its exact value and ``1 + variance_tol`` times it (plus
-        ``woodbury_tol`` a trip): 0.01 applies about a third of the directions a trip brings
-        (a 100k town's Bayes-UCB routes: 15–78 of 48–182), and the N × J × r product that
-        dominates a Bayes-UCB posterior shrinks with them. 0 applies every direction at once.
+        ``woodbury_tol`` a trip). At 0.01, of the 48–182 directions a 100k town's Bayes-UCB
+        route brings, 2–78 pass it on their own, and the N × J × r product that dominates a
+        Bayes-UCB posterior shrinks with the directions applied. 0 applies every direction at
+        once.
     core_block_bytes : int
         Largest float64 N × c block of the landmarks' solves [bytes] (a factorisation's Schur
         complement, Bayes-UCB's B). While all J columns fit (up to ~650 landmarks at 100k

@@ -1462,13 +1462,14 @@ class RegionalGP:
         """``rowsum(((G − Y) L_S⁻ᵀ)²)``, the landmarks' part of each segment's variance.
 
         All N rows at first (N·J² flops); then each trip's rank-k change of S lowers every row
-        by a Woodbury term (one N × J by J × k product per trip), and the rows whose Y the trip
-        moved (its halo) are recomputed. A full recomputation every ``variance_refresh`` trips
-        keeps rounding from adding up. The Woodbury product runs in float32 (B is held in
-        float32; the recomputations cast its rows to float64): a term's relative rounding is
-        ~1e-7, so the kept variances stay within ~1e-5 of their recomputation over the 200
-        trips between refreshes (tested), at half the time of the product that dominates a
-        Bayes-UCB trip."""
+        by a Woodbury term (an N × J by J × r product over the directions that pass
+        ``variance_tol``, the others carried: :meth:`_deferred_directions`), and the rows whose
+        Y the trip moved (its halo) are recomputed. A full recomputation every
+        ``variance_refresh`` trips keeps rounding from adding up. The Woodbury product runs in
+        float32 (B is held in float32; the recomputations cast its rows to float64): a term's
+        relative rounding is ~1e-7, so with every direction applied the kept variances stay
+        within ~1e-5 of their recomputation over the 200 trips between refreshes (tested), at
+        half the time of the product that dominates a Bayes-UCB trip."""
         b = self._landmark_b()
         if self._var2 is None or self._var2_age >= self.config.variance_refresh:
             var2 = np.empty(self.n)

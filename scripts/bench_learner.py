@@ -23,6 +23,9 @@ thread on matrices of those shapes — the variance update ``C W`` (N × D times
 ``C α``. Their sum is a lower bound for that design on this machine (sparse solves of new
 kernel columns, the router and the k × k algebra come on top).
 
+The regional learner (past the exact learner's 12,000 segments: the 100k town and the 1M
+region, against the former SVGP fallback) has its own: ``scripts/bench_regional.py``.
+
 Usage: python scripts/bench_learner.py [--networks monaco,luxembourg,town100k]
        [--recorded 200] [--trips 15] [--quick] [--floor]
 Prints lines such as ``monaco trip speed-up: 12.3x``.

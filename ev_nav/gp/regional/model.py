@@ -614,11 +614,9 @@ class RegionalGP:
         self._var2_age = 0
         self._var2_dirty = np.zeros(self.n, dtype=bool)
         self._var2_pending: list[NDArray[np.float64]] = []
-        #: the directions carried to a later posterior (J × J, their sum D; None: none) and
-        #: the Cholesky factor R of S⁻¹ + D that recomputed rows read (see
+        #: the directions carried to a later posterior (J × J, their sum D; None: none; see
         #: _deferred_directions)
         self._var2_defer: NDArray[np.float64] | None = None
-        self._var2_r: NDArray[np.float64] | None = None
         self._mom: dict[str, Any] | None = None  # mean, variances and the totals' terms
         #: the temperature coefficients' information from the segments (_temperature_segments)
         self._tmom: dict[str, Any] | None = None
@@ -1437,9 +1435,9 @@ class RegionalGP:
         of B (S the current Schur complement). Relative to the exact ``b S⁻¹ bᵀ`` that is at
         most ``1 + λ`` with λ the largest eigenvalue of ``M = L_Sᵀ D L_S``: so M's eigenvectors
         whose eigenvalue passes ``variance_tol`` are applied (``L_S⁻ᵀ q √μ``), the rest are
-        carried. Rows recomputed from B (the trips' halos) take ``b (S⁻¹ + D) bᵀ`` too, through
-        the Cholesky factor R of ``S⁻¹ + D`` (one J × J product a row, as the triangular solve
-        it replaces), so applying a carried direction later is right for every row."""
+        carried. Rows recomputed from B (the trips' halos) take ``b (S⁻¹ + D) bᵀ`` too
+        (:meth:`_landmark_variances`), so applying a carried direction later is right for every
+        row."""
         tol = self.config.variance_tol
         if tol == 0.0:
             return w
@@ -1453,9 +1451,6 @@ class RegionalGP:
         later = ~now & (mu > 0.0)
         v = sla.solve_triangular(ls, q[:, later] * np.sqrt(mu[later]), lower=True, trans="T")
         self._var2_defer = v @ v.T
-        s_inv = sla.cho_solve((ls, True), np.eye(ls.shape[0]))
-        self._var2_r = cholesky_jitter_np(s_inv + self._var2_defer, ladder=(0.0,),
-                                          symmetrize=True, error=ModelStateError)[0]
         return sla.solve_triangular(ls, q[:, now] * np.sqrt(mu[now]), lower=True, trans="T")
 
     def _landmark_variances(self) -> NDArray[np.float64]:
@@ -1479,7 +1474,7 @@ class RegionalGP:
                 var2[r0 : r0 + 8192] = np.einsum("ij,ij->j", c, c)
             self._var2 = var2
             self._var2_age = 0
-            self._var2_defer = self._var2_r = None
+            self._var2_defer = None
         else:
             if self._var2_pending:
                 wp = self._deferred_directions(np.hstack(self._var2_pending)).astype(np.float32)
@@ -1491,11 +1486,17 @@ class RegionalGP:
                     self._var2[r0 : r0 + 8 * _ROW_BLOCK] -= np.einsum("ij,ij->i", bw, bw)
             if self._var2_dirty.any():
                 rows = np.flatnonzero(self._var2_dirty)
-                if self._var2_r is None:  # nothing carried: b S⁻¹ bᵀ
+                if self._var2_defer is None:  # nothing carried: b S⁻¹ bᵀ
                     c = sla.solve_triangular(self._ls, b[rows].T.astype(np.float64), lower=True)
                     self._var2[rows] = (c * c).sum(0)
-                else:  # with what is carried, as every other row: b (S⁻¹ + D) bᵀ
-                    c = b[rows].astype(np.float64) @ self._var2_r
+                else:
+                    # with what is carried, as every other row: b (S⁻¹ + D) bᵀ, by the
+                    # Cholesky factor R of S⁻¹ + D (one J × J product a row, as the
+                    # triangular solve above)
+                    s_inv = sla.cho_solve((self._ls, True), np.eye(self._ls.shape[0]))
+                    r = cholesky_jitter_np(s_inv + self._var2_defer, ladder=(0.0,),
+                                           symmetrize=True, error=ModelStateError)[0]
+                    c = b[rows].astype(np.float64) @ r
                     self._var2[rows] = np.einsum("ij,ij->i", c, c)
         self._var2_pending = []
         self._var2_dirty[:] = False

@@ -227,8 +227,9 @@ def gain_threshold(level: float, free: int, rows: int = 0,
     the two estimates has covariance ``(1 + rows/current_rows) I⁻¹`` (``I`` the new rows'
     information) and twice the gain is that factor times χ². Two fits of equal size thus need
     twice the gain: 21.7 nats at 1 % with 9 free. That null's mean gain (9 nats with 9 free) is
-    what consecutive steady-state fits gained at 100k segments (5–11 nats, ``docs/gp.md``),
-    which the fixed-values null (mean 4.5) put at a false rebuild in every 14 fits."""
+    closer than the fixed-values null's (4.5) to what consecutive steady-state fits gained (a
+    mean of 5–7 nats at 100k segments, ~10 at 1M; ``docs/gp.md``), and tested against fixed
+    values one fit in 14 rebuilt the prior for what chance gives."""
     if level >= 1.0:
         return 0.0
     from scipy.stats import chi2

@@ -10,10 +10,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.indices import (
     IndexRule,
+    RouteConfidenceIndex,
     ThompsonIndex,
     make_index,
     rectified_weights,
     rectify,
+    route_confidence_path,
+    truncated_mean,
+    truncated_variance,
 )
 from ev_nav.bandits.routing import PartialPath, Router
 from ev_nav.errors import ConfigError
@@ -113,7 +117,9 @@ class Agent:
     model : SegmentModel
         Anything with ``posterior()`` and ``update(segment_ids, energies)`` (GP or BI).
     rule : IndexRule or str
-        Index rule (``"ts"``, ``"bucb"``, ``"ucb"``, ``"mean"``, or an object).
+        Index rule (``"ts"``, ``"bucb"``, ``"ucb"``, ``"ucb-route"``, ``"bucb-route"``,
+        ``"mean"``, or an object); the ``-route`` rules bound each route's total
+        (:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`) and need ``potential_change``.
     seed : int
         Seed of the agent's own generator (Thompson draws).
     potential_change : ndarray, optional
@@ -147,6 +153,13 @@ class Agent:
         self.loss_bound = loss_bound
         self.model = model
         self.rule = make_index(rule) if isinstance(rule, str) else rule
+        if isinstance(self.rule, RouteConfidenceIndex) and (
+            potential_change is None or loss_bound is not None
+        ):
+            raise ConfigError(
+                f"policy {self.rule.name!r} bounds each route's total loss: it needs "
+                "potential_change (rectification 'reduced') and no loss_bound"
+            )
         self.router = router or Router(net, loss_bound)
         self.rng = np.random.default_rng(seed)
         self.t = 0  # trips planned so far
@@ -173,9 +186,25 @@ class Agent:
     def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:
         """Choose the route for the next trip (Algorithm 1, lines 3–5); advances the trip count."""
         t = self.t + 1 if t is None else t
-        path = self.router.route(self.weights(t), start, goal)
+        if isinstance(self.rule, RouteConfidenceIndex):
+            path = self._plan_route_confidence(start, goal, t)
+        else:
+            path = self.router.route(self.weights(t), start, goal)
         self.t = max(self.t, t)
         return path
+
+    def _plan_route_confidence(self, start: int, goal: int, t: int) -> NDArray[np.int64]:
+        """:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`: the route whose total loss
+        has the least lower confidence bound, over the posterior of non-negative losses."""
+        post = (self.model.posterior() if self.temperature is None
+                else self.model.posterior(temperature=self.temperature))
+        loss = post.mean - self.potential_change
+        mean = truncated_mean(loss, post.std)
+        var = truncated_variance(loss, post.std)
+        sqrt_beta = self.rule.sqrt_beta(t, self.net.n_segments)
+        return route_confidence_path(
+            lambda w: self.router.route(w, start, goal), mean, var, sqrt_beta
+        )
 
     def observe(self, segments: ArrayLike, energies: ArrayLike) -> None:
         """Feed the observed per-segment energies [Wh] of a driven route to the model."""

@@ -214,11 +214,104 @@ class SafeIndex(_ScoredRule):
         return float(ndtri(self.quantile))
 
 
+@dataclass(frozen=True)
+class RouteConfidenceIndex:
+    """UCB / BUCB on a route's **total** loss: the route minimising
+    ``Σ E[ℓ_e] − √β_t √(Σ Var ℓ_e)`` (``ucb-route``, ``bucb-route``).
+
+    The per-segment rules (:class:`LowerConfidenceIndex`) sum each segment's lower bound, so a
+    route of ``m`` unexplored segments is made ``√β_t Σ σ_e`` cheaper than expected, about
+    ``√m`` times more than a lower confidence bound of its total at the same level
+    (``√β_t √(Σ σ_e²)``). The search (:func:`route_confidence_path`) needs the route's variance,
+    which is not a sum of per-segment weights, so this rule has no per-segment weight: its
+    :meth:`score` is ``None`` (the weights are the posterior's expected losses) and
+    :class:`~ev_nav.bandits.agent.Agent` plans it by a parametric search. Segments are taken
+    as independent, as in the per-segment rules and ``ts``.
+    """
+
+    schedule: BetaSchedule = field(default_factory=BetaSchedule)
+    name: str = "ucb-route"
+
+    def sqrt_beta(self, t: int, n_segments: int) -> float:
+        """``√β_t`` of trip ``t`` on a network of ``n_segments`` segments."""
+        return math.sqrt(max(float(self.schedule(t, n_segments)), 0.0))
+
+    def score(self, posterior: Posterior, t: int, rng: np.random.Generator) -> None:
+        return None
+
+    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
+        return np.array(posterior.mean, dtype=np.float64, copy=True)
+
+
+def truncated_variance(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
+    """Variance of ``N(m, s²)`` conditioned on being ``≥ 0`` [Wh²]: ``s² (1 − aλ − λ²)`` with
+    ``a = m/s`` and ``λ = φ(a)/Φ(a)`` (0 where ``s = 0``)."""
+    m = np.asarray(mean, dtype=np.float64)
+    s = np.asarray(std, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = m / s
+        lam = np.exp(-0.5 * a * a - LOG_SQRT_2PI - log_ndtr(a))
+        out = s * s * (1.0 - a * lam - lam * lam)
+    return np.where(s > 0, np.clip(out, 0.0, s * s), 0.0)
+
+
+def route_confidence_path(
+    route: Callable[[NDArray[np.float64]], NDArray[np.int64]],
+    mean: NDArray[np.float64],
+    var: NDArray[np.float64],
+    sqrt_beta: float,
+    n_refs: int = 16,
+) -> NDArray[np.int64]:
+    """A route of least ``Σ mean − √β √(Σ var)`` (its total's lower confidence bound) among
+    candidates found by ``route``, a shortest-path search on non-negative per-segment weights
+    (e.g. ``lambda w: router.route(w, start, goal)``).
+
+    The objective is concave in a route's (mean, variance) pair, so its minimum lies on a
+    vertex of their convex hull, each the shortest route under ``mean − λ var`` for some
+    ``λ > 0``. Those weights can be negative and a shortest simple path under negative weights
+    is NP-hard, so the search is a heuristic over three families of clipped (``≥ 0``)
+    weights, each evaluated by the exact objective:
+
+    * the tangent ``mean − λ var`` and the concave ``mean − √β (√(s² + var) − s)`` (the
+      bound's gain from adding a segment to a route of variance ``s²``, which does not
+      overstate long uncertain segments as the tangent does) for ``n_refs`` values of ``s``
+      spaced geometrically over ``[√S₀, √Σvar]`` — the best route's variance is at least the
+      expected-loss route's ``S₀`` (one with less variance and more mean is worse) and at
+      most the whole network's — with ``λ = √β / (2s)``;
+    * the per-segment bounds ``mean − k σ`` for five ``k`` from ``√β/16`` to ``√β``.
+
+    The expected-loss route and the per-segment rule's route (``k = √β``) are candidates, so
+    the result's bound is never above theirs.
+    """
+    best = route(mean)
+    s0 = float(var[best].sum())
+    best_value = float(mean[best].sum()) - sqrt_beta * math.sqrt(s0)
+    total = float(var.sum())
+    if not (sqrt_beta > 0 and total > 0):
+        return best
+    refs = np.geomspace(math.sqrt(max(s0, total * 1e-12)), math.sqrt(total), n_refs)
+    sd = np.sqrt(var)
+    bonuses = [sqrt_beta * (np.sqrt(r * r + var) - r) for r in refs]
+    bonuses += [sqrt_beta / (2.0 * r) * var for r in refs]
+    bonuses += [k * sd for k in sqrt_beta * np.geomspace(1.0 / 16.0, 1.0, 5)]
+    seen = {best.tobytes()}
+    for bonus in bonuses:
+        path = route(np.maximum(mean - bonus, 0.0))
+        key = path.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        value = float(mean[path].sum()) - sqrt_beta * math.sqrt(float(var[path].sum()))
+        if value < best_value:
+            best, best_value = path, value
+    return best
+
+
 def make_index(
     policy: str, *, beta_scale: float = 1.0, omega: float = 1.0, xi: float = 1.0
 ) -> IndexRule:
-    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ts``, ``ts-joint``,
-    ``mean`` or ``safe``."""
+    """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ucb-route``, ``bucb-route``,
+    ``ts``, ``ts-joint``, ``mean`` or ``safe``."""
     policy = policy.lower()
     if policy == "ucb":
         return LowerConfidenceIndex(BetaSchedule("ucb", scale=beta_scale), name="ucb")
@@ -230,6 +323,10 @@ def make_index(
         return LowerConfidenceIndex(
             BetaSchedule("quantile", scale=beta_scale), name="bucb-quantile"
         )
+    if policy in ("ucb-route", "bucb-route"):
+        schedule = (BetaSchedule("ucb", scale=beta_scale) if policy == "ucb-route"
+                    else BetaSchedule("bucb", scale=beta_scale, omega=omega, xi=xi))
+        return RouteConfidenceIndex(schedule, name=policy)
     if policy == "ts":
         return ThompsonIndex()
     if policy == "ts-joint":
@@ -239,7 +336,8 @@ def make_index(
     if policy == "safe":
         return SafeIndex()
     raise ConfigError(
-        f"unknown policy {policy!r}; choose ts, ts-joint, bucb, bucb-quantile, ucb, mean or safe"
+        f"unknown policy {policy!r}; choose ts, ts-joint, bucb, bucb-quantile, ucb, "
+        "bucb-route, ucb-route, mean or safe"
     )
 
 

@@ -123,7 +123,9 @@ def load_network(spec: NetworkSpec, cache_dir: str | Path | None = None) -> Road
 class AgentSpec:
     """A learning agent: a model (``gp``/``bi``) and an index rule, or ``random`` routing.
 
-    ``policy``: ``ts``, ``ts-joint``, ``bucb``, ``bucb-quantile``, ``ucb``, ``mean`` or
+    ``policy``: ``ts``, ``ts-joint``, ``bucb``, ``bucb-quantile``, ``ucb``, ``bucb-route``,
+    ``ucb-route`` (Bayes-UCB and UCB on each route's total, rectification ``"reduced"``
+    only: :class:`~ev_nav.bandits.indices.RouteConfidenceIndex`), ``mean`` or
     ``random`` (uniform random routes between the endpoints: Dijkstra on i.i.d. exponential
     weights, the baseline of the CI check). ``lengthscale`` is the agent's initial
     feature-kernel lengthscale.
@@ -935,8 +937,8 @@ def _check_top_level(cfg: dict[str, Any], p: Path) -> None:
 CONFIG_CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (NetworkSpec, "kind"): ("synthetic", "osm", "file"),
     (AgentSpec, "model"): ("gp", "bi"),
-    (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "mean", "safe",
-                            "random"),
+    (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "bucb-route",
+                            "ucb-route", "mean", "safe", "random"),
     (AgentSpec, "rectification"): ("reduced", "paper"),
     (AgentSpec, "learner"): ("exact", "regional", "svgp"),
     (TripSpec, "kind"): ("fixed", "random"),

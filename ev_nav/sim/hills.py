@@ -5,7 +5,8 @@ and the embedded synthetic town — and on each two routes picked where the ener
 under the physics model differs most from the shortest (:func:`ev_nav.sim.routes.pick_routes`).
 The physical ground truth (positive losses on the node potential, exact optimum, noise scaled by
 each segment's loss), GP and BI agents with ``segment_scale="loss"`` (the world's model) for TS,
-Bayes-UCB and UCB, and the greedy posterior-mean planner as a labelled reference.
+Bayes-UCB and UCB (both on each route's total), and the greedy posterior-mean planner as a
+labelled reference.
 :func:`criteria` evaluates the issue's targets from the trip table.
 """
 
@@ -23,12 +24,18 @@ from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_net
 from ev_nav.sim.report import frame_markdown
 
 __all__ = [
-    "HILLS_AGENTS", "HillsCriteria", "criteria", "decay_exponents", "hills_routes", "hills_specs",
+    "HILLS_AGENTS", "HILLS_RULES", "HillsCriteria", "criteria", "decay_exponents", "hills_routes",
+    "hills_specs",
 ]
+
+#: The product's rules: Thompson sampling, and Bayes-UCB and UCB on each route's total
+#: (:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`; the paper's per-segment forms explore
+#: far more, ``docs/objective.md``).
+HILLS_RULES: tuple[str, ...] = ("ts", "bucb-route", "ucb-route")
 
 #: GP and BI for each rule, and the greedy planner (no exploration) as the reference column.
 HILLS_AGENTS: tuple[AgentSpec, ...] = (
-    *(AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in ("ts", "bucb", "ucb")),
+    *(AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in HILLS_RULES),
     AgentSpec(model="gp", policy="mean", name="GP-greedy"),
 )
 
@@ -140,7 +147,7 @@ def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
     rows = []
     for (net, route), g in final.groupby(["network", "route"]):
         value = dict(zip(g["agent"], g["cum_regret_mean"], strict=True))
-        for rule in ("TS", "BUCB", "UCB"):
+        for rule in (p.upper() for p in HILLS_RULES):
             gp, bi = value.get(f"GP-{rule}"), value.get(f"BI-{rule}")
             if gp is None or bi is None:
                 continue

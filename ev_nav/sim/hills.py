@@ -5,8 +5,8 @@ and the embedded synthetic town — and on each two routes picked where the ener
 under the physics model differs most from the shortest (:func:`ev_nav.sim.routes.pick_routes`).
 The physical ground truth (positive losses on the node potential, exact optimum, noise scaled by
 each segment's loss), GP and BI agents with ``segment_scale="loss"`` (the world's model) for TS,
-Bayes-UCB and UCB (both on each route's total), and the greedy posterior-mean planner as a
-labelled reference.
+Bayes-UCB and UCB (the paper's per-segment forms, or with ``rules=ROUTE_RULES`` their forms on
+each route's total), and the greedy posterior-mean planner as a labelled reference.
 :func:`criteria` evaluates the issue's targets from the trip table.
 """
 
@@ -24,20 +24,28 @@ from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_net
 from ev_nav.sim.report import frame_markdown
 
 __all__ = [
-    "HILLS_AGENTS", "HILLS_RULES", "HillsCriteria", "criteria", "decay_exponents", "hills_routes",
-    "hills_specs",
+    "HILLS_AGENTS", "PAPER_RULES", "ROUTE_RULES", "HillsCriteria", "criteria", "decay_exponents",
+    "hills_agents", "hills_routes", "hills_specs",
 ]
 
-#: The product's rules: Thompson sampling, and Bayes-UCB and UCB on each route's total
-#: (:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`; the paper's per-segment forms explore
-#: far more, ``docs/objective.md``).
-HILLS_RULES: tuple[str, ...] = ("ts", "bucb-route", "ucb-route")
+#: The paper's rules: Thompson sampling and the per-segment Bayes-UCB and UCB (spec §6).
+PAPER_RULES: tuple[str, ...] = ("ts", "bucb", "ucb")
 
-#: GP and BI for each rule, and the greedy planner (no exploration) as the reference column.
-HILLS_AGENTS: tuple[AgentSpec, ...] = (
-    *(AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in HILLS_RULES),
-    AgentSpec(model="gp", policy="mean", name="GP-greedy"),
-)
+#: Bayes-UCB and UCB on each route's total instead
+#: (:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`, ``docs/objective.md``).
+ROUTE_RULES: tuple[str, ...] = ("ts", "bucb-route", "ucb-route")
+
+
+def hills_agents(rules: Sequence[str] = PAPER_RULES) -> tuple[AgentSpec, ...]:
+    """GP and BI for each rule, and the greedy planner (no exploration) as the reference."""
+    return (
+        *(AgentSpec(model=m, policy=p) for m in ("gp", "bi") for p in rules),
+        AgentSpec(model="gp", policy="mean", name="GP-greedy"),
+    )
+
+
+#: The grid's agents with the paper's rules.
+HILLS_AGENTS: tuple[AgentSpec, ...] = hills_agents()
 
 
 def hill_networks(networks: Sequence[str] = ("srtm-monaco", "town")) -> list[NetworkSpec]:
@@ -74,8 +82,10 @@ def hills_specs(
     horizon: int = 500,
     seeds: Sequence[int] = range(10),
     networks: Sequence[str] = ("srtm-monaco", "town"),
+    rules: Sequence[str] = PAPER_RULES,
 ) -> list[RunSpec]:
-    """Every route × agent × seed of the experiment."""
+    """Every route × agent × seed of the experiment (``rules``: :data:`PAPER_RULES` or
+    :data:`ROUTE_RULES`)."""
     truth = TruthSpec(kind="physical", optimum="exact")
     return [
         RunSpec(
@@ -87,7 +97,7 @@ def hills_specs(
             seed=seed,
         )
         for net, trips in hills_routes(networks)
-        for agent in HILLS_AGENTS
+        for agent in hills_agents(rules)
         for seed in seeds
     ]
 
@@ -147,10 +157,10 @@ def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
     rows = []
     for (net, route), g in final.groupby(["network", "route"]):
         value = dict(zip(g["agent"], g["cum_regret_mean"], strict=True))
-        for rule in (p.upper() for p in HILLS_RULES):
-            gp, bi = value.get(f"GP-{rule}"), value.get(f"BI-{rule}")
-            if gp is None or bi is None:
-                continue
+        # every rule run for both models, Thompson sampling first
+        rules = {a[3:] for a in value if a.startswith("GP-") and f"BI-{a[3:]}" in value}
+        for rule in sorted(rules, key=lambda r: (r != "TS", r)):
+            gp, bi = value[f"GP-{rule}"], value[f"BI-{rule}"]
             rows.append({"network": net, "route": route, "rule": rule, "GP": gp, "BI": bi,
                          "held": gp < bi})
     gp_below_bi = pd.DataFrame(rows, columns=["network", "route", "rule", "GP", "BI", "held"])

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ev_nav.sim.hills import HILLS_AGENTS, criteria
+from ev_nav.sim.hills import HILLS_AGENTS, ROUTE_RULES, criteria, hills_agents
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_hills.py"
 
@@ -65,15 +65,19 @@ def test_decay_exponent_of_a_power_law():
 
 def test_agents_cover_every_rule_for_gp_and_bi():
     labels = {a.label for a in HILLS_AGENTS}
+    assert {"GP-TS", "BI-TS", "GP-BUCB", "BI-BUCB", "GP-UCB", "BI-UCB", "GP-greedy"} == labels
+    route = {a.label for a in hills_agents(ROUTE_RULES)}
     assert {"GP-TS", "BI-TS", "GP-BUCB-ROUTE", "BI-BUCB-ROUTE", "GP-UCB-ROUTE", "BI-UCB-ROUTE",
-            "GP-greedy"} == labels
+            "GP-greedy"} == route
 
 
-def test_reproduce_hills_quick(tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--route-rules"]])
+def test_reproduce_hills_quick(tmp_path, flags):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--quiet", "--out", str(tmp_path)],
+        [sys.executable, str(SCRIPT), "--quick", "--quiet", "--out", str(tmp_path), *flags],
         capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (tmp_path / "criteria.md").read_text(encoding="utf-8")
     assert "Σ GP-TS / Σ BI-TS over the routes" in text and "GP-greedy" in text
+    assert ("UCB-ROUTE" in text) == bool(flags)

@@ -215,10 +215,14 @@ def test_fits_with_temperatures_and_a_changed_road_match_the_exact_learners():
     for k in he:
         np.testing.assert_allclose(hr[k], he[k], rtol=1e-5)
     a, b = exact.posterior(temperature=0.0), regional.posterior(temperature=0.0)
-    np.testing.assert_allclose(b.mean, a.mean, rtol=0, atol=1e-4)
-    np.testing.assert_allclose(b.std, a.std, rtol=1e-5)
+    # the hyperparameters agree to 3e-7, but the two learners reach the posterior through
+    # different factorisations: with numpy 2.4 / SciPy 1.17 the largest differences were
+    # 9.1e-5 Wh in a mean, 1.1e-5 relative in an sd (one segment of 243) and 1.2e-5 relative
+    # in a temperature coefficient, round-off that moves with the libraries' versions
+    np.testing.assert_allclose(b.mean, a.mean, rtol=0, atol=3e-4)
+    np.testing.assert_allclose(b.std, a.std, rtol=1e-4)
     np.testing.assert_allclose(regional.temp.coefficients()[0], exact.temp.coefficients()[0],
-                               rtol=1e-5, atol=1e-8)
+                               rtol=1e-4, atol=1e-8)
 
 
 def test_the_kept_solve_of_the_temperature_features_follows_the_trips(town):

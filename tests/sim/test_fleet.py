@@ -179,7 +179,7 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
     [
         ('[[agents]]\nmodel = "gpx"', "[[agents]] model must be one of gp, bi, got 'gpx'"),
         ('[[agents]]\npolicy = "xx"', "policy must be one of ts, ts-joint, bucb, bucb-quantile, "
-                                     "ucb, mean, safe, random, got 'xx'"),
+                                     "ucb, bucb-route, ucb-route, mean, safe, random, got 'xx'"),
         ('[[agents]]\nsegment_scale = "x"', "[[agents]] segment_scale must be one of uniform, "
                                            "loss, got 'x'"),
         ('[[agents]]\nlengthscale = "x"', "[[agents]] lengthscale must be a number, got 'x'"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Protocol
 
 import numpy as np
@@ -255,6 +256,11 @@ def truncated_variance(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
     return np.where(s > 0, np.clip(out, 0.0, s * s), 0.0)
 
 
+#: Share of a segment's expected loss below which :func:`route_confidence_path` does not lower
+#: its weight.
+CLIP_SHARE = 1e-3
+
+
 def route_confidence_path(
     route: Callable[[NDArray[np.float64]], NDArray[np.int64]],
     mean: NDArray[np.float64],
@@ -269,8 +275,11 @@ def route_confidence_path(
     The objective is concave in a route's (mean, variance) pair, so its minimum lies on a
     vertex of their convex hull, each the shortest route under ``mean − λ var`` for some
     ``λ > 0``. Those weights can be negative and a shortest simple path under negative weights
-    is NP-hard, so the search is a heuristic over three families of clipped (``≥ 0``)
-    weights, each evaluated by the exact objective:
+    is NP-hard, so the search is a heuristic over three families of weights, each floored at
+    :data:`CLIP_SHARE` of the segment's expected loss and each route found judged by the exact
+    objective. (Floored at 0, routes through clipped segments would all cost nothing there and
+    the router's tie-break would take the one of fewest segments; the floor takes the one of
+    least expected loss.) The families:
 
     * the tangent ``mean − λ var`` and the concave ``mean − √β (√(s² + var) − s)`` (the
       bound's gain from adding a segment to a route of variance ``s²``, which does not
@@ -280,8 +289,8 @@ def route_confidence_path(
       most the whole network's — with ``λ = √β / (2s)``;
     * the per-segment bounds ``mean − k σ`` for five ``k`` from ``√β/16`` to ``√β``.
 
-    The expected-loss route and the per-segment rule's route (``k = √β``) are candidates, so
-    the result's bound is never above theirs.
+    The expected-loss route and the per-segment bounds' route at ``k = √β`` (floored likewise)
+    are candidates, so the result's bound is never above theirs.
     """
     best = route(mean)
     s0 = float(var[best].sum())
@@ -291,12 +300,15 @@ def route_confidence_path(
         return best
     refs = np.geomspace(math.sqrt(max(s0, total * 1e-12)), math.sqrt(total), n_refs)
     sd = np.sqrt(var)
-    bonuses = [sqrt_beta * (np.sqrt(r * r + var) - r) for r in refs]
-    bonuses += [sqrt_beta / (2.0 * r) * var for r in refs]
-    bonuses += [k * sd for k in sqrt_beta * np.geomspace(1.0 / 16.0, 1.0, 5)]
+    bonuses = chain(  # made one at a time: each is a per-segment array
+        (sqrt_beta * (np.sqrt(r * r + var) - r) for r in refs),
+        (sqrt_beta / (2.0 * r) * var for r in refs),
+        (k * sd for k in sqrt_beta * np.geomspace(1.0 / 16.0, 1.0, 5)),
+    )
+    floor = CLIP_SHARE * mean
     seen = {best.tobytes()}
     for bonus in bonuses:
-        path = route(np.maximum(mean - bonus, 0.0))
+        path = route(np.maximum(mean - bonus, floor))
         key = path.tobytes()
         if key in seen:
             continue

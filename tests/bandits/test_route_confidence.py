@@ -13,6 +13,7 @@ from scipy.stats import truncnorm
 
 from ev_nav.bandits.agent import Agent
 from ev_nav.bandits.indices import (
+    CLIP_SHARE,
     BetaSchedule,
     RouteConfidenceIndex,
     make_index,
@@ -84,7 +85,7 @@ def test_route_search_finds_the_least_bound_of_every_simple_path():
         path = route_confidence_path(route, mean, var, sqrt_beta)
         assert path[0] == start and path[-1] == goal
         assert _objective(path, mean, var, sqrt_beta) == pytest.approx(best, abs=1e-9)
-        per_segment = route(np.maximum(mean - sqrt_beta * np.sqrt(var), 0.0))
+        per_segment = route(np.maximum(mean - sqrt_beta * np.sqrt(var), CLIP_SHARE * mean))
         per_segment_missed += _objective(per_segment, mean, var, sqrt_beta) > best + 1e-9
     assert per_segment_missed >= 6
 
@@ -100,7 +101,7 @@ def test_route_search_is_never_worse_than_the_mean_or_the_per_segment_route():
         sqrt_beta = float(rng.uniform(1.0, 6.0))
         value = _objective(route_confidence_path(route, mean, var, sqrt_beta), mean, var,
                            sqrt_beta)
-        per_segment = route(np.maximum(mean - sqrt_beta * np.sqrt(var), 0.0))
+        per_segment = route(np.maximum(mean - sqrt_beta * np.sqrt(var), CLIP_SHARE * mean))
         assert value <= _objective(route(mean), mean, var, sqrt_beta) + 1e-12
         assert value <= _objective(per_segment, mean, var, sqrt_beta) + 1e-12
 

@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.indices import (
     IndexRule,
+    Posterior,
     RouteConfidenceIndex,
     ThompsonIndex,
     make_index,
@@ -177,11 +178,15 @@ class Agent:
             # learner): Algorithm 2 on the draw, as ``μ + σ·joint_scores`` would give, from the
             # same random numbers, without computing every segment's σ
             return rectify(sample(self.rng, temperature=self.temperature), self.model.noise_std)
-        post = (self.model.posterior() if self.temperature is None
-                else self.model.posterior(temperature=self.temperature))
         return rectified_weights(
-            self.rule, post, t, self.rng, self.potential_change, self.loss_bound
+            self.rule, self._posterior(), t, self.rng, self.potential_change, self.loss_bound
         )
+
+    def _posterior(self) -> Posterior:
+        """The model's posterior, at the trips' temperature when one is set."""
+        if self.temperature is None:
+            return self.model.posterior()
+        return self.model.posterior(temperature=self.temperature)
 
     def plan(self, start: int, goal: int, t: int | None = None) -> NDArray[np.int64]:
         """Choose the route for the next trip (Algorithm 1, lines 3–5); advances the trip count."""
@@ -196,8 +201,7 @@ class Agent:
     def _plan_route_confidence(self, start: int, goal: int, t: int) -> NDArray[np.int64]:
         """:class:`~ev_nav.bandits.indices.RouteConfidenceIndex`: the route whose total loss
         has the least lower confidence bound, over the posterior of non-negative losses."""
-        post = (self.model.posterior() if self.temperature is None
-                else self.model.posterior(temperature=self.temperature))
+        post = self._posterior()
         loss = post.mean - self.potential_change
         mean = truncated_mean(loss, post.std)
         var = truncated_variance(loss, post.std)

@@ -216,7 +216,7 @@ class SafeIndex(_ScoredRule):
 
 
 @dataclass(frozen=True)
-class RouteConfidenceIndex:
+class RouteConfidenceIndex(_ScoredRule):
     """UCB / BUCB on a route's **total** loss: the route minimising
     ``Σ E[ℓ_e] − √β_t √(Σ Var ℓ_e)`` (``ucb-route``, ``bucb-route``).
 
@@ -240,9 +240,6 @@ class RouteConfidenceIndex:
     def score(self, posterior: Posterior, t: int, rng: np.random.Generator) -> None:
         return None
 
-    def __call__(self, posterior: Posterior, t: int, rng: np.random.Generator):
-        return np.array(posterior.mean, dtype=np.float64, copy=True)
-
 
 def truncated_variance(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
     """Variance of ``N(m, s²)`` conditioned on being ``≥ 0`` [Wh²]: ``s² (1 − aλ − λ²)`` with
@@ -251,7 +248,7 @@ def truncated_variance(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
     s = np.asarray(std, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         a = m / s
-        lam = np.exp(-0.5 * a * a - LOG_SQRT_2PI - log_ndtr(a))
+        lam = _inverse_mills(a)
         out = s * s * (1.0 - a * lam - lam * lam)
     return np.where(s > 0, np.clip(out, 0.0, s * s), 0.0)
 
@@ -362,9 +359,13 @@ def truncated_mean(mean: ArrayLike, std: ArrayLike) -> NDArray[np.float64]:
     m = np.asarray(mean, dtype=np.float64)
     s = np.asarray(std, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = m / s
-        out = m + s * np.exp(-0.5 * a * a - LOG_SQRT_2PI - log_ndtr(a))
+        out = m + s * _inverse_mills(m / s)
     return np.where(s > 0, np.maximum(out, 0.0), np.maximum(m, 0.0))
+
+
+def _inverse_mills(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``φ(a)/Φ(a)`` through ``log Φ`` (accurate far in the negative tail)."""
+    return np.exp(-0.5 * a * a - LOG_SQRT_2PI - log_ndtr(a))
 
 
 def truncated_quantile(

@@ -316,6 +316,11 @@ def route_confidence_path(
     return best
 
 
+#: Policies that bound each route's total (:class:`RouteConfidenceIndex`): they need the
+#: reduced-cost rectification.
+ROUTE_POLICIES: tuple[str, ...] = ("ucb-route", "bucb-route")
+
+
 def make_index(
     policy: str, *, beta_scale: float = 1.0, omega: float = 1.0, xi: float = 1.0
 ) -> IndexRule:
@@ -332,7 +337,7 @@ def make_index(
         return LowerConfidenceIndex(
             BetaSchedule("quantile", scale=beta_scale), name="bucb-quantile"
         )
-    if policy in ("ucb-route", "bucb-route"):
+    if policy in ROUTE_POLICIES:
         schedule = (BetaSchedule("ucb", scale=beta_scale) if policy == "ucb-route"
                     else BetaSchedule("bucb", scale=beta_scale, omega=omega, xi=xi))
         return RouteConfidenceIndex(schedule, name=policy)

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from ev_nav import settings
 from ev_nav.bandits.agent import Agent
-from ev_nav.bandits.indices import make_index
+from ev_nav.bandits.indices import ROUTE_POLICIES, make_index
 from ev_nav.bandits.routing import Router
 from ev_nav.checkpoints import decode as decode_checkpoint
 from ev_nav.checkpoints import encode as encode_checkpoint
@@ -855,6 +855,12 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
                 table[key] = _tuple_endpoint(table[key])
         trip_specs.append(build(TripSpec, table, "route"))
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
+    for agent in agents:  # caught here, not in every run at its first trip
+        if agent.policy.lower() in ROUTE_POLICIES and agent.rectification == "paper":
+            raise ConfigError(
+                f"{p}: {_TABLES['agent']} policy = {agent.policy!r} bounds each route's total "
+                "loss and needs rectification = 'reduced', not 'paper'"
+            )
     truth_table = dict(cfg.get("truth", {}))
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())

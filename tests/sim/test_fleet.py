@@ -184,6 +184,10 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
                                            "loss, got 'x'"),
         ('[[agents]]\nlengthscale = "x"', "[[agents]] lengthscale must be a number, got 'x'"),
         ("[[agents]]\ndetect_changes = 1", "detect_changes must be true or false, got 1"),
+        # failed each run at its first trip
+        ('[[agents]]\npolicy = "ucb-route"\nrectification = "paper"',
+         "[[agents]] policy = 'ucb-route' bounds each route's total loss and needs "
+         "rectification = 'reduced', not 'paper'"),
         ('[truth]\nkind = "foo"', "[truth] kind must be one of physical, gp, det-noise, file"),
         ('[truth]\nkind = "file"', "[truth] kind = 'file' needs 'path'"),
         ('[truth]\nkind = "file"\npath = "no.csv"', "[truth] path: file not found"),
@@ -223,11 +227,12 @@ def test_toml_config_refuses_bad_tables_before_any_run(tmp_path, capsys, table, 
 def test_toml_config_accepts_every_documented_choice(tmp_path):
     cfg = tmp_path / "fleet.toml"
     agents = "".join(f'[[agents]]\npolicy = "{p}"\n' for p in
-                     ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "mean", "safe", "random"))
+                     ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "bucb-route",
+                      "ucb-route", "mean", "safe", "random"))
     cfg.write_text(f'horizon = 2\n{agents}[[agents]]\nmodel = "bi"\nsegment_scale = "loss"\n'
                    '[truth]\nkind = "det-noise"\noptimum = "rectified"\n')
     specs, _ = specs_from_toml(cfg)
-    assert len(specs) == 9
+    assert len(specs) == 11
 
 
 def test_truth_kinds():

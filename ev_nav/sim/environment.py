@@ -53,6 +53,11 @@ class TruthSpec:
         ``"det-noise"`` (E_det plus correlated noise, for networks too large for the sampler).
     lengthscale : float
         Feature-kernel lengthscale of the ground truth (1.0 in the paper; varied in Fig. 4–5).
+    graph_share : float
+        Share of the ground truth's prior variance in the local ``k_G·k_f`` term; the rest is
+        in the network-wide ``k'_f`` term (0.5: the paper's equal split, spec §4). In the
+        physical world it sets how much of the losses' deviations a learner can pool across
+        the network (``docs/objective.md``, "Quality in hills").
     max_redraws : int
         How many draws with a negative cycle are tolerated before giving up (``exact`` only).
     loss_spread : float
@@ -87,6 +92,7 @@ class TruthSpec:
 
     kind: str = "physical"
     lengthscale: float = 1.0
+    graph_share: float = 0.5
     max_redraws: int = 50
     optimum: str = "exact"
     loss_spread: float = 0.25
@@ -101,6 +107,8 @@ class TruthSpec:
     temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.graph_share, bool) or not 0.0 <= self.graph_share <= 1.0:
+            raise ConfigError(f"graph_share must lie in [0, 1], got {self.graph_share!r}")
         numbers = (self.temperature_mean_c, self.temperature_amplitude_c,
                    self.temperature_noise_c, self.temperature_period_rounds)
         if self.temperature_mean_c is not None and any(
@@ -211,7 +219,10 @@ class Environment:
             raise ConfigError(f"unknown optimum {truth.optimum!r}; use exact or rectified")
         if truth.kind == "file":
             return cls.from_file(net, truth)
-        settings = PriorSettings.from_network(net, vehicle, lengthscale=truth.lengthscale)
+        settings = replace(
+            PriorSettings.from_network(net, vehicle, lengthscale=truth.lengthscale),
+            graph_share=float(truth.graph_share),
+        )
         noise_std = float(np.sqrt(settings.noise_var))
         if truth.kind == "physical":
             from ev_nav.potential import loss_scale, node_potential
@@ -400,7 +411,11 @@ def _draw(
 ) -> NDArray[np.float64]:
     from ev_nav.gp.groundtruth import sample_ground_truth
 
-    key = (net.content_hash, net.n_segments, truth.kind, truth.lengthscale, draw_seed)
+    key: tuple[object, ...] = (
+        net.content_hash, net.n_segments, truth.kind, truth.lengthscale, draw_seed
+    )
+    if truth.graph_share != 0.5:  # the paper's split keeps its cached draws' names
+        key += (float(truth.graph_share),)
     if key in _TRUTHS:
         return _TRUTHS[key]
     path = None

@@ -228,6 +228,8 @@ class RunSpec:
             del fields["truth"]["noise_spread"]
         if fields["truth"]["path"] is None:
             del fields["truth"]["path"]
+        if fields["truth"]["graph_share"] == 0.5:
+            del fields["truth"]["graph_share"]
         if fields["agent"]["segment_scale"] == "uniform":
             del fields["agent"]["segment_scale"]
         if not fields["agent"]["detect_changes"]:

@@ -83,10 +83,12 @@ def hills_specs(
     seeds: Sequence[int] = range(10),
     networks: Sequence[str] = ("srtm-monaco", "town"),
     rules: Sequence[str] = PAPER_RULES,
+    graph_share: float = 0.5,
 ) -> list[RunSpec]:
     """Every route × agent × seed of the experiment (``rules``: :data:`PAPER_RULES` or
-    :data:`ROUTE_RULES`)."""
-    truth = TruthSpec(kind="physical", optimum="exact")
+    :data:`ROUTE_RULES`; ``graph_share``: the world's local share of its losses' variance,
+    :class:`~ev_nav.sim.environment.TruthSpec`)."""
+    truth = TruthSpec(kind="physical", optimum="exact", graph_share=graph_share)
     return [
         RunSpec(
             network=net,

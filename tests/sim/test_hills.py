@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_agents_cover_every_rule_for_gp_and_bi():
             "GP-greedy"} == route
 
 
-@pytest.mark.parametrize("flags", [[], ["--route-rules"]])
+@pytest.mark.parametrize("flags", [[], ["--route-rules", "--graph-share", "0.25"]])
 def test_reproduce_hills_quick(tmp_path, flags):
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--quiet", "--out", str(tmp_path), *flags],
@@ -81,3 +82,8 @@ def test_reproduce_hills_quick(tmp_path, flags):
     text = (tmp_path / "criteria.md").read_text(encoding="utf-8")
     assert "Σ GP-TS / Σ BI-TS over the routes" in text and "GP-greedy" in text
     assert ("UCB-ROUTE" in text) == bool(flags)
+    metadata = [json.loads(p.read_text(encoding="utf-8"))
+                for p in (tmp_path / "runs").glob("*/metadata.json")]
+    assert metadata and all(
+        m["config"]["truth"]["graph_share"] == (0.25 if flags else 0.5) for m in metadata
+    )

@@ -92,6 +92,17 @@ def count_arg(text: str) -> int:
     return value
 
 
+def fraction_arg(text: str) -> float:
+    """A share or probability: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
 def run_script(main: Callable[[], int | None]) -> NoReturn:
     """Run a ``scripts/*.py`` entry point and exit with its status.
 

@@ -17,25 +17,14 @@ Usage: python scripts/reproduce_hills.py [--quick] [--route-rules] [--graph-shar
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pandas as pd
 
+from ev_nav.cli import fraction_arg
 from ev_nav.provenance import atomic_write_text
 from ev_nav.sim import paper
 from ev_nav.sim.hills import PAPER_RULES, ROUTE_RULES, criteria, hills_specs
-
-
-def share_arg(text: str) -> float:
-    """A share in [0, 1] (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
-    return value
 
 
 def main() -> int:
@@ -43,7 +32,7 @@ def main() -> int:
     p = paper.parser(__doc__)
     p.add_argument("--route-rules", action="store_true",
                    help="Bayes-UCB and UCB on each route's total instead of per segment")
-    p.add_argument("--graph-share", type=share_arg, default=0.5,
+    p.add_argument("--graph-share", type=fraction_arg, default=0.5,
                    help="the worlds' local share of the losses' variance (paper: 0.5)")
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)

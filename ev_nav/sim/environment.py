@@ -107,7 +107,8 @@ class TruthSpec:
     temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.graph_share, bool) or not 0.0 <= self.graph_share <= 1.0:
+        share = self.graph_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
             raise ConfigError(f"graph_share must lie in [0, 1], got {self.graph_share!r}")
         numbers = (self.temperature_mean_c, self.temperature_amplitude_c,
                    self.temperature_noise_c, self.temperature_period_rounds)

@@ -190,6 +190,7 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
          "rectification = 'reduced', not 'paper'"),
         ('[truth]\nkind = "foo"', "[truth] kind must be one of physical, gp, det-noise, file"),
         ('[truth]\nkind = "file"', "[truth] kind = 'file' needs 'path'"),
+        ("[truth]\ngraph_share = 1.5", "graph_share must lie in [0, 1], got 1.5"),
         ('[truth]\nkind = "file"\npath = "no.csv"', "[truth] path: file not found"),
         ('[network]\nkind = "osm"\npath = "no.osm"', "[network] path: file not found"),
         ('[network]\nkind = "file"', "[network] kind = 'file' needs 'path'"),

@@ -55,7 +55,7 @@ def test_a_world_of_network_wide_deviations_alone_correlates_look_alike_segments
 
 
 def test_bad_shares_are_refused_and_the_paper_split_keeps_old_run_ids():
-    for bad in (-0.1, 1.5, True):
+    for bad in (-0.1, 1.5, float("nan"), True, "0.3"):
         with pytest.raises(ConfigError, match="graph_share must lie in"):
             TruthSpec(graph_share=bad)
     spec = RunSpec(network=NetworkSpec(n_segments=400, seed=3), agent=AgentSpec(),

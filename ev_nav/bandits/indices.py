@@ -318,7 +318,7 @@ def route_confidence_path(
 
 #: Policies that bound each route's total (:class:`RouteConfidenceIndex`): they need the
 #: reduced-cost rectification.
-ROUTE_POLICIES: tuple[str, ...] = ("ucb-route", "bucb-route")
+ROUTE_POLICIES: tuple[str, ...] = ("bucb-route", "ucb-route")
 
 
 def make_index(

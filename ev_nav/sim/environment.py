@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,14 +109,22 @@ class TruthSpec:
 
     def __post_init__(self) -> None:
         share = self.graph_share
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-            raise ConfigError(f"graph_share must lie in [0, 1], got {self.graph_share!r}")
-        numbers = (self.temperature_mean_c, self.temperature_amplitude_c,
-                   self.temperature_noise_c, self.temperature_period_rounds)
+        if isinstance(share, bool) or not isinstance(share, numbers.Real):
+            raise ConfigError(f"graph_share must be a number, got {share!r}")
+        if not 0 <= share <= 1:
+            raise ConfigError(f"graph_share must lie in [0, 1], got {share!r}")
+        if share != 0.5 and self.kind not in ("physical", "gp"):
+            raise ConfigError(
+                f"graph_share splits the GP draw of kind = 'physical' or 'gp'; kind = "
+                f"{self.kind!r} has none (leave graph_share at 0.5)"
+            )
+        object.__setattr__(self, "graph_share", float(share))  # 0 and 0.0: one run id
+        cycle = (self.temperature_mean_c, self.temperature_amplitude_c,
+                 self.temperature_noise_c, self.temperature_period_rounds)
         if self.temperature_mean_c is not None and any(
-            isinstance(x, bool) or not isinstance(x, int | float) for x in numbers
+            isinstance(x, bool) or not isinstance(x, int | float) for x in cycle
         ):
-            raise ConfigError(f"the temperature cycle's settings must be numbers, got {numbers}")
+            raise ConfigError(f"the temperature cycle's settings must be numbers, got {cycle}")
         if self.temperature_mean_c is not None and (
             self.kind != "physical" or self.temperature_period_rounds < 1
             or not (self.temperature_amplitude_c >= 0 and self.temperature_noise_c >= 0)

@@ -166,6 +166,14 @@ class AgentSpec:
     detect_changes: bool = False
     temperature: bool = False
 
+    def __post_init__(self) -> None:
+        if self.policy in ROUTE_POLICIES and self.rectification == "paper":
+            # caught when the spec is made, not in every run at its first trip
+            raise ConfigError(
+                f"policy = {self.policy!r} bounds each route's total loss and needs "
+                "rectification = 'reduced', not 'paper'"
+            )
+
     @property
     def label(self) -> str:
         if self.name:
@@ -835,7 +843,10 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         if unknown:
             raise ConfigError(f"{p}: unknown {what} key(s): {', '.join(sorted(unknown))}")
         check_config_table(cls, table, f"{p}: {_TABLES[what]}")
-        return cls(**table)
+        try:
+            return cls(**table)
+        except ConfigError as exc:  # a spec's own check: say where in the config
+            raise ConfigError(f"{p}: {_TABLES[what]} {exc}") from None
 
     networks = cfg.get("networks") or [cfg.get("network", {})]
     net_specs = []
@@ -857,12 +868,6 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
                 table[key] = _tuple_endpoint(table[key])
         trip_specs.append(build(TripSpec, table, "route"))
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
-    for agent in agents:  # caught here, not in every run at its first trip
-        if agent.policy.lower() in ROUTE_POLICIES and agent.rectification == "paper":
-            raise ConfigError(
-                f"{p}: {_TABLES['agent']} policy = {agent.policy!r} bounds each route's total "
-                "loss and needs rectification = 'reduced', not 'paper'"
-            )
     truth_table = dict(cfg.get("truth", {}))
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())
@@ -945,8 +950,8 @@ def _check_top_level(cfg: dict[str, Any], p: Path) -> None:
 CONFIG_CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (NetworkSpec, "kind"): ("synthetic", "osm", "file"),
     (AgentSpec, "model"): ("gp", "bi"),
-    (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb", "bucb-route",
-                            "ucb-route", "mean", "safe", "random"),
+    (AgentSpec, "policy"): ("ts", "ts-joint", "bucb", "bucb-quantile", "ucb",
+                            *ROUTE_POLICIES, "mean", "safe", "random"),
     (AgentSpec, "rectification"): ("reduced", "paper"),
     (AgentSpec, "learner"): ("exact", "regional", "svgp"),
     (TripSpec, "kind"): ("fixed", "random"),

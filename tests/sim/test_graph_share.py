@@ -56,9 +56,21 @@ def test_a_world_of_network_wide_deviations_alone_correlates_look_alike_segments
 
 def test_bad_shares_are_refused_and_the_paper_split_keeps_old_run_ids():
     for bad in (-0.1, 1.5, float("nan"), True, "0.3"):
-        with pytest.raises(ConfigError, match="graph_share must lie in"):
+        with pytest.raises(ConfigError, match="graph_share must (lie in|be a number)"):
             TruthSpec(graph_share=bad)
     spec = RunSpec(network=NetworkSpec(n_segments=400, seed=3), agent=AgentSpec(),
                    trips=TripSpec(), horizon=3)
     assert spec.run_id == "synthetic-400_route_GP-TS_s0_e7d6df9d"  # its id before the option
     assert replace(spec, truth=TruthSpec(graph_share=0.25)).run_id != spec.run_id
+    # a TOML 0 and a command line's 0.0 are one world and one run folder
+    assert (replace(spec, truth=TruthSpec(graph_share=0)).run_id
+            == replace(spec, truth=TruthSpec(graph_share=np.float32(0.0))).run_id
+            == replace(spec, truth=TruthSpec(graph_share=0.0)).run_id)
+
+
+@pytest.mark.parametrize("kind", ["det-noise", "file"])
+def test_worlds_without_a_gp_draw_refuse_another_share(kind):
+    """Their worlds do not depend on the share: it would only have renamed their runs."""
+    with pytest.raises(ConfigError, match=f"kind = '{kind}' has none"):
+        TruthSpec(kind=kind, graph_share=0.25)
+    assert TruthSpec(kind=kind).graph_share == 0.5

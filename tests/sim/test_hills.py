@@ -12,7 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ev_nav.sim.hills import HILLS_AGENTS, ROUTE_RULES, criteria, hills_agents
+from ev_nav.sim.hills import (
+    HILLS_AGENTS,
+    ROUTE_RULES,
+    criteria,
+    hills_agents,
+    power_law_exponent,
+    power_law_ratio,
+)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_hills.py"
 
@@ -61,7 +68,22 @@ def test_decay_exponent_of_a_power_law():
     t = np.arange(1, 501, dtype=float)
     assert decay.loc["GP-UCB", "ratio"] == pytest.approx(
         np.sum(t[400:] ** -0.5) / np.sum(t[:100] ** -0.5))
-    assert "exponent" in crit.markdown()
+    text = crit.markdown()
+    assert "exponent" in text
+    # the header's reference rates are those of this horizon and window
+    assert power_law_ratio(0.5, 500, 100) == pytest.approx(decay.loc["GP-UCB", "ratio"])
+    assert power_law_exponent(power_law_ratio(0.7, 500, 100), 500, 100) == pytest.approx(0.7)
+    assert "the last 100 of 500 trips 0.25 × the first 100; 0.2 needs α ≈ 0.58" in text
+
+
+def test_criteria_without_thompson_sampling_have_no_ts_target():
+    """A grid of UCB rules alone (``--agents``) printed a NaN ratio marked NOT held."""
+    crit = criteria(_table({"GP-UCB": (6.0, 1.0), "BI-UCB": (8.0, 1.0)}, horizon=20), window=5)
+    assert not np.isfinite(crit.ts_ratio)
+    assert "sum GP-TS / sum BI-TS <= 0.6" not in crit.holds()
+    text = crit.markdown()
+    assert "n/a (no GP-TS and BI-TS runs)" in text and "nan" not in text
+    assert "the last 5 of 20 trips" in text
 
 
 def test_agents_cover_every_rule_for_gp_and_bi():

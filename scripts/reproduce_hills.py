@@ -24,6 +24,7 @@ import pandas as pd
 from ev_nav.cli import fraction_arg
 from ev_nav.provenance import atomic_write_text
 from ev_nav.sim import paper
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE
 from ev_nav.sim.hills import PAPER_RULES, ROUTE_RULES, criteria, hills_specs
 
 
@@ -32,8 +33,9 @@ def main() -> int:
     p = paper.parser(__doc__)
     p.add_argument("--route-rules", action="store_true",
                    help="Bayes-UCB and UCB on each route's total instead of per segment")
-    p.add_argument("--graph-share", type=fraction_arg, default=0.5,
-                   help="the worlds' local share of the losses' variance (paper: 0.5)")
+    p.add_argument("--graph-share", type=fraction_arg, default=PAPER_GRAPH_SHARE,
+                   help=f"the worlds' local share of the losses' variance (paper: "
+                   f"{PAPER_GRAPH_SHARE})")
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)
     rules = ROUTE_RULES if args.route_rules else PAPER_RULES
@@ -54,7 +56,7 @@ def main() -> int:
         return [out / "regret.png", out / "criteria.md"]
 
     name = "hills-route" if args.route_rules else "hills"
-    if args.graph_share != 0.5:
+    if args.graph_share != PAPER_GRAPH_SHARE:
         name += f"-share-{args.graph_share:g}"
     paper.run(name, args, specs, figures, report_specs=figure_specs)
     print(f"whole command: {time.perf_counter() - t0:.0f} s wall")

@@ -41,6 +41,10 @@ from ev_nav.errors import ConfigError, NegativeCycleError
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
+#: The paper's equal split of the ground truth's prior variance between its local and its
+#: network-wide term (spec §4; :class:`ev_nav.gp.groundtruth.PriorSettings`).
+PAPER_GRAPH_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class TruthSpec:
@@ -93,7 +97,7 @@ class TruthSpec:
 
     kind: str = "physical"
     lengthscale: float = 1.0
-    graph_share: float = 0.5
+    graph_share: float = PAPER_GRAPH_SHARE
     max_redraws: int = 50
     optimum: str = "exact"
     loss_spread: float = 0.25
@@ -113,10 +117,10 @@ class TruthSpec:
             raise ConfigError(f"graph_share must be a number, got {share!r}")
         if not 0 <= share <= 1:
             raise ConfigError(f"graph_share must lie in [0, 1], got {share!r}")
-        if share != 0.5 and self.kind not in ("physical", "gp"):
+        if share != PAPER_GRAPH_SHARE and self.kind not in ("physical", "gp"):
             raise ConfigError(
                 f"graph_share splits the GP draw of kind = 'physical' or 'gp'; kind = "
-                f"{self.kind!r} has none (leave graph_share at 0.5)"
+                f"{self.kind!r} has none (leave graph_share at {PAPER_GRAPH_SHARE})"
             )
         object.__setattr__(self, "graph_share", float(share))  # 0 and 0.0: one run id
         cycle = (self.temperature_mean_c, self.temperature_amplitude_c,
@@ -231,7 +235,7 @@ class Environment:
             return cls.from_file(net, truth)
         settings = replace(
             PriorSettings.from_network(net, vehicle, lengthscale=truth.lengthscale),
-            graph_share=float(truth.graph_share),
+            graph_share=truth.graph_share,
         )
         noise_std = float(np.sqrt(settings.noise_var))
         if truth.kind == "physical":
@@ -424,8 +428,8 @@ def _draw(
     key: tuple[object, ...] = (
         net.content_hash, net.n_segments, truth.kind, truth.lengthscale, draw_seed
     )
-    if truth.graph_share != 0.5:  # the paper's split keeps its cached draws' names
-        key += (float(truth.graph_share),)
+    if truth.graph_share != PAPER_GRAPH_SHARE:  # the paper's split keeps its draws' names
+        key += (truth.graph_share,)
     if key in _TRUTHS:
         return _TRUTHS[key]
     path = None

@@ -45,7 +45,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
 from ev_nav.roads.network import RoadNetwork
-from ev_nav.sim.environment import Environment, TruthSpec
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec
 
 RESULT_COLUMNS = (
     "run_id",
@@ -236,7 +236,7 @@ class RunSpec:
             del fields["truth"]["noise_spread"]
         if fields["truth"]["path"] is None:
             del fields["truth"]["path"]
-        if fields["truth"]["graph_share"] == 0.5:
+        if fields["truth"]["graph_share"] == PAPER_GRAPH_SHARE:
             del fields["truth"]["graph_share"]
         if fields["agent"]["segment_scale"] == "uniform":
             del fields["agent"]["segment_scale"]

@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 
 from ev_nav import settings
-from ev_nav.sim.environment import TruthSpec
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE, TruthSpec
 from ev_nav.sim.fleet import AgentSpec, NetworkSpec, RunSpec, TripSpec, load_network
 from ev_nav.sim.report import frame_markdown
 
 __all__ = [
     "HILLS_AGENTS", "PAPER_RULES", "ROUTE_RULES", "HillsCriteria", "criteria", "decay_exponents",
-    "hills_agents", "hills_routes", "hills_specs",
+    "hills_agents", "hills_routes", "hills_specs", "power_law_exponent", "power_law_ratio",
 ]
 
 #: The paper's rules: Thompson sampling and the per-segment Bayes-UCB and UCB (spec §6).
@@ -83,7 +83,7 @@ def hills_specs(
     seeds: Sequence[int] = range(10),
     networks: Sequence[str] = ("srtm-monaco", "town"),
     rules: Sequence[str] = PAPER_RULES,
-    graph_share: float = 0.5,
+    graph_share: float = PAPER_GRAPH_SHARE,
 ) -> list[RunSpec]:
     """Every route × agent × seed of the experiment (``rules``: :data:`PAPER_RULES` or
     :data:`ROUTE_RULES`; ``graph_share``: the world's local share of its losses' variance,
@@ -140,14 +140,21 @@ class HillsCriteria:
                     else "n/a (no GP-TS and BI-TS runs)"), "",
                  "Mean per-trip regret [Wh], first and last window; `exponent` α fits "
                  "per-trip regret ∝ t^-α over the later windows (0: linear regret; ½: "
-                 "regret of order √T, the rate of the paper's bounds, which makes the last "
-                 f"{self.window} of {self.horizon} trips "
-                 f"{power_law_ratio(0.5, self.horizon, self.window):.2f} × the first "
-                 f"{self.window}; 0.2 needs α ≈ "
-                 f"{power_law_exponent(0.2, self.horizon, self.window):.2f}):", "",
+                 "regret of order √T, the rate of the paper's bounds"
+                 + self._reference_rates() + "):", "",
                  frame_markdown(self.decay, 3), ""]
         lines += [f"* {k}: {'held' if v else 'NOT held'}" for k, v in self.holds().items()]
         return "\n".join(lines) + "\n"
+
+    def _reference_rates(self) -> str:
+        """What α = ½ gives and what 0.2 needs at this horizon ('' where the first and last
+        windows are the same trips, a run too short to compare)."""
+        if self.horizon <= self.window:
+            return ""
+        half = power_law_ratio(0.5, self.horizon, self.window)
+        needed = power_law_exponent(0.2, self.horizon, self.window)
+        return (f", which makes the last {self.window} of {self.horizon} trips {half:.2f} × "
+                f"the first {self.window}; 0.2 needs α ≈ {needed:.2f}")
 
 
 def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
@@ -200,7 +207,8 @@ def power_law_ratio(alpha: float, horizon: int, window: int) -> float:
 
 
 def power_law_exponent(ratio: float, horizon: int, window: int) -> float:
-    """The rate ``α`` whose :func:`power_law_ratio` is ``ratio`` (in (0, 1))."""
+    """The rate ``α`` whose :func:`power_law_ratio` is ``ratio`` (in (0, 1); needs
+    ``horizon > window``)."""
     from scipy.optimize import brentq
 
     return float(brentq(lambda a: power_law_ratio(a, horizon, window) - ratio, 0.0, 10.0))
@@ -213,9 +221,9 @@ def decay_exponents(results: pd.DataFrame, width: int = 50) -> pd.DataFrame:
     the first trips' prior exploration does not dominate) is fitted by least squares in
     log–log against the window's middle trip. Linear regret is ``α ≈ 0``; a cumulative regret
     of order ``√T`` — the rate of the paper's bounds for every rule (Thm 3.1/3.2) — is
-    ``α = ½``, for which the last 100 of 500 trips average 0.25 × the first 100 (the ratio of
-    :func:`criteria`), and 0.2 needs ``α ≈ 0.58``. NaN where fewer than three windows have
-    positive regret.
+    ``α = ½``; :func:`power_law_ratio` turns a rate into the ratio of :func:`criteria` (at
+    ``α = ½`` the last 100 of 500 trips average 0.25 × the first 100). NaN where fewer than
+    three windows have positive regret.
     """
     keys = ["network", "route", "agent"]
     per_t = results.groupby([*keys, "t"], as_index=False)["regret_wh"].mean()

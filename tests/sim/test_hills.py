@@ -84,6 +84,9 @@ def test_criteria_without_thompson_sampling_have_no_ts_target():
     text = crit.markdown()
     assert "n/a (no GP-TS and BI-TS runs)" in text and "nan" not in text
     assert "the last 5 of 20 trips" in text
+    # a one-trip run has the same first and last window: no reference rate, no crash
+    one = criteria(_table({"GP-UCB": (6.0, 1.0), "BI-UCB": (8.0, 1.0)}, horizon=1), window=1)
+    assert "order √T, the rate of the paper's bounds):" in one.markdown()
 
 
 def test_agents_cover_every_rule_for_gp_and_bi():

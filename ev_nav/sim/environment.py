@@ -426,7 +426,7 @@ def _draw(
     from ev_nav.gp.groundtruth import sample_ground_truth
 
     key: tuple[object, ...] = (
-        net.content_hash, net.n_segments, truth.kind, truth.lengthscale, draw_seed
+        net.content_hash, net.n_segments, truth.kind, float(truth.lengthscale), draw_seed
     )
     if truth.graph_share != PAPER_GRAPH_SHARE:  # the paper's split keeps its draws' names
         key += (truth.graph_share,)

@@ -43,7 +43,7 @@ from ev_nav.gp.changes import ChangeDetector
 from ev_nav.gp.incremental_state import MAX_EXACT_SEGMENTS
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
-from ev_nav.provenance import atomic_path, atomic_write_json, run_metadata
+from ev_nav.provenance import atomic_path, atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec
 
@@ -223,8 +223,28 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        """Readable, unique id: network, route, agent, seed and a short hash of the rest."""
+        """Readable, unique id: network, route, agent, seed and a short hash of the rest.
+
+        A number given as a whole number where the spec takes a real one (a TOML
+        ``lengthscale = 1``) hashes as that real number, so ``1`` and ``1.0`` are one run.
+        """
+        return self._id(canonical=True)
+
+    @property
+    def legacy_run_id(self) -> str:
+        """The id earlier versions gave this run: whole numbers in real-valued fields hashed as
+        written (``1`` and ``1.0`` were two runs). Equal to :attr:`run_id` for every spec whose
+        real-valued fields hold real numbers; :func:`adopt_legacy_run` moves such a folder."""
+        return self._id(canonical=False)
+
+    def _id(self, *, canonical: bool) -> str:
         fields = dataclasses.asdict(self)
+        if canonical:
+            for name, cls in _SPEC_PARTS.items():
+                for key in _real_fields(cls):
+                    value = fields[name][key]
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        fields[name][key] = float(value)
         # Fields added after results were published are left out of the hash while they hold the
         # value that reproduces the old behaviour, so existing run folders keep their ids.
         if fields["agent"]["rectification"] == "paper":
@@ -257,6 +277,19 @@ class RunSpec:
         return "_".join(safe_name(p) for p in parts) + f"_s{self.seed}_{digest}"
 
 
+#: The parts of a :class:`RunSpec` whose real-valued fields :attr:`RunSpec.run_id` normalises.
+_SPEC_PARTS: dict[str, type] = {
+    "network": NetworkSpec, "agent": AgentSpec, "trips": TripSpec, "truth": TruthSpec,
+}
+
+
+def _real_fields(cls: type) -> tuple[str, ...]:
+    """Names of ``cls``'s fields annotated ``float`` (or ``float | None``)."""
+    return tuple(
+        f.name for f in dataclasses.fields(cls) if str(f.type) in ("float", "float | None")
+    )
+
+
 def safe_name(text: str) -> str:
     """``text`` reduced to a file-name component that cannot leave its folder.
 
@@ -274,6 +307,43 @@ def run_dir_for(out_dir: str | Path, run_id: str) -> Path:
     run_dir = (base / "runs" / run_id).resolve()
     if run_dir.parent != base / "runs" or run_id != safe_name(run_id):
         raise ConfigError(f"run id {run_id!r} would leave the output folder {base}")
+    return run_dir
+
+
+def adopt_legacy_run(out_dir: str | Path, spec: RunSpec) -> Path:
+    """``spec``'s run folder in ``out_dir``, taking over the folder an earlier version wrote.
+
+    Earlier versions hashed a whole number in a real-valued field as written
+    (:attr:`RunSpec.legacy_run_id`), so a config with ``lengthscale = 1`` left its runs under
+    another id. Such a folder, finished or half-way, is renamed to :attr:`RunSpec.run_id` with
+    the id inside its files rewritten (the ids first, the rename last, so an interruption at any
+    point leaves a folder that a later call finishes adopting), so a resumed grid continues it
+    instead of starting over. Nothing happens when the ids agree or the new folder exists.
+    """
+    run_dir = run_dir_for(out_dir, spec.run_id)
+    legacy = spec.legacy_run_id
+    if legacy == spec.run_id or run_dir.exists():
+        return run_dir
+    old = run_dir_for(out_dir, legacy)
+    if not old.is_dir():
+        return run_dir
+    # an id is a file-name-safe word ending in its hash, so replacing it as text touches nothing
+    # else and keeps every number as written
+    for name in ("trips.csv", "metadata.json"):
+        path = old / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if legacy in text:
+                atomic_write_text(path, text.replace(legacy, spec.run_id))
+    try:
+        state = _load_checkpoint(old / CHECKPOINT_NAME)
+    except ModelStateError:  # damaged or unsafe: resuming the run reports it
+        state = None
+    if state is not None and any(row.get("run_id") == legacy for row in state.rows):
+        for row in state.rows:
+            row["run_id"] = spec.run_id
+        _save_checkpoint(old / CHECKPOINT_NAME, state)
+    old.rename(run_dir)
     return run_dir
 
 

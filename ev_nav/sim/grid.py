@@ -27,7 +27,7 @@ from typing import Any
 from ev_nav import settings
 from ev_nav.errors import ConfigError, StateError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
-from ev_nav.sim.fleet import RunSpec, run_dir_for, run_one
+from ev_nav.sim.fleet import RunSpec, adopt_legacy_run, run_dir_for, run_one
 
 
 @dataclass
@@ -89,6 +89,11 @@ def execute_run(
 ) -> RunOutcome:
     """Run one spec into ``out_dir/runs/<run_id>`` and report; never raises (errors recorded)."""
     run_dir = run_dir_for(out_dir, spec.run_id)
+    if resume:
+        try:
+            adopt_legacy_run(out_dir, spec)
+        except OSError as exc:  # e.g. a folder it may not rename: this run fails, not the grid
+            return _record_failure(spec, out_dir, f"{type(exc).__name__}: {exc}")
     if resume and (run_dir / "trips.csv").is_file():
         return RunOutcome(spec.run_id, "skipped")
     t0 = time.perf_counter()

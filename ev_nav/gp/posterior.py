@@ -136,8 +136,11 @@ class SegmentModel(Protocol):
         ``ς²``, or ``ς² s_e`` with per-segment noise scales."""
         ...
 
-    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
-        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``."""
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: TemperatureArg = None
+    ) -> NDArray[np.float64]:
+        """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids`` on a
+        trip at ``temperature`` [°C]."""
         ...
 
     def state_dict(self) -> dict[str, Any]:

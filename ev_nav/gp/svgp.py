@@ -307,7 +307,9 @@ class SVGPModel:
             self._post = SegmentPosterior(mean=mean, std=std, noise_std=self.noise_std)
         return self._post
 
-    def route_covariance(self, segment_ids: ArrayLike) -> NDArray[np.float64]:
+    def route_covariance(
+        self, segment_ids: ArrayLike, temperature: ArrayLike | None = None
+    ) -> NDArray[np.float64]:
         """Joint posterior covariance [Wh²] of the latent energies of ``segment_ids``.
 
         ``K_RR − AᵀA + (C⁻¹A)ᵀ(C⁻¹A)`` with the whitened loadings ``A = L⁻¹K_ZR`` and the
@@ -315,6 +317,7 @@ class SVGPModel:
         is :meth:`posterior`'s variance. Segments of one route are correlated (shared graph and
         feature kernel), so a route's energy variance is not the sum of its variances.
         """
+        _no_temperature(temperature)
         ids = np.asarray(segment_ids, dtype=np.int64)
         with torch.no_grad():
             a, _, _ = self._loadings(ids)

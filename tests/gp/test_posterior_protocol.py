@@ -66,3 +66,22 @@ def test_gp_update_total_is_exact_conditioning_on_the_sum(small):
     # the sum is remembered: a later exact refresh with new data keeps it
     model.update(route[:3], m0[route[:3]])
     assert abs(model.posterior().mean[route].sum() - total) < abs(m0[route].sum() - total)
+
+
+def test_every_model_takes_the_protocols_temperature_argument(small):
+    """``route_covariance(ids, temperature=None)`` as the protocol says, on every model; the
+    inducing-point learner refuses a temperature with a ConfigError naming the learners that
+    take one, on every read, instead of a TypeError on some."""
+    from ev_nav.errors import ConfigError
+
+    route = random_route(small, 8, np.random.default_rng(2))
+    for model in _models(small):
+        cov = model.route_covariance(route, temperature=None)
+        np.testing.assert_array_equal(cov, model.route_covariance(route))
+        if isinstance(model, SVGPModel):
+            with pytest.raises(ConfigError, match="exact learner or BI"):
+                model.route_covariance(route, temperature=5.0)
+            with pytest.raises(ConfigError, match="exact learner or BI"):
+                model.posterior(temperature=5.0)
+            with pytest.raises(ConfigError, match="exact learner or BI"):
+                model.predict_sum(route, temperature=5.0)

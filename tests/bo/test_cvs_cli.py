@@ -75,3 +75,17 @@ def test_an_option_given_at_its_default_value_is_still_the_run_alias(capsys):
     assert main(["bo", "ptr", "--executor", "local"]) == 2
     err = capsys.readouterr().err
     assert "is now 'ev-nav bo ptr run OPTIONS'" in err and "give --benchmark" in err
+
+
+@pytest.mark.parametrize("family", ["cvs", "ucvs", "ptr"])
+@pytest.mark.parametrize("action", ["run", "list"])
+def test_options_before_the_action_are_refused_not_dropped(family, action, tmp_path, capsys,
+                                                           monkeypatch):
+    # The action's parser filled in its defaults over them: `bo cvs --seeds 1 --out X run`
+    # ran the default methods on 3 seeds into runs/bo/cvs, for hours.
+    monkeypatch.chdir(tmp_path)
+    assert main(["bo", family, "--seeds", "1", "--out", "mine", action]) == 2
+    out, err = capsys.readouterr()
+    assert f"options go after the action: 'ev-nav bo {family} {action} --seeds 1 --out mine" in err
+    assert "Traceback" not in err and out == ""
+    assert list(tmp_path.iterdir()) == []  # nothing started, nothing written

@@ -64,12 +64,14 @@ def add_family(sub: argparse._SubParsersAction, family: Family) -> argparse.Argu
     )
     family.add_run_options(run, False)
     add_shared_run_options(run)
-    run.set_defaults(func=family.run)
-    actions.add_parser("list", help="methods and benchmarks").set_defaults(func=family.list)
+    run.set_defaults(func=_options_after_action(family, "run", family.run))
+    actions.add_parser("list", help="methods and benchmarks").set_defaults(
+        func=_options_after_action(family, "list", family.list)
+    )
     report = actions.add_parser("report", help="summary table (and figure) of a saved run")
     report.add_argument("path", type=Path, help="folder written by `run` (or its results.csv)")
     report.add_argument("--figure", type=Path, default=None, help="also write this PNG")
-    report.set_defaults(func=family.report)
+    report.set_defaults(func=_options_after_action(family, "report", family.report))
     if family.legacy:
         family.add_run_options(parser, True)
         add_shared_run_options(parser)
@@ -92,6 +94,31 @@ def _nothing_after(command_line: Sequence[str] | None, family: str) -> bool:
         return False
     rest = tokens[tokens.index("bo") + 1 :]
     return family in rest and rest.index(family) == len(rest) - 1
+
+
+def _options_after_action(family: Family, action: str, handler: Handler) -> Handler:
+    """``handler``, refusing options typed between the family's name and ``action``.
+
+    A legacy family's parser takes the run options itself (its option-only form), but the
+    action's parser fills in its own defaults over them: ``ev-nav bo cvs --seeds 1 run`` ran
+    three seeds, into the default folder. Refusing says where they go.
+    """
+
+    def checked(args: argparse.Namespace) -> int:
+        tokens = list(getattr(args, "command_line", None) or ())
+        if "bo" in tokens:
+            rest = tokens[tokens.index("bo") + 1 :]
+            if family.name in rest and action in rest:
+                between = rest[rest.index(family.name) + 1 : rest.index(action)]
+                if between:
+                    raise ConfigError(
+                        f"options go after the action: 'ev-nav bo {family.name} {action} "
+                        f"{' '.join(between)} …' (typed before '{action}', they would be "
+                        "ignored)"
+                    )
+        return handler(args)
+
+    return checked
 
 
 def _legacy(family: Family, parser: argparse.ArgumentParser) -> Handler:

@@ -285,3 +285,34 @@ def test_history_tells_a_partly_recorded_trip_from_an_unrecorded_one(tmp_path, c
     assert _run(capsys, "observe", state, "2", "--total-wh", "100")[0] == 0
     code, _, err = _run(capsys, "observe", state, "1", "--total-wh", "100")
     assert code != 0 and "already has observations" in err
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_route_files_that_cannot_be_written_do_not_hide_the_route(
+    tmp_path, capsys, net, monkeypatch, as_json
+):
+    # The trip is recorded before its files are written: with the files failing, the command
+    # printed nothing but an error, and a script that retried recorded the trip twice.
+    import ev_nav.trips.planning as planning
+
+    state = tmp_path / "state"
+    code = _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS, "--model", "bi")[0]
+    assert code == 0
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(planning, "_write_route_geojson", refuse)
+    s, g = _endpoints(net)
+    argv = ["route", state, "--from", _latlon(net, s), "--to", _latlon(net, g)]
+    code, out, err = _run(capsys, *argv, *(["--json"] if as_json else []))
+    assert code == 0, err
+    if as_json:
+        doc = json.loads(out)
+        assert doc["trip"] == 1 and doc["files"] == [] and "planned" in doc["routes"]
+    else:
+        assert "planned" in out and "record the drive with: ev-nav observe" in out
+    assert "Traceback" not in err
+    assert "warning: trip 1 was recorded, but its route files" in err and "Permission denied" in err
+    with Store.open(state) as st:
+        assert st.n_trips() == 1

@@ -568,7 +568,14 @@ def _cmd_route(args: argparse.Namespace) -> int:
         )
         for notice in trip.notices:
             print(f"ev-nav: notice: {notice}", file=sys.stderr)
-        written = [] if args.dry_run else write_trip_files(session, trip, html=not args.no_map)
+        # the trip is recorded: a folder it cannot write to must not hide which route to
+        # drive (a script that retried would record the trip twice), so that is said last
+        written, unwritten = [], None
+        if not args.dry_run:
+            try:
+                written = write_trip_files(session, trip, html=not args.no_map)
+            except StateIOError as exc:
+                unwritten = str(exc)
         energies, arrivals = route_forecasts(
             session.model, trip.routes, shift=shift, departure_wh=soc, reserve_wh=reserve,
             capacity_wh=capacity,
@@ -588,6 +595,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 doc["reserve_pct"] = round(100 * reserve / capacity, 2)
                 doc["warning"] = warning
             print(json.dumps(doc, indent=2))
+            _warn_unwritten(unwritten)
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
         via = "".join(f" -> {v}" for v in trip.via_segments)
@@ -647,7 +655,15 @@ def _cmd_route(args: argparse.Namespace) -> int:
         if not args.dry_run:
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
                   "--total-wh X")
+        _warn_unwritten(unwritten)
     return 0
+
+
+def _warn_unwritten(message: str | None) -> None:
+    """The route files' failure, after the route itself was shown."""
+    if message is not None:
+        sys.stdout.flush()
+        print(f"ev-nav: warning: {message}", file=sys.stderr)
 
 
 def _cmd_observe(args: argparse.Namespace) -> int:

@@ -441,8 +441,8 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
             written.append(page)
     except OSError as exc:
         raise StateIOError(
-            f"trip {trip.trip_id} was recorded, but its map could not be written to {folder} "
-            f"({exc}); record the drive as usual, 'ev-nav map' can draw it later"
+            f"trip {trip.trip_id} was recorded, but its route files (GeoJSON, GPX, map) could "
+            f"not be written to {folder} ({exc}); record the drive as usual"
         ) from None
     return written
 

@@ -64,6 +64,25 @@ RESULT_COLUMNS = (
     "length_m",
 )
 
+#: The result columns that hold names: a route called ``NA`` or ``null`` is that name, not a
+#: missing value (pandas reads those words as missing unless told otherwise).
+TEXT_COLUMNS = ("run_id", "network", "route", "agent")
+
+
+def read_trips_csv(path: str | Path):
+    """A run's ``trips.csv`` as a DataFrame, its name columns read as the text written."""
+    import pandas as pd
+
+    # in a number column an empty field (how a missing number is written) still reads as
+    # missing, so a damaged file is still found out
+    numeric = [c for c in RESULT_COLUMNS if c not in TEXT_COLUMNS]
+    return pd.read_csv(
+        path,
+        dtype={c: str for c in TEXT_COLUMNS},
+        keep_default_na=False,
+        na_values={c: ["", "nan", "NaN"] for c in numeric},
+    )
+
 
 # ----------------------------------------------------------------------------- specifications
 @dataclass(frozen=True)
@@ -684,9 +703,8 @@ def run_one(
     """
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
-        import pandas as pd
 
-        return RunResult(rows=pd.read_csv(run_dir / "trips.csv").to_dict("records"))
+        return RunResult(rows=read_trips_csv(run_dir / "trips.csv").to_dict("records"))
 
     drv = _driver(spec, truth_cache, model_factory)
     rows: list[dict[str, Any]] = []

@@ -27,7 +27,7 @@ from typing import Any
 from ev_nav import settings
 from ev_nav.errors import ConfigError, StateError
 from ev_nav.provenance import atomic_write_json, atomic_write_text, run_metadata
-from ev_nav.sim.fleet import RunSpec, adopt_legacy_run, run_dir_for, run_one
+from ev_nav.sim.fleet import RunSpec, adopt_legacy_run, read_trips_csv, run_dir_for, run_one
 
 
 @dataclass
@@ -414,7 +414,7 @@ def _read_trips(path: Path):
     from ev_nav.sim.fleet import RESULT_COLUMNS
 
     try:
-        df = pd.read_csv(path)
+        df = read_trips_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         why = str(exc).strip().splitlines()[0]
     else:

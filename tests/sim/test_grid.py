@@ -328,3 +328,25 @@ def test_ctrl_c_says_how_to_go_on(tmp_path, capsys, monkeypatch, action):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ev-nav: interrupted;")
     assert f"'ev-nav fleet {action} {cfg} --out {out} --resume' goes on from there" in err
+
+
+@pytest.mark.parametrize("name", ["NA", "null", "nan", ""])
+def test_a_route_named_like_a_missing_value_is_that_name(tmp_path, capsys, name):
+    # pandas reads NA, null, nan and "" as missing: the finished run was reported damaged, and
+    # the advice (delete it, run again) looped
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(
+        CONFIG.replace("horizon = 40", "horizon = 3")
+        .replace("seeds = [0, 1, 2]", "seeds = [0]")
+        .replace('name = "rnd"', f'name = "{name}"')
+    )
+    argv = ["fleet", "grid", str(cfg), "--executor", "inprocess", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--quiet"]) == 0, capsys.readouterr().err
+    results = pd.read_csv(tmp_path / "o" / "results.csv", keep_default_na=False)
+    assert set(results["route"]) == {name} and len(results) == 2 * 3 * 2
+    assert main([*argv, "--quiet", "--resume"]) == 0  # finished runs read back, not "damaged"
+    assert main(["fleet", "report", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "damaged" not in err and "Traceback" not in err

@@ -112,6 +112,18 @@ class TruthSpec:
     temperature_noise_c: float = 3.0
 
     def __post_init__(self) -> None:
+        # refused where the spec is made: each of these failed every run at its first trip
+        # (or, for a negative spread, drew a world whose losses are not what was asked)
+        for name, least, strict in (
+            ("lengthscale", 0.0, True), ("loss_spread", 0.0, False), ("noise_spread", 0.0, False)
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                value > least if strict else value >= least
+            ):
+                raise ConfigError(
+                    f"{name} must be a number {'>' if strict else '>='} {least:g}, got {value!r}"
+                )
         share = self.graph_share
         if isinstance(share, bool) or not isinstance(share, numbers.Real):
             raise ConfigError(f"graph_share must be a number, got {share!r}")

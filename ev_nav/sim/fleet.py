@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 import tomllib
 import zlib
 from collections.abc import Callable
@@ -186,6 +187,19 @@ class AgentSpec:
     temperature: bool = False
 
     def __post_init__(self) -> None:
+        for name, strict in (("beta_scale", False), ("omega", True), ("xi", True),
+                             ("lengthscale", True)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+                value > 0 if strict else value >= 0
+            ):
+                raise ConfigError(
+                    f"{name} must be a number {'>' if strict else '>='} 0, got {value!r}"
+                )
+        for name in ("num_inducing", "batch_size", "steps_per_trip"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
         if self.policy in ROUTE_POLICIES and self.rectification == "paper":
             # caught when the spec is made, not in every run at its first trip
             raise ConfigError(
@@ -925,22 +939,31 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     base = p.parent
     _check_top_level(cfg, p)
 
-    def build(cls, table: dict[str, Any], what: str):
+    def check(cls, table: dict[str, Any], what: str) -> None:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(table) - names
         if unknown:
             raise ConfigError(f"{p}: unknown {what} key(s): {', '.join(sorted(unknown))}")
         check_config_table(cls, table, f"{p}: {_TABLES[what]}")
+
+    def build(cls, table: dict[str, Any], what: str):
+        check(cls, table, what)
         try:
             return cls(**table)
         except ConfigError as exc:  # a spec's own check: say where in the config
             raise ConfigError(f"{p}: {_TABLES[what]} {exc}") from None
 
+    for one, many in (("network", "networks"), ("trips", "routes")):
+        if one in cfg and many in cfg:  # the one table was ignored
+            raise ConfigError(
+                f"{p}: give either [{one}] or [[{many}]], not both ([{one}] would be ignored)"
+            )
     networks = cfg.get("networks") or [cfg.get("network", {})]
     net_specs = []
     for table in networks:
         table = dict(table)
         _check_kind_keys(NetworkSpec, table, f"{p}: {_TABLES['network']}")
+        check(NetworkSpec, table, "network")  # the paths' types, before they are resolved
         if table.get("path") and not Path(table["path"]).is_absolute():
             table["path"] = str((base / table["path"]).resolve())
         if "dems" in table:
@@ -957,6 +980,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         trip_specs.append(build(TripSpec, table, "route"))
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
     truth_table = dict(cfg.get("truth", {}))
+    check(TruthSpec, truth_table, "truth")
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())
     truth = build(TruthSpec, truth_table, "truth")
@@ -978,6 +1002,21 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         _check_file(truth.path, f"{p}: [truth] path")
     for spec in trip_specs:
         _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
+    for net_spec in net_specs:  # segment ids against the networks whose size is known now
+        if net_spec.kind == "synthetic":
+            n = net_spec.n_segments
+        elif net_spec.kind == "file":
+            n = load_network(net_spec).n_segments  # read (and kept) by _check_network
+        else:
+            continue
+        for spec in trip_specs:
+            for key in ("start", "goal"):
+                value = getattr(spec, key)
+                if isinstance(value, int) and value >= n:
+                    raise ConfigError(
+                        f"{p}: [[routes]] {spec.name!r} {key} = {value} is no segment of "
+                        f"{net_spec.label} (it has {n:,}: ids 0..{n - 1})"
+                    )
     specs = [
         RunSpec(network=n, agent=a, trips=r, truth=truth, horizon=horizon, seed=int(s))
         for n in net_specs
@@ -1096,7 +1135,8 @@ def _expected(annotation: str) -> str:
     words = []
     for option in (o.strip() for o in annotation.split("|")):
         if option.startswith("tuple[") and option.endswith("...]"):
-            words.append(f"a list of {_TYPE_WORDS[option[6:-6].strip()]}s")
+            word = _TYPE_WORDS[option[6:-6].strip()].removeprefix("a ")
+            words.append(f"a list of {word}s")
         elif option.startswith("tuple["):
             words.append(f"a list [{option[6:-1]}]")
         elif option in _TYPE_WORDS:
@@ -1172,6 +1212,9 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
     elif spec.kind == "synthetic":
         from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 
+        if spec.seed < 0:
+            raise ConfigError(f"{where} seed must be >= 0, got {spec.seed}")
+
         if not MIN_TOWN_SEGMENTS <= spec.n_segments <= MAX_TOWN_SEGMENTS:
             raise ConfigError(
                 f"{where} n_segments must be in {MIN_TOWN_SEGMENTS}..{MAX_TOWN_SEGMENTS:,}, "
@@ -1184,6 +1227,14 @@ def _check_trips(spec: TripSpec, where: str) -> None:
         raise ConfigError(f"{where}: a fixed route needs start and goal")
     if spec.vehicles < 1:
         raise ConfigError(f"{where} vehicles must be >= 1, got {spec.vehicles}")
+    if not spec.min_distance_m >= 0:
+        raise ConfigError(f"{where} min_distance_m must be >= 0, got {spec.min_distance_m}")
+    for key in ("start", "goal"):
+        value = getattr(spec, key)
+        if isinstance(value, int) and value < 0:
+            raise ConfigError(f"{where} {key} is a segment id, >= 0; got {value}")
+    if spec.kind == "fixed" and spec.start == spec.goal:
+        raise ConfigError(f"{where}: start and goal are the same ({spec.start!r}); no trip")
 
 
 def _config_whole(value: Any, what: str, least: int) -> int:

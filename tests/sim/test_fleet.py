@@ -217,6 +217,30 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         ('[[routes]]\nname = "A"\nstart = 3', "[[routes]] 'A': a fixed route needs start and goal"),
         ('[[routes]]\nstart = [1, "x"]\ngoal = 2', "[[routes]] start must be a whole number or"),
         ('[[routes]]\nkind = "loop"', "[[routes]] kind must be one of fixed, random"),
+        # numbers outside their range, and paths of the wrong type: each failed every run
+        # (or, for a path, gave a TypeError traceback, or read a string's characters as files)
+        ("[truth]\nlengthscale = -1.0", "[truth] lengthscale must be a number > 0, got -1.0"),
+        ("[truth]\nnoise_spread = -0.2", "[truth] noise_spread must be a number >= 0, got -0.2"),
+        ("[truth]\nloss_spread = -3.0", "[truth] loss_spread must be a number >= 0, got -3.0"),
+        ("[[agents]]\nbeta_scale = -5", "[[agents]] beta_scale must be a number >= 0, got -5"),
+        ('[[agents]]\nlearner = "svgp"\nnum_inducing = -5',
+         "[[agents]] num_inducing must be a whole number >= 1, got -5"),
+        ("[network]\nseed = -4", "[network] seed must be >= 0, got -4"),
+        ('[[routes]]\nkind = "random"\nmin_distance_m = -5.0',
+         "min_distance_m must be >= 0, got -5.0"),
+        ("[[routes]]\nstart = -3\ngoal = 3", "start is a segment id, >= 0; got -3"),
+        ("[[routes]]\nstart = 3\ngoal = 3", "start and goal are the same (3); no trip"),
+        ("[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 300",
+         "goal = 300 is no segment of synthetic-300 (it has 300: ids 0..299)"),
+        ('[network]\nkind = "osm"\npath = 5', "[network] path must be a string, got 5"),
+        ('[network]\nkind = "osm"\npath = "fleet.toml"\ndems = "x.hgt"',
+         "[network] dems must be a list of strings, got 'x.hgt'"),
+        ('[truth]\nkind = "file"\npath = 7', "[truth] path must be a string, got 7"),
+        # the one table was ignored
+        ('[network]\nn_segments = 300\n[[networks]]\nn_segments = 400',
+         "give either [network] or [[networks]], not both"),
+        ('[trips]\nvehicles = 3\n[[routes]]\nkind = "random"',
+         "give either [trips] or [[routes]], not both"),
     ],
 )
 def test_toml_config_refuses_bad_tables_before_any_run(tmp_path, capsys, table, fragment):

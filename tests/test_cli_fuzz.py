@@ -161,6 +161,12 @@ def _bad_inputs(state, tmp):
         ([*town, "--segments", "many"], "whole number"),
         (["network", "info", "--synthetic", "--segments", "-1"], "100..2,000,000"),
         (["network", "info", "--synthetic", "--seed", "-3"], "seed"),
+        # a negative seed (a ValueError traceback, or every run failed)
+        (["routes", "pick", net, "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
+        (["bo", "ptr-ev", "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
+        (["bo", "ptr", "run", "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
+        (["bo", "cvs", "run", "--seed-offset", "-2"], "a seed must be in 0..2^63-1, got -2"),
+        (["bo", "cvs", "run", "--budget", "-1", "--out", tmp / "cvs"], "--budget must be a cost"),
         (["serve", state, "--checkpoint-every", "nan"], "finite"),
         (["serve", state, "--checkpoint-every", "-1"], "positive"),
         ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),

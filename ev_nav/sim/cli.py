@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ev_nav.cli import count_arg
+from ev_nav.cli import count_arg, seed_arg
 from ev_nav.wording import plural
 
 
@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     pick.add_argument("network", help="network: .npz from 'network build', or an OSM file")
     pick.add_argument("--count", type=int, default=2, help="how many routes (A, B, ...)")
-    pick.add_argument("--seed", type=int, default=0, help="seed of the candidate draw")
+    pick.add_argument("--seed", type=seed_arg, default=0, help="seed of the candidate draw")
     pick.add_argument("--starts", type=int, default=60, help="random start segments tried")
     pick.add_argument(
         "--min-separation", type=float, default=1000.0, help="between routes' endpoints [m]"

@@ -33,6 +33,7 @@ from ev_nav.bo.boke.runner import (
 from ev_nav.bo.boke.surrogate import DEFAULT_C_H
 from ev_nav.bo.core.cli import Family, add_family, csv_list, execution_config
 from ev_nav.bo.core.objective import load_objective
+from ev_nav.cli import seed_arg
 from ev_nav.errors import ConfigError
 
 
@@ -58,7 +59,7 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
         "--seed",
         "--seed-offset",
         dest="seed_offset",
-        type=int,
+        type=seed_arg,
         default=0,
         help="first seed (default 0): every random draw of a run derives from its seed",
     )
@@ -124,8 +125,6 @@ def _list(_args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError("--seeds must be >= 1")
-    if args.seed_offset < 0:
-        raise ConfigError("--seed must be >= 0")
     if args.threads < 1:
         raise ConfigError("--threads must be >= 1")
     cfg = BOKERunConfig(

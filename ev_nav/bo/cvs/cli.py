@@ -23,6 +23,7 @@ from ev_nav.bo.cvs.runner import (
     summarise,
 )
 from ev_nav.bo.cvs.surrogate import USER_REFIT_EVERY
+from ev_nav.cli import seed_arg
 from ev_nav.errors import ConfigError
 
 DEFAULT_METHODS = {
@@ -73,7 +74,7 @@ def _options(setting: str):
             "--budget", type=float, default=None, help="cost budget C (default per paper)"
         )
         p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..N-1)")
-        p.add_argument("--seed-offset", type=int, default=0, help="first seed")
+        p.add_argument("--seed-offset", type=seed_arg, default=0, help="first seed")
         p.add_argument("--n-mc", type=int, default=1024, help="Monte Carlo samples per expectation")
         p.add_argument("--n-warmup", type=int, default=100, help="random warm-up points per set")
         p.add_argument("--n-warmup-full", type=int, default=10_000, help="warm-up for the full set")
@@ -147,6 +148,8 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
         budget = UCVS_BUDGET if setting == "ucvs" else BENCHMARKS.get(args.benchmark).budget
     if args.seeds < 1:
         raise ConfigError("--seeds must be >= 1")
+    if not budget > 0:  # each run failed on its own
+        raise ConfigError(f"--budget must be a cost > 0, got {budget:g}")
     extra: dict[str, object]
     if setting == "cvs":
         extra = {"ada_scale": args.ada_scale}

@@ -22,6 +22,7 @@ from ev_nav.bo.ptr.runner import (
     results_table,
     run_experiments,
 )
+from ev_nav.cli import seed_arg
 from ev_nav.errors import ConfigError
 
 
@@ -63,7 +64,8 @@ def _add_options(p: argparse.ArgumentParser, legacy: bool) -> None:
     p.add_argument("--iterations", "-T", type=int, default=60)
     p.add_argument("--trials", "--seeds", "-n", dest="trials", type=int, default=5)
     p.add_argument(
-        "--seed", "--seed-offset", dest="seed", type=int, default=0, help="seed of the first trial"
+        "--seed", "--seed-offset", dest="seed", type=seed_arg, default=0,
+        help="seed of the first trial",
     )
     p.add_argument("--alpha", type=float, default=None, help="LSE level (default: benchmark's)")
     p.add_argument("--beta", type=float, default=None, help="PTR interval beta")
@@ -233,7 +235,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--wind-std", type=float, default=3.0, help="head-wind std [m/s]")
     e.add_argument("--ambient-c", type=float, default=0.0, help="ambient temperature [°C]")
     e.add_argument("--iterations", "-T", type=int, default=60)
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", type=seed_arg, default=0)
     e.add_argument("--out", default=None)
     e.add_argument("--threads", type=int, default=1)
     e.add_argument("--quiet", action="store_true")

@@ -140,10 +140,12 @@ def town_size_arg(text: str) -> int:
     return value
 
 
-#: A negative number, or a ``LAT,LON`` point whose latitude is negative (``-33.9,18.4``): a
-#: value, never an option. argparse knows only the first; a southern point given where a
-#: positional belongs (``network fetch -33.9,18.4``) was taken for an unknown option.
-_NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d+\s*,\s*-?\d*\.?\d+$")
+#: A negative number (``-1e1`` and ``-10%`` too), or a ``LAT,LON`` point whose latitude is
+#: negative (``-33.9,18.4``): a value, never an option. argparse knows only plain negative
+#: numbers; a southern point given where a positional belongs (``network fetch -33.9,18.4``) was
+#: taken for an unknown option, and ``--temperature -1e1`` for a missing value.
+_NUMBER = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_NEGATIVE_VALUE = re.compile(rf"^-{_NUMBER}%?$|^-{_NUMBER}\s*,\s*-?{_NUMBER}$")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -314,3 +314,18 @@ def test_record_segments_from_python_needs_one_whole_id_per_energy(planned):
         assert batch.segment_ids.tolist() == route[:2].tolist()
         assert batch.energy_wh.tolist() == [10.0, 11.0]
     assert _fingerprint(state) != before
+
+
+def test_a_segment_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
+    # a spreadsheet's "CSV UTF-8" starts with a BOM: it was refused with
+    # "expected a header 'segment,energy_wh', got ['\ufeffsegment', 'energy_wh']"
+    from ev_nav.trips.observations import read_segment_csv
+
+    rows = "segment,energy_wh\n3,12.5\n7,-4.0\n"
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    plain.write_text(rows, encoding="utf-8")
+    marked.write_text(rows, encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    for got, want in zip(read_segment_csv(marked), read_segment_csv(plain), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(read_segment_csv(marked)[0], [3, 7])

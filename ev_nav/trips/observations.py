@@ -71,7 +71,9 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read ``segment,energy_wh`` rows (header required)."""
     require_file(path, "observation file", InvalidObservation)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would
+        # otherwise become part of the first column's name
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or not {"segment", "energy_wh"} <= set(
                 f.strip() for f in reader.fieldnames

@@ -325,3 +325,16 @@ def test_fetch_refuses_what_it_cannot_use_before_going_online(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err, err
     assert not (tmp_path / "n.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("-1e1", True), ("-2.5E-1", True), ("-10%", True), ("-.5", True), ("-33.9,18.4", True),
+     ("-33.9, -18.4", True), ("--soc", False), ("-v", False), ("-1e", False), ("-x1", False)],
+)
+def test_a_negative_number_in_any_notation_is_a_value(text, value):
+    # '--temperature -1e1' and '--soc -10%' failed with 'expected one argument', not with what
+    # was wrong (or, for the temperature, nothing at all)
+    from ev_nav.cli import _NEGATIVE_VALUE
+
+    assert bool(_NEGATIVE_VALUE.match(text)) is value

@@ -12,12 +12,14 @@ import importlib
 import re
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
 from ev_nav import __version__
-from ev_nav.errors import EvNavError
+from ev_nav.errors import EvNavError, StateNotice
 
 # Modules that contribute sub-commands, in the order they appear in ``--help``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -226,6 +228,28 @@ def _join_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+@contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Print ev-nav's warnings (``UserWarning``; :class:`~ev_nav.errors.StateNotice` as a
+    notice) as one ``ev-nav: warning:`` line, as its errors are, instead of Python's form with
+    the file, line and source line of where they were raised. Other categories (a library's
+    deprecation) keep Python's form."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if not issubclass(category, UserWarning):
+            return shown(message, category, filename, lineno, file, line)
+        kind = "notice" if issubclass(category, StateNotice) else "warning"
+        print(f"ev-nav: {kind}: {message}", file=sys.stderr if file is None else file)
+        return None
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ev-nav`` console script; returns the process exit code."""
     try:
@@ -257,7 +281,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 1
     try:
-        code = func(args)
+        with _one_line_warnings():
+            code = func(args)
     except EvNavError as exc:
         print(f"ev-nav: error: {exc}", file=sys.stderr)
         return exc.exit_code

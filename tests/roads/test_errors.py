@@ -338,3 +338,22 @@ def test_a_negative_number_in_any_notation_is_a_value(text, value):
     from ev_nav.cli import _NEGATIVE_VALUE
 
     assert bool(_NEGATIVE_VALUE.match(text)) is value
+
+
+def test_a_commands_warning_is_one_line_without_pythons_source_line(tmp_path, capsys):
+    # 'routes pick' (and 'fleet run') on a network without elevation printed Python's form:
+    # ".../ev_nav/roads/load.py:536: UserWarning: ..." and the source line below it
+    from tests.test_route_options import OSM
+
+    nodes = "\n".join(
+        f'  <node id="{1 + 3 * r + c}" lat="{47.0 + 0.001 * r}" lon="{8.0 + 0.001 * c}"/>'
+        for r in range(3)
+        for c in range(3)
+    )
+    osm = tmp_path / "grid.osm"
+    osm.write_text(OSM.format(nodes=nodes))
+    main(["routes", "pick", str(osm), "--count", "1", "--min-separation", "10"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "elevation" in ln]
+    assert len(lines) == 1 and lines[0].startswith("ev-nav: warning: grid: no elevation source")
+    assert "UserWarning" not in err and "load.py" not in err and "Traceback" not in err

@@ -8,6 +8,8 @@ shares applied by hand.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -115,6 +117,21 @@ def test_stops_at_the_same_place_are_trip_request_errors(town):
         router.route_through(w, [[(e, 0.4)], [(e, 0.4)]])
     with pytest.raises(RouteOptionError, match="two consecutive stops of the route are the same"):
         router.route_through(w, [[(e, 0.4)], [(e, 0.4)], [(g, 0.5)]])
+    # a stop snaps to both driving directions of a two-way road: a via point on the goal, or
+    # the same via point twice, made a U-turn loop of the other direction instead of this error
+    two_way = next(
+        (int(a), int(b[0])) for a in range(town.n_segments)
+        if (b := np.flatnonzero((town.seg_u == town.seg_v[a]) & (town.seg_v == town.seg_u[a]))).size
+    )
+    here = [(two_way[0], 0.4), (two_way[1], 0.6)]  # one point, both directions
+    start = [(g, 0.5)]
+    for stops, which in (
+        ([start, here, here], "(via point 1 and the goal)"),
+        ([start, here, here, [(e, 0.5)]], "(via point 1 and via point 2)"),
+    ):
+        with pytest.raises(RouteOptionError, match=re.escape(which)):
+            router.route_through(w, stops)
+    assert router.route_through(w, [start, here, [(e, 0.5)]]).cost > 0  # once is a via point
     # a via point further along the origin's road, then the goal: the two legs' costs
     via = router.route_through(w, [[(e, 0.4)], [(e, 0.8)], [(g, 0.5)]])
     legs = (router.route_between(w, [(e, 0.4)], [(e, 0.8)]).cost

@@ -765,6 +765,17 @@ class Router:
             (int(e), float(f)): (0.0, []) for e, f in stops[0]
         }
         for k, stop in enumerate(stops[1:], start=1):
+            # a stop that snaps where the previous one did is the same place on the roads: its
+            # other driving direction made a leg of it (a U-turn loop) instead of this error
+            # (an origin on the goal, with no stop between, is route_between's own error)
+            here = {(int(e), float(f)) for e, f in stop}
+            if len(stops) > 2 and here & {(int(e), float(f)) for e, f in stops[k - 1]}:
+                names = ["the origin", *(f"via point {i}" for i in range(1, len(stops) - 1)),
+                         "the goal"]
+                raise RouteOptionError(
+                    "two consecutive stops of the route are the same place on the roads "
+                    f"({names[k - 1]} and {names[k]})"
+                )
             nxt: dict[tuple[int, float], tuple[float, list[PartialPath]]] = {}
             unreachable = None
             for d in stop:

@@ -5,6 +5,7 @@ can be forgotten, and awkward inputs behave. Every refusal leaves the state unch
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -252,6 +253,21 @@ def test_undo_forgets_observations_and_the_model_forgets_them(capsys, planned, t
     np.testing.assert_allclose(after.mean, prior.mean, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(after.std, prior.std, rtol=1e-9, atol=1e-9)
     _refused(capsys, state, ["observe", state, 1, "--undo"], "no observations to forget")
+
+
+def test_undo_takes_no_reading_and_answers_in_json(capsys, planned):
+    # --undo with a reading forgot the trip's readings and silently dropped the new one, and
+    # --json was ignored (plain text)
+    state, trip = planned
+    total = f"{trip.predicted_wh * 1.1:.3f}"
+    assert _run(capsys, "observe", state, 1, "--total-wh", total)[0] == 0
+    for more in (["--force"], ["--temperature", "5"]):
+        _refused(capsys, state, ["observe", state, 1, "--undo", *more],
+                 "--undo forgets the trip's readings; it records nothing, so it takes no "
+                 f"{more[0]}")
+    code, out, err = _run(capsys, "observe", state, 1, "--undo", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"trip": 1, "forgot_batches": 1}
 
 
 def test_awkward_route_inputs(capsys, planned, net):

@@ -685,15 +685,24 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             "route driven with --gpx TRACK --total-wh X"
         )
     if args.undo:
+        given = [name for name, value in (
+            ("--segments", args.segments), ("--total-wh", args.total_wh), ("--gpx", args.gpx),
+            ("--temperature", args.temperature), ("--force", args.force or None),
+        ) if value is not None]
+        if given:  # each was ignored: the trip's readings were forgotten, nothing recorded
+            raise InvalidObservation(f"--undo forgets the trip's readings; it records nothing, "
+                                     f"so it takes no {', '.join(given)}")
         with _session(args.state, args.network, with_model=False) as session:
             n = forget_trip(session, args.trip_id)
-            print(f"trip {args.trip_id}: forgot {plural(n, 'observation batch')}")
-            print("model updated (the trip's observations are forgotten)")
+            if args.json:
+                print(json.dumps({"trip": args.trip_id, "forgot_batches": n}))
+            else:
+                print(f"trip {args.trip_id}: forgot {plural(n, 'observation batch')}")
+                print("model updated (the trip's observations are forgotten)")
         return 0
     if args.gpx is not None:
-        if args.segments is not None or args.undo:
-            raise InvalidObservation("--gpx goes alone or with --total-wh, not with "
-                                     "--segments or --undo")
+        if args.segments is not None:
+            raise InvalidObservation("--gpx goes alone or with --total-wh, not with --segments")
         return _observe_gpx(args)
     if args.segments is None and args.total_wh is None:
         raise InvalidObservation("give --segments CSV or --total-wh X (or --gpx, or --undo)")

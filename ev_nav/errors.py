@@ -101,7 +101,12 @@ class StateInUseError(StateError):
 
 
 class StateDamagedError(StateError):
-    """A state's database file is damaged or not an ev-nav state at all."""
+    """A state's database file is damaged or not an ev-nav state at all.
+
+    ``record`` names the record and what is wrong with it where one stored value is (None
+    where the file is)."""
+
+    record: str | None = None
 
 
 class StateNotice(UserWarning):

@@ -413,6 +413,43 @@ def test_doctor_on_a_file_sqlite_cannot_read_advises_no_useless_repair(
     assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name)) == [db.name]
 
 
+@pytest.mark.parametrize(
+    ("sql", "record"),
+    [
+        ("UPDATE trips SET route_json = '[1,2,' WHERE id = 2", "trip 2 ("),
+        ("UPDATE trips SET extra_json = '{' WHERE id = 1", "trip 1 ("),
+        ("UPDATE vehicles SET spec = '{bad'", "vehicle 1 ("),
+        ("UPDATE vehicles SET spec = '[1]'", "vehicle 1 (a vehicle description is a JSON object"),
+        ("UPDATE observations SET energy_wh = 'abc' WHERE batch_id = 2",
+         "an observation of batch 2"),
+    ],
+)
+def test_a_damaged_record_is_one_line_and_doctor_names_it(tmp_path, capsys, net, sql, record):
+    """A stored value ev-nav cannot have written (edited by hand, or by another program): history,
+    undo and doctor ended in a JSONDecodeError or ValueError traceback, or doctor said healthy;
+    now one line naming the record, and doctor lists it and changes nothing."""
+    state = _state(tmp_path, capsys, model="bi", trips=2, net=net)
+    db = Store.db_path(state)
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql)
+    conn.close()
+    before = db.read_bytes()
+    if record.startswith("vehicle"):  # read by what plans, not by history
+        argv = ("route", state, "--from", _latlon(net, 3), "--to", _latlon(net, 300), "--no-map")
+    else:
+        argv = ("history", state)
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and "Traceback" not in err
+    assert err.count("\n") == 1 and f"holds a damaged record: {record}" in err
+    assert f"'ev-nav doctor {state}' lists every damaged record" in err
+    for argv in (("doctor", state), ("doctor", state, "--repair")):
+        code, out, err = _run(capsys, *argv)
+        assert code == 1 and "Traceback" not in err and "healthy" not in out
+        assert f"problem: {record}" in out and "restore the state from a backup" in out
+        assert "delete" not in out and "remove" not in out
+    assert db.read_bytes() == before
+
+
 # ----------------------------------------------------------------------------- processes
 def _suicidal_task(spec, out_dir, checkpoint_every, resume):
     """A grid task whose worker dies by SIGKILL for one run (the fault the test injects)."""

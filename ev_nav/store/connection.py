@@ -213,6 +213,17 @@ class StoreConnection:
         self._write_lock = self._writers.lock
         self._n_segments_cache: int | None | bool = False  # False = not looked up yet
 
+    def _damaged_record(self, what: str, exc: Exception) -> StateDamagedError:
+        """The named error for a stored value ev-nav cannot have written (``what``: which
+        record), instead of the JSON or number parser's traceback."""
+        error = StateDamagedError(
+            f"the state {self.path.parent} holds a damaged record: {what} ({exc}); ev-nav "
+            f"did not write it so - 'ev-nav doctor {self.path.parent}' lists every damaged "
+            "record; restore the state from a backup to get the record back"
+        )
+        error.record = f"{what} ({exc})"
+        return error
+
     # ------------------------------------------------------------------ opening
     @staticmethod
     def db_path(state_dir: str | Path) -> Path:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
+from ev_nav.store.observations import is_finite_number
 from ev_nav.wording import plural
 
 if TYPE_CHECKING:
@@ -120,6 +122,35 @@ def check_state(
     return report
 
 
+def _damaged_records(store: Store) -> list[str]:
+    """One line per stored record that does not read back (a value ev-nav cannot have written:
+    a trip's route that is not JSON, a vehicle description that is not an object, an energy
+    that is not a number), found record by record so that each is named."""
+    problems = []
+    conn = store._conn
+    for row in conn.execute(f"SELECT {store._TRIP_COLUMNS} FROM trips ORDER BY id"):
+        try:
+            store._trip_from_row(row)
+        except StateDamagedError as exc:
+            problems.append(exc.record or str(exc))
+    for row in conn.execute("SELECT id, name, spec, created FROM vehicles ORDER BY id"):
+        try:
+            store._vehicle_from_row(row)
+        except StateDamagedError as exc:
+            problems.append(exc.record or str(exc))
+    for bid, value in conn.execute("SELECT batch_id, energy_wh FROM observations ORDER BY id"):
+        if not is_finite_number(value):
+            problems.append(f"an observation of batch {bid}: energy {value!r} is not a number")
+    for bid, route_json in conn.execute(
+        "SELECT id, route_json FROM observation_batches WHERE route_json IS NOT NULL ORDER BY id"
+    ):
+        try:
+            json.loads(route_json)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"the route of batch {bid} is not JSON ({exc})")
+    return problems
+
+
 def _integrity_problems(path: Path) -> list[str]:
     """Rows of ``PRAGMA integrity_check`` that are not ``ok`` (or why it could not run)."""
     try:
@@ -151,6 +182,15 @@ def _check_contents(
 
     all_fixed = True
     with Store.open(state) as store:
+        damaged = _damaged_records(store)
+        if damaged:
+            report.problems.extend(damaged)
+            report.advice = (
+                "--repair cannot restore a damaged record (ev-nav did not write it so: its "
+                "value is gone); restore the state from a backup. Checkpoints and caches are "
+                "checked once every record reads"
+            )
+            return False
         batches = store.observations()
         report.info.append(
             f"{plural(store.n_trips(), 'trip')}, "

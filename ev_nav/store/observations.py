@@ -304,7 +304,13 @@ class ObservationsMixin(StoreConnection):
                 "ORDER BY o.batch_id, o.id",
                 params,
             ).fetchall()
-        table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        try:
+            table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+            if not np.isfinite(table[:, 2]).all():
+                raise ValueError("an energy that is not a finite number")
+        except (TypeError, ValueError) as exc:
+            bad = next((r[0] for r in rows if not is_finite_number(r[2])), "?")
+            raise self._damaged_record(f"an observation of batch {bad}", exc) from None
         batch_col = table[:, 0].astype(np.int64)
         seg_col = table[:, 1].astype(np.int64)  # ids < 2**53 are exact in float64
         bids = np.array([h[0] for h in heads], dtype=np.int64)
@@ -318,8 +324,11 @@ class ObservationsMixin(StoreConnection):
             if bkind == "segment":
                 seg = seg_col[i:j].copy()
             else:
-                seg = np.asarray(json.loads(route_json), dtype=np.int64)
-                weights = driven_shares(seg.size, float(fs), float(fg))
+                try:
+                    seg = np.asarray(json.loads(route_json), dtype=np.int64)
+                    weights = driven_shares(seg.size, float(fs), float(fg))
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise self._damaged_record(f"the route of batch {bid}", exc) from None
             wh = table[i:j, 2].copy()
             out.append(
                 ObservationBatch(int(bid), int(tid), str(bkind), str(created), seg, wh, weights,
@@ -451,3 +460,11 @@ def _temperature(value: float | None) -> float | None:
     from ev_nav.energy import check_temperature
 
     return float(check_temperature(value))
+
+
+def is_finite_number(value: object) -> bool:
+    """Whether a stored energy reads as a finite number (SQLite keeps what it is given)."""
+    try:
+        return math.isfinite(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False

@@ -250,8 +250,14 @@ class TripsMixin(StoreConnection):
         "end_fraction, temperature_c"
     )
 
+    def _trip_from_row(self, row: Sequence[Any]) -> Trip:
+        try:
+            return self._decode_trip(row)
+        except (TypeError, ValueError, OverflowError) as exc:  # JSONDecodeError is a ValueError
+            raise self._damaged_record(f"trip {row[0]}", exc) from None
+
     @staticmethod
-    def _trip_from_row(row: Sequence[Any]) -> Trip:
+    def _decode_trip(row: Sequence[Any]) -> Trip:
         return Trip(
             id=int(row[0]),
             created=str(row[1]),

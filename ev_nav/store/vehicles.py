@@ -27,9 +27,7 @@ class VehiclesMixin(StoreConnection):
     def vehicles(self) -> list[RegisteredVehicle]:
         """All registered vehicles, by id."""
         rows = self._conn.execute("SELECT id, name, spec, created FROM vehicles ORDER BY id")
-        return [
-            RegisteredVehicle(int(i), str(n), json.loads(s), str(c)) for i, n, s, c in rows
-        ]
+        return [self._vehicle_from_row(row) for row in rows]
 
     def vehicle(self, vehicle_id: int | None = None) -> RegisteredVehicle:
         """The vehicle ``vehicle_id`` (default: the current one)."""
@@ -40,7 +38,16 @@ class VehiclesMixin(StoreConnection):
         if row is None:
             known = [v.id for v in self.vehicles()]
             raise StateError(f"unknown vehicle id {vid}; known vehicles: {known}")
-        return RegisteredVehicle(int(row[0]), str(row[1]), json.loads(row[2]), str(row[3]))
+        return self._vehicle_from_row(row)
+
+    def _vehicle_from_row(self, row: Any) -> RegisteredVehicle:
+        try:
+            spec = json.loads(row[2])
+            if not isinstance(spec, dict):
+                raise ValueError(f"a vehicle description is a JSON object, not {spec!r}")
+            return RegisteredVehicle(int(row[0]), str(row[1]), spec, str(row[3]))
+        except (TypeError, ValueError) as exc:
+            raise self._damaged_record(f"vehicle {row[0]}", exc) from None
 
     def add_vehicle(self, spec: dict[str, Any], *, make_current: bool = True) -> int:
         """Register a vehicle (JSON description); optionally make it the current one."""

@@ -272,7 +272,9 @@ def add_forecasts(
 ) -> None:
     """Add :func:`route_forecasts`' figures to a route document's ``routes`` entries, as
     ``ev-nav route --json`` and ``POST /api/routes`` give them: ``vehicle_model_wh`` and
-    ``vehicle_model_sd_wh`` [Wh] for another car, ``arrival`` with a departure charge."""
+    ``vehicle_model_sd_wh`` [Wh] for another car (the latter one drive's spread, noise included,
+    as :func:`route_energy` gives it; the model sd is the route's ``predicted_sd_wh``),
+    ``arrival`` with a departure charge."""
     for name, entry in routes_doc.items():
         if other_car:
             entry["vehicle_model_wh"] = round(energies[name].mean_wh, 1)

@@ -70,10 +70,26 @@ def test_gpx_with_total_records_the_driven_route(tmp_path, capsys, net):
     track = simulate_track(net, driven, rng, noise_m=10.0, start_fraction=0.0, end_fraction=1.0)
     gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon, time_s=T0 + track.time_s)
     total = float(net.e_det()[driven].sum())
+    # the prior's prediction of the route driven, counting the part of its first and last
+    # segment driven (by hand: the matched route and ends from the matcher)
+    from ev_nav.roads.matching import MatchConfig, match_track
+
+    m = match_track(net, track.lon, track.lat, MatchConfig())
+    seg, first, last = m.segments, m.first_fraction, m.last_fraction
+    if first < 1e-6:
+        seg, first = seg[1:], 1.0
+    if last < 1e-6:
+        seg, last = seg[:-1], 1.0
+    share = np.ones(seg.size)
+    share[0], share[-1] = first, last
     code, out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh",
                           f"{total:.1f}")
     assert code == 0, err
     assert "matched" in out and "recorded the trip total on the driven route" in out
+    predicted = re.search(r"\(predicted ([\d.]+) Wh, sd with drive-to-drive noise [\d.]+ Wh", out)
+    assert predicted and float(predicted[1]) == pytest.approx(share @ net.e_det()[seg], abs=0.06)
+    km = re.search(r"segments \(([\d.]+) km\)", out)
+    assert float(km[1]) == pytest.approx(share @ net.length_m[seg] / 1000, abs=0.006)
     n_points = gpx.read_text().count("<trkpt")
     assert re.search(rf"matched {n_points:,} track points to \d+ segments \(", out), out
     with Store.open(state) as st:
@@ -113,6 +129,12 @@ def test_gpx_with_energy_records_per_segment_energies(tmp_path, capsys, net):
     with Store.open(state) as st:
         (batch,) = st.observations(1)
     assert batch.kind == "segment"
+    # what was observed and what it was compared with, as observe --segments gives them
+    # (README: also with --gpx): the sum of the readings, the prior's sum over those segments
+    assert doc["observed_wh"] == pytest.approx(batch.energy_wh.sum(), abs=1e-3)
+    assert doc["predicted_segments"] == batch.segment_ids.size
+    assert doc["predicted_wh"] == pytest.approx(net.e_det()[batch.segment_ids].sum(), abs=0.06)
+    assert 0 < doc["predicted_sd_wh"] < doc["sd_with_noise_wh"]
     # fully driven segments only (not the half-driven first and last), each with its energy:
     # the counter is linear in distance within each segment, so apportioning recovers it up to
     # the matcher's position error at the two ends

@@ -801,9 +801,10 @@ def _print_flagged(session: Session, state: Path) -> None:
 def _observe_gpx(args: argparse.Namespace) -> int:
     """``observe --gpx``: match the track, record what was driven (:mod:`ev_nav.trips.tracks`)."""
     from ev_nav.roads.matching import MatchConfig
+    from ev_nav.roads.partial import driven_shares
     from ev_nav.trips.gpx import read_gpx
-    from ev_nav.trips.observations import learned_wh, reading_shift
-    from ev_nav.trips.tracks import record_track
+    from ev_nav.trips.observations import learned_wh, reading_shift, recorded_prediction
+    from ev_nav.trips.tracks import apportion_energy, driven_part, record_track
 
     with Stages("observe", 4) as stages:
         stages.stage("reading the track")
@@ -815,10 +816,26 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             moved = reading_shift(session, trip)  # a trip driven by another car: converted
             km = {}
             learned: list[float] = []
+            judged = {}
 
             def matched(m) -> None:
-                km["driven"] = float(session.net.length_m[m.segments].sum()) / 1000.0
+                # the part of the first and last segment driven counts, as in the route table
+                route, start, end = driven_part(m)
+                part = session.net.length_m[route] * driven_shares(route.size, start, end)
+                km["driven"] = float(part.sum()) / 1000.0
                 km["share"] = float(np.isin(trip.route, m.segments).mean())
+                # what the reading is compared with, one rule with the record's own check
+                if args.total_wh is not None:
+                    judged["observed"] = float(args.total_wh)
+                    judged["prediction"] = recorded_prediction(
+                        session, trip, driven=(route, start, end), temperature_c=temperature
+                    )
+                else:
+                    seg, wh = apportion_energy(session.net, m, track.energy_wh)
+                    judged["observed"] = float(wh.sum())
+                    judged["prediction"] = recorded_prediction(
+                        session, trip, seg, partial=True, temperature_c=temperature
+                    )
                 if not args.json:
                     stages.print(
                         f"trip {trip.id}: matched {plural(track.n_points, 'track point')} to "
@@ -833,7 +850,13 @@ def _observe_gpx(args: argparse.Namespace) -> int:
                 if moved is not None:
                     learned.append(learned_wh(session, trip.id, batch))
                 if args.json:
+                    p = judged["prediction"]
                     doc = {"trip": trip.id, "batch": batch, "recorded": what,
+                           "observed_wh": round(judged["observed"], 3),
+                           "predicted_wh": round(p.mean_wh, 1),
+                           "predicted_sd_wh": round(p.model_sd_wh, 1),
+                           "sd_with_noise_wh": round(p.sd_with_noise_wh, 1),
+                           "predicted_segments": p.n_segments,
                            "driven_km": round(km["driven"], 3),
                            "planned_share": round(km["share"], 4)}
                     if moved is not None:  # the car that drove, and what the state learned
@@ -855,7 +878,9 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             if not args.json:
                 on = plural(rec.segment_ids.size, "segment")
                 car = "" if moved is None else f" by {moved.vehicle_model}"
-                print(f"observed {rec.observed_wh:.1f} Wh{car} on {on}")
+                p = judged["prediction"]
+                print(f"observed {rec.observed_wh:.1f} Wh{car} on {on} (predicted "
+                      f"{p.mean_wh:.1f} Wh, {SD_WITH_NOISE} {p.sd_with_noise_wh:.1f} Wh)")
                 if moved is not None:
                     print(f"learned as {learned[0]:.1f} Wh for {moved.learned_for}, the state's "
                           f"vehicle (the two cars' E_det difference taken off)")

@@ -509,12 +509,7 @@ def record_total(
         if route.size == 0:
             raise InvalidObservation(f"trip {trip.id}: the driven route is empty")
         shares = driven_shares(route.size, start_fraction, end_fraction)
-        predicted = route_energy(model, route, shares)  # joint posterior sd, noise included
-        # raised where the model's own noise is less than the plausible noise
-        noise = model.noise_variance(route, shares)
-        floor = plausible_noise_variance(session, route, shares)
-        mean = predicted.mean_wh
-        sd = math.sqrt(predicted.sd_wh**2 + max(floor - noise, 0.0))
+        mean, _, sd = _judged_route(session, model, route, shares)
     # another car's total: judged against its prediction, stored as the state's vehicle's (the
     # shift summed with the share of each segment driven, as the learner weighs the total)
     shift, car = 0.0, ""
@@ -573,6 +568,7 @@ def recorded_prediction(
     *,
     partial: bool = False,
     temperature_c: float | None = None,
+    driven: tuple[np.ndarray, float, float] | None = None,
 ) -> RecordedPrediction:
     """The prediction a record of ``trip`` is compared with (:class:`RecordedPrediction`), one
     rule for ``ev-nav observe`` and the server's acknowledgement.
@@ -580,11 +576,21 @@ def recorded_prediction(
     A total, or per-segment readings of the whole route (``segment_ids``), are compared with the
     trip's own prediction; readings of part of the route (``partial`` and some route segment
     missing) with the prediction of the sum of the valid listed segments' readings at
-    ``temperature_c`` [°C]. A trip planned for another car is predicted for that car
+    ``temperature_c`` [°C]. ``driven`` (the segments of a matched GPS track and the fractions
+    of its first and last driven): a total over the route actually driven, judged as
+    :func:`record_total` judges it. A trip planned for another car is predicted for that car
     (:func:`reading_shift`).
     """
     moved = reading_shift(session, trip)
     model = session.model
+    if driven is not None:
+        route = validate_segment_ids(driven[0], session.net.n_segments)
+        shares = driven_shares(route.size, driven[1], driven[2])
+        mean, model_sd, sd = _judged_route(
+            session, _judging_model(session, temperature_c), route, shares
+        )
+        shift = 0.0 if moved is None else moved.wh(route, shares)
+        return RecordedPrediction(mean + shift, model_sd, sd, int(route.size))
     if segment_ids is not None and partial and np.setdiff1d(trip.route, segment_ids).size:
         on = np.unique(segment_ids[(segment_ids >= 0) & (segment_ids < session.net.n_segments)])
         judging = _judging_model(session, temperature_c)
@@ -604,6 +610,18 @@ def recorded_prediction(
     shift = 0.0 if moved is None else moved.wh(trip.route, shares)
     return RecordedPrediction(trip.predicted_wh + shift, trip.predicted_sd_wh,
                               math.sqrt(trip.predicted_sd_wh**2 + noise))
+
+
+def _judged_route(
+    session: Session, model: SegmentModel, route: np.ndarray, shares: np.ndarray
+) -> tuple[float, float, float]:
+    """A driven route's predicted energy [Wh], its model sd and the sd a total over it is
+    judged by (the model's, with one drive's noise, at least the plausible noise) [Wh]."""
+    predicted = route_energy(model, route, shares)  # joint posterior sd, noise included
+    noise = float(model.noise_variance(route, shares))
+    model_sd = math.sqrt(max(predicted.sd_wh**2 - noise, 0.0))
+    floor = float(plausible_noise_variance(session, route, shares))
+    return predicted.mean_wh, model_sd, math.sqrt(model_sd**2 + max(noise, floor))
 
 
 def _judging_model(session: Session, temperature_c: float | None) -> Any:

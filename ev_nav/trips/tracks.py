@@ -36,7 +36,7 @@ from ev_nav.trips.observations import record_segments, record_total
 if TYPE_CHECKING:
     from ev_nav.trips.session import Session
 
-__all__ = ["TrackRecord", "apportion_energy", "record_track"]
+__all__ = ["TrackRecord", "apportion_energy", "driven_part", "record_track"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,25 @@ def apportion_energy(
     return uniq[order], mean[order]
 
 
+def driven_part(match: MatchResult) -> tuple[NDArray[np.int64], float, float]:
+    """The route a matched track drove, as a total over it counts it: its segments and the
+    fractions [0, 1] along the first where it starts and along the last where it ends.
+
+    The track starts and ends inside its first and last segment, so only the part driven
+    counts; a segment the track only touches (a share of about 0) is not part of the drive. A
+    drive within one segment counts that segment whole (0, 1), as the planned trip does.
+    """
+    driven = match.segments
+    first, last = match.first_fraction, match.last_fraction
+    if driven.size > 1 and first < 1e-6:
+        driven, first = driven[1:], 1.0
+    if driven.size > 1 and last < 1e-6:
+        driven, last = driven[:-1], 1.0
+    if driven.size == 1:
+        return driven, 0.0, 1.0
+    return driven, 1.0 - first, last
+
+
 def record_track(
     session: Session,
     trip_id: int,
@@ -181,16 +200,8 @@ def record_track(
     planned_share = float(np.isin(trip.route, driven).mean())
     driven_m = float(net.length_m[driven].sum())
     if total_wh is not None:
-        # the track starts and ends inside its first and last segment: count the part driven
-        # (a segment the track only touches, share ~0, is not part of the drive)
-        first, last = match.first_fraction, match.last_fraction
-        if driven.size > 1 and first < 1e-6:
-            driven, first = driven[1:], 1.0
-        if driven.size > 1 and last < 1e-6:
-            driven, last = driven[:-1], 1.0
-        ends = (
-            {"start_fraction": 1.0 - first, "end_fraction": last} if driven.size > 1 else {}
-        )
+        driven, start, end = driven_part(match)
+        ends = {"start_fraction": start, "end_fraction": end} if driven.size > 1 else {}
         batch = record_total(
             session, trip.id, float(total_wh), force=force, on_recorded=on_recorded,
             absorb=absorb, route=driven, temperature_c=temperature_c, **ends,

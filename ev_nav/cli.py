@@ -83,6 +83,14 @@ def seed_arg(text: str) -> int:
     return value
 
 
+def state_arg(text: str) -> Path:
+    """A state directory: any path but an empty one (``Path("")`` is the current folder, so
+    ``init ""`` made a state there)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a state directory is needed, got an empty name")
+    return Path(text)
+
+
 def count_arg(text: str) -> int:
     """A count that must be at least one (workers, rounds between checkpoints, ...)."""
     try:

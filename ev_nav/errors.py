@@ -103,10 +103,10 @@ class StateInUseError(StateError):
 class StateDamagedError(StateError):
     """A state's database file is damaged or not an ev-nav state at all.
 
-    ``record`` names the record and what is wrong with it where one stored value is (None
-    where the file is)."""
+    ``problem`` says what is damaged without the advice the message adds (``ev-nav doctor``
+    lists it; the advice would send the user to the command they ran)."""
 
-    record: str | None = None
+    problem: str | None = None
 
 
 class StateNotice(UserWarning):

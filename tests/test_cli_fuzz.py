@@ -154,6 +154,9 @@ def _bad_inputs(state, tmp):
         (["init", "/proc/ev-nav-state", "--synthetic", "--segments", "300", "--model", "bi"],
          "cannot create the state directory"),
         ([*town, "--seed-town", "-1"], "seed"),
+        # an empty state name (was the current folder: init made a state there)
+        (["init", "", "--synthetic", "--segments", "300"], "a state directory is needed"),
+        (["history", ""], "a state directory is needed"),
         ([*town, "--segments", "10000000000"], "100..2,000,000"),
         ([*town, "--segments", "-5"], "100..2,000,000"),
         ([*town, "--segments", "0"], "100..2,000,000"),

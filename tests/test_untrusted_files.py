@@ -392,6 +392,20 @@ def test_zero_byte_state_is_left_alone(tmp_path, capsys, net):
     assert "--repair cannot help" in out and "'ev-nav doctor" not in out
 
 
+def test_doctor_on_a_truncated_database_does_not_send_the_user_to_doctor(tmp_path, capsys, net):
+    # its problem line ended "run 'ev-nav doctor STATE' to check it", in doctor's own report
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    db = Store.db_path(state)
+    for side in ("-wal", "-shm"):
+        Path(str(db) + side).unlink(missing_ok=True)
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    code, _, err = _run(capsys, "history", state)
+    assert f"run 'ev-nav doctor {state}'" in _one_line_error(code, err)  # elsewhere: advised
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and f"problem: the state database {db} is damaged (" in out
+    assert "'ev-nav doctor" not in out
+
+
 @pytest.mark.parametrize("content", [b"hello\n", bytes(range(256)) * 20])
 def test_doctor_on_a_file_sqlite_cannot_read_advises_no_useless_repair(
     tmp_path, capsys, net, content

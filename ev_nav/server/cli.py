@@ -16,6 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
+from ev_nav.cli import state_arg
+
 #: Environment variable holding the shared token when ``--token`` is not given.
 TOKEN_ENV = "EV_NAV_TOKEN"
 
@@ -47,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve", help="routing server: HTTP API and web page for a fleet (loopback by default)"
     )
-    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("state", type=state_arg, help="state directory (ev-nav init)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free)")
     p.add_argument(

@@ -187,10 +187,13 @@ def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
             f"cannot use the state {path} ({exc}): an I/O problem (full disk, read-only file "
             "system or permissions); the state itself was not changed - fix that and retry"
         )
-    return StateDamagedError(
-        f"the state database {path} is damaged ({exc}); run 'ev-nav doctor {path.parent}' "
-        "to check it and salvage every readable trip and observation"
+    problem = f"the state database {path} is damaged ({exc})"
+    error = StateDamagedError(
+        f"{problem}; run 'ev-nav doctor {path.parent}' to check it and salvage every readable "
+        "trip and observation"
     )
+    error.problem = problem
+    return error
 
 
 def _utcnow() -> str:
@@ -221,7 +224,7 @@ class StoreConnection:
             f"did not write it so - 'ev-nav doctor {self.path.parent}' lists every damaged "
             "record; restore the state from a backup to get the record back"
         )
-        error.record = f"{what} ({exc})"
+        error.problem = f"{what} ({exc})"
         return error
 
     # ------------------------------------------------------------------ opening

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ev_nav.cli import state_arg
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
 from ev_nav.store.observations import is_finite_number
 from ev_nav.wording import plural
@@ -101,7 +102,7 @@ def check_state(
     try:
         Store._check_file(path)
     except StateDamagedError as exc:
-        report.problems.append(str(exc))
+        report.problems.append(exc.problem or str(exc))
         # nothing SQLite can read: there is nothing to salvage either, so --repair cannot help;
         # the file may still be the user's only copy of the data, so it is never deleted
         report.advice = (
@@ -132,12 +133,12 @@ def _damaged_records(store: Store) -> list[str]:
         try:
             store._trip_from_row(row)
         except StateDamagedError as exc:
-            problems.append(exc.record or str(exc))
+            problems.append(exc.problem or str(exc))
     for row in conn.execute("SELECT id, name, spec, created FROM vehicles ORDER BY id"):
         try:
             store._vehicle_from_row(row)
         except StateDamagedError as exc:
-            problems.append(exc.record or str(exc))
+            problems.append(exc.problem or str(exc))
     for bid, value in conn.execute("SELECT batch_id, energy_wh FROM observations ORDER BY id"):
         if not is_finite_number(value):
             problems.append(f"an observation of batch {bid}: energy {value!r} is not a number")
@@ -415,7 +416,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "doctor", help="check a state (database, checkpoints, network) and repair it"
     )
-    p.add_argument("state", type=Path, help="state directory")
+    p.add_argument("state", type=state_arg, help="state directory")
     p.add_argument(
         "--repair",
         action="store_true",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.cli import seed_arg, town_size_arg
+from ev_nav.cli import seed_arg, state_arg, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
@@ -100,7 +100,7 @@ def _avoid_arg(text: str) -> tuple[str, ...]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``init``, ``route``, ``observe``, ``map``, ``history`` and ``vehicles``."""
     p = subparsers.add_parser("init", help="create a state directory for per-trip learning")
-    p.add_argument("state", type=Path, help="state directory to create")
+    p.add_argument("state", type=state_arg, help="state directory to create")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--network", type=Path, help="network file from 'ev-nav network build'")
     src.add_argument("--synthetic", action="store_true", help="the embedded synthetic town")
@@ -128,7 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_init)
 
     p = subparsers.add_parser("route", help="plan a trip, record it, write its map")
-    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("state", type=state_arg, help="state directory (ev-nav init)")
     p.add_argument("--from", dest="origin", required=True, type=_parse_latlon, metavar="LAT,LON",
                    help="start, snapped to the nearest road")
     p.add_argument("--to", dest="goal", required=True, type=_parse_latlon, metavar="LAT,LON",
@@ -224,7 +224,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_route)
 
     p = subparsers.add_parser("observe", help="record the energy a planned trip used")
-    p.add_argument("state", type=Path, help="state directory (ev-nav init)")
+    p.add_argument("state", type=state_arg, help="state directory (ev-nav init)")
     p.add_argument("trip_id", type=int, help="the trip's id, as 'route' printed it")
     what = p.add_mutually_exclusive_group()
     what.add_argument(
@@ -263,7 +263,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_observe)
 
     p = subparsers.add_parser("map", help="HTML map of the learned network")
-    p.add_argument("state", type=Path)
+    p.add_argument("state", type=state_arg)
     p.add_argument(
         "--layer", choices=("mean", "sd", "visits", "energy-per-km"), default="energy-per-km",
         help="what to draw: predicted Wh/km (default), mean or sd of each segment's energy "
@@ -285,14 +285,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_map)
 
     p = subparsers.add_parser("history", help="past trips: predicted vs observed energy")
-    p.add_argument("state", type=Path)
+    p.add_argument("state", type=state_arg)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_history)
 
     p = subparsers.add_parser(
         "changes", help="roads flagged as changed: list them, or dismiss a flag"
     )
-    p.add_argument("state", type=Path)
+    p.add_argument("state", type=state_arg)
     p.add_argument(
         "--dismiss",
         action="append",

@@ -144,6 +144,9 @@ def _bad_inputs(state, tmp):
         ([*town, "--segments", "300", "--vehicle-file", folder], "is a directory"),
         (["network", "chargers", net, "--csv", folder], "is a directory"),
         (["network", "build", "--osm", folder, "--out", tmp / "out.npz"], "is a directory"),
+        # a file where --out's folder belongs (failed only when writing, after the build)
+        (["network", "build", "--osm", folder, "--out", net / "x.npz"],
+         "is a file, so"),
         (["fleet", "run", folder, "--quiet"], "is a directory"),
         # an output folder that cannot be made (was an OSError traceback)
         (["fleet", "run", fleet, "--quiet", "--out", a_file / "runs"], "Not a directory"),

@@ -51,6 +51,14 @@ def _network_out_arg(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             f"a network file name ends in .npz (e.g. {hint}), got {text!r}"
         )
+    # a file where a folder of the path belongs fails only when writing, after the build
+    for folder in path.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise argparse.ArgumentTypeError(
+                    f"{folder} is a file, so {text} cannot be written inside it"
+                )
+            break
     return path
 
 
@@ -160,7 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
     for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+        print(f"ev-nav: warning: {w.message}", file=sys.stderr)
 
 
 def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
@@ -241,8 +249,8 @@ def _add_csv_chargers(
             raise ChargerDataError(f"{where}; nothing written - {check}")
         # a build keeps what it built (it may have taken minutes); the sites can follow with
         # 'network chargers', which refuses a file that attaches nothing
-        print(f"warning: {where}; {check}, then 'ev-nav network chargers NETWORK --csv FILE'",
-              file=sys.stderr)
+        print(f"ev-nav: warning: {where}; {check}, then 'ev-nav network chargers NETWORK "
+              "--csv FILE'", file=sys.stderr)
     return net.with_chargers(table) if files else net
 
 

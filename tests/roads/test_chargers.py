@@ -492,7 +492,7 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
     code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
                              tmp_path / "y.npz", "--chargers", far)
     assert code == 0 and (tmp_path / "y.npz").is_file()
-    warning = [ln for ln in err.splitlines() if ln.startswith("warning: no site")]
+    warning = [ln for ln in err.splitlines() if ln.startswith("ev-nav: warning: no site")]
     assert len(warning) == 1 and f"no site of {far} lies near the roads of" in warning[0]
     assert "'ev-nav network chargers NETWORK --csv FILE'" in warning[0]
     assert RoadNetwork.load(tmp_path / "y.npz").chargers.name == grid.chargers.name

@@ -89,3 +89,19 @@ def test_options_before_the_action_are_refused_not_dropped(family, action, tmp_p
     assert f"options go after the action: 'ev-nav bo {family} {action} --seeds 1 --out mine" in err
     assert "Traceback" not in err and out == ""
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+def test_methods_take_the_other_families_comma_form_too(tmp_path, capsys):
+    # cvs took only '--method a b' (with choices), ptr and boke only '--method a,b'
+    out = tmp_path / "comma"
+    code = main(
+        ["bo", "cvs", "run", "--benchmark", "hartmann3", "--method", "etcada,ucb-psq",
+         "--costs", "cheap", "--budget", "2", "--seeds", "1", "--out", str(out), "--quiet",
+         "--no-figures", *TINY]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert set(pd.read_csv(out / "results.csv")["method"]) == {"etcada", "ucb-psq"}
+    assert main(["bo", "cvs", "run", "--method", "etcada,nope", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "--method: unknown 'nope'; choose from ucb-psq" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()

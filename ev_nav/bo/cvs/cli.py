@@ -57,9 +57,10 @@ def _options(setting: str):
             "--methods",
             dest="method",
             nargs="+",
-            choices=METHODS[setting].names,
+            metavar="METHOD",
             default=list(DEFAULT_METHODS[setting]),
-            help="one or more methods (default: %(default)s)",
+            help="one or more methods, space- or comma-separated as in the other families "
+            f"({', '.join(METHODS[setting].names)}; default: %(default)s)",
         )
         p.add_argument(
             "--costs",
@@ -140,6 +141,19 @@ def _options(setting: str):
     return add
 
 
+def _method_names(setting: str, given: list[str]) -> tuple[str, ...]:
+    """``--method a b`` or ``--method a,b`` (the other families' form), checked by name."""
+    names = tuple(m.strip() for token in given for m in token.split(",") if m.strip())
+    known = METHODS[setting].names
+    unknown = [m for m in names if m not in known]
+    if unknown or not names:
+        raise ConfigError(
+            f"--method: unknown {', '.join(map(repr, unknown)) or 'empty list'}; choose from "
+            f"{', '.join(known)}"
+        )
+    return names
+
+
 def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
     budget = args.budget
     if budget is None:
@@ -166,7 +180,7 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
     return CVSRunConfig(
         setting=setting,
         benchmark=args.benchmark,
-        methods=tuple(args.method),
+        methods=_method_names(setting, args.method),
         costs=args.costs,
         variance=args.variance,
         budget=float(budget),

@@ -238,14 +238,17 @@ def _join_negative_values(argv: list[str]) -> list[str]:
 
 @contextmanager
 def _one_line_warnings() -> Iterator[None]:
-    """Print ev-nav's warnings (``UserWarning``; :class:`~ev_nav.errors.StateNotice` as a
-    notice) as one ``ev-nav: warning:`` line, as its errors are, instead of Python's form with
-    the file, line and source line of where they were raised. Other categories (a library's
-    deprecation) keep Python's form."""
+    """Print ev-nav's warnings (a ``UserWarning`` raised in ev-nav's code;
+    :class:`~ev_nav.errors.StateNotice` as a notice) as one ``ev-nav: warning:`` line, as its
+    errors are, instead of Python's form with the file, line and source line of where they were
+    raised. A library's warnings keep Python's form, which names where they come from."""
     shown = warnings.showwarning
+    package = Path(__file__).resolve().parent
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        if not issubclass(category, UserWarning):
+        if not issubclass(category, UserWarning) or not Path(filename).resolve().is_relative_to(
+            package
+        ):
             return shown(message, category, filename, lineno, file, line)
         kind = "notice" if issubclass(category, StateNotice) else "warning"
         print(f"ev-nav: {kind}: {message}", file=sys.stderr if file is None else file)

@@ -436,6 +436,13 @@ def test_doctor_on_a_file_sqlite_cannot_read_advises_no_useless_repair(
         ("UPDATE vehicles SET spec = '[1]'", "vehicle 1 (a vehicle description is a JSON object"),
         ("UPDATE observations SET energy_wh = 'abc' WHERE batch_id = 2",
          "an observation of batch 2"),
+        # JSON, but not a list of ids: doctor's own scan passed it and then sent the user to
+        # doctor; the batches' reader is the one rule
+        ("UPDATE observation_batches SET route_json = '\"abc\"' WHERE id = 1",
+         "the route of batch 1"),
+        ("UPDATE observation_batches SET route_json = '{' WHERE id = 2", "the route of batch 2"),
+        ("UPDATE observation_batches SET start_fraction = 'x' WHERE id = 1",
+         "the route of batch 1"),
     ],
 )
 def test_a_damaged_record_is_one_line_and_doctor_names_it(tmp_path, capsys, net, sql, record):
@@ -455,7 +462,7 @@ def test_a_damaged_record_is_one_line_and_doctor_names_it(tmp_path, capsys, net,
     code, _, err = _run(capsys, *argv)
     assert code == 2 and "Traceback" not in err
     assert err.count("\n") == 1 and f"holds a damaged record: {record}" in err
-    assert f"'ev-nav doctor {state}' lists every damaged record" in err
+    assert f"'ev-nav doctor {state}' checks every record" in err
     for argv in (("doctor", state), ("doctor", state, "--repair")):
         code, out, err = _run(capsys, *argv)
         assert code == 1 and "Traceback" not in err and "healthy" not in out

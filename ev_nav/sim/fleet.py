@@ -74,15 +74,19 @@ def read_trips_csv(path: str | Path):
     """A run's ``trips.csv`` as a DataFrame, its name columns read as the text written."""
     import pandas as pd
 
-    # in a number column an empty field (how a missing number is written) still reads as
-    # missing, so a damaged file is still found out
+    # every number column is read as numbers (a word there fails the read, so a damaged file
+    # is found out), an empty field in one as missing
     numeric = [c for c in RESULT_COLUMNS if c not in TEXT_COLUMNS]
     return pd.read_csv(
         path,
-        dtype={c: str for c in TEXT_COLUMNS},
+        dtype={**{c: str for c in TEXT_COLUMNS}, **{c: "float64" for c in _REAL_COLUMNS}},
         keep_default_na=False,
         na_values={c: ["", "nan", "NaN"] for c in numeric},
     )
+
+
+#: The result columns of real numbers (the other number columns are counts and ids).
+_REAL_COLUMNS = ("regret_wh", "energy_wh", "optimal_wh", "length_m")
 
 
 # ----------------------------------------------------------------------------- specifications
@@ -278,6 +282,10 @@ class RunSpec:
                     value = fields[name][key]
                     if isinstance(value, int) and not isinstance(value, bool):
                         fields[name][key] = float(value)
+            for key in ("start", "goal"):  # (lon, lat): real numbers; a bare int: a segment id
+                value = fields["trips"][key]
+                if isinstance(value, list | tuple):
+                    fields["trips"][key] = [float(v) for v in value]
         # Fields added after results were published are left out of the hash while they hold the
         # value that reproduces the old behaviour, so existing run folders keep their ids.
         if fields["agent"]["rectification"] == "paper":
@@ -1002,13 +1010,16 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         _check_file(truth.path, f"{p}: [truth] path")
     for spec in trip_specs:
         _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
-    for net_spec in net_specs:  # segment ids against the networks whose size is known now
-        if net_spec.kind == "synthetic":
-            n = net_spec.n_segments
-        elif net_spec.kind == "file":
-            n = load_network(net_spec).n_segments  # read (and kept) by _check_network
-        else:
+    ids_given = any(
+        isinstance(getattr(spec, key), int) for spec in trip_specs for key in ("start", "goal")
+    )
+    for net_spec in net_specs if ids_given else ():
+        # segment ids against the networks that are quick to have now: a file (read, and kept
+        # for the runs, by _check_network) and a town (built and kept; n_segments is the size
+        # asked for, the town built is a few segments off it); an OSM file is parsed by the runs
+        if net_spec.kind not in ("file", "synthetic"):
             continue
+        n = load_network(net_spec).n_segments
         for spec in trip_specs:
             for key in ("start", "goal"):
                 value = getattr(spec, key)

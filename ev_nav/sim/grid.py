@@ -92,8 +92,10 @@ def execute_run(
     if resume:
         try:
             adopt_legacy_run(out_dir, spec)
-        except OSError as exc:  # e.g. a folder it may not rename: this run fails, not the grid
-            return _record_failure(spec, out_dir, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # this run fails, not the grid
+            # reported without making the run's folder: a later resume tries the adoption again
+            # (with the folder there it would start the run over beside the old one)
+            return RunOutcome(spec.run_id, "failed", 0.0, f"{type(exc).__name__}: {exc}")
     if resume and (run_dir / "trips.csv").is_file():
         return RunOutcome(spec.run_id, "skipped")
     t0 = time.perf_counter()
@@ -411,11 +413,12 @@ def _read_trips(path: Path):
     pandas traceback or a run silently left out of the report."""
     import pandas as pd
 
-    from ev_nav.sim.fleet import RESULT_COLUMNS
+    from ev_nav.sim.fleet import RESULT_COLUMNS, TEXT_COLUMNS
 
     try:
         df = read_trips_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError,
+            ValueError) as exc:  # ValueError: a word in a number column
         why = str(exc).strip().splitlines()[0]
     else:
         missing = [c for c in RESULT_COLUMNS if c not in df.columns]
@@ -425,6 +428,9 @@ def _read_trips(path: Path):
             why = "no trip"
         elif df[list(RESULT_COLUMNS)].isna().to_numpy().any():  # every value is written
             why = "a row is incomplete"
+        elif words := [c for c in RESULT_COLUMNS if c not in TEXT_COLUMNS
+                       and not pd.api.types.is_numeric_dtype(df[c])]:
+            why = f"a word where a number belongs, in column {words[0]}"
         else:
             return df
     raise StateError(

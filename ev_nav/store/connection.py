@@ -221,8 +221,8 @@ class StoreConnection:
         record), instead of the JSON or number parser's traceback."""
         error = StateDamagedError(
             f"the state {self.path.parent} holds a damaged record: {what} ({exc}); ev-nav "
-            f"did not write it so - 'ev-nav doctor {self.path.parent}' lists every damaged "
-            "record; restore the state from a backup to get the record back"
+            f"did not write it so - 'ev-nav doctor {self.path.parent}' checks every record; "
+            "restore the state from a backup to get the record back"
         )
         error.problem = f"{what} ({exc})"
         return error

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -139,16 +138,20 @@ def _damaged_records(store: Store) -> list[str]:
             store._vehicle_from_row(row)
         except StateDamagedError as exc:
             problems.append(exc.problem or str(exc))
-    for bid, value in conn.execute("SELECT batch_id, energy_wh FROM observations ORDER BY id"):
-        if not is_finite_number(value):
-            problems.append(f"an observation of batch {bid}: energy {value!r} is not a number")
-    for bid, route_json in conn.execute(
-        "SELECT id, route_json FROM observation_batches WHERE route_json IS NOT NULL ORDER BY id"
+    for bid, seg, value in conn.execute(
+        "SELECT batch_id, segment_id, energy_wh FROM observations WHERE "
+        "typeof(energy_wh) NOT IN ('real', 'integer') OR abs(energy_wh) > 1e308 "
+        "OR (segment_id IS NOT NULL AND typeof(segment_id) != 'integer') ORDER BY id"
     ):
+        what = f"energy {value!r}" if not is_finite_number(value) else f"segment {seg!r}"
+        problems.append(f"an observation of batch {bid}: {what} is not a number")
+    if not problems:
+        # the rest of a batch as its reader decodes it (a total's route and fractions): one
+        # rule, the reader's; it names the first damaged batch
         try:
-            json.loads(route_json)
-        except (TypeError, ValueError) as exc:
-            problems.append(f"the route of batch {bid} is not JSON ({exc})")
+            store.observations()
+        except StateDamagedError as exc:
+            problems.append(exc.problem or str(exc))
     return problems
 
 

@@ -309,7 +309,8 @@ class ObservationsMixin(StoreConnection):
             if not np.isfinite(table[:, 2]).all():
                 raise ValueError("an energy that is not a finite number")
         except (TypeError, ValueError) as exc:
-            bad = next((r[0] for r in rows if not is_finite_number(r[2])), "?")
+            bad = next((r[0] for r in rows if not (is_finite_number(r[1])
+                                                    and is_finite_number(r[2]))), "?")
             raise self._damaged_record(f"an observation of batch {bad}", exc) from None
         batch_col = table[:, 0].astype(np.int64)
         seg_col = table[:, 1].astype(np.int64)  # ids < 2**53 are exact in float64

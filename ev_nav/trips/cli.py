@@ -801,10 +801,14 @@ def _print_flagged(session: Session, state: Path) -> None:
 def _observe_gpx(args: argparse.Namespace) -> int:
     """``observe --gpx``: match the track, record what was driven (:mod:`ev_nav.trips.tracks`)."""
     from ev_nav.roads.matching import MatchConfig
-    from ev_nav.roads.partial import driven_shares
     from ev_nav.trips.gpx import read_gpx
     from ev_nav.trips.observations import learned_wh, reading_shift, recorded_prediction
-    from ev_nav.trips.tracks import apportion_energy, driven_part, record_track
+    from ev_nav.trips.tracks import (
+        apportion_energy,
+        driven_length_m,
+        driven_part,
+        record_track,
+    )
 
     with Stages("observe", 4) as stages:
         stages.stage("reading the track")
@@ -821,8 +825,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             def matched(m) -> None:
                 # the part of the first and last segment driven counts, as in the route table
                 route, start, end = driven_part(m)
-                part = session.net.length_m[route] * driven_shares(route.size, start, end)
-                km["driven"] = float(part.sum()) / 1000.0
+                km["driven"] = driven_length_m(session.net, m) / 1000.0
                 km["share"] = float(np.isin(trip.route, m.segments).mean())
                 # what the reading is compared with, one rule with the record's own check
                 if args.total_wh is not None:

@@ -492,12 +492,7 @@ def record_total(
     moved = reading_shift(session, trip)
     if route is None and temperature_c is not None:
         # the plan's prediction may be for another temperature: predict the route at this one
-        shares = np.asarray(trip.shares)
-        predicted = route_energy(model, trip.route, shares)  # joint sd, noise included
-        noise = model.noise_variance(trip.route, shares)
-        floor = plausible_noise_variance(session, trip.route, shares)
-        mean = predicted.mean_wh
-        sd = math.sqrt(predicted.sd_wh**2 + max(floor - noise, 0.0))
+        mean, _, sd = _judged_route(session, model, trip.route, np.asarray(trip.shares))
     elif route is None:
         mean = trip.predicted_wh
         # the route's joint sd plus its observation noise (at least the plausible noise)

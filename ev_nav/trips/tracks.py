@@ -30,13 +30,16 @@ from numpy.typing import NDArray
 from ev_nav.errors import InvalidObservation
 from ev_nav.roads.matching import MatchConfig, MatchResult, match_track
 from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.gpx import Track, read_gpx
 from ev_nav.trips.observations import record_segments, record_total
 
 if TYPE_CHECKING:
     from ev_nav.trips.session import Session
 
-__all__ = ["TrackRecord", "apportion_energy", "driven_part", "record_track"]
+__all__ = [
+    "TrackRecord", "apportion_energy", "driven_length_m", "driven_part", "record_track"
+]
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class TrackRecord:
     planned_share : float
         Share of the planned route's segments that were driven [0..1].
     driven_m : float
-        Length of the driven route (whole segments) [m].
+        Length of the driven route [m], the part of its first and last segment driven
+        counted (:func:`driven_length_m`).
     """
 
     batch: int
@@ -142,6 +146,13 @@ def driven_part(match: MatchResult) -> tuple[NDArray[np.int64], float, float]:
     return driven, 1.0 - first, last
 
 
+def driven_length_m(net: RoadNetwork, match: MatchResult) -> float:
+    """How far a matched track drove [m]: its :func:`driven_part`, the part of the first and
+    last segment driven counted, as a route's length counts it."""
+    route, start, end = driven_part(match)
+    return float(net.length_m[route] @ driven_shares(route.size, start, end))
+
+
 def record_track(
     session: Session,
     trip_id: int,
@@ -198,7 +209,7 @@ def record_track(
         on_matched(match)
     driven = match.segments
     planned_share = float(np.isin(trip.route, driven).mean())
-    driven_m = float(net.length_m[driven].sum())
+    driven_m = driven_length_m(net, match)
     if total_wh is not None:
         driven, start, end = driven_part(match)
         ends = {"start_fraction": start, "end_fraction": end} if driven.size > 1 else {}

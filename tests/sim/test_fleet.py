@@ -230,8 +230,9 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
          "min_distance_m must be >= 0, got -5.0"),
         ("[[routes]]\nstart = -3\ngoal = 3", "start is a segment id, >= 0; got -3"),
         ("[[routes]]\nstart = 3\ngoal = 3", "start and goal are the same (3); no trip"),
-        ("[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 300",
-         "goal = 300 is no segment of synthetic-300 (it has 300: ids 0..299)"),
+        # the town asked for 300 segments has 303
+        ("[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 303",
+         "goal = 303 is no segment of synthetic-300 (it has 303: ids 0..302)"),
         ('[network]\nkind = "osm"\npath = 5', "[network] path must be a string, got 5"),
         ('[network]\nkind = "osm"\npath = "fleet.toml"\ndems = "x.hgt"',
          "[network] dems must be a list of strings, got 'x.hgt'"),
@@ -341,3 +342,12 @@ def test_past_the_exact_learners_size_the_regional_learner_runs_and_resumes_exac
     still = fleet.make_model(AgentSpec(model="gp", learn_hyperparameters=False),
                              load_network(NET), 0)
     assert not still.config.learn_hyperparameters
+
+
+def test_a_segment_id_of_the_town_built_is_accepted(tmp_path):
+    # the town asked for 300 segments has 303: id 301 is one of its roads (it was refused
+    # against the size asked for)
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text("horizon = 2\n[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 301\n")
+    (spec,), _ = specs_from_toml(cfg)
+    assert spec.trips.goal == 301 and load_network(spec.network).n_segments == 303

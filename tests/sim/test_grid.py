@@ -270,7 +270,9 @@ def test_out_that_is_a_file_is_refused_with_a_line_that_says_so(tmp_path, capsys
     assert notes.read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("damage", ["empty", "other header", "cut short"])
+@pytest.mark.parametrize(
+    "damage", ["empty", "other header", "cut short", "word for regret_wh", "word for t"]
+)
 def test_report_on_a_damaged_trips_file_names_it(tmp_path, capsys, damage):
     """A run's trips.csv damaged behind ev-nav's back (it is written atomically): an empty one
     was a pandas EmptyDataError traceback, one with another header was left out of the report
@@ -286,8 +288,15 @@ def test_report_on_a_damaged_trips_file_names_it(tmp_path, capsys, damage):
     capsys.readouterr()
     trips = sorted(out.glob("runs/*/trips.csv"))[0]
     text = trips.read_text()
-    trips.write_text({"empty": "", "other header": "garbage,,,\n",
-                      "cut short": text[: len(text) // 2].rsplit(",", 1)[0] + "\n"}[damage])
+    if damage.startswith("word for"):  # NA where a number belongs: a text column, then a
+        column = damage.split()[-1]     # TypeError in the summary
+        df = pd.read_csv(trips, keep_default_na=False)
+        df[column] = df[column].astype(object)
+        df.loc[1, column] = "NA"
+        df.to_csv(trips, index=False)
+    else:
+        trips.write_text({"empty": "", "other header": "garbage,,,\n",
+                          "cut short": text[: len(text) // 2].rsplit(",", 1)[0] + "\n"}[damage])
     before = (out / "summary.md").read_bytes()
     assert main(["fleet", "report", str(out)]) == 2
     err = capsys.readouterr().err

@@ -42,10 +42,14 @@ def test_whole_and_real_numbers_are_one_run():
     assert real.legacy_run_id == real.run_id
     assert whole.legacy_run_id != whole.run_id
     assert _spec(3.0, 1.0).run_id != real.run_id  # a different value is still a different run
-    # a segment id is a whole number in a field that also takes coordinates: not normalised
+    # a segment id is a whole number in a field that also takes coordinates: not normalised;
+    # coordinates are real numbers, written whole or not
     a = RunSpec(trips=TripSpec(start=3, goal=9))
     b = RunSpec(trips=TripSpec(start=(3.0, 0.0), goal=9))
     assert a.run_id != b.run_id
+    c = RunSpec(trips=TripSpec(start=(3, 0), goal=9))
+    assert c.run_id == b.run_id and c.legacy_run_id != c.run_id
+    assert b.legacy_run_id == b.run_id
 
 
 def test_a_config_with_1_and_1_0_makes_one_run_and_is_refused_as_a_repeat(tmp_path, capsys):
@@ -127,3 +131,29 @@ def test_a_grid_without_resume_leaves_the_old_folder_alone(tmp_path):
     )
     assert [o.status for o in res.outcomes] == ["done"]
     assert run_dir_for(out, spec.legacy_run_id).is_dir()
+
+
+def test_an_adoption_that_fails_is_tried_again_on_the_next_resume(tmp_path, monkeypatch):
+    # it made the run's new folder to hold error.txt: the next resume saw the folder, never
+    # adopted, and ran the run over beside the old one (which a report then counted twice)
+    import ev_nav.sim.grid as grid
+
+    spec = _spec(2, 1)
+    _, reference = _grid(spec, tmp_path / "ref")
+    out = tmp_path / "o"
+    run_dir = run_dir_for(out, spec.run_id)
+    run_one(spec, run_dir)
+    _as_written_before(run_dir, spec)
+
+    def refuse(*_a, **_k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(grid, "adopt_legacy_run", refuse)
+    res = run_grid([spec], out, executor=make_executor("inprocess"), progress=False)
+    (outcome,) = res.outcomes
+    assert outcome.status == "failed" and "Permission denied" in outcome.error
+    assert not run_dir.exists() and run_dir_for(out, spec.legacy_run_id).is_dir()
+    monkeypatch.undo()
+    status, results = _grid(spec, out)
+    assert status == "skipped" and not run_dir_for(out, spec.legacy_run_id).exists()
+    pd.testing.assert_frame_equal(results, reference, check_exact=True)

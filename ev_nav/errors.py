@@ -106,7 +106,9 @@ class StateDamagedError(StateError):
     ``problem`` says what is damaged without the advice the message adds (``ev-nav doctor``
     lists it; the advice would send the user to the command they ran)."""
 
-    problem: str | None = None
+    def __init__(self, message: str, *, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class StateNotice(UserWarning):

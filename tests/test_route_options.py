@@ -359,16 +359,21 @@ OSM = textwrap.dedent("""\
 """)
 
 
-def test_loader_records_road_kinds_from_osm_tags(tmp_path):
-    from ev_nav.roads.load import load_osm
-
+def write_grid_osm(path):
+    """:data:`OSM` on a 3 × 3 grid of nodes 0.001° apart (no elevation) written to ``path``."""
     nodes = "\n".join(
         f'  <node id="{1 + 3 * r + c}" lat="{47.0 + 0.001 * r}" lon="{8.0 + 0.001 * c}"/>'
         for r in range(3)
         for c in range(3)
     )
-    osm = tmp_path / "grid.osm"
-    osm.write_text(OSM.format(nodes=nodes))
+    path.write_text(OSM.format(nodes=nodes))
+    return path
+
+
+def test_loader_records_road_kinds_from_osm_tags(tmp_path):
+    from ev_nav.roads.load import load_osm
+
+    osm = write_grid_osm(tmp_path / "grid.osm")
     with pytest.warns(UserWarning, match="no elevation source"):
         net = load_osm(osm)
     def along_row(r: int) -> np.ndarray:

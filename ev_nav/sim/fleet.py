@@ -14,10 +14,12 @@ trips); the agent's own draws (Thompson samples, SVGP mini-batches) on seed and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import numbers
 import tomllib
+import typing
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +72,10 @@ RESULT_COLUMNS = (
 TEXT_COLUMNS = ("run_id", "network", "route", "agent")
 
 
+#: The result columns of real numbers (the other number columns are counts and ids).
+_REAL_COLUMNS = ("regret_wh", "energy_wh", "optimal_wh", "length_m")
+
+
 def read_trips_csv(path: str | Path):
     """A run's ``trips.csv`` as a DataFrame, its name columns read as the text written."""
     import pandas as pd
@@ -83,10 +89,6 @@ def read_trips_csv(path: str | Path):
         keep_default_na=False,
         na_values={c: ["", "nan", "NaN"] for c in numeric},
     )
-
-
-#: The result columns of real numbers (the other number columns are counts and ids).
-_REAL_COLUMNS = ("regret_wh", "energy_wh", "optimal_wh", "length_m")
 
 
 # ----------------------------------------------------------------------------- specifications
@@ -324,10 +326,14 @@ _SPEC_PARTS: dict[str, type] = {
 }
 
 
+@functools.cache
 def _real_fields(cls: type) -> tuple[str, ...]:
-    """Names of ``cls``'s fields annotated ``float`` (or ``float | None``)."""
+    """Names of ``cls``'s fields whose type is ``float`` or ``float | None`` (resolved, so it
+    does not depend on how the annotation is written)."""
+    hints = typing.get_type_hints(cls)
     return tuple(
-        f.name for f in dataclasses.fields(cls) if str(f.type) in ("float", "float | None")
+        f.name for f in dataclasses.fields(cls)
+        if hints[f.name] is float or set(typing.get_args(hints[f.name])) == {float, type(None)}
     )
 
 
@@ -725,7 +731,6 @@ def run_one(
     """
     run_dir = Path(out_dir) if out_dir is not None else None
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
-
         return RunResult(rows=read_trips_csv(run_dir / "trips.csv").to_dict("records"))
 
     drv = _driver(spec, truth_cache, model_factory)

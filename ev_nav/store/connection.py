@@ -188,12 +188,11 @@ def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
             "system or permissions); the state itself was not changed - fix that and retry"
         )
     problem = f"the state database {path} is damaged ({exc})"
-    error = StateDamagedError(
+    return StateDamagedError(
         f"{problem}; run 'ev-nav doctor {path.parent}' to check it and salvage every readable "
-        "trip and observation"
+        "trip and observation",
+        problem=problem,
     )
-    error.problem = problem
-    return error
 
 
 def _utcnow() -> str:
@@ -219,13 +218,12 @@ class StoreConnection:
     def _damaged_record(self, what: str, exc: Exception) -> StateDamagedError:
         """The named error for a stored value ev-nav cannot have written (``what``: which
         record), instead of the JSON or number parser's traceback."""
-        error = StateDamagedError(
+        return StateDamagedError(
             f"the state {self.path.parent} holds a damaged record: {what} ({exc}); ev-nav "
             f"did not write it so - 'ev-nav doctor {self.path.parent}' checks every record; "
-            "restore the state from a backup to get the record back"
+            "restore the state from a backup to get the record back",
+            problem=f"{what} ({exc})",
         )
-        error.problem = f"{what} ({exc})"
-        return error
 
     # ------------------------------------------------------------------ opening
     @staticmethod

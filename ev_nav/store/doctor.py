@@ -125,7 +125,8 @@ def check_state(
 def _damaged_records(store: Store) -> list[str]:
     """One line per stored record that does not read back (a value ev-nav cannot have written:
     a trip's route that is not JSON, a vehicle description that is not an object, an energy
-    that is not a number), found record by record so that each is named."""
+    that is not a number), found record by record so that each is named. The rest of a batch
+    (a total's route and fractions) is checked by reading the batches, with their reader."""
     problems = []
     conn = store._conn
     for row in conn.execute(f"SELECT {store._TRIP_COLUMNS} FROM trips ORDER BY id"):
@@ -145,13 +146,6 @@ def _damaged_records(store: Store) -> list[str]:
     ):
         what = f"energy {value!r}" if not is_finite_number(value) else f"segment {seg!r}"
         problems.append(f"an observation of batch {bid}: {what} is not a number")
-    if not problems:
-        # the rest of a batch as its reader decodes it (a total's route and fractions): one
-        # rule, the reader's; it names the first damaged batch
-        try:
-            store.observations()
-        except StateDamagedError as exc:
-            problems.append(exc.problem or str(exc))
     return problems
 
 
@@ -187,6 +181,11 @@ def _check_contents(
     all_fixed = True
     with Store.open(state) as store:
         damaged = _damaged_records(store)
+        if not damaged:
+            try:  # the batches' own reader: it names the first damaged batch
+                batches = store.observations()
+            except StateDamagedError as exc:
+                damaged.append(exc.problem or str(exc))
         if damaged:
             report.problems.extend(damaged)
             report.advice = (
@@ -195,7 +194,6 @@ def _check_contents(
                 "checked once every record reads"
             )
             return False
-        batches = store.observations()
         report.info.append(
             f"{plural(store.n_trips(), 'trip')}, "
             f"{plural(len(batches), 'observation batch')}, "

@@ -464,7 +464,8 @@ def _temperature(value: float | None) -> float | None:
 
 
 def is_finite_number(value: object) -> bool:
-    """Whether a stored energy reads as a finite number (SQLite keeps what it is given)."""
+    """Whether a stored value (an energy, a segment id) reads as a finite number (SQLite keeps
+    what it is given, whatever the column's type)."""
     try:
         return math.isfinite(float(value))  # type: ignore[arg-type]
     except (TypeError, ValueError):

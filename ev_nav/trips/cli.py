@@ -685,9 +685,10 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             "route driven with --gpx TRACK --total-wh X"
         )
     if args.undo:
+        # (--segments and --total-wh are the parser's to refuse: one group with --undo)
         given = [name for name, value in (
-            ("--segments", args.segments), ("--total-wh", args.total_wh), ("--gpx", args.gpx),
-            ("--temperature", args.temperature), ("--force", args.force or None),
+            ("--gpx", args.gpx), ("--temperature", args.temperature),
+            ("--force", args.force or None),
         ) if value is not None]
         if given:  # each was ignored: the trip's readings were forgotten, nothing recorded
             raise InvalidObservation(f"--undo forgets the trip's readings; it records nothing, "

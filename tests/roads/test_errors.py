@@ -343,15 +343,9 @@ def test_a_negative_number_in_any_notation_is_a_value(text, value):
 def test_a_commands_warning_is_one_line_without_pythons_source_line(tmp_path, capsys):
     # 'routes pick' (and 'fleet run') on a network without elevation printed Python's form:
     # ".../ev_nav/roads/load.py:536: UserWarning: ..." and the source line below it
-    from tests.test_route_options import OSM
+    from tests.test_route_options import write_grid_osm
 
-    nodes = "\n".join(
-        f'  <node id="{1 + 3 * r + c}" lat="{47.0 + 0.001 * r}" lon="{8.0 + 0.001 * c}"/>'
-        for r in range(3)
-        for c in range(3)
-    )
-    osm = tmp_path / "grid.osm"
-    osm.write_text(OSM.format(nodes=nodes))
+    osm = write_grid_osm(tmp_path / "grid.osm")
     main(["routes", "pick", str(osm), "--count", "1", "--min-separation", "10"])
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if "elevation" in ln]

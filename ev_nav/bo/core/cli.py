@@ -87,13 +87,16 @@ def _nothing_after(command_line: Sequence[str] | None, family: str) -> bool:
     Comparing values with their defaults cannot tell ``--seeds 10`` (the default, but asked
     for) from nothing typed; the tokens as typed (``ev_nav.cli`` keeps them) can.
     """
-    if command_line is None:  # a parser used outside the CLI: options were given
+    rest = _after_bo(command_line)
+    if rest is None:  # a parser used outside the CLI: options were given
         return False
-    tokens = list(command_line)
-    if "bo" not in tokens:
-        return False
-    rest = tokens[tokens.index("bo") + 1 :]
     return family in rest and rest.index(family) == len(rest) - 1
+
+
+def _after_bo(command_line: Sequence[str] | None) -> list[str] | None:
+    """The tokens typed after ``bo`` (``ev_nav.cli`` keeps them); None without them."""
+    tokens = list(command_line or ())
+    return tokens[tokens.index("bo") + 1 :] if "bo" in tokens else None
 
 
 def _options_after_action(family: Family, action: str, handler: Handler) -> Handler:
@@ -105,9 +108,8 @@ def _options_after_action(family: Family, action: str, handler: Handler) -> Hand
     """
 
     def checked(args: argparse.Namespace) -> int:
-        tokens = list(getattr(args, "command_line", None) or ())
-        if "bo" in tokens:
-            rest = tokens[tokens.index("bo") + 1 :]
+        rest = _after_bo(getattr(args, "command_line", None))
+        if rest is not None:
             if family.name in rest and action in rest:
                 between = rest[rest.index(family.name) + 1 : rest.index(action)]
                 if between:

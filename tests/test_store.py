@@ -515,3 +515,36 @@ def test_unopenable_path(tmp_path: Path) -> None:
     Store.db_path(sub).mkdir()  # a directory where the database file should be
     with pytest.raises(StateError):
         Store.open(sub)
+
+
+def test_a_write_held_up_by_another_process_says_that_it_waits(store, monkeypatch):
+    """A write that finds the state locked by another process's transaction waited up to a
+    minute without a word; it now says so after a short wait, and goes on when the lock is
+    free. The other process's lock is released only once the notice has come, so the test does
+    not depend on how fast the machine is."""
+    import warnings
+
+    import ev_nav.store.connection as connection
+    from ev_nav.errors import StateNotice
+
+    monkeypatch.setattr(connection, "LOCK_NOTICE_MS", 100)
+    other = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process's write, holding the lock
+    notices = []
+
+    def show(message, category, *_a, **_k):
+        notices.append((category, str(message)))
+        other.execute("COMMIT")  # that write ends
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        vid = store.add_vehicle({"name": "second"}, make_current=False)
+    other.close()
+    assert notices == [(StateNotice, f"the state {store.path.parent} is being written by "
+                                     "another process; waiting up to 60 s for it")]
+    assert store.vehicle(vid).name == "second"
+    # an unhindered write says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.add_vehicle({"name": "third"}, make_current=False)

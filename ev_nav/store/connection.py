@@ -15,11 +15,12 @@ import datetime as _dt
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from ev_nav.errors import StateDamagedError, StateError, StateIOError
+from ev_nav.errors import StateDamagedError, StateError, StateIOError, StateNotice
 from ev_nav.faults import crash_point
 
 #: File name of the database inside a state directory.
@@ -27,6 +28,8 @@ DB_NAME = "ev-nav.sqlite"
 
 #: How long a writer waits for another process's transaction before giving up [ms].
 BUSY_TIMEOUT_MS = 60_000
+#: How long a write waits for another process's lock before it says that it is waiting [ms].
+LOCK_NOTICE_MS = 2_000
 
 #: Most writes one group commit takes (see :class:`_ProcessWriters`): a bound on how long the
 #: first of them waits for the others' statements.
@@ -195,6 +198,11 @@ def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
     )
 
 
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite gave up waiting for another connection's lock."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _utcnow() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
@@ -358,15 +366,35 @@ class StoreConnection:
             writers.lock.release()
 
     def _begin(self, conn: sqlite3.Connection) -> None:
+        # A first, short wait; then a notice and the rest of the wait, so that a command held by
+        # another process's write says why it waits instead of sitting silent for a minute
         try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise _db_error(self.path, exc) from None
-            raise StateError(
-                f"the state {self.path.parent} is locked by another process ({exc}); "
-                "try again when it has finished"
-            ) from None
+            conn.execute(f"PRAGMA busy_timeout = {LOCK_NOTICE_MS}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise _db_error(self.path, exc) from None
+            warnings.warn(
+                f"the state {self.path.parent} is being written by another process; waiting up "
+                f"to {(BUSY_TIMEOUT_MS - LOCK_NOTICE_MS) / 1000:.0f} s for it",
+                StateNotice,
+                stacklevel=2,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS - LOCK_NOTICE_MS}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc):
+                    raise _db_error(self.path, exc) from None
+                raise StateError(
+                    f"the state {self.path.parent} is locked by another process ({exc}); "
+                    "try again when it has finished"
+                ) from None
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     @contextlib.contextmanager
     def _transaction(self, conn: sqlite3.Connection, what: str) -> Iterator[sqlite3.Connection]:

@@ -173,6 +173,7 @@ def _bad_inputs(state, tmp):
         (["bo", "ptr", "run", "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
         (["bo", "cvs", "run", "--seed-offset", "-2"], "a seed must be in 0..2^63-1, got -2"),
         (["bo", "cvs", "run", "--budget", "-1", "--out", tmp / "cvs"], "--budget must be a cost"),
+        (["bo", "cvs", "run", "--n-mc", "0", "--out", tmp / "cvs"], "--n-mc must be >= 1, got 0"),
         (["serve", state, "--checkpoint-every", "nan"], "finite"),
         (["serve", state, "--checkpoint-every", "-1"], "positive"),
         ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),

@@ -548,3 +548,15 @@ def test_a_write_held_up_by_another_process_says_that_it_waits(store, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         store.add_vehicle({"name": "third"}, make_current=False)
+
+
+def test_a_closed_store_says_so_on_every_use(store):
+    # a read of a closed session's trip was an AttributeError on None; writes said it already
+    from ev_nav.errors import StateError
+
+    store.close()
+    for use in (lambda: store.get_trip(1), store.list_trips, store.observations,
+                lambda: store.vehicle(), lambda: store.add_vehicle({"name": "x"})):
+        with pytest.raises(StateError, match="the store is closed"):
+            use()
+    store.close()  # still idempotent

@@ -198,6 +198,17 @@ def _db_error(path: Path, exc: sqlite3.Error) -> StateError:
     )
 
 
+class _ClosedConnection:
+    """What a closed store holds in place of its connection: every use of it is the named
+    error (a read of a closed session's trip was an AttributeError on None)."""
+
+    def __getattr__(self, name: str) -> object:
+        raise StateError("the store is closed")
+
+
+_CLOSED = _ClosedConnection()
+
+
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     """Whether SQLite gave up waiting for another connection's lock."""
     return "locked" in str(exc) or "busy" in str(exc)
@@ -324,9 +335,9 @@ class StoreConnection:
 
     def close(self) -> None:
         """Close the database connection (idempotent)."""
-        if self._conn is not None:
+        if not isinstance(self._conn, _ClosedConnection):
             self._conn.close()
-            self._conn = None  # type: ignore[assignment]
+            self._conn = _CLOSED  # type: ignore[assignment]
             self._writers.release_user()
 
     def __enter__(self) -> Self:
@@ -349,7 +360,7 @@ class StoreConnection:
         Its statements run on the shared connection it is given: a grouped write reads through
         that connection what must see the group's uncommitted rows (ids, repeats).
         """
-        if self._conn is None:
+        if isinstance(self._conn, _ClosedConnection):
             raise StateError("the store is closed")
         if group:
             with self._grouped_write(what) as conn:
@@ -465,7 +476,7 @@ class StoreConnection:
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: all queries inside see the same committed snapshot."""
         conn = self._conn
-        if conn is None:
+        if isinstance(conn, _ClosedConnection):
             raise StateError("the store is closed")
         if conn.in_transaction:  # nested inside another read or write: same snapshot already
             yield conn

@@ -304,3 +304,14 @@ def test_other_policies_run_within_budget(method):
         assert all(s.set_idx == 6 for s in ep.steps)
     if method == "ucb-cvs":  # ε_0 = 1 admits partial sets: it does not pay for the full set only
         assert any(s.set_idx != 6 for s in ep.steps)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_cost_that_is_no_positive_finite_number_is_refused(bad):
+    # a NaN cost passed 'c <= 0': the run went on and never played that control set
+    from ev_nav.bo.cvs.problems import CostModel
+    from ev_nav.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="all mean costs must be positive finite numbers"):
+        CostModel(means=(bad, 1.0))
+    assert CostModel(means=(0.5, 1.0)).n_sets == 2

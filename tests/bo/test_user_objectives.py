@@ -233,3 +233,41 @@ def test_objective_errors_are_one_line(tmp_path, capsys):
     # bounds given on the command line replace a missing declaration
     user = load_objective(f"{FILE}:undeclared", bounds=[[0, 2]])
     assert user.bounds == ((0.0, 2.0),) and user(np.array([1.5])) == 1.5
+
+
+@pytest.mark.parametrize(
+    ("override", "points", "fragment"),
+    [
+        ({"environment": []}, None, "the environment grid needs at least one point"),
+        ({"threshold": float("nan")}, None, "threshold must be a finite number"),
+        ({"weights": [1e400] + [1.0] * 19}, None, "one non-negative weight per environment"),
+        ({}, 0, "points per axis must be a whole number >= 2, got 0"),
+        ({}, -1, "points per axis must be a whole number >= 2, got -1"),
+    ],
+)
+def test_ptr_user_problem_refuses_what_it_cannot_run(override, points, fragment):
+    # an empty grid was a ZeroDivisionError, a NaN threshold a run that recommended an arbitrary
+    # point, 0 points per axis the default grid and -1 a traceback of the grid's sampler
+    user = load_objective(f"{FILE}:robust").with_overrides(**override)
+    with pytest.raises(ConfigError, match=fragment):
+        ptr_problem(user, points_per_axis=points)
+
+
+def test_an_error_of_the_objective_itself_keeps_its_type_and_line():
+    # a ValueError raised in the user's function was reported as "did not return a number",
+    # without the line of the user's code that raised it
+    import traceback
+
+    from ev_nav.bo.core.objective import UserObjective
+
+    def buggy(x):
+        raise ValueError("user bug")
+
+    user = UserObjective(buggy, ((0.0, 1.0),), "buggy")
+    with pytest.raises(ValueError, match="user bug") as info:
+        user(np.array([0.5]))
+    assert not isinstance(info.value, ConfigError)
+    assert 'raise ValueError("user bug")' in "".join(traceback.format_tb(info.tb))
+    user = UserObjective(lambda x: "many", ((0.0, 1.0),), "words")  # still its own error
+    with pytest.raises(ConfigError, match="did not return a number"):
+        user(np.array([0.5]))

@@ -141,9 +141,13 @@ class UserObjective:
             )
 
     def __call__(self, *args: NDArray[np.float64]) -> float:
-        """``fn(*args)`` as a float; a non-finite or non-numeric value raises."""
+        """``fn(*args)`` as a float; a non-finite or non-numeric value raises.
+
+        An error the function itself raises propagates as it is, with its traceback (it was
+        reported as "did not return a number", without the line of the user's code)."""
+        result = self.fn(*args)
         try:
-            value = float(self.fn(*args))
+            value = float(result)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"objective {self.name} did not return a number ({exc})") from None
         if not np.isfinite(value):

@@ -162,6 +162,10 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
         budget = UCVS_BUDGET if setting == "ucvs" else BENCHMARKS.get(args.benchmark).budget
     if args.seeds < 1:
         raise ConfigError("--seeds must be >= 1")
+    for option, value in (("--n-mc", args.n_mc), ("--n-warmup", args.n_warmup),
+                          ("--n-warmup-full", args.n_warmup_full), ("--n-starts", args.n_starts)):
+        if value < 1:  # --n-mc 0 ran, with a NaN posterior value
+            raise ConfigError(f"{option} must be >= 1, got {value}")
     if not budget > 0:  # each run failed on its own
         raise ConfigError(f"--budget must be a cost > 0, got {budget:g}")
     extra: dict[str, object]

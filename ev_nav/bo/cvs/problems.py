@@ -217,8 +217,8 @@ class CostModel:
     clip: tuple[float, float] = (0.001, 2.0)
 
     def __post_init__(self) -> None:
-        if any(c <= 0 for c in self.means):
-            raise ConfigError("all mean costs must be positive")
+        if not all(0 < c < math.inf for c in self.means):  # a NaN passed 'c <= 0'
+            raise ConfigError(f"all mean costs must be positive finite numbers, got {self.means}")
 
     @property
     def n_sets(self) -> int:

@@ -543,18 +543,33 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
             f"objective {user.name}: PTR needs environment=[...] (the w grid) and threshold=h"
         )
     W = np.atleast_2d(np.asarray(ex["environment"], dtype=float).T).T
+    if W.size == 0 or not np.isfinite(W).all():  # was a ZeroDivisionError traceback
+        raise ConfigError(
+            f"objective {user.name}: the environment grid needs at least one point, each a "
+            f"finite number (got {ex['environment']!r})"
+        )
+    threshold = float(ex["threshold"])  # type: ignore[arg-type]
+    if not np.isfinite(threshold):  # a NaN threshold ran, and recommended an arbitrary point
+        raise ConfigError(f"objective {user.name}: threshold must be a finite number, "
+                          f"got {ex['threshold']!r}")
     p_w = (
         np.full(W.shape[0], 1.0 / W.shape[0])
         if ex.get("weights") is None
         else np.asarray(ex["weights"], dtype=float)
     )
-    if p_w.shape != (W.shape[0],) or np.any(p_w < 0) or not p_w.sum() > 0:
+    if (p_w.shape != (W.shape[0],) or not np.isfinite(p_w).all() or np.any(p_w < 0)
+            or not np.isfinite(p_w.sum()) or not p_w.sum() > 0):
         raise ConfigError(f"objective {user.name}: need one non-negative weight per environment")
     p_w = p_w / p_w.sum()
     if ex.get("design_points") is not None:
         X = np.atleast_2d(np.asarray(ex["design_points"], dtype=float).T).T
     else:
-        n = points_per_axis or {1: 50, 2: 15, 3: 7}.get(user.dim, 4)
+        n = {1: 50, 2: 15, 3: 7}.get(user.dim, 4) if points_per_axis is None else points_per_axis
+        # (0 became the default grid, -1 a traceback from the grid's sampler)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ConfigError(
+                f"objective {user.name}: points per axis must be a whole number >= 2, got {n!r}"
+            )
         X = design_grid(user.bounds, n)
     if X.shape[1] != user.dim:
         raise ConfigError(f"objective {user.name}: design points must have {user.dim} columns")
@@ -567,7 +582,7 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
         x_points=_to_unit_interval(X, user.lower, user.upper),
         w_points=_to_unit_interval(W, W.min(0), W.max(0)),
         p_w=p_w,
-        h=float(ex["threshold"]),  # type: ignore[arg-type]
+        h=threshold,
         alpha=None if ex.get("alpha") is None else float(ex["alpha"]),  # type: ignore[arg-type]
         kernel=GridKernel("se", 0.5, 1.0),
         noise_std=float(ex.get("noise_std", 0.01)),  # type: ignore[arg-type]

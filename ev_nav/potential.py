@@ -41,7 +41,7 @@ from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford
 
 from ev_nav.energy import J_PER_WH, Vehicle
-from ev_nav.errors import NegativeCycleError
+from ev_nav.errors import ConfigError, NegativeCycleError
 from ev_nav.roads.network import RoadNetwork
 
 __all__ = [
@@ -95,6 +95,11 @@ def potential_change(
 ) -> NDArray[np.float64]:
     """``ΔΦ(e) = Φ(head) − Φ(tail)`` per segment [Wh] (regeneration physics guarantees)."""
     phi = node_potential(net, vehicle) if potential is None else np.asarray(potential, float)
+    if phi.shape != (net.n_nodes,):  # was an IndexError, or a silently wrong ΔΦ
+        raise ConfigError(
+            f"a potential has one value per node of {net.name} ({net.n_nodes:,}), got an array "
+            f"of shape {phi.shape}"
+        )
     return phi[net.seg_v] - phi[net.seg_u]
 
 

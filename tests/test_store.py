@@ -560,3 +560,9 @@ def test_a_closed_store_says_so_on_every_use(store):
         with pytest.raises(StateError, match="the store is closed"):
             use()
     store.close()  # still idempotent
+
+
+def test_dismissing_a_segment_that_is_no_number_is_a_named_error(store):
+    # was int()'s "invalid literal for int() with base 10: 'a'"
+    with pytest.raises(InvalidObservation, match="segment ids are whole numbers, got \\['a'\\]"):
+        store.dismiss_changes(["a"])

@@ -41,6 +41,7 @@ was forgotten, and the readings stay wherever the caller keeps them.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +177,10 @@ class ChangeDetector:
 
     def __init__(self, n_segments: int, config: ChangeConfig | None = None) -> None:
         self.config = config or ChangeConfig()
+        if isinstance(n_segments, bool) or not isinstance(n_segments, numbers.Integral) or (
+            n_segments < 0
+        ):  # was numpy's "negative dimensions are not allowed"
+            raise ConfigError(f"n_segments must be a whole number >= 0, got {n_segments!r}")
         self.n_segments = int(n_segments)
         self.drift = 0.5 * self.config.shift
         self.threshold = cusum_threshold(self.drift, 2.0 / self.config.false_alarm_rate)

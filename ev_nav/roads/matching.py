@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import cKDTree
 
 from ev_nav.bandits.routing import Router
-from ev_nav.errors import ConfigError, TrackOffNetworkError
+from ev_nav.errors import ConfigError, InvalidObservation, TrackOffNetworkError
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork
 
 __all__ = ["MatchConfig", "MatchResult", "match_track"]
@@ -397,8 +397,18 @@ def match_track(
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)
     n = lon.size
-    if n == 0 or lat.shape != lon.shape:
+    if lat.shape != lon.shape:  # was "no points to match"
+        raise InvalidObservation(
+            f"a track has one latitude per longitude; got {lon.size} and {lat.size}"
+        )
+    if n == 0:
         raise TrackOffNetworkError("the track has no points to match")
+    bad = np.flatnonzero(~(np.isfinite(lon) & np.isfinite(lat)))
+    if bad.size:  # was scipy's "'x' must be finite"
+        raise InvalidObservation(
+            f"track point {int(bad[0])} has no position (lon {lon.flat[bad[0]]}, lat "
+            f"{lat.flat[bad[0]]}); drop the points without a fix"
+        )
     geo = _geometry(net)
     xy = geo.xy(lon, lat)
 

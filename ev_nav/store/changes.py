@@ -267,7 +267,12 @@ class ChangesMixin(StoreConnection):
         InvalidObservation
             If a listed segment has no flagged change (nothing is dismissed then).
         """
-        ids = np.unique(np.asarray(segment_ids, dtype=np.int64).reshape(-1))
+        try:
+            ids = np.unique(np.asarray(segment_ids, dtype=np.int64).reshape(-1))
+        except (TypeError, ValueError, OverflowError):  # was int()'s own message
+            raise InvalidObservation(
+                f"segment ids are whole numbers, got {segment_ids!r}"
+            ) from None
         if ids.size == 0:
             raise InvalidObservation("no segment given to dismiss")
         flagged = [c for c in self.segment_changes() if c.segment in set(ids.tolist())]

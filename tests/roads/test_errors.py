@@ -351,3 +351,26 @@ def test_a_commands_warning_is_one_line_without_pythons_source_line(tmp_path, ca
     lines = [ln for ln in err.splitlines() if "elevation" in ln]
     assert len(lines) == 1 and lines[0].startswith("ev-nav: warning: grid: no elevation source")
     assert "UserWarning" not in err and "load.py" not in err and "Traceback" not in err
+
+
+def test_api_inputs_of_the_wrong_shape_are_named_errors():
+    # each was a library's own error: scipy's "'x' must be finite", a misleading "no points to
+    # match", an IndexError (or, for a potential of another network's size, a wrong ΔΦ), and
+    # numpy's "negative dimensions are not allowed"
+    import numpy as np
+
+    import ev_nav
+    from ev_nav.errors import ConfigError, InvalidObservation
+
+    net = ev_nav.synthetic_town(300)
+    with pytest.raises(InvalidObservation, match="track point 0 has no position"):
+        ev_nav.match_track(net, [np.nan, 8.01], [47.0, 47.01])
+    with pytest.raises(InvalidObservation, match="one latitude per longitude; got 2 and 1"):
+        ev_nav.match_track(net, [8.0, 8.01], [47.0])
+    with pytest.raises(ConfigError, match=f"one value per node of {net.name} \\(100\\)"):
+        ev_nav.potential_change(net, None, [1.0, 2.0])
+    phi = np.arange(net.n_nodes, dtype=float)
+    np.testing.assert_array_equal(ev_nav.potential_change(net, None, phi),
+                                  phi[net.seg_v] - phi[net.seg_u])
+    with pytest.raises(ConfigError, match="n_segments must be a whole number >= 0, got -1"):
+        ev_nav.ChangeDetector(-1)

@@ -240,6 +240,7 @@ def test_objective_errors_are_one_line(tmp_path, capsys):
     [
         ({"environment": []}, None, "the environment grid needs at least one point"),
         ({"threshold": float("nan")}, None, "threshold must be a finite number"),
+        ({"threshold": "high"}, None, "threshold must be a finite number, got 'high'"),
         ({"weights": [1e400] + [1.0] * 19}, None, "one non-negative weight per environment"),
         ({}, 0, "points per axis must be a whole number >= 2, got 0"),
         ({}, -1, "points per axis must be a whole number >= 2, got -1"),

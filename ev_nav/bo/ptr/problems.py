@@ -548,7 +548,10 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
             f"objective {user.name}: the environment grid needs at least one point, each a "
             f"finite number (got {ex['environment']!r})"
         )
-    threshold = float(ex["threshold"])  # type: ignore[arg-type]
+    try:
+        threshold = float(ex["threshold"])  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        threshold = math.nan  # said below, as a NaN is
     if not np.isfinite(threshold):  # a NaN threshold ran, and recommended an arbitrary point
         raise ConfigError(f"objective {user.name}: threshold must be a finite number, "
                           f"got {ex['threshold']!r}")

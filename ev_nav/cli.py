@@ -236,6 +236,13 @@ def _join_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def tell(kind: str, message: object) -> None:
+    """One ``ev-nav: KIND: message`` line on stderr (``notice`` or ``warning``), as an error is
+    one ``ev-nav: error:`` line; what went to stdout before it is flushed first."""
+    sys.stdout.flush()
+    print(f"ev-nav: {kind}: {message}", file=sys.stderr, flush=True)
+
+
 @contextmanager
 def _one_line_warnings() -> Iterator[None]:
     """Print ev-nav's warnings (a ``UserWarning`` raised in ev-nav's code;
@@ -250,8 +257,7 @@ def _one_line_warnings() -> Iterator[None]:
             package
         ):
             return shown(message, category, filename, lineno, file, line)
-        kind = "notice" if issubclass(category, StateNotice) else "warning"
-        print(f"ev-nav: {kind}: {message}", file=sys.stderr if file is None else file)
+        tell("notice" if issubclass(category, StateNotice) else "warning", message)
         return None
 
     warnings.showwarning = show

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ev_nav.cli import seed_arg, town_size_arg
+from ev_nav.cli import seed_arg, tell, town_size_arg
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.wording import plural
 
@@ -166,11 +164,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fetch.set_defaults(func=_cmd_fetch)
 
 
-def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
-    for w in caught:
-        print(f"ev-nav: warning: {w.message}", file=sys.stderr)
-
-
 def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
     """Print :meth:`RoadNetwork.summary` as a table or JSON."""
     summary = net.summary()
@@ -204,10 +197,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     for path in args.chargers:  # before the build, which may take minutes
         require_file(path, "charger file")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
-    _print_warnings(caught)
+    net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
     osm_notes = net.meta.get("chargers_osm", {})
     if osm_notes.get("stations"):
         print(f"OSM: {_describe(net.chargers, osm_notes)}")
@@ -249,8 +239,7 @@ def _add_csv_chargers(
             raise ChargerDataError(f"{where}; nothing written - {check}")
         # a build keeps what it built (it may have taken minutes); the sites can follow with
         # 'network chargers', which refuses a file that attaches nothing
-        print(f"ev-nav: warning: {where}; {check}, then 'ev-nav network chargers NETWORK "
-              "--csv FILE'", file=sys.stderr)
+        tell("warning", f"{where}; {check}, then 'ev-nav network chargers NETWORK --csv FILE'")
     return net.with_chargers(table) if files else net
 
 
@@ -294,10 +283,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     for path in args.dem:  # before the download, which may take minutes
         require_file(path, "DEM file")
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        net = fetch_place(args.place, dist_m=args.dist, dems=args.dem)
-    _print_warnings(caught)
+    net = fetch_place(args.place, dist_m=args.dist, dems=args.dem)
     net.save(args.out)
     print(f"wrote {args.out}  ({net.n_segments:,} segments)")
     return 0

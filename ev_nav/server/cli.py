@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ev_nav.cli import state_arg
+from ev_nav.cli import state_arg, tell
 
 #: Environment variable holding the shared token when ``--token`` is not given.
 TOKEN_ENV = "EV_NAV_TOKEN"
@@ -208,14 +208,10 @@ def _run_server(
     finally:
         loader.join()
     for note in service.notices:
-        print(f"ev-nav: notice: {note}", file=sys.stderr)
+        tell("notice", note)
     if not _is_loopback(args.host) and token is None:
-        print(
-            f"ev-nav: notice: serving on {args.host} without a token: anyone who can reach it "
-            f"can plan and record trips (set ${TOKEN_ENV} or --token)",
-            file=sys.stderr,
-            flush=True,
-        )
+        tell("notice", f"serving on {args.host} without a token: anyone who can reach it can "
+             f"plan and record trips (set ${TOKEN_ENV} or --token)")
     app = create_app(service, token=token)
     _freeze_start_up()
     config = uvicorn.Config(

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
+from ev_nav.cli import tell
 from ev_nav.errors import ConfigError, EvNavError
 from ev_nav.roads.partial import driven_shares
 from ev_nav.wording import plural
@@ -546,7 +547,7 @@ def _cmd_drive(args: argparse.Namespace) -> int:
         str(args.config), args.server, token=token, vehicles=args.vehicles,
         rounds=args.rounds, observe=args.observe,
         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-        notice=lambda line: print(f"ev-nav: notice: {line}", file=sys.stderr, flush=True),
+        notice=lambda line: tell("notice", line),
     )
     routes = [t.route_seconds for t in report.trips]
     refused = sum(t.refused is not None for t in report.trips)

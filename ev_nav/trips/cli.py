@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.cli import seed_arg, state_arg, town_size_arg
+from ev_nav.cli import seed_arg, state_arg, tell, town_size_arg
 from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
@@ -325,24 +324,16 @@ def _session(
     from ev_nav.settings import CLI_MAX_REPLAY
     from ev_nav.trips.session import StateNotice, open_session
 
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings():  # each notice (main prints them as one line)
         warnings.simplefilter("always", StateNotice)
         session = open_session(
             state, network, with_model=with_model, save_repairs=save_repairs, planning=planning,
             max_replay=CLI_MAX_REPLAY,
         )
     if session.behind:
-        print(
-            f"ev-nav: notice: the model is {session.behind:,} observation batches behind the "
-            f"state (a command replays at most {CLI_MAX_REPLAY:,}); 'ev-nav observe' or a "
-            "running server learns them",
-            file=sys.stderr,
-        )
-    for w in caught:
-        if issubclass(w.category, StateNotice):
-            print(f"ev-nav: notice: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        tell("notice", f"the model is {session.behind:,} observation batches behind the state "
+             f"(a command replays at most {CLI_MAX_REPLAY:,}); 'ev-nav observe' or a running "
+             "server learns them")
     try:
         yield session
     finally:
@@ -492,7 +483,7 @@ def _route_with_stops(args: argparse.Namespace) -> int:
               f"({capacity / 1000:g} kWh{learned}), departing at "
               f"{plan.pct(settings.start_wh):.0f}%, {len(sites)} usable chargers on this network")
         for note in plan.notes:
-            print(f"ev-nav: notice: {note}", file=sys.stderr)
+            tell("notice", note)
         add_sites = None
         if not sites:
             from ev_nav.trips.session import SYNTHETIC_PREFIX
@@ -567,7 +558,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             extra=None if model_car is None else {"vehicle_model": model_car.name},
         )
         for notice in trip.notices:
-            print(f"ev-nav: notice: {notice}", file=sys.stderr)
+            tell("notice", notice)
         # the trip is recorded: a folder it cannot write to must not hide which route to
         # drive (a script that retried would record the trip twice), so that is said last
         written, unwritten = [], None
@@ -575,7 +566,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             try:
                 written = write_trip_files(session, trip, html=not args.no_map)
             except StateIOError as exc:
-                unwritten = str(exc)
+                unwritten = exc
         energies, arrivals = route_forecasts(
             session.model, trip.routes, shift=shift, departure_wh=soc, reserve_wh=reserve,
             capacity_wh=capacity,
@@ -595,7 +586,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 doc["reserve_pct"] = round(100 * reserve / capacity, 2)
                 doc["warning"] = warning
             print(json.dumps(doc, indent=2))
-            _warn_unwritten(unwritten)
+            if unwritten is not None:
+                tell("warning", unwritten)
             return 0
         head = "dry run (nothing recorded), as trip" if args.dry_run else "trip"
         via = "".join(f" -> {v}" for v in trip.via_segments)
@@ -655,15 +647,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
         if not args.dry_run:
             print(f"record the drive with: ev-nav observe {args.state} {trip.trip_id} "
                   "--total-wh X")
-        _warn_unwritten(unwritten)
+        if unwritten is not None:
+            tell("warning", unwritten)
     return 0
-
-
-def _warn_unwritten(message: str | None) -> None:
-    """The route files' failure, after the route itself was shown."""
-    if message is not None:
-        sys.stdout.flush()
-        print(f"ev-nav: warning: {message}", file=sys.stderr)
 
 
 def _cmd_observe(args: argparse.Namespace) -> int:
@@ -786,8 +772,8 @@ def _drive_temperature(args: argparse.Namespace, trip: Trip) -> float | None:
     the trip was planned at (said on stderr, so that it is never a surprise), else None."""
     if args.temperature is not None or trip.temperature_c is None:
         return args.temperature
-    print(f"ev-nav: notice: recorded at {trip.temperature_c:g} °C, the temperature trip "
-          f"{trip.id} was planned at (--temperature C for another)", file=sys.stderr)
+    tell("notice", f"recorded at {trip.temperature_c:g} °C, the temperature trip {trip.id} was "
+         "planned at (--temperature C for another)")
     return trip.temperature_c
 
 

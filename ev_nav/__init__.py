@@ -32,8 +32,7 @@ command line's start-up stay light):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ev_nav.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -84,15 +83,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module 'ev_nav' has no attribute {name!r}")
-    module, _, attr = target.partition(":")
-    value = getattr(importlib.import_module(module), attr or name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

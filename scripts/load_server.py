@@ -106,7 +106,7 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-#: What each plausibility refusal says (``ev_nav.trips.observations.check_plausible``).
+#: What each plausibility refusal says (``ev_nav.trips.plausibility.check_plausible``).
 REFUSAL_REASONS = {"standard deviations from": "far from the prediction",
                    "looks like kWh": "kWh/Wh mix-ups", "reads as no reading": "blank readings"}
 

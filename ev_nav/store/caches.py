@@ -23,17 +23,18 @@ the next one is read (both release the GIL), so reading and hashing overlap.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ev_nav.store.connection import StoreConnection, _utcnow
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["CACHE_FOLDER", "CHECKSUM", "CachesMixin", "file_checksum"]
 
@@ -88,6 +89,8 @@ class CachesMixin(StoreConnection):
 
 def file_checksum(path: str | os.PathLike[str]) -> tuple[str, int]:
     """SHA-256 hex digest and size [bytes] of a file's bytes."""
+    import hashlib  # here, not at the top: commands that read no cache file skip its import
+
     digest = hashlib.new(CHECKSUM)
     size = 0
     with open(path, "rb") as fh:
@@ -103,6 +106,10 @@ class _Hasher:
     :meth:`hexdigest` has returned."""
 
     def __init__(self) -> None:
+        # imported here: every command imports the store, few write a cache file
+        import hashlib
+        from concurrent.futures import ThreadPoolExecutor
+
         self._digest = hashlib.new(CHECKSUM)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ev-nav-hash")
         self._pending: Future[None] | None = None

@@ -155,7 +155,7 @@ class ObservationsMixin(StoreConnection):
         segment and ending ``end_fraction`` along its last). Any finite value is stored: a
         descent can regenerate more than a drive uses, so a total may be negative; whether a
         reading is plausible is the recorder's judgement against the prediction
-        (:func:`ev_nav.trips.observations.check_plausible`). ``temperature_c``: the drive's
+        (:func:`ev_nav.trips.plausibility.check_plausible`). ``temperature_c``: the drive's
         ambient temperature [°C] (None: not recorded).
 
         Raises

@@ -10,50 +10,34 @@ program uses them directly (see the README's "Python API")::
         ev_nav.record_total(session, trip.trip_id, 530.0)
 """
 
-from ev_nav.trips.observations import (
-    HARD_LIMIT_WH,
-    PLAUSIBLE_NOISE_SPREAD,
-    PLAUSIBLE_SIGMAS,
-    check_plausible,
-    forget_trip,
-    read_segment_csv,
-    record_segments,
-    record_total,
-)
-from ev_nav.trips.planning import PlannedTrip, plan_trip, write_trip_files
-from ev_nav.trips.session import (
-    Session,
-    StateNotice,
-    apply_batches,
-    build_model,
-    create_state,
-    load_network_ref,
-    open_session,
-    restore_model,
-    save_checkpoint,
-    trip_history,
-)
+from ev_nav.lazy import lazy_exports
 
-__all__ = [
-    "HARD_LIMIT_WH",
-    "PLAUSIBLE_NOISE_SPREAD",
-    "PLAUSIBLE_SIGMAS",
-    "PlannedTrip",
-    "Session",
-    "StateNotice",
-    "apply_batches",
-    "build_model",
-    "check_plausible",
-    "create_state",
-    "forget_trip",
-    "load_network_ref",
-    "open_session",
-    "plan_trip",
-    "read_segment_csv",
-    "record_segments",
-    "record_total",
-    "restore_model",
-    "save_checkpoint",
-    "trip_history",
-    "write_trip_files",
-]
+#: Each public name and its module: imported on first use (:mod:`ev_nav.lazy`), so a command
+#: that needs one module of the workflow does not import the others.
+_EXPORTS: dict[str, str] = {
+    "HARD_LIMIT_WH": "ev_nav.trips.plausibility",
+    "PLAUSIBLE_NOISE_SPREAD": "ev_nav.trips.plausibility",
+    "PLAUSIBLE_SIGMAS": "ev_nav.trips.plausibility",
+    "check_plausible": "ev_nav.trips.plausibility",
+    "forget_trip": "ev_nav.trips.observations",
+    "read_segment_csv": "ev_nav.trips.observations",
+    "record_segments": "ev_nav.trips.observations",
+    "record_total": "ev_nav.trips.observations",
+    "PlannedTrip": "ev_nav.trips.planning",
+    "plan_trip": "ev_nav.trips.planning",
+    "write_trip_files": "ev_nav.trips.planning",
+    "Session": "ev_nav.trips.session",
+    "StateNotice": "ev_nav.trips.session",
+    "apply_batches": "ev_nav.trips.session",
+    "build_model": "ev_nav.trips.session",
+    "create_state": "ev_nav.trips.session",
+    "load_network_ref": "ev_nav.trips.session",
+    "open_session": "ev_nav.trips.session",
+    "restore_model": "ev_nav.trips.session",
+    "save_checkpoint": "ev_nav.trips.session",
+    "trip_history": "ev_nav.trips.session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, __all__)

@@ -31,7 +31,7 @@ from ev_nav.trips.battery import (
     route_forecasts,
     route_shift_wh,
 )
-from ev_nav.trips.observations import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
+from ev_nav.trips.plausibility import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural, signed
 
 #: What the route table's "± model sd" is (printed under the table).

@@ -32,6 +32,13 @@ from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
+from ev_nav.trips.plausibility import (
+    HARD_LIMIT_WH,
+    PLAUSIBLE_NOISE_SPREAD,
+    PLAUSIBLE_SIGMAS,
+    SD_WITH_NOISE,
+    check_plausible,
+)
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
@@ -105,35 +112,6 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if not seg:
         raise InvalidObservation(f"{path} has no observation rows")
     return np.asarray(seg, dtype=np.int64), np.asarray(wh, dtype=np.float64)
-
-
-#: An observation further than this many predictive standard deviations from the model's
-#: prediction is refused unless ``--force`` (a typo, a unit mix-up, a broken logger). Far beyond
-#: what real variation produces, so honest surprises are still learned from.
-PLAUSIBLE_SIGMAS = 8.0
-
-#: The drive-to-drive variation a reading is always allowed, as a share of its segment's
-#: deterministic loss ``a_e`` (:func:`ev_nav.potential.loss_scale`): one drive's noise sd is taken
-#: as at least ``0.2 · a_e``, the documented spread of the physical world (``docs/objective.md``;
-#: ``TruthSpec.noise_spread``, the loss-scaled learners' starting ς). Traffic, driving style and
-#: weather act on the losses, so a 2 km road varies more in Wh than a 5 m link; a learner with one
-#: noise variance for every segment (``segment_scale="uniform"``, the driver's store) pools them
-#: and understates a long road's noise: on MoST Monaco by 2-11 times on the readings it refused
-#: (5-9 % of honest readings refused before this floor). A typo or a unit mix-up is still far
-#: outside ``PLAUSIBLE_SIGMAS`` of it.
-PLAUSIBLE_NOISE_SPREAD = 0.2
-
-#: A reading smaller than this [Wh] in magnitude is "no reading" unless the prediction makes it
-#: plausible (within 3 sd).
-NO_READING_WH = 0.5
-
-#: What a refusal calls the sd a reading is judged by: the model's uncertainty plus one drive's
-#: noise, larger than the route table's "model sd" (which counts only the former).
-SD_WITH_NOISE = "sd with drive-to-drive noise"
-
-#: No segment or trip of a road vehicle can use or recover this much [Wh] (the largest EV
-#: batteries hold ~200 kWh); refused even with ``--force``.
-HARD_LIMIT_WH = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -223,72 +201,6 @@ class _SegmentNames(Sequence[str]):
         if isinstance(k, slice):
             return [f"segment {int(e)}{self._suffix}" for e in self._ids[k]]
         return f"segment {int(self._ids[k])}{self._suffix}"
-
-
-def check_plausible(
-    values: np.ndarray,
-    mean: np.ndarray,
-    sd: np.ndarray,
-    what: Sequence[str],
-    *,
-    force: bool = False,
-) -> None:
-    """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
-
-    ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution,
-    ``sd`` the model's uncertainty plus one drive's noise (at least the plausible noise,
-    :func:`plausible_noise_variance`); ``what`` names each reading for the message. The message
-    says why: too large for any vehicle (always), a likely kWh/Wh mix-up, a blank reading, or
-    how many standard deviations from the prediction (the last three skipped with ``force``),
-    and names the prediction's sd as "sd with drive-to-drive noise" (larger than the route
-    table's model sd, which it includes). One rule for every sign: a negative reading
-    (regeneration on a descent) is judged against the prediction like a positive one.
-    """
-    big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
-    if big.size:
-        k = int(big[0])
-        raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} Wh is more than any vehicle can use or recover "
-            f"({HARD_LIMIT_WH:,.0f} Wh); energies are in Wh"
-        )
-    if force:
-        return
-    sd = np.maximum(sd, 1e-9)
-    z = np.abs(values - mean) / sd
-    # A unit mix-up: the reading is off, but a thousand times it sits right on the prediction
-    # (kWh from the trip computer typed where Wh are asked for).
-    fits = (np.abs(values * 1000.0 - mean) / sd < 2.0) & (z > 3.0)
-    if fits.any():
-        k = int(np.flatnonzero(fits)[0])
-        raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} looks like kWh ({_predicted(mean[k], sd[k])}); "
-            "give energies in Wh, or --force to record it as it is"
-        )
-    # No reading: a logger that did not record shows 0 (or a denormal from a bad conversion).
-    # Judged like every other reading, against the prediction, with the same sign rules: a
-    # trip predicted near zero (a descent that regenerates what it uses) may read 0.
-    blank = (np.abs(values) < NO_READING_WH) & (z > 3.0)
-    if blank.any():
-        k = int(np.flatnonzero(blank)[0])
-        raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} Wh reads as no reading ({_predicted(mean[k], sd[k])}); "
-            "the logger likely did not record this drive - --force to record it as it is"
-        )
-    bad = np.flatnonzero(z > PLAUSIBLE_SIGMAS)
-    if not bad.size:
-        return
-    k = int(bad[np.argmax(z[bad])])
-    more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
-    raise InvalidObservation(
-        f"{what[k]}: {values[k]:g} Wh is {z[k]:.0f} standard deviations from the predicted "
-        f"{mean[k]:.1f} Wh ({SD_WITH_NOISE} {sd[k]:.1f} Wh){more}; check the reading, or "
-        "--force to record it"
-    )
-
-
-def _predicted(mean: float, sd: float) -> str:
-    """A refusal's prediction [Wh] with its sd, named as the acknowledgement names it."""
-    return f"predicted {mean:.1f} Wh, {SD_WITH_NOISE} {sd:.1f} Wh"
 
 
 def record_segments(

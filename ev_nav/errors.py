@@ -96,6 +96,11 @@ class StateIOError(StateError):
     state's data is not known to be damaged and must not be deleted."""
 
 
+class StateBusyError(StateError):
+    """Another process held a state's write lock for longer than a write waits for it; nothing
+    was written, and the same request succeeds once that process has finished."""
+
+
 class StateInUseError(StateError):
     """A state is already served by another ``ev-nav serve`` (one server per state)."""
 

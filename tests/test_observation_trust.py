@@ -75,6 +75,32 @@ def test_absurd_totals_refused_even_with_force(capsys, planned, value, reason):
     _refused(capsys, state, ["observe", state, 1, "--total-wh", value, "--force"], reason)
 
 
+def test_the_hard_limit_grows_with_the_distance_driven(capsys, planned, tmp_path, net):
+    """Refused even with --force: more than 10 kWh + 20 kWh per km driven (a total typed with
+    three zeros too many once dragged every correlated road's learned energy with it, to a
+    forecast of -720 kWh); just below it, --force records it."""
+    from ev_nav.trips.plausibility import hard_limit_wh
+
+    state, trip = planned
+    km = float(np.asarray(trip.shares) @ net.length_m[trip.route]) / 1000
+    limit = 10_000 + 20_000 * km
+    assert float(hard_limit_wh(km * 1000)) == pytest.approx(limit)
+    assert limit < trip.predicted_wh * 1000  # a kWh-for-Wh slip of this trip is beyond it
+    line = _refused(capsys, state, ["observe", state, 1, "--total-wh", f"{limit * 1.01:.0f}",
+                                    "--force"], "more than any vehicle can use or recover over")
+    assert f"{km:,.3g} km" in line and f"({limit:,.0f} Wh)" in line
+    # a segment's reading: limited by that segment's length
+    seg = int(trip.route[len(trip.route) // 2])
+    wh = np.full(trip.route.size, 10.0)
+    wh[len(wh) // 2] = -1.01 * (10_000 + 20 * float(net.length_m[seg]))  # recovery alike
+    _refused(capsys, state, ["observe", state, 1, "--segments",
+                             _csv(tmp_path, trip.route, wh.tolist()), "--force"],
+             f"segment {seg}", "more than any vehicle")
+    code, out, err = _run(capsys, "observe", state, 1, "--total-wh", f"{limit * 0.99:.0f}",
+                          "--force")
+    assert code == 0 and "recorded the trip total" in out, err
+
+
 def test_zero_total_and_far_readings_need_force(capsys, planned, tmp_path):
     state, trip = planned
     # one rule for a blank reading: 0 and a denormal read alike

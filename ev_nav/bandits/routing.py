@@ -49,6 +49,16 @@ _WEIGHT_FLOOR = 1e-12
 #: A share of a segment below this is not driven (1e-6 of a 100 m segment is 0.1 mm).
 _MIN_SHARE = 1e-6
 
+#: Why a trip whose origin and destination snap to one point is refused.
+SAME_PLACE = ("origin and destination are the same place on the road; a trip needs two "
+              "different places")
+
+
+def same_place(a: tuple[int, float], b: tuple[int, float]) -> bool:
+    """Whether two road positions ``(segment, fraction along it)`` are one point (nothing to
+    drive between them)."""
+    return int(a[0]) == int(b[0]) and abs(float(a[1]) - float(b[1])) < _MIN_SHARE
+
 
 def _path_from_predecessors(pred: NDArray[np.int32], start: int, goal: int) -> NDArray[np.int64]:
     # walks the path only (typically tens to hundreds of segments), never all segments
@@ -717,12 +727,9 @@ class Router:
         origin: Sequence[tuple[int, float]],
         goal: Sequence[tuple[int, float]],
     ) -> PartialPath:
-        if any(s == g and abs(fg - fs) < _MIN_SHARE for s, fs in origin for g, fg in goal):
+        if any(same_place(o, g) for o in origin for g in goal):
             # a trip request, not an observation: the API's error type says so
-            raise RouteOptionError(
-                "origin and destination are the same place on the road; a trip needs two "
-                "different places"
-            )
+            raise RouteOptionError(SAME_PLACE)
         best: PartialPath | None = None
         unreachable = None
         for s, fs in origin:

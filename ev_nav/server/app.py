@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import parse_qsl
 
 import numpy as np
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -48,6 +49,7 @@ from ev_nav.errors import (
     InvalidObservation,
     OutsideNetworkError,
     RouteOptionError,
+    StateBusyError,
     StateIOError,
     UnknownSegmentError,
     UnknownTripError,
@@ -208,6 +210,11 @@ class ObservationRequest(BaseModel):
     def _one_kind(self) -> ObservationRequest:
         if (self.total_wh is None) == (self.segments is None):
             raise ValueError("give exactly one of total_wh and segments")
+        if self.partial and self.segments is None:
+            # a total is the whole trip's: learned as if the trip were driven end to end
+            raise ValueError('"partial": true goes with "segments" only; a total is the whole '
+                             "trip's (for part of a trip, post the energies of the segments "
+                             "driven)")
         return self
 
 
@@ -217,7 +224,7 @@ def _status_of(exc: EvNavError) -> int:
         return 404
     if isinstance(exc, ServiceClosed):
         return 503
-    if isinstance(exc, StateIOError):
+    if isinstance(exc, StateIOError | StateBusyError):  # the server's trouble, not the request's
         return 503
     if isinstance(
         exc,
@@ -265,10 +272,49 @@ def json_body(doc: object, status_code: int = 200) -> Response:
     return Response(to_json(doc), status_code=status_code, media_type="application/json")
 
 
-def error_response(status: int, message: str, kind: str) -> JSONResponse:
+def error_response(
+    status: int, message: str, kind: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """The API's error body: ``{"error": one line, "type": name}``."""
-    return JSONResponse({"error": _one_line(message), "type": kind}, status_code=status)
+    return JSONResponse({"error": _one_line(message), "type": kind}, status_code=status,
+                        headers=headers)
 
+
+class ErrorBody(BaseModel):
+    """Every error's body (for the OpenAPI page; :func:`error_response` writes it)."""
+
+    error: str = Field(description="what went wrong, one line")
+    type: str = Field(description="the error's name, e.g. InvalidRequest, InvalidObservation")
+
+
+#: The statuses an endpoint may answer with an error, each with :class:`ErrorBody` (FastAPI's
+#: own 422 entry describes its ``{"detail": [...]}``, which this server never sends).
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "malformed request body, or a request the state cannot serve"),
+        (401, "a token is required (Authorization: Bearer TOKEN)"),
+        (403, "wrong token"),
+        (404, "no such trip or path"),
+        (413, "request body too large"),
+        (422, "a field is missing, of the wrong type or out of range, or a reading is "
+              "implausible"),
+        (503, "the server is shutting down, its storage failed, or another process holds the "
+              "state's lock (Retry-After: seconds)"),
+    )
+}
+
+#: Seconds a client is asked to wait after a 503 for a state locked by another process.
+BUSY_RETRY_AFTER_S = 5
+
+
+#: FastAPI's 400 for a body that Python's json module cannot decode (bytes not in UTF-8/16/32,
+#: an integer of more than 4,300 digits, nesting deeper than the recursion limit).
+_FASTAPI_BODY_ERROR = "There was an error parsing the body"
+UNREADABLE_BODY = (
+    "the body cannot be read as JSON: send UTF-8 text, numbers of at most 4,300 digits and "
+    "at most a few hundred levels of nesting"
+)
 
 #: pydantic's error types for a whole body that is missing or not an object.
 _NOT_AN_OBJECT = frozenset({"missing", "model_attributes_type", "dict_type", "model_type"})
@@ -314,6 +360,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             "(POST /api/trips/{trip}/observations); the fleet's model learns in the background. "
             "Errors are JSON: {\"error\": one line, \"type\": name}."
         ),
+        responses=ERROR_RESPONSES,
         docs_url=None,  # served below from the package's Swagger UI, not a CDN
         redoc_url=None,
         lifespan=lifespan,
@@ -324,7 +371,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
     # -------------------------------------------------------------- errors as one-line JSON
     @app.exception_handler(EvNavError)
     async def _ev_nav_error(_request: Request, exc: EvNavError) -> JSONResponse:
-        return error_response(_status_of(exc), api_terms(str(exc)), type(exc).__name__)
+        headers = ({"Retry-After": str(BUSY_RETRY_AFTER_S)}
+                   if isinstance(exc, StateBusyError) else None)
+        return error_response(_status_of(exc), api_terms(str(exc)), type(exc).__name__, headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -333,7 +382,13 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail), "HTTPError")
+        detail = str(exc.detail)
+        if exc.status_code == 400 and detail == _FASTAPI_BODY_ERROR:
+            # FastAPI's words for a body json could not decode (not a JSON syntax error,
+            # which is a RequestValidationError): say what such a body is
+            detail = UNREADABLE_BODY
+        # exc.headers carries what the status needs, e.g. a 405's Allow
+        return error_response(exc.status_code, detail, "HTTPError", exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
@@ -551,7 +606,8 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 class RequestGuard:
     """ASGI middleware that checks a request before its body is read.
 
-    A request that changes the state (any method but GET/HEAD/OPTIONS) needs the token first:
+    HEAD is answered as GET without the body. A request that changes the state (any method but
+    GET/HEAD/OPTIONS) needs the token first:
     without it the answer is 401/403 and the body is never read. Then the body is read here, at
     most ``max_body`` bytes: a ``Content-Length`` above it is refused at once, and a chunked
     body (no length announced) is refused with 413 as soon as it passes the limit, so a client
@@ -577,6 +633,15 @@ class RequestGuard:
         self.max_body = int(max_body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        repeated = _repeated_query_key(scope) if scope["type"] == "http" else None
+        if repeated is not None:
+            # the app would take the last one silently (?all=true&all=false is "false")
+            await self._refuse(scope, receive, send, 422, f"query parameter {repeated!r} is "
+                               "given more than once; give it once", "InvalidRequest")
+            return
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            await self._head(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] in READ_METHODS:
             await self.app(scope, receive, send)
             return
@@ -616,6 +681,19 @@ class RequestGuard:
 
         await self.app(scope, replay, send)
 
+    async def _head(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """HEAD is GET without the body (RFC 9110 §9.3.2): the app's routes answer GET only, and
+        monitoring probes ask with HEAD. The headers are GET's, Content-Length included."""
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, status: int, message: str, kind: str
     ) -> None:
@@ -632,6 +710,19 @@ class RequestGuard:
             # (a client that waits for "100 Continue" has sent no body: nothing to linger for)
             await _linger(receive)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _repeated_query_key(scope: Scope) -> str | None:
+    """The first query parameter a request names twice, or None."""
+    query = scope.get("query_string", b"")
+    if not query:
+        return None
+    seen: set[str] = set()
+    for key, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
 
 
 #: After refusing a request, how much more of its body is read and discarded at most [bytes],

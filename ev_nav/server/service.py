@@ -755,7 +755,9 @@ class FleetService:
         """The trips (newest ``limit`` of them), as ``ev-nav history --json`` plus ``vehicle``."""
         from ev_nav.trips.session import trip_history
 
-        rows = trip_history(self.state, with_vehicle=True)
+        # the thread's kept connection: opening and closing one per request waited for the
+        # process's write lock (closing takes it) behind any pending write
+        rows = trip_history(self._store(), with_vehicle=True)
         return rows if limit is None else rows[max(len(rows) - int(limit), 0) :]
 
     def changes(self, include_dismissed: bool = False) -> list[dict[str, object]]:

@@ -20,7 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from ev_nav.errors import StateDamagedError, StateError, StateIOError, StateNotice
+from ev_nav.errors import (
+    StateBusyError,
+    StateDamagedError,
+    StateError,
+    StateIOError,
+    StateNotice,
+)
 from ev_nav.faults import crash_point
 
 #: File name of the database inside a state directory.
@@ -131,6 +137,10 @@ class _ProcessWriters:
     def release_user(self) -> None:
         """One store object fewer; the last one closes the shared connection."""
         self.count("users", -1)
+        if self.users > 0:
+            # not the last: closing waits for nothing (a pending write holds the lock for up to
+            # a minute); the last one closes the connection, under the lock
+            return
         with self.lock:
             if self.users == 0 and not self.open and self.conn is not None:
                 conn, self.conn = self.conn, None
@@ -399,7 +409,7 @@ class StoreConnection:
             except sqlite3.OperationalError as exc:
                 if not _is_locked(exc):
                     raise _db_error(self.path, exc) from None
-                raise StateError(
+                raise StateBusyError(
                     f"the state {self.path.parent} is locked by another process ({exc}); "
                     "try again when it has finished"
                 ) from None

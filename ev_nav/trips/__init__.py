@@ -16,6 +16,7 @@ from ev_nav.lazy import lazy_exports
 #: that needs one module of the workflow does not import the others.
 _EXPORTS: dict[str, str] = {
     "HARD_LIMIT_WH": "ev_nav.trips.plausibility",
+    "hard_limit_wh": "ev_nav.trips.plausibility",
     "PLAUSIBLE_NOISE_SPREAD": "ev_nav.trips.plausibility",
     "PLAUSIBLE_SIGMAS": "ev_nav.trips.plausibility",
     "check_plausible": "ev_nav.trips.plausibility",

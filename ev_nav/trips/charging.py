@@ -40,9 +40,9 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import dijkstra
 from scipy.special import ndtr
 
-from ev_nav.bandits.routing import Router
+from ev_nav.bandits.routing import SAME_PLACE, Router, same_place
 from ev_nav.energy import Vehicle
-from ev_nav.errors import ConfigError, UnknownSegmentError, UnreachableError
+from ev_nav.errors import ConfigError, RouteOptionError, UnknownSegmentError, UnreachableError
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork
@@ -438,6 +438,8 @@ def plan_charging(
     ------
     ConfigError
         On settings no plan can honour.
+    RouteOptionError
+        When the start and the goal are the same place on the road.
     UnreachableError
         When the goal cannot be reached from the start.
     """
@@ -449,6 +451,8 @@ def plan_charging(
                 f"{what} must be a segment in 0..{net.n_segments - 1} and a fraction along it "
                 f"in 0..1, got ({e}, {f})"
             )
+    if same_place(start, goal):
+        raise RouteOptionError(SAME_PLACE)  # as a route request: not a 0 km "feasible" plan
     gmax = int(settings.max_charge_pct)
     budget = 1.0 - settings.confidence
     minutes = net.travel_time_s / 60.0

@@ -268,6 +268,7 @@ def record_segments(
         np.sqrt(post.std[idx] ** 2 + noise),
         _SegmentNames(seg, "" if moved is None else f" ({moved.vehicle_model})"),
         force=force,
+        length_m=session.net.length_m[idx],  # each reading a whole segment's
     )
     batch = store.add_observations(
         trip.id, seg, wh - shift, route=route, temperature_c=temperature_c
@@ -419,10 +420,11 @@ def record_total(
         mean, _, sd = _judged_route(session, model, route, shares)
     # another car's total: judged against its prediction, stored as the state's vehicle's (the
     # shift summed with the share of each segment driven, as the learner weighs the total)
+    driven, driven_at = ((trip.route, np.asarray(trip.shares)) if route is None
+                         else (route, driven_shares(route.size, start_fraction, end_fraction)))
     shift, car = 0.0, ""
     if moved is not None:
-        shift = (moved.wh(trip.route, np.asarray(trip.shares)) if route is None
-                 else moved.wh(route, driven_shares(route.size, start_fraction, end_fraction)))
+        shift = moved.wh(driven, driven_at)
         car = f" ({moved.vehicle_model})"
     check_plausible(
         np.array([float(total_wh)]),
@@ -430,6 +432,7 @@ def record_total(
         np.array([sd]),
         [f"trip {trip.id} total{car}"],
         force=force,
+        length_m=[float(session.net.length_m[driven] @ driven_at)],
     )
     batch = store.add_total_observation(
         trip.id, float(total_wh) - shift, route=route, start_fraction=start_fraction,

@@ -1,10 +1,11 @@
 """Whether a reading can be right: the rule every recorded energy passes before it is stored.
 
-More than any vehicle can use or recover is always refused; a reading far from the model's
-prediction (more than :data:`PLAUSIBLE_SIGMAS` predictive standard deviations, a drive's noise
-taken as at least :data:`PLAUSIBLE_NOISE_SPREAD` of each segment's loss), a likely kWh/Wh mix-up
-or a blank reading is refused with the reason unless forced. :mod:`ev_nav.trips.observations`
-applies it; the command line names its numbers without importing the recording machinery.
+More than any vehicle can use or recover over the distance driven is always refused; a reading
+far from the model's prediction (more than :data:`PLAUSIBLE_SIGMAS` predictive standard
+deviations, a drive's noise taken as at least :data:`PLAUSIBLE_NOISE_SPREAD` of each segment's
+loss), a likely kWh/Wh mix-up or a blank reading is refused with the reason unless forced.
+:mod:`ev_nav.trips.observations` applies it; the command line names its numbers without
+importing the recording machinery.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation
 
@@ -43,6 +45,26 @@ SD_WITH_NOISE = "sd with drive-to-drive noise"
 #: batteries hold ~200 kWh); refused even with ``--force``.
 HARD_LIMIT_WH = 1_000_000.0
 
+#: Nor more than this per metre driven [Wh/m], on top of :data:`HARD_LIMIT_BASE_WH` (see
+#: :func:`hard_limit_wh`): lifting a 40 t truck up a 10 % grade takes m·g·Δh = 40,000 kg ·
+#: 9.81 m/s² · 100 m = 10.9 kWh per km, and its rolling and air losses about 1.5 kWh per km more;
+#: 20 kWh per km is beyond every road vehicle, up or down (regeneration recovers less than the
+#: potential energy).
+HARD_LIMIT_WH_PER_M = 20.0
+
+#: What a reading may hold beyond :data:`HARD_LIMIT_WH_PER_M` whatever the length [Wh]: heating
+#: or cooling at full power (about 7 kW) through an hour at a standstill on a short road.
+HARD_LIMIT_BASE_WH = 10_000.0
+
+
+def hard_limit_wh(length_m: ArrayLike) -> NDArray[np.float64]:
+    """The most a reading over ``length_m`` metres driven can be in magnitude [Wh], refused
+    beyond even with ``force``: ``HARD_LIMIT_BASE_WH + HARD_LIMIT_WH_PER_M · length``, at most
+    :data:`HARD_LIMIT_WH`. A single forced reading beyond it (a total typed with three zeros
+    too many) would drag the learned energies of every correlated road with it."""
+    length = np.asarray(length_m, dtype=np.float64)
+    return np.minimum(HARD_LIMIT_BASE_WH + HARD_LIMIT_WH_PER_M * length, HARD_LIMIT_WH)
+
 
 def check_plausible(
     values: np.ndarray,
@@ -51,24 +73,31 @@ def check_plausible(
     what: Sequence[str],
     *,
     force: bool = False,
+    length_m: ArrayLike | None = None,
 ) -> None:
     """Raise :class:`InvalidObservation` for readings that cannot be right (see the constants).
 
     ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution,
     ``sd`` the model's uncertainty plus one drive's noise (at least the plausible noise,
-    :func:`plausible_noise_variance`); ``what`` names each reading for the message. The message
-    says why: too large for any vehicle (always), a likely kWh/Wh mix-up, a blank reading, or
+    :func:`plausible_noise_variance`); ``what`` names each reading for the message;
+    ``length_m`` is the distance each reading covers [m] (None: only :data:`HARD_LIMIT_WH`
+    applies). The message says why: too large for any vehicle over that distance
+    (:func:`hard_limit_wh`; always), a likely kWh/Wh mix-up, a blank reading, or
     how many standard deviations from the prediction (the last three skipped with ``force``),
     and names the prediction's sd as "sd with drive-to-drive noise" (larger than the route
     table's model sd, which it includes). One rule for every sign: a negative reading
     (regeneration on a descent) is judged against the prediction like a positive one.
     """
-    big = np.flatnonzero(np.abs(values) > HARD_LIMIT_WH)
+    limit = np.broadcast_to(
+        HARD_LIMIT_WH if length_m is None else hard_limit_wh(length_m), np.shape(values)
+    )
+    big = np.flatnonzero(np.abs(values) > limit)
     if big.size:
         k = int(big[0])
+        over = "" if length_m is None else f" over {np.ravel(length_m)[k] / 1000:,.3g} km"
         raise InvalidObservation(
-            f"{what[k]}: {values[k]:g} Wh is more than any vehicle can use or recover "
-            f"({HARD_LIMIT_WH:,.0f} Wh); energies are in Wh"
+            f"{what[k]}: {values[k]:g} Wh is more than any vehicle can use or recover{over} "
+            f"({limit[k]:,.0f} Wh); energies are in Wh"
         )
     if force:
         return

@@ -485,7 +485,9 @@ def create_state(
     return session
 
 
-def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[str, object]]:
+def trip_history(
+    state: str | Path | Store, *, with_vehicle: bool = False
+) -> list[dict[str, object]]:
     """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None),
     whether it has observations (``recorded``: True with ``observed_wh`` None when they cover
     only part of the route) and
@@ -493,13 +495,17 @@ def trip_history(state: str | Path, *, with_vehicle: bool = False) -> list[dict[
     and the catalogue car it was planned for (``vehicle_model``, or None: the state's vehicle;
     its predicted and observed Wh are the state's vehicle's, as the model learned them).
 
-    Reads the store only (no network, no model), so it is fast. ``with_vehicle`` adds the name
+    Reads the store only (no network, no model), so it is fast; ``state`` is a state's folder,
+    or an open :class:`~ev_nav.store.Store` (used, not closed). ``with_vehicle`` adds the name
     of the vehicle that asked for the trip (``vehicle``: set by the server, else None).
     """
     from ev_nav.store import Store
 
-    with Store.open(state) as store:
-        history = store.history()  # one read snapshot, not one query per trip
+    if isinstance(state, Store):  # a connection the caller keeps (the server's)
+        history = state.history()
+    else:
+        with Store.open(state) as store:
+            history = store.history()  # one read snapshot, not one query per trip
     rows = []
     for trip, observed, temperature in history:
         row: dict[str, object] = {

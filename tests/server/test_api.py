@@ -367,6 +367,22 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("NaN total (not JSON)", dict(method="POST", url=obs, headers={
             **AUTH, "Content-Type": "application/json"}, content=b'{"total_wh": NaN}'),
          422, ("total_wh",)),
+        # forced or not: a total typed with three zeros too many would drag every correlated
+        # road's learned energy with it (it made the next route's forecast -720 kWh)
+        ("forced beyond any vehicle over the trip", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": 999_999, "force": True}), 422,
+         ("more than any vehicle can use or recover over", " km")),
+        ("a partial total", dict(method="POST", url=obs, headers=AUTH,
+         json={"total_wh": predicted, "partial": True}), 422, ('"partial": true goes with',)),
+        ("a body not in UTF-8", dict(method="POST", url=obs, headers={
+            **AUTH, "Content-Type": "application/json"}, content=b'{"total_wh": 5, "\xe9": 1}'),
+         400, ("UTF-8",)),
+        ("a repeated query parameter", dict(method="GET", url="/api/trips?limit=1&limit=2"),
+         422, ("'limit' is given more than once",)),
+        ("a charging plan to where it starts", dict(method="POST", url="/api/charging-plans",
+         headers=AUTH, json={"origin": origin, "goal": origin, "soc": "80%",
+                             "vehicle_model": "volkswagen-id3-pro"}),
+         422, ("same place on the road",)),
         ("total and segments", dict(method="POST", url=obs, headers=AUTH,
          json={"total_wh": 1.0, "segments": [{"segment": 1, "energy_wh": 1.0}]}),
          422, ("exactly one",)),

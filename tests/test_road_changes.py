@@ -294,7 +294,10 @@ def test_a_backlog_is_scored_only_in_its_newest_batches(tmp_path, monkeypatch) -
                                    rtol=0, atol=1e-9)
 
 
-def test_observe_prints_the_flag_and_the_map_marks_it(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("as_json", [False, True])
+def test_observe_prints_the_flag_and_the_map_marks_it(tmp_path, capsys, as_json) -> None:
+    """The flag is a line after the acknowledgement; with --json (whose one document is printed
+    before the model learns the reading) a notice on stderr, so stdout stays one document."""
     state = tmp_path / "state"
     with create_state(state, synthetic=TOWN, model="gp") as session:
         route = _route(session.net)
@@ -308,9 +311,15 @@ def test_observe_prints_the_flag_and_the_map_marks_it(tmp_path, capsys) -> None:
     csv = tmp_path / "obs.csv"
     csv.write_text("segment,energy_wh\n" + "".join(
         f"{a},{b}\n" for a, b in zip(route, readings[BEFORE], strict=True)))
-    code, out, err = run_cli(capsys, "observe", state, trip, "--segments", csv, "--force")
+    code, out, err = run_cli(capsys, "observe", state, trip, "--segments", csv, "--force",
+                             *(["--json"] if as_json else []))
     assert code == 0, err
-    assert f"road change flagged on segment {int(route[CHANGED])}" in out
+    flag = f"road change flagged on segment {int(route[CHANGED])}"
+    if as_json:
+        assert json.loads(out)["trip"] == trip and flag not in out
+        assert f"ev-nav: notice: {flag}" in err
+    else:
+        assert flag in out
     code, out, err = run_cli(capsys, "map", state, "--layer", "mean")
     assert code == 0, err
     page = (state / "maps" / "mean.html").read_text()

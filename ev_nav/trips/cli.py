@@ -763,7 +763,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
             )
         if not args.json:
             print("model updated")
-            _print_flagged(session, args.state)
+        _print_flagged(session, args.state, json_mode=args.json)
     return 0
 
 
@@ -777,12 +777,18 @@ def _drive_temperature(args: argparse.Namespace, trip: Trip) -> float | None:
     return trip.temperature_c
 
 
-def _print_flagged(session: Session, state: Path) -> None:
-    """One line per road the observation flagged as changed."""
+def _print_flagged(session: Session, state: Path, *, json_mode: bool = False) -> None:
+    """One line per road the observation flagged as changed: on stdout, or with ``--json`` as
+    a notice on stderr (stdout holds the one JSON document, printed before the model learned
+    the reading and so before any flag)."""
     for c in session.flagged:
-        print(f"road change flagged on segment {c.segment}: {signed(c.shift_wh)} Wh "
-              f"({signed(c.shift_sd)} sd) against the prediction; its older readings are set aside "
-              f"('ev-nav changes {state}' lists it)")
+        line = (f"road change flagged on segment {c.segment}: {signed(c.shift_wh)} Wh "
+                f"({signed(c.shift_sd)} sd) against the prediction; its older readings are set "
+                f"aside ('ev-nav changes {state}' lists it)")
+        if json_mode:
+            tell("notice", line)
+        else:
+            print(line)
 
 
 def _observe_gpx(args: argparse.Namespace) -> int:
@@ -875,7 +881,7 @@ def _observe_gpx(args: argparse.Namespace) -> int:
                     print(f"learned as {learned[0]:.1f} Wh for {moved.learned_for}, the state's "
                           f"vehicle (the two cars' E_det difference taken off)")
                 print("model updated")
-                _print_flagged(session, args.state)
+            _print_flagged(session, args.state, json_mode=args.json)
     return 0
 
 

@@ -26,6 +26,7 @@ from ev_nav.sim.report import frame_markdown
 __all__ = [
     "HILLS_AGENTS", "PAPER_RULES", "ROUTE_RULES", "HillsCriteria", "criteria", "decay_exponents",
     "hills_agents", "hills_routes", "hills_specs", "power_law_exponent", "power_law_ratio",
+    "ts_ratio_interval",
 ]
 
 #: The paper's rules: Thompson sampling and the per-segment Bayes-UCB and UCB (spec §6).
@@ -114,6 +115,8 @@ class HillsCriteria:
     decay: pd.DataFrame  # network, route, agent: per-trip regret first / last window, ratio
     horizon: int = 500  # trips per run
     window: int = 100  # trips compared at the start and at the end
+    #: 95 % bootstrap interval of ``ts_ratio`` over seeds (:func:`ts_ratio_interval`)
+    ts_ratio_interval: tuple[float, float] = (float("nan"), float("nan"))
 
     def holds(self) -> dict[str, bool]:
         """Each target: GP below BI everywhere, the TS ratio ≤ 0.6, last ≤ 0.2 × first."""
@@ -137,7 +140,10 @@ class HillsCriteria:
                  frame_markdown(self.gp_below_bi, 1), "",
                  "Σ GP-TS / Σ BI-TS over the routes: "
                  + (f"{self.ts_ratio:.3f}" if np.isfinite(self.ts_ratio)
-                    else "n/a (no GP-TS and BI-TS runs)"), "",
+                    else "n/a (no GP-TS and BI-TS runs)")
+                 + (f" (95 % bootstrap interval over seeds: {self.ts_ratio_interval[0]:.2f}–"
+                    f"{self.ts_ratio_interval[1]:.2f})"
+                    if np.all(np.isfinite(self.ts_ratio_interval)) else ""), "",
                  "Mean per-trip regret [Wh], first and last window; `exponent` α fits "
                  "per-trip regret ∝ t^-α over the later windows (0: linear regret; ½: "
                  "regret of order √T, the rate of the paper's bounds"
@@ -184,6 +190,7 @@ def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
     gp_ts = float(ts.get("GP-TS", pd.Series(dtype=float)).sum())
     bi_ts = float(ts.get("BI-TS", pd.Series(dtype=float)).sum())
     ts_ratio = gp_ts / bi_ts if bi_ts > 0 else float("nan")
+    interval = ts_ratio_interval(per_run)
     horizon = int(df["t"].max())
     first = df[df["t"] <= window]
     last = df[df["t"] > horizon - window]
@@ -196,7 +203,38 @@ def criteria(results: pd.DataFrame, window: int = 100) -> HillsCriteria:
     decay["ratio"] = decay["last"] / decay["first"].where(decay["first"] > 0)
     exponents = decay_exponents(df, max(1, window // 2))
     decay = decay.merge(exponents, on=keys, how="left")
-    return HillsCriteria(final, gp_below_bi, ts_ratio, decay, horizon=horizon, window=window)
+    return HillsCriteria(final, gp_below_bi, ts_ratio, decay, horizon=horizon, window=window,
+                         ts_ratio_interval=interval)
+
+
+def ts_ratio_interval(
+    per_run: pd.DataFrame, level: float = 0.95, resamples: int = 4000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of Σ GP-TS / Σ BI-TS over seeds.
+
+    ``per_run`` has one row per run (``network``, ``route``, ``agent``, ``seed``, ``total``:
+    its final cumulative regret [Wh]). Each route's seeds are resampled with replacement,
+    GP-TS and BI-TS together (a seed is one world both learners drove), and the ratio of the
+    resampled routes' summed means is taken ``resamples`` times (draws from a generator
+    seeded with ``seed``). NaN where a route lacks either learner or has under two seeds.
+    """
+    rng = np.random.default_rng(seed)
+    gp_sum = np.zeros(resamples)
+    bi_sum = np.zeros(resamples)
+    runs = per_run[per_run["agent"].isin(["GP-TS", "BI-TS"])]
+    if runs.empty:
+        return float("nan"), float("nan")
+    for _, g in runs.groupby(["network", "route"]):
+        paired = g.pivot_table(index="seed", columns="agent", values="total").dropna()
+        if len(paired) < 2 or set(paired.columns) != {"GP-TS", "BI-TS"}:
+            return float("nan"), float("nan")
+        pick = rng.integers(0, len(paired), size=(resamples, len(paired)))
+        gp_sum += paired["GP-TS"].to_numpy()[pick].mean(axis=1)
+        bi_sum += paired["BI-TS"].to_numpy()[pick].mean(axis=1)
+    ratio = gp_sum / bi_sum
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(ratio, [tail, 100 - tail])
+    return float(lo), float(hi)
 
 
 def power_law_ratio(alpha: float, horizon: int, window: int) -> float:

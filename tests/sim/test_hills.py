@@ -19,6 +19,7 @@ from ev_nav.sim.hills import (
     hills_agents,
     power_law_exponent,
     power_law_ratio,
+    ts_ratio_interval,
 )
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "reproduce_hills.py"
@@ -52,6 +53,26 @@ def test_criteria_from_a_trip_table():
     # the greedy reference column is reported but not held to the no-linear-regret target
     assert not holds["last-window regret <= 0.2 x first-window, every learner and route"]
     assert "GP-greedy" in crit.markdown()
+
+
+def test_ts_ratio_interval_resamples_seeds_paired():
+    """Two seeds on one route: a resample is one of four seed pairs, so the 95 % interval runs
+    from the smallest to the largest of their four ratios (each pair drawn with probability
+    ¼ > 2.5 %); GP and BI of a seed stay together (one world). Equal ratios give a point."""
+    runs = pd.DataFrame({"network": "town", "route": "A", "seed": [0, 1, 0, 1],
+                         "agent": ["GP-TS", "GP-TS", "BI-TS", "BI-TS"],
+                         "total": [10.0, 40.0, 50.0, 100.0]})
+    gp, bi = np.array([10.0, 40.0]), np.array([50.0, 100.0])
+    pairs = [(a, b) for a in (0, 1) for b in (0, 1)]
+    ratios = [gp[[a, b]].mean() / bi[[a, b]].mean() for a, b in pairs]
+    lo, hi = ts_ratio_interval(runs)
+    assert (lo, hi) == pytest.approx((min(ratios), max(ratios)))  # 0.2 and 0.4
+    assert ts_ratio_interval(runs) == (lo, hi)  # seeded: the same interval every time
+    same = runs.assign(total=[1.0, 2.0, 2.0, 4.0])
+    assert ts_ratio_interval(same) == pytest.approx((0.5, 0.5))
+    assert all(np.isnan(ts_ratio_interval(runs[runs["seed"] == 0])))  # one seed: no interval
+    crit = criteria(_table({"GP-TS": (4.0, 0.5), "BI-TS": (10.0, 1.0)}), window=5)
+    assert "95 % bootstrap interval over seeds: 0.41–0.41" in crit.markdown()
 
 
 def test_decay_exponent_of_a_power_law():

@@ -32,6 +32,12 @@ def lazy_exports(
         Public name -> ``"module"`` (the same name in it) or ``"module:attribute"``.
     public : Sequence[str]
         What ``dir(package)`` lists (its ``__all__``).
+
+    Returns
+    -------
+    (callable, callable)
+        The package's ``__getattr__(name)`` (imports the name's module, keeps the value) and
+        ``__dir__()``.
     """
 
     def __getattr__(name: str) -> object:

@@ -76,14 +76,14 @@ def test_absurd_totals_refused_even_with_force(capsys, planned, value, reason):
 
 
 def test_the_hard_limit_grows_with_the_distance_driven(capsys, planned, tmp_path, net):
-    """Refused even with --force: more than 10 kWh + 20 kWh per km driven (a total typed with
+    """Refused even with --force: more than 30 kWh + 20 kWh per km driven (a total typed with
     three zeros too many once dragged every correlated road's learned energy with it, to a
     forecast of -720 kWh); just below it, --force records it."""
     from ev_nav.trips.plausibility import hard_limit_wh
 
     state, trip = planned
     km = float(np.asarray(trip.shares) @ net.length_m[trip.route]) / 1000
-    limit = 10_000 + 20_000 * km
+    limit = 30_000 + 20_000 * km
     assert float(hard_limit_wh(km * 1000)) == pytest.approx(limit)
     assert limit < trip.predicted_wh * 1000  # a kWh-for-Wh slip of this trip is beyond it
     line = _refused(capsys, state, ["observe", state, 1, "--total-wh", f"{limit * 1.01:.0f}",
@@ -92,7 +92,7 @@ def test_the_hard_limit_grows_with_the_distance_driven(capsys, planned, tmp_path
     # a segment's reading: limited by that segment's length
     seg = int(trip.route[len(trip.route) // 2])
     wh = np.full(trip.route.size, 10.0)
-    wh[len(wh) // 2] = -1.01 * (10_000 + 20 * float(net.length_m[seg]))  # recovery alike
+    wh[len(wh) // 2] = -1.01 * (30_000 + 20 * float(net.length_m[seg]))  # recovery alike
     _refused(capsys, state, ["observe", state, 1, "--segments",
                              _csv(tmp_path, trip.route, wh.tolist()), "--force"],
              f"segment {seg}", "more than any vehicle")
@@ -173,7 +173,7 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     # the part's prediction, from the model's parts: joint posterior covariance plus each
     # reading's noise, at least the plausible noise (what the readings are judged by)
     from ev_nav.potential import loss_scale
-    from ev_nav.trips.observations import PLAUSIBLE_NOISE_SPREAD
+    from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD
 
     cov = session.model.route_covariance(half)
     floor = (PLAUSIBLE_NOISE_SPREAD * loss_scale(session.net, session.vehicle)[half]) ** 2
@@ -200,7 +200,7 @@ def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
 
     from ev_nav.potential import loss_scale
     from ev_nav.trips import open_session
-    from ev_nav.trips.observations import PLAUSIBLE_NOISE_SPREAD
+    from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD
 
     state, trip = planned
     half = trip.route[: trip.route.size // 2]

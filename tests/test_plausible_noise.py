@@ -20,11 +20,8 @@ from ev_nav.potential import potential_change
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.sim.environment import Environment
 from ev_nav.store import TripPlan
-from ev_nav.trips.observations import (
-    PLAUSIBLE_NOISE_SPREAD,
-    record_segments,
-    record_total,
-)
+from ev_nav.trips.observations import record_segments, record_total
+from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD
 from ev_nav.trips.session import create_state
 
 

@@ -218,12 +218,9 @@ def test_a_reading_is_judged_against_the_car_that_drove(town, tmp_path, capsys) 
     from ev_nav.server.app import create_app
     from ev_nav.server.service import FleetService
     from ev_nav.trips.battery import route_energy
-    from ev_nav.trips.observations import (
-        PLAUSIBLE_SIGMAS,
-        plausible_noise_variance,
-        record_total,
-    )
+    from ev_nav.trips.observations import plausible_noise_variance, record_total
     from ev_nav.trips.planning import plan_trip
+    from ev_nav.trips.plausibility import PLAUSIBLE_SIGMAS
     from ev_nav.trips.session import open_session
 
     # a light car's state, well learned on one route: its readings there are tightly known,

@@ -55,8 +55,18 @@ SAME_PLACE = ("origin and destination are the same place on the road; a trip nee
 
 
 def same_place(a: tuple[int, float], b: tuple[int, float]) -> bool:
-    """Whether two road positions ``(segment, fraction along it)`` are one point (nothing to
-    drive between them)."""
+    """Whether two road positions are one point (nothing to drive between them).
+
+    Parameters
+    ----------
+    a, b : (int, float)
+        Positions as ``(segment, fraction along it)``, the fraction in 0..1.
+
+    Returns
+    -------
+    bool
+        The same segment, fractions closer than a millionth of it.
+    """
     return int(a[0]) == int(b[0]) and abs(float(a[1]) - float(b[1])) < _MIN_SHARE
 
 

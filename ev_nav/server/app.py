@@ -287,8 +287,8 @@ class ErrorBody(BaseModel):
     type: str = Field(description="the error's name, e.g. InvalidRequest, InvalidObservation")
 
 
-#: The statuses an endpoint may answer with an error, each with :class:`ErrorBody` (FastAPI's
-#: own 422 entry describes its ``{"detail": [...]}``, which this server never sends).
+#: Each error status with :class:`ErrorBody`, for the OpenAPI page (FastAPI's own 422 entry
+#: describes its ``{"detail": [...]}``, which this server never sends).
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody, "description": what}
     for status, what in (
@@ -303,6 +303,18 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
               "state's lock (Retry-After: seconds)"),
     )
 }
+
+#: The statuses every endpoint may answer; :func:`_errors` adds the others where they apply.
+COMMON_ERRORS = (400, 422, 503)
+#: What an endpoint that changes the state may answer besides: no token, a wrong one, a body too
+#: large (:class:`RequestGuard`).
+WRITE_ERRORS = (401, 403, 413)
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The OpenAPI entries of an endpoint's error statuses beyond :data:`COMMON_ERRORS`."""
+    return {status: ERROR_RESPONSES[status] for status in statuses}
+
 
 #: Seconds a client is asked to wait after a 503 for a state locked by another process.
 BUSY_RETRY_AFTER_S = 5
@@ -360,7 +372,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             "(POST /api/trips/{trip}/observations); the fleet's model learns in the background. "
             "Errors are JSON: {\"error\": one line, \"type\": name}."
         ),
-        responses=ERROR_RESPONSES,
+        responses=_errors(*COMMON_ERRORS),
         docs_url=None,  # served below from the package's Swagger UI, not a CDN
         redoc_url=None,
         lifespan=lifespan,
@@ -387,8 +399,13 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             # FastAPI's words for a body json could not decode (not a JSON syntax error,
             # which is a RequestValidationError): say what such a body is
             detail = UNREADABLE_BODY
-        # exc.headers carries what the status needs, e.g. a 405's Allow
-        return error_response(exc.status_code, detail, "HTTPError", exc.headers)
+        # exc.headers carries what the status needs, e.g. a 405's Allow (where GET is allowed,
+        # so is HEAD: RequestGuard answers it)
+        headers = dict(exc.headers or {})
+        allow = [m.strip() for m in headers.get("Allow", "").split(",") if m.strip()]
+        if "GET" in allow and "HEAD" not in allow:
+            headers["Allow"] = ", ".join([*allow, "HEAD"])
+        return error_response(exc.status_code, detail, "HTTPError", headers or None)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
@@ -442,6 +459,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         "/api/routes",
         tags=["trips"],
         dependencies=writes,
+        responses=_errors(*WRITE_ERRORS),
         summary="plan a route and record the trip",
         response_model=dict[str, object],
         description="Snaps origin and goal to roads and returns the planned route beside the "
@@ -474,6 +492,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         "/api/charging-plans",
         tags=["trips"],
         dependencies=writes,
+        responses=_errors(*WRITE_ERRORS),
         summary="plan a long trip with charging stops (nothing recorded)",
         response_model=dict[str, object],
         description="The route and charging stops that minimise total time (driving, charging "
@@ -500,6 +519,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         "/api/trips/{trip_id}/observations",
         tags=["trips"],
         dependencies=writes,
+        responses=_errors(*WRITE_ERRORS, 404),
         status_code=201,
         summary="record what a trip cost",
         response_model=dict[str, object],
@@ -528,6 +548,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         "/api/trips/{trip_id}/observations",
         tags=["trips"],
         dependencies=writes,
+        responses=_errors(*WRITE_ERRORS, 404),
         summary="forget a trip's observations (the model forgets them too)",
         response_model=dict[str, object],
     )
@@ -633,22 +654,27 @@ class RequestGuard:
         self.max_body = int(max_body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        repeated = _repeated_query_key(scope) if scope["type"] == "http" else None
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if scope["method"] not in READ_METHODS:
+            problem = self.token_problem(headers.get("authorization"))
+            if problem is not None:
+                await self._refuse(scope, receive, send, problem.status, problem.message,
+                                   "TokenError")
+                return
+        repeated = _repeated_query_key(scope) if scope["path"].startswith("/api/") else None
         if repeated is not None:
             # the app would take the last one silently (?all=true&all=false is "false")
             await self._refuse(scope, receive, send, 422, f"query parameter {repeated!r} is "
                                "given more than once; give it once", "InvalidRequest")
             return
-        if scope["type"] == "http" and scope["method"] == "HEAD":
+        if scope["method"] == "HEAD":
             await self._head(scope, receive, send)
             return
-        if scope["type"] != "http" or scope["method"] in READ_METHODS:
+        if scope["method"] in READ_METHODS:
             await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        problem = self.token_problem(headers.get("authorization"))
-        if problem is not None:
-            await self._refuse(scope, receive, send, problem.status, problem.message, "TokenError")
             return
         length = headers.get("content-length")
         too_large = f"request body larger than {self.max_body:,} bytes"
@@ -692,7 +718,12 @@ class RequestGuard:
                 message = {"type": "http.response.body", "body": b"", "more_body": False}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, headers_only)
+        # without "pathsend" (a server's way to send a file by its path): a file's body could
+        # not be held back
+        extensions = {k: v for k, v in (scope.get("extensions") or {}).items()
+                      if k != "http.response.pathsend"}
+        await self.app({**scope, "method": "GET", "extensions": extensions}, receive,
+                       headers_only)
 
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, status: int, message: str, kind: str

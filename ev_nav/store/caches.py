@@ -23,6 +23,7 @@ the next one is read (both release the GIL), so reading and hashing overlap.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,8 +90,6 @@ class CachesMixin(StoreConnection):
 
 def file_checksum(path: str | os.PathLike[str]) -> tuple[str, int]:
     """SHA-256 hex digest and size [bytes] of a file's bytes."""
-    import hashlib  # here, not at the top: commands that read no cache file skip its import
-
     digest = hashlib.new(CHECKSUM)
     size = 0
     with open(path, "rb") as fh:
@@ -107,7 +106,6 @@ class _Hasher:
 
     def __init__(self) -> None:
         # imported here: every command imports the store, few write a cache file
-        import hashlib
         from concurrent.futures import ThreadPoolExecutor
 
         self._digest = hashlib.new(CHECKSUM)

@@ -1,8 +1,9 @@
 """Recording what a trip cost, so that a driver can trust the learned model.
 
-Readings are checked before they are stored: more than any vehicle can use is always refused;
-a reading far from the model's prediction (more than :data:`PLAUSIBLE_SIGMAS` predictive standard
-deviations, a drive's noise taken as at least :data:`PLAUSIBLE_NOISE_SPREAD` of each segment's
+Readings are checked before they are stored, by the rule of :mod:`ev_nav.trips.plausibility`:
+more than any vehicle can use or recover over the distance driven is always refused; a reading
+far from the model's prediction (more than ``PLAUSIBLE_SIGMAS`` predictive standard deviations, a
+drive's noise taken as at least ``PLAUSIBLE_NOISE_SPREAD`` of each segment's
 loss whatever the learner assumes) or a likely kWh/Wh mix-up is refused with the reason unless
 forced; a per-segment file that covers only part of the route is refused unless explicitly
 partial. A trip's observations can be forgotten again (:func:`forget_trip`): the model forgets
@@ -32,13 +33,7 @@ from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
-from ev_nav.trips.plausibility import (
-    HARD_LIMIT_WH,
-    PLAUSIBLE_NOISE_SPREAD,
-    PLAUSIBLE_SIGMAS,
-    SD_WITH_NOISE,
-    check_plausible,
-)
+from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD, check_plausible
 from ev_nav.trips.session import save_checkpoint
 
 if TYPE_CHECKING:
@@ -51,13 +46,8 @@ if TYPE_CHECKING:
     from ev_nav.trips.session import Session
 
 __all__ = [
-    "HARD_LIMIT_WH",
-    "PLAUSIBLE_NOISE_SPREAD",
-    "PLAUSIBLE_SIGMAS",
-    "SD_WITH_NOISE",
     "ReadingShift",
     "RecordedPrediction",
-    "check_plausible",
     "plausible_noise_variance",
     "forget_trip",
     "learned_wh",
@@ -418,10 +408,10 @@ def record_total(
             raise InvalidObservation(f"trip {trip.id}: the driven route is empty")
         shares = driven_shares(route.size, start_fraction, end_fraction)
         mean, _, sd = _judged_route(session, model, route, shares)
-    # another car's total: judged against its prediction, stored as the state's vehicle's (the
-    # shift summed with the share of each segment driven, as the learner weighs the total)
-    driven, driven_at = ((trip.route, np.asarray(trip.shares)) if route is None
-                         else (route, driven_shares(route.size, start_fraction, end_fraction)))
+    # what was driven, with the share of each segment: the total's distance, and for another
+    # car's total (judged against its prediction, stored as the state's vehicle's) the shift
+    # summed with those shares, as the learner weighs the total
+    driven, driven_at = (trip.route, np.asarray(trip.shares)) if route is None else (route, shares)
     shift, car = 0.0, ""
     if moved is not None:
         shift = moved.wh(driven, driven_at)
@@ -458,7 +448,7 @@ class RecordedPrediction:
     sd_with_noise_wh : float
         ``model_sd_wh`` with one drive's noise added [Wh]: the sd the readings were judged by
         (the noise at least the plausible noise, :func:`plausible_noise_variance`), named
-        :data:`SD_WITH_NOISE` wherever it is shown.
+        :data:`~ev_nav.trips.plausibility.SD_WITH_NOISE` wherever it is shown.
     n_segments : int or None
         None when the prediction is the trip's own (a total, or readings of every segment of
         its route); else the number of segments a partial record covers, whose prediction

@@ -53,15 +53,27 @@ HARD_LIMIT_WH = 1_000_000.0
 HARD_LIMIT_WH_PER_M = 20.0
 
 #: What a reading may hold beyond :data:`HARD_LIMIT_WH_PER_M` whatever the length [Wh]: heating
-#: or cooling at full power (about 7 kW) through an hour at a standstill on a short road.
-HARD_LIMIT_BASE_WH = 10_000.0
+#: or cooling at full power (about 7 kW) through four hours at a standstill on a short road (a
+#: GPS track's energy counter puts a long stop on the segment where the car stood).
+HARD_LIMIT_BASE_WH = 30_000.0
 
 
 def hard_limit_wh(length_m: ArrayLike) -> NDArray[np.float64]:
-    """The most a reading over ``length_m`` metres driven can be in magnitude [Wh], refused
-    beyond even with ``force``: ``HARD_LIMIT_BASE_WH + HARD_LIMIT_WH_PER_M · length``, at most
+    """The most a reading can be in magnitude over a distance, refused beyond even with
+    ``force``: ``HARD_LIMIT_BASE_WH + HARD_LIMIT_WH_PER_M · length``, at most
     :data:`HARD_LIMIT_WH`. A single forced reading beyond it (a total typed with three zeros
-    too many) would drag the learned energies of every correlated road with it."""
+    too many) would drag the learned energies of every correlated road with it.
+
+    Parameters
+    ----------
+    length_m : array_like
+        The distance each reading covers [m].
+
+    Returns
+    -------
+    ndarray
+        The limit of each reading [Wh].
+    """
     length = np.asarray(length_m, dtype=np.float64)
     return np.minimum(HARD_LIMIT_BASE_WH + HARD_LIMIT_WH_PER_M * length, HARD_LIMIT_WH)
 
@@ -79,7 +91,8 @@ def check_plausible(
 
     ``values``, ``mean`` and ``sd`` [Wh] are the readings and their predictive distribution,
     ``sd`` the model's uncertainty plus one drive's noise (at least the plausible noise,
-    :func:`plausible_noise_variance`); ``what`` names each reading for the message;
+    :func:`ev_nav.trips.observations.plausible_noise_variance`); ``what`` names each reading
+    for the message;
     ``length_m`` is the distance each reading covers [m] (None: only :data:`HARD_LIMIT_WH`
     applies). The message says why: too large for any vehicle over that distance
     (:func:`hard_limit_wh`; always), a likely kWh/Wh mix-up, a blank reading, or

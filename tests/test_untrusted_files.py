@@ -22,7 +22,7 @@ import pytest
 
 from ev_nav import checkpoints
 from ev_nav.cli import main
-from ev_nav.errors import NetworkCacheError, StateError, UnsafeCheckpointError
+from ev_nav.errors import NetworkCacheError, StateError, UnknownTripError, UnsafeCheckpointError
 from ev_nav.roads.network import RoadNetwork
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.store import Store
@@ -361,6 +361,47 @@ def test_damaged_pages_give_one_line_and_doctor_salvages(tmp_path, capsys, net):
         assert b == o or (b[:3] == o[:3] and len(b[3]) < len(o[3]))
     assert len(obs) >= len(obs_before) // 2
     code, _, err = _run(capsys, "history", state)
+    assert code == 0, err
+
+
+def test_salvage_keeps_trip_ids_of_lost_trips_taken(tmp_path, capsys, net):
+    """Newest trips lost on a damaged page: their readings are kept (unused: a reading needs its
+    trip's route), and a new trip is numbered
+    after them (it took the newest lost trip's id and inherited its readings: observe refused
+    it as already observed, history showed the old reading against the new route)."""
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    rng = np.random.default_rng(2)
+    with Store.open(state) as s:
+        for _ in range(30):
+            route = rng.choice(net.n_segments, 60, replace=False)
+            tid = s.add_trip(origin_segment=int(route[0]), goal_segment=int(route[-1]),
+                             policy="mean", route=route, predicted_wh=1.0, predicted_sd_wh=0.0,
+                             length_m=1.0, time_s=1.0)
+            s.add_total_observation(tid, 500.0)
+        newest = tid
+    db = Store.db_path(state)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("SELECT pageno FROM dbstat WHERE name = 'trips' AND "
+                             "pagetype = 'leaf' ORDER BY pageno").fetchall()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert len(pages) >= 3
+    with open(db, "r+b") as fh:  # the page of the newest trips
+        fh.seek((pages[-1][0] - 1) * page_size)
+        fh.write(np.random.default_rng(0).bytes(page_size))
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert "belong to lost trips" in out and "numbered after them" in out, out
+    with Store.open(state) as s:
+        with pytest.raises(UnknownTripError):
+            s.get_trip(newest)
+    with sqlite3.connect(db) as conn:  # its reading is kept
+        assert conn.execute("SELECT COUNT(*) FROM observation_batches WHERE trip_id = ?",
+                            (newest,)).fetchone()[0] == 1
+    code, out, err = _run(capsys, "route", state, "--from", _latlon(net, 5), "--to",
+                          _latlon(net, 200), "--no-map", "--json")
+    assert code == 0, err
+    assert json.loads(out)["trip"] == newest + 1
+    code, out, err = _run(capsys, "observe", state, newest + 1, "--total-wh", "300", "--force")
     assert code == 0, err
 
 

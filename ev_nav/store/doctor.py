@@ -357,6 +357,7 @@ def salvage_database(path: Path) -> list[str]:
             if kind in ("index", "trigger"):
                 with contextlib.suppress(sqlite3.DatabaseError):  # e.g. a now-violated unique
                     dst.execute(sql)
+        lines += _keep_id_counters(src, dst)
         dst.execute(f"PRAGMA user_version = {int(version)}")
         dst.execute("COMMIT")
         dst.execute("PRAGMA journal_mode = WAL")
@@ -370,6 +371,41 @@ def salvage_database(path: Path) -> list[str]:
     os.replace(path, kept)
     os.replace(fresh, path)
     lines.append(f"damaged file kept as {kept.name}; the state now uses the salvaged copy")
+    return lines
+
+
+def _keep_id_counters(src: sqlite3.Connection, dst: sqlite3.Connection) -> list[str]:
+    """Carry the damaged file's id counters (``sqlite_sequence``) into the salvaged one, and
+    keep the trips' above every trip id the salvaged readings name; returns report lines.
+
+    The counters are not a table of the schema the salvage copies: without them the next trip
+    took the id of the newest lost one and inherited its readings (``observe`` then refused the
+    trip as already observed, and ``history`` showed them against the new route).
+    """
+    counters: dict[str, int] = {}
+    with contextlib.suppress(sqlite3.DatabaseError):
+        counters = {str(n): int(q) for n, q in src.execute(
+            "SELECT name, seq FROM sqlite_sequence").fetchall()}
+    lines = []
+    orphans: list[tuple[int, int]] = []
+    with contextlib.suppress(sqlite3.DatabaseError):  # a table the damaged file lacked
+        orphans = dst.execute(
+            "SELECT b.id, b.trip_id FROM observation_batches b "
+            "LEFT JOIN trips t ON t.id = b.trip_id WHERE t.id IS NULL ORDER BY b.id").fetchall()
+    if orphans:
+        counters["trips"] = max(counters.get("trips", 0), max(t for _, t in orphans))
+        trips = ", ".join(str(t) for t in sorted({t for _, t in orphans}))
+        lines.append(
+            f"{len(orphans)} observation batch(es) belong to lost trips ({trips}): kept in the "
+            "state, but no model learns them (a reading needs its trip's route); new trips are "
+            "numbered after them"
+        )
+    for name, seq in counters.items():
+        current = dst.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)).fetchone()
+        if current is None:
+            dst.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (name, seq))
+        elif int(current[0]) < seq:
+            dst.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, name))
     return lines
 
 

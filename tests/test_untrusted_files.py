@@ -405,6 +405,25 @@ def test_salvage_keeps_trip_ids_of_lost_trips_taken(tmp_path, capsys, net):
     assert code == 0, err
 
 
+def test_a_reading_lost_on_a_damaged_page_is_reported_with_what_helps(tmp_path, capsys, net):
+    """A total whose row a salvage could not recover: history shows the trip unobserved (it was
+    an IndexError traceback), doctor names the trip and the command that helps (it advised
+    --repair, which changes nothing), and forgetting the trip's readings makes it healthy."""
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)  # trip 1 observed
+    with sqlite3.connect(Store.db_path(state)) as conn:  # as a salvage leaves it
+        conn.execute("DELETE FROM observations WHERE trip_id = 1")
+    code, out, err = _run(capsys, "history", state, "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["observed_wh"] is None
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "rows missing (ids 1; 1 trip 1)" in out, out
+    assert f"'ev-nav observe {state} TRIP --undo'" in out and "--repair' to fix" not in out
+    code, _, err = _run(capsys, "observe", state, 1, "--undo")
+    assert code == 0, err
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out, out
+
+
 def test_maps_is_a_file(tmp_path, capsys, net):
     state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
     before = _snapshot(state)

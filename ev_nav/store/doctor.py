@@ -200,14 +200,23 @@ def _check_contents(
             f"{plural(store.n_observations(), 'observation')}"
         )
         incomplete = store._conn.execute(
-            """SELECT b.id FROM observation_batches b LEFT JOIN observations o
+            """SELECT b.id, b.trip_id FROM observation_batches b LEFT JOIN observations o
                ON o.batch_id = b.id GROUP BY b.id HAVING COUNT(o.id) != b.n_rows"""
         ).fetchall()
         if incomplete:
+            trips = sorted({int(r[1]) for r in incomplete})
             report.problems.append(
                 f"{plural(len(incomplete), 'observation batch')} "
                 f"{'has' if len(incomplete) == 1 else 'have'} rows missing (ids "
-                f"{', '.join(str(r[0]) for r in incomplete[:5])}); they cannot be restored"
+                f"{', '.join(str(r[0]) for r in incomplete[:5])}; "
+                f"{plural(len(trips), 'trip')} {', '.join(map(str, trips[:5]))}); they cannot "
+                "be restored"
+            )
+            # --repair has nothing more to do: say what helps (it advised --repair, again)
+            report.advice = report.advice or (
+                "--repair cannot restore missing readings: the model learns what is left of "
+                f"those batches; if that is wrong, 'ev-nav observe {state} TRIP --undo' forgets "
+                "a trip's readings (then record them again)"
             )
             all_fixed = False
         ref = str(network.resolve()) if network is not None else store.network_ref

@@ -414,7 +414,8 @@ class ObservationsMixin(StoreConnection):
 def _observed_total(trip: Trip, batches: Sequence[ObservationBatch]) -> float | None:
     """A trip's observed energy from its batches: the latest total reading if any, else the sum
     of per-segment energies when they cover the planned route, else ``None``."""
-    totals = [b for b in batches if b.kind == "total"]
+    # a total whose row was lost on a damaged page (doctor reports it) tells nothing
+    totals = [b for b in batches if b.kind == "total" and b.energy_wh.size]
     if totals:
         return float(totals[-1].energy_wh[0])
     per_seg: dict[int, float] = {}
@@ -430,7 +431,7 @@ def _observed_temperature(batches: Sequence[ObservationBatch]) -> float | None:
     """The ambient temperature [°C] of a trip's observed energy (:func:`_observed_total`): that
     of its latest total reading if it has one, else of its newest per-segment batch that records
     one; ``None`` when none is recorded."""
-    totals = [b for b in batches if b.kind == "total"]
+    totals = [b for b in batches if b.kind == "total" and b.energy_wh.size]
     if totals:
         return totals[-1].temperature_c
     temps = [b.temperature_c for b in batches if b.kind == "segment"]

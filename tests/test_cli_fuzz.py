@@ -174,6 +174,13 @@ def _bad_inputs(state, tmp):
         (["bo", "cvs", "run", "--seed-offset", "-2"], "a seed must be in 0..2^63-1, got -2"),
         (["bo", "cvs", "run", "--budget", "-1", "--out", tmp / "cvs"], "--budget must be a cost"),
         (["bo", "cvs", "run", "--n-mc", "0", "--out", tmp / "cvs"], "--n-mc must be >= 1, got 0"),
+        # an --out that is not the TOML snippet's (it overwrote a state's database silently)
+        (["routes", "pick", net, "--out", state / "ev-nav.sqlite"], "is not a .toml file"),
+        # an empty host listened on every interface; a malformed server URL was a traceback
+        (["serve", state, "--host", ""], "expected an address to listen on"),
+        (["fleet", "drive", fleet, "--server", "http://127.0.0.1:99999"],
+         "expected a server URL like http://127.0.0.1:8000"),
+        (["fleet", "drive", fleet, "--server", "http://[::1"], "expected a server URL"),
         (["serve", state, "--checkpoint-every", "nan"], "finite"),
         (["serve", state, "--checkpoint-every", "-1"], "positive"),
         ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),

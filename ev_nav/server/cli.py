@@ -44,13 +44,24 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _host(text: str) -> str:
+    """``--host``: an address, never empty (an empty one listens on every interface, which an
+    unset ``$HOST`` would do without anyone asking for it)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "expected an address to listen on, e.g. 127.0.0.1 (0.0.0.0 for every interface)"
+        )
+    return text.strip()
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve``."""
     p = subparsers.add_parser(
         "serve", help="routing server: HTTP API and web page for a fleet (loopback by default)"
     )
     p.add_argument("state", type=state_arg, help="state directory (ev-nav init)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", type=_host, default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; 0.0.0.0: every interface)")
     p.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0: any free)")
     p.add_argument(
         "--token",

@@ -77,11 +77,16 @@ class RoutingClient:
     """
 
     def __init__(self, base_url: str, token: str | None = None, timeout_s: float = 120.0) -> None:
-        parts = urlsplit(base_url)
+        bad = ConfigError(f"expected a server URL like http://127.0.0.1:8000, got {base_url!r}")
+        try:
+            parts = urlsplit(base_url)
+            port = parts.port  # reading it checks it: a ValueError for ':99999' or ':abc'
+        except ValueError:
+            raise bad from None
         if parts.scheme != "http" or not parts.hostname:
-            raise ConfigError(f"expected a server URL like http://127.0.0.1:8000, got {base_url!r}")
+            raise bad
         self.host = parts.hostname
-        self.port = parts.port or 80
+        self.port = port or 80
         self.token = token
         self.timeout_s = timeout_s
         self._conn: http.client.HTTPConnection | None = None

@@ -106,6 +106,11 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
                 f"--out {args.out} is the network file itself; give the TOML snippet its own "
                 "file, e.g. routes.toml"
             )
+        if args.out.suffix.lower() != ".toml":
+            # the snippet replaces the file: a typo must not overwrite a state's database or
+            # a network (it did, silently)
+            raise ConfigError(f"--out {args.out} is not a .toml file; the routes are a TOML "
+                              "snippet, e.g. --out routes.toml")
     if path.suffix == ".npz":
         net = RoadNetwork.load(path)
     else:

@@ -358,7 +358,57 @@ def load_vehicle(path: str | Path) -> Vehicle:
         # a car of one's own is not the preset it starts from: it was stored, and named by init,
         # 'route' and the charging notes, as "sumo-default" with another mass and plugs
         data["name"] = p.stem
-    return base.replace(**data)
+    vehicle = base.replace(**data)
+    check_road_vehicle(vehicle, f"vehicle file {p}")
+    return vehicle
+
+
+#: The range [low, high] of each parameter a road vehicle can have, generous (a lorry's mass,
+#: a megawatt charger, a mountain pass's thin air): a value outside is a typo or a unit slip
+#: (kg for t, W for kW), which :func:`check_road_vehicle` refuses before it turns forecasts
+#: into nonsense (a mass of 1e12 kg forecast 1.9e11 Wh and an arrival charge of -7e8 %).
+ROAD_VEHICLE_RANGES: dict[str, tuple[float, float]] = {
+    "mass_kg": (50.0, 100_000.0),
+    "rolling_coeff": (0.0, 0.2),
+    "frontal_area_m2": (0.2, 20.0),
+    "drag_coeff": (0.0, 3.0),
+    "gravity": (9.5, 10.0),  # on Earth 9.76-9.83 m/s²
+    "air_density": (0.3, 2.0),  # kg/m³: 0.7 at 5,000 m, 1.5 at -40 °C
+    "battery_wh": (100.0, 5_000_000.0),
+    "aux_power_w": (0.0, 100_000.0),
+    "stops_per_km": (0.0, 50.0),
+    "stop_speed_mps": (0.5, 70.0),
+    "ac_max_kw": (0.0, 100.0),
+    "dc_max_kw": (0.0, 5_000.0),
+}
+
+
+def check_road_vehicle(vehicle: Vehicle, source: str = "vehicle") -> None:
+    """Refuse a vehicle no road vehicle can be (:data:`ROAD_VEHICLE_RANGES`, a charge curve
+    above the fastest charger, an empty name), naming the parameter and ``source``.
+
+    Applied where a user describes a car (a vehicle file); :class:`Vehicle` itself keeps to
+    sign and finiteness, so a state written by an earlier version always opens.
+
+    Raises
+    ------
+    ConfigError
+        For the first parameter outside its range.
+    """
+    if not vehicle.name.strip():
+        raise ConfigError(f"{source}: the vehicle's name is empty; give it a name")
+    for field, (low, high) in ROAD_VEHICLE_RANGES.items():
+        value = float(getattr(vehicle, field))
+        if not low <= value <= high:
+            raise ConfigError(
+                f"{source}: {field} = {value:g} is outside what a road vehicle can have "
+                f"({low:g} to {high:g}); check the value and its unit"
+            )
+    top = ROAD_VEHICLE_RANGES["dc_max_kw"][1]
+    fast = [kw for _, kw in vehicle.charge_curve if kw > top]
+    if fast:
+        raise ConfigError(f"{source}: charge_curve power {fast[0]:g} kW is above any charger "
+                          f"({top:g} kW); give kW")
 
 
 #: Lowest and highest ambient temperature [°C] a trip may carry (beyond the records of inhabited

@@ -1,5 +1,6 @@
 """Energy model against hand calculations (spec §3)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -89,6 +90,34 @@ def test_vehicle_validation_and_files(tmp_path):
     f.write_text('model = "volkswagen-id3-pro"\n')
     with pytest.raises(ConfigError, match=r"model; known: name, .*charge_curve, and preset"):
         load_vehicle(f)
+
+
+
+@pytest.mark.parametrize("line,named", [
+    ("mass_kg = 1e12", "mass_kg = 1e+12 is outside what a road vehicle can have (50 to 100000)"),
+    ("gravity = 1000", "gravity = 1000"), ("air_density = 500", "air_density = 500"),
+    ("drag_coeff = 1e6", "drag_coeff"), ("battery_wh = 0.001", "battery_wh"),
+    ("dc_max_kw = 150000", "dc_max_kw"),  # W typed for kW
+    ("charge_curve = [[0, 1e9]]", "charge_curve power 1e+09 kW is above any charger"),
+    ('name = " "', "the vehicle's name is empty"),
+])
+def test_a_vehicle_file_no_road_vehicle_can_match_is_refused(tmp_path, line, named):
+    """Absurd values passed (a mass of 1e12 kg forecast 1.9e11 Wh and an arrival charge of
+    -7e8 %); a lorry and the catalogue's cars pass, and Vehicle itself (what a state stores)
+    keeps only its sign checks, so a state an earlier version wrote still opens."""
+    from ev_nav.energy import ROAD_VEHICLE_RANGES, VEHICLE_PRESETS, check_road_vehicle
+
+    f = tmp_path / "car.toml"
+    f.write_text(f'preset = "sumo-default"\n{line}\n')
+    with pytest.raises(ConfigError, match="car.toml") as err:
+        load_vehicle(f)
+    assert named in str(err.value)
+    f.write_text('preset = "van"\nmass_kg = 40000\nbattery_wh = 600000\nfrontal_area_m2 = 10\n')
+    assert load_vehicle(f).mass_kg == 40_000  # a lorry
+    for car in VEHICLE_PRESETS.values():
+        check_road_vehicle(car)
+    assert Vehicle(mass_kg=1e12).mass_kg == 1e12
+    assert set(ROAD_VEHICLE_RANGES) <= {f.name for f in dataclasses.fields(Vehicle)}
 
 
 def _paper_formula(length, v, grade, veh):

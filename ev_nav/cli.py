@@ -301,16 +301,18 @@ def _main(argv: Sequence[str] | None) -> int:
         with _one_line_warnings():
             code = func(args)
     except EvNavError as exc:
-        print(f"ev-nav: error: {exc}", file=sys.stderr)
+        # one line whatever the message quotes (a damaged value can hold a line break)
+        tell("error", " ".join(str(exc).split()))
         return exc.exit_code
     except sqlite3.DatabaseError as exc:
         # Last resort: the store translates its own errors, but a damaged page can surface in
         # any query; never a traceback, and never advice that could destroy intact data.
-        print(
-            f"ev-nav: error: a state database could not be read ({exc}); "
-            "'ev-nav doctor STATE' checks it and salvages what is readable",
-            file=sys.stderr,
-        )
+        said = " ".join(str(exc).split())
+        hint = ("; SQLite writes beside the database (its -wal and -shm files), so a state in "
+                "a read-only folder or file system cannot be opened: check that it is writable"
+                if "unable to open database file" in said else "")
+        tell("error", f"a state database could not be read ({said}){hint}; 'ev-nav doctor "
+             "STATE' checks it and salvages what is readable")
         return 2
     except KeyboardInterrupt:
         print("ev-nav: interrupted", file=sys.stderr)

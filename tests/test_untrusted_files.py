@@ -581,6 +581,60 @@ def test_opening_foreign_files_writes_nothing(tmp_path):
     with pytest.raises(StateError, match="not an ev-nav state"):
         Store.open(state)
     assert db.read_bytes() == before
+    # ... with a schema version of its own: migrating it wrote ev-nav's tables into it (doctor
+    # did, before calling it damaged)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StateError, match="not an ev-nav state .it has no ev-nav tables"):
+        Store.open(state)
+    from ev_nav.cli import main
+
+    assert main(["doctor", str(state)]) == 2
+    assert db.read_bytes() == before
+    assert not Path(str(db) + "-wal").exists()
+
+
+def test_a_checkpoint_stored_as_text_is_an_unusable_checkpoint(tmp_path, capsys, net):
+    """A checkpoint's bytes stored as text that is not UTF-8 (another tool's UPDATE): doctor
+    and every command reading checkpoints failed with a two-line "Could not decode to UTF-8"
+    error that sent the user to doctor; it is now a damaged checkpoint, which --repair
+    replaces."""
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        conn.execute("UPDATE checkpoints SET blob = CAST(X'FF0A41' AS TEXT)")
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "damaged (hash mismatch)" in out, out
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert code == 0 and "rebuilt the model" in out, out
+    code, out, err = _run(capsys, "route", state, "--from", _latlon(net, 5), "--to",
+                          _latlon(net, 200), "--no-map")
+    assert code == 0, err
+
+
+def test_doctor_finds_a_missing_table_and_recreates_it(tmp_path, capsys, net):
+    """A table dropped by hand (another tool): commands called the state damaged and sent the
+    user to doctor, which called it healthy."""
+    from ev_nav.store.schema import schema_tables
+
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        conn.execute("DROP TABLE segment_changes")
+    code, _, err = _run(capsys, "changes", state)
+    assert "doctor" in _one_line_error(code, err)
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "table(s) missing: segment_changes" in out, out
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert code == 0 and "created the missing table(s) segment_changes, empty" in out, out
+    fresh = _state(tmp_path / "fresh", capsys, model="bi", trips=0, net=net)
+    names = []
+    for st in (state, fresh):
+        with sqlite3.connect(Store.db_path(st)) as conn:
+            names.append({r[0] for r in conn.execute("SELECT name FROM sqlite_master")})
+    assert names[0] == names[1] and set(schema_tables()) <= names[0]  # its indexes too
+    code, out, err = _run(capsys, "changes", state)
+    assert code == 0 and "no road flagged as changed" in out, err
 
 
 def _algorithm3_checkpoints_only(state, net) -> list:

@@ -104,7 +104,8 @@ class CheckpointsMixin(StoreConnection):
             If the stored bytes do not match their hash.
         """
         row = self._conn.execute(
-            """SELECT id, created, n_observations, last_batch_id, model_kind, sha256, blob
+            """SELECT id, created, n_observations, last_batch_id, model_kind, sha256,
+                      CAST(blob AS BLOB)
                FROM checkpoints WHERE is_current = 1"""
         ).fetchone()
         if row is None:
@@ -125,7 +126,8 @@ class CheckpointsMixin(StoreConnection):
         """
         with self._read() as conn:
             rows = conn.execute(
-                """SELECT id, created, n_observations, last_batch_id, model_kind, sha256, blob
+                """SELECT id, created, n_observations, last_batch_id, model_kind, sha256,
+                      CAST(blob AS BLOB)
                    FROM checkpoints ORDER BY is_current DESC, id DESC"""
             ).fetchall()
         out = []

@@ -328,6 +328,8 @@ class StoreConnection:
             ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
                 version = int(ro.execute("PRAGMA user_version").fetchone()[0])
+                tables = {r[0] for r in ro.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
             finally:
                 ro.close()
         except sqlite3.DatabaseError as exc:
@@ -341,6 +343,13 @@ class StoreConnection:
             raise StateError(
                 f"{path} is an SQLite database but not an ev-nav state (no schema); nothing was "
                 "written to it - check the path"
+            )
+        if not {"meta", "trips"} <= tables:
+            # another program's database with a schema version of its own: migrating it would
+            # write ev-nav's tables into it (doctor did, before saying it was damaged)
+            raise StateError(
+                f"{path} is an SQLite database but not an ev-nav state (it has no ev-nav "
+                "tables); nothing was written to it - check the path"
             )
 
     def close(self) -> None:

@@ -180,6 +180,7 @@ def _check_contents(
 
     all_fixed = True
     with Store.open(state) as store:
+        all_fixed &= _check_tables(report, store, repair=repair)
         damaged = _damaged_records(store)
         if not damaged:
             try:  # the batches' own reader: it names the first damaged batch
@@ -289,6 +290,29 @@ def _check_contents(
                 all_fixed = False
         all_fixed &= _check_caches(report, store, repair=repair)
     return all_fixed
+
+
+def _check_tables(report: DoctorReport, store: Store, *, repair: bool) -> bool:
+    """Tables the state's schema has but its file lacks (dropped by hand or by another tool):
+    every command that reads one reports the state damaged. ``repair`` creates them empty;
+    returns whether none is missing now."""
+    from ev_nav.store.schema import schema_tables
+
+    present = {r[0] for r in store._conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = {name: sql for name, sql in schema_tables().items() if name not in present}
+    if not missing:
+        return True
+    names = ", ".join(sorted(missing))
+    report.problems.append(f"table(s) missing: {names} (what they held is gone)")
+    if not repair:
+        return False
+    with store._write("doctor-tables") as conn:
+        for statements in missing.values():
+            for sql in statements:
+                conn.execute(sql)
+    report.repairs.append(f"created the missing table(s) {names}, empty")
+    return True
 
 
 def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:

@@ -550,10 +550,36 @@ CSV_REQUIRED: tuple[str, ...] = ("lat", "lon", "power_kw", "name")
 CSV_OPTIONAL: tuple[str, ...] = ("connectors", "operator", "capacity")
 
 
+@dataclass(frozen=True)
+class ChargerRows:
+    """The sites of a charger CSV file as read, not yet attached to a network
+    (:func:`parse_charger_csv`; :meth:`attach`)."""
+
+    lon: NDArray[np.float64]  # [deg]
+    lat: NDArray[np.float64]  # [deg]
+    power_kw: NDArray[np.float64]  # one row per site, one column per connector [kW]
+    capacity: NDArray[np.int64]  # vehicles at once
+    names: list[str]
+    operators: list[str]
+
+    def attach(self, net: RoadNetwork, max_distance_m: float | None = MAX_SNAP_M) -> ChargersRead:
+        """The sites attached to ``net``'s roads (:func:`attach_sites`)."""
+        table, far = attach_sites(net, self.lon, self.lat, self.power_kw, self.capacity,
+                                  self.names, self.operators, max_distance_m)
+        return ChargersRead(table, {"stations": len(self.names), "too_far": far})
+
+
 def read_charger_csv(
     path: str | Path, net: RoadNetwork, max_distance_m: float | None = MAX_SNAP_M
 ) -> ChargersRead:
-    """Charging sites from a CSV file, attached to ``net``.
+    """Charging sites from a CSV file (:func:`parse_charger_csv`), attached to ``net``."""
+    return parse_charger_csv(path).attach(net, max_distance_m)
+
+
+def parse_charger_csv(path: str | Path) -> ChargerRows:
+    """Read and check a charger CSV file, before any network is at hand (``network build``
+    reads its ``--chargers`` files first, so that a bad row is said before minutes of
+    building).
 
     The header names the columns ``lat,lon,power_kw,name`` (any order), and optionally
     ``connectors`` (plug names of :data:`ev_nav.energy.CONNECTORS` separated by ``;``, e.g.
@@ -620,17 +646,14 @@ def read_charger_csv(
         raise ChargerDataError(f"{p} is not UTF-8 text ({exc.reason})") from None
     except csv.Error as exc:
         raise ChargerDataError(f"{p} is not a readable CSV file ({exc})") from None
-    table, far = attach_sites(
-        net,
+    return ChargerRows(
         np.array(lon, np.float64),
         np.array(lat, np.float64),
         np.array(power, np.float64).reshape(-1, len(CONNECTORS)),
         np.array(capacity, np.int64),
         names,
         operators,
-        max_distance_m,
     )
-    return ChargersRead(table, {"stations": len(names), "too_far": far})
 
 
 def _csv_number(p: Path, line: int, cell: dict[str, str], key: str) -> float:

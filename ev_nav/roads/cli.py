@@ -12,7 +12,9 @@ from ev_nav.roads.network import RoadNetwork
 from ev_nav.wording import plural
 
 if TYPE_CHECKING:
-    from ev_nav.roads.chargers import Chargers
+    from collections.abc import Callable
+
+    from ev_nav.roads.chargers import ChargerRows, Chargers
 
 
 def _positive_float(text: str) -> float:
@@ -192,17 +194,23 @@ def print_summary(net: RoadNetwork, as_json: bool = False) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from ev_nav.errors import require_file
+    from ev_nav.progress import Stages
+    from ev_nav.roads.chargers import parse_charger_csv
     from ev_nav.roads.load import LoadOptions, load_osm
 
-    for path in args.chargers:  # before the build, which may take minutes
-        require_file(path, "charger file")
-    net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade))
-    osm_notes = net.meta.get("chargers_osm", {})
-    if osm_notes.get("stations"):
-        print(f"OSM: {_describe(net.chargers, osm_notes)}")
-    net = _add_csv_chargers(net, args.chargers, replace=False)
-    net.save(args.out)
+    # the charger files are read and checked before the build, which may take minutes
+    sites = [(path, parse_charger_csv(path)) for path in args.chargers]
+    with Stages("network build", 4 + bool(sites)) as stages:
+        net = load_osm(args.osm, dems=args.dem, options=LoadOptions(max_grade=args.max_grade),
+                       on_stage=stages.stage)
+        osm_notes = net.meta.get("chargers_osm", {})
+        if osm_notes.get("stations"):
+            stages.print(f"OSM: {_describe(net.chargers, osm_notes)}")
+        if sites:
+            stages.stage("attaching the charger files' sites")
+            net = _add_csv_chargers(net, sites, replace=False, say=stages.print)
+        stages.stage(f"writing {args.out}")
+        net.save(args.out)
     print(f"wrote {args.out}  ({net.n_segments:,} segments, {net.n_connections:,} connections)")
     print_summary(net)
     return 0
@@ -215,19 +223,26 @@ def _describe(chargers: Chargers, notes: dict[str, int]) -> str:
 
 
 def _add_csv_chargers(
-    net: RoadNetwork, files: list[Path], replace: bool, *, need_sites: bool = False
+    net: RoadNetwork,
+    sites: list[tuple[Path, ChargerRows]],
+    replace: bool,
+    *,
+    need_sites: bool = False,
+    say: Callable[[str], None] = print,
 ) -> RoadNetwork:
-    """``net`` with the sites of the CSV ``files`` added (or, with ``replace``, instead of its
+    """``net`` with the CSV files' ``sites`` (each file with its rows,
+    :func:`~ev_nav.roads.chargers.parse_charger_csv`) added (or, with ``replace``, instead of its
     own); one line per file says what was attached. ``need_sites``: refuse (ChargerDataError,
     before anything is written) when the files attach no site at all."""
     from ev_nav.errors import ChargerDataError
-    from ev_nav.roads.chargers import Chargers, read_charger_csv
+    from ev_nav.roads.chargers import Chargers
 
+    files = [path for path, _ in sites]
     table = Chargers() if replace else net.chargers
     attached = 0
-    for path in files:
-        read = read_charger_csv(path, net)
-        print(f"{path}: {read.describe()}")
+    for path, rows in sites:
+        read = rows.attach(net)
+        say(f"{path}: {read.describe()}")
         table = table.concat(read.chargers)
         attached += len(read.chargers)
     if files and not attached:
@@ -244,9 +259,12 @@ def _add_csv_chargers(
 
 
 def _cmd_chargers(args: argparse.Namespace) -> int:
+    from ev_nav.roads.chargers import parse_charger_csv
+
+    sites = [(path, parse_charger_csv(path)) for path in args.csv]
     net = RoadNetwork.load(args.path)
     before = len(net.chargers)
-    net = _add_csv_chargers(net, args.csv, replace=args.replace, need_sites=True)
+    net = _add_csv_chargers(net, sites, replace=args.replace, need_sites=True)
     net.save(args.path)  # atomic: readers see the old file or the new one
     print(f"wrote {args.path}  ({plural(len(net.chargers), 'charging site')}, {before:,} before)")
     return 0

@@ -14,7 +14,7 @@ import socket
 import time
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -493,6 +493,7 @@ def load_osm(
     dems: Sequence[str | Path] = (),
     options: LoadOptions | None = None,
     cache_dir: str | Path | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> RoadNetwork:
     """Build a :class:`RoadNetwork` from an OSM file: XML (``.osm``, ``.osm.gz``, ``.osm.bz2``)
     or PBF (``.osm.pbf``, streamed; see :mod:`ev_nav.roads.pbf`).
@@ -512,6 +513,10 @@ def load_osm(
     cache_dir : path, optional
         When given, the network is cached there under a content hash of the inputs and options
         and loaded from the cache on later calls.
+    on_stage : callable, optional
+        Called with the name of each stage as it starts (reading the file, building the
+        network, its charging stations), e.g. :meth:`ev_nav.progress.Stages.stage`: a large
+        extract takes minutes.
 
     Raises
     ------
@@ -531,8 +536,11 @@ def load_osm(
         # cached before chargers were read: attach them (the cache key stays, and with it the
         # network's content hash that states are bound to)
         return net if "chargers_osm" in net.meta else with_osm_chargers(net, osm_path)
+    stage = on_stage or (lambda _name: None)
     t0 = time.perf_counter()
+    stage("reading the OSM file")
     graph, restrictions = _read_osm_graph(osm_path, options)
+    stage("building the network (elevation, grades, speeds)")
     net = graph_to_network(
         graph,
         name=osm_path.name.split(".")[0],
@@ -545,6 +553,7 @@ def load_osm(
             "source_hash": key,
         },
     )
+    stage("reading its charging stations")
     net = with_osm_chargers(net, osm_path)
     net.meta["build_s"] = time.perf_counter() - t0
     if cache_file is not None:

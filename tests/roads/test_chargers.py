@@ -468,6 +468,25 @@ def test_network_chargers_command(town, tmp_path, capsys):
         assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
 
 
+def test_network_build_shows_its_stages_on_a_terminal(grid_file, tmp_path, capsys,
+                                                      monkeypatch):
+    """A build of a large extract took minutes with no sign of life; on a terminal it names
+    each stage on stderr (stdout unchanged), off one nothing."""
+    import sys
+
+    code, quiet, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
+                               tmp_path / "a.npz")
+    assert code == 0 and "network build:" not in err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
+                             tmp_path / "b.npz")
+    assert code == 0 and out == quiet.replace("a.npz", "b.npz")
+    for stage in ("reading the OSM file", "building the network (", "reading its charging "
+                  "stations", f"writing {tmp_path / 'b.npz'}"):
+        assert f"network build: {stage}" in err, err
+    assert "stage 4/4" in err
+
+
 def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, capsys):
     lon, lat = grid.segment_anchor(0)
     csv_file = tmp_path / "mine.csv"
@@ -496,6 +515,16 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
     assert len(warning) == 1 and f"no site of {far} lies near the roads of" in warning[0]
     assert "'ev-nav network chargers NETWORK --csv FILE'" in warning[0]
     assert RoadNetwork.load(tmp_path / "y.npz").chargers.name == grid.chargers.name
+    # a bad row is said before the build (it came after minutes of building): here the OSM
+    # file is no OSM at all, and the error is the charger file's
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lat,lon,power_kw,name\n47.0,8.0,fast,X\n")
+    garbage = tmp_path / "garbage.osm"
+    garbage.write_text("not osm")
+    code, out, err = run_cli(capsys, "network", "build", "--osm", garbage, "--out",
+                             tmp_path / "z.npz", "--chargers", bad)
+    assert code == 2 and f"{bad} line 2: power_kw must be a number" in err, err
+    assert not (tmp_path / "z.npz").exists()
 
 
 # ---------------------------------------------------------------------------- generated, maps

@@ -7,6 +7,7 @@ require ``Authorization: Bearer TOKEN``. The web framework is imported only when
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import math
 import os
@@ -71,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--network", type=Path, help="network file, if it moved since init")
     p.add_argument(
         "--checkpoint-every", type=_seconds, default=30.0, metavar="S",
-        help="least seconds between model checkpoints (observations are durable anyway)",
+        help="least seconds between model checkpoints (default 30; observations are durable "
+        "anyway)",
     )
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.set_defaults(func=_cmd_serve)
@@ -119,7 +121,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise StateIOError(f"cannot listen on {args.host}:{args.port} ({exc.strerror})") from None
+        taken = (" - another program uses that port: give another --port, or --port 0 for "
+                 "any free one") if exc.errno == errno.EADDRINUSE else ""
+        raise StateIOError(
+            f"cannot listen on {args.host}:{args.port} ({exc.strerror}){taken}"
+        ) from None
     try:
         return _serve(args, sock, token)
     finally:

@@ -142,10 +142,15 @@ class RoutingClient:
         try:
             doc = json.loads(raw) if raw else None
         except ValueError:
-            doc = None
+            # not JSON: another program answers there (its HTML page was shown as a bytes literal)
+            kind = resp.getheader("Content-Type") or "no content type"
+            raise ServerError(
+                resp.status, f"the answer from {self.host}:{self.port}{path} is not JSON "
+                f"({kind}, {len(raw):,} bytes): is an ev-nav server (ev-nav serve) listening there?"
+            ) from None
         if resp.status >= 400:
             message = doc.get("error") if isinstance(doc, dict) else None
-            raise ServerError(resp.status, str(message or raw[:200]))
+            raise ServerError(resp.status, str(message or doc))
         return doc
 
     # ------------------------------------------------------------------ the API

@@ -81,12 +81,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pick", help="far-apart routes where energy matters; prints a fleet config's [[routes]]"
     )
     pick.add_argument("network", help="network: .npz from 'network build', or an OSM file")
-    pick.add_argument("--count", type=int, default=2, help="how many routes (A, B, ...)")
-    pick.add_argument("--seed", type=seed_arg, default=0, help="seed of the candidate draw")
-    pick.add_argument("--starts", type=int, default=60, help="random start segments tried")
-    pick.add_argument(
-        "--min-separation", type=float, default=1000.0, help="between routes' endpoints [m]"
-    )
+    pick.add_argument("--count", type=int, default=2,
+                      help="how many routes (A, B, ...; default 2)")
+    pick.add_argument("--seed", type=seed_arg, default=0,
+                      help="seed of the candidate draw (default 0)")
+    pick.add_argument("--starts", type=int, default=60,
+                      help="random start segments tried (default 60)")
+    pick.add_argument("--min-separation", type=float, default=1000.0,
+                      help="between routes' endpoints [m] (default 1000)")
     pick.add_argument("--out", type=Path, help="also write the TOML snippet to this file")
     pick.set_defaults(func=_cmd_routes_pick)
 

@@ -21,6 +21,7 @@ from ev_nav.bandits.routing import Oracle, Router
 from ev_nav.errors import ConfigError
 from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork, haversine_m
+from ev_nav.wording import plural
 
 __all__ = ["PickedRoute", "pick_routes", "routes_toml"]
 
@@ -100,7 +101,8 @@ def pick_routes(
                 break
     if len(chosen) < count:
         raise ConfigError(
-            f"found only {len(chosen)} routes {min_separation_m:.0f} m apart on {net.name}; "
+            f"found only {plural(len(chosen), 'route')} {min_separation_m:.0f} m apart on "
+            f"{net.name}; "
             "ask for fewer or lower --min-separation"
         )
     return [

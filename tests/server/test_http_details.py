@@ -121,3 +121,37 @@ def test_trips_are_read_while_a_write_waits_for_the_lock(served, state, monkeypa
         writer.join()
     assert answer["status"] == 200
     assert len(client.get("/api/trips").json()) == 2
+
+
+def test_the_client_says_when_another_program_answers() -> None:
+    """A URL where some other web server listens: the client said its HTML page as a bytes
+    literal; it says the answer is not JSON and what to check."""
+    import http.server
+
+    from ev_nav.server.client import RoutingClient, ServerError
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            body = b"<html><body>router admin</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with RoutingClient(f"http://127.0.0.1:{server.server_port}") as client:
+            with pytest.raises(ServerError) as err:
+                client.health()
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(err.value)
+    assert "is not JSON (text/html, 38 bytes)" in message and "ev-nav serve" in message
+    assert "<html>" not in message and "b'" not in message

@@ -42,7 +42,7 @@ from scipy.sparse.csgraph import bellman_ford
 
 from ev_nav.energy import J_PER_WH, Vehicle
 from ev_nav.errors import ConfigError, NegativeCycleError
-from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.network import RoadNetwork, require_network
 
 __all__ = [
     "loss_lower_bound",
@@ -68,6 +68,7 @@ def node_potential(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[
     Equal to :func:`physical_potential` whenever that already satisfies the bound (every network
     built with the default grade limit and the presets); otherwise lowered minimally.
     """
+    require_network(net, "node_potential")
     phi = physical_potential(net, vehicle)
     c = net.e_det(vehicle) - (phi[net.seg_v] - phi[net.seg_u])
     if c.min() >= -TOLERANCE_WH:
@@ -94,6 +95,7 @@ def potential_change(
     net: RoadNetwork, vehicle: Vehicle | None = None, potential: ArrayLike | None = None
 ) -> NDArray[np.float64]:
     """``ΔΦ(e) = Φ(head) − Φ(tail)`` per segment [Wh] (regeneration physics guarantees)."""
+    require_network(net, "potential_change")
     phi = node_potential(net, vehicle) if potential is None else np.asarray(potential, float)
     if phi.shape != (net.n_nodes,):  # was an IndexError, or a silently wrong ΔΦ
         raise ConfigError(
@@ -128,6 +130,7 @@ def loss_scale(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.f
     (:class:`ev_nav.sim.environment.TruthSpec`) and the learners' ``segment_scale="loss"``
     both use this scale; see ``docs/objective.md``.
     """
+    require_network(net, "loss_scale")
     c = net.e_det(vehicle) - potential_change(net, vehicle)
     return np.maximum(c, LOSS_SCALE_FLOOR_WH)
 
@@ -146,6 +149,7 @@ def loss_lower_bound(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArra
     It is what :class:`ev_nav.bandits.routing.Router` takes as ``lower`` for goal-directed
     search, valid for weights that never value a segment's loss below it.
     """
+    require_network(net, "loss_lower_bound")
     veh = vehicle or Vehicle()
     rolling_wh = (
         veh.eta_recuperation * veh.mass_kg * veh.gravity * veh.rolling_coeff

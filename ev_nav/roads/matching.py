@@ -37,7 +37,7 @@ from scipy.spatial import cKDTree
 
 from ev_nav.bandits.routing import Router
 from ev_nav.errors import ConfigError, InvalidObservation, TrackOffNetworkError
-from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork
+from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork, require_network
 
 __all__ = ["MatchConfig", "MatchResult", "match_track"]
 
@@ -393,6 +393,7 @@ def match_track(
         When too many points (``config.max_off_network_share``) have no road within the search
         radius, or fewer than one point can be matched.
     """
+    require_network(net, "match_track")
     cfg = config or MatchConfig()
     lon = np.asarray(lon, dtype=np.float64)
     lat = np.asarray(lat, dtype=np.float64)

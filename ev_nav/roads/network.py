@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import time
 import warnings
 import zipfile
@@ -1078,3 +1079,13 @@ def limit_grades(
         "grade_limit_max_move_m": float(delta.max()) if n else 0.0,
         "grade_limit_iterations": iterations,
     }
+
+
+def require_network(net: object, what: str) -> RoadNetwork:
+    """``net`` if it is a :class:`RoadNetwork`; else a TypeError naming ``what`` (the function)
+    and, for a file's path, how to load it."""
+    if isinstance(net, RoadNetwork):
+        return net
+    hint = (f" {str(net)[:60]!r}: load it first (RoadNetwork.load for a .npz, ev_nav.load_osm "
+            "for an OSM file)" if isinstance(net, str | os.PathLike) else "")
+    raise TypeError(f"{what} takes a RoadNetwork, got {type(net).__name__}{hint}")

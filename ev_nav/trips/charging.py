@@ -45,7 +45,7 @@ from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, RouteOptionError, UnknownSegmentError, UnreachableError
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
-from ev_nav.roads.network import RoadNetwork
+from ev_nav.roads.network import RoadNetwork, require_network
 from ev_nav.trips.battery import route_energy
 from ev_nav.wording import plural
 
@@ -443,6 +443,7 @@ def plan_charging(
     UnreachableError
         When the goal cannot be reached from the start.
     """
+    require_network(net, "plan_charging")
     cap = float(vehicle.battery_wh)
     settings.check(cap)
     for what, (e, f) in (("start", start), ("goal", goal)):

@@ -34,7 +34,7 @@ from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
 from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD, check_plausible
-from ev_nav.trips.session import save_checkpoint
+from ev_nav.trips.session import require_session, save_checkpoint
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -221,6 +221,7 @@ def record_segments(
     readings (the model learns with it, and judges them against its prediction at it).
     """
 
+    require_session(session, "record_segments")
     store, model = session.store, _judging_model(session, temperature_c)
     trip = store.get_trip(trip_id)
     seg, wh = _ids_and_energies(segment_ids, energies_wh, source)
@@ -386,6 +387,7 @@ def record_total(
     along its last); it is then checked against the model's prediction for that route, at
     ``temperature_c`` [°C] where given (recorded with the total, as in :func:`record_segments`).
     """
+    require_session(session, "record_total")
     try:  # the store checks it too, but the plausibility check below reads it first
         total_wh = float(total_wh)
     except (TypeError, ValueError):
@@ -546,6 +548,7 @@ def _absorb(session: Session, batch: int, on_recorded: Callable[[int], None] | N
 def forget_trip(session: Session, trip_id: int) -> int:
     """Remove a trip's observations and rebuild the model without them; returns the number of
     batches removed (see :meth:`ev_nav.store.Store.forget_observations`)."""
+    require_session(session, "forget_trip")
     n = session.store.forget_observations(trip_id)
     session.load_model()  # from a checkpoint that never saw them, or the prior
     save_checkpoint(session)

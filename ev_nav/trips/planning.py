@@ -288,6 +288,9 @@ def plan_trip(
     ConfigError
         A ``seed`` outside 0..2^63-1, a ``max_snap_m`` that is not a finite distance > 0 [m].
     """
+    from ev_nav.trips.session import require_session
+
+    require_session(session, "plan_trip")
     from ev_nav.bandits.agent import describe_route
     from ev_nav.bandits.indices import make_index, rectified_weights
     from ev_nav.store import TripPlan
@@ -409,6 +412,9 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     StateIOError
         If writing fails; the message says the trip itself was recorded.
     """
+    from ev_nav.trips.session import require_session
+
+    require_session(session, "write_trip_files")
     folder = maps_dir(session.state_dir)
     written = []
     try:

@@ -16,6 +16,7 @@ model every observation so far has produced.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -264,6 +265,17 @@ class Session:
             f"model rebuilt from {'an older checkpoint' if self.applied_upto else 'the prior'} "
             f"and the recorded observations ({'; '.join(self.skipped)}); no observation was lost"
         )
+
+
+def require_session(session: object, what: str) -> Session:
+    """``session`` if it is an open :class:`Session`; else a TypeError naming ``what`` (the
+    function) and, for a state's folder (the usual slip), how to open it."""
+    if isinstance(session, Session):
+        return session
+    hint = (f" {str(session)[:60]!r}: open the state first, e.g. 'with "
+            "ev_nav.open_state(PATH) as session:'" if isinstance(session, str | os.PathLike)
+            else "")
+    raise TypeError(f"{what} takes an open Session, got {type(session).__name__}{hint}")
 
 
 def restore_model(

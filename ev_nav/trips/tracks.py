@@ -196,6 +196,9 @@ def record_track(
         No total and no energy counter in the track; implausible readings (unless ``force``);
         a trip that already has observations.
     """
+    from ev_nav.trips.session import require_session
+
+    require_session(session, "record_track")
     trk = track if isinstance(track, Track) else read_gpx(track)
     trip = session.store.get_trip(trip_id)  # an unknown trip fails before the matching work
     if total_wh is None and not trk.has_energy:

@@ -36,9 +36,7 @@ import dataclasses
 import functools
 import json
 import numbers
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +316,8 @@ def catalogue_document() -> dict[str, Any]:
     """The vehicle catalogue file (``ev_nav/data/vehicles.json``) as read, once per process:
     ``{"sources": …, "vehicles": {name: {"params": {field: {"value", "source"}}, …}}}``.
     :mod:`ev_nav.vehicles` presents it; :func:`get_vehicle` builds its cars."""
+    from importlib import resources  # here: most commands never read the catalogue
+
     text = resources.files("ev_nav").joinpath("data", "vehicles.json").read_text("utf-8")
     return json.loads(text)
 
@@ -340,6 +340,8 @@ def load_vehicle(path: str | Path) -> Vehicle:
     model) plus parameter overrides, e.g. ``aux_power_w = 400`` or
     ``charge_curve = [[0, 120], [80, 50], [100, 10]]``. A file that overrides any parameter
     names the car after itself (``my-car.toml``: ``my-car``) unless it gives ``name``."""
+    import tomllib  # here: only a vehicle file is TOML
+
     p = require_file(path, "vehicle file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))

@@ -44,6 +44,13 @@ def test_light_commands_import_no_heavy_module(tmp_path):
         heavy = {m for m in ("torch", "scipy", "gpytorch", "osmnx", "folium", "matplotlib")
                  if m in loaded}
         assert not heavy, f"{argv}: imported {heavy}"
+    # nor what only other commands use: the physics and vehicle catalogue, the plausibility
+    # rule's recording machinery, hashing, statistics and temporary files (each a few ms of
+    # the start-up that scripts/bench_cli.py holds to 1.5 x numpy's import)
+    loaded = _modules_after(["history", str(state)])
+    extra = {m for m in ("ev_nav.energy", "ev_nav.trips.observations", "ev_nav.trips.changes",
+                         "hashlib", "statistics", "tempfile", "tomllib") if m in loaded}
+    assert not extra, f"history imported {extra}"
 
 
 def test_route_plans_without_torch(tmp_path):

@@ -23,7 +23,6 @@ the next one is read (both release the GIL), so reading and hashing overlap.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -90,6 +89,8 @@ class CachesMixin(StoreConnection):
 
 def file_checksum(path: str | os.PathLike[str]) -> tuple[str, int]:
     """SHA-256 hex digest and size [bytes] of a file's bytes."""
+    import hashlib  # here: see sha256_hex
+
     digest = hashlib.new(CHECKSUM)
     size = 0
     with open(path, "rb") as fh:
@@ -105,7 +106,8 @@ class _Hasher:
     :meth:`hexdigest` has returned."""
 
     def __init__(self) -> None:
-        # imported here: every command imports the store, few write a cache file
+        # imported here: every command imports the store, few read or write a cache file
+        import hashlib
         from concurrent.futures import ThreadPoolExecutor
 
         self._digest = hashlib.new(CHECKSUM)

@@ -12,7 +12,6 @@ so it reproduces the model that detected it; a dismissed change is no longer rep
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation, ModelStateError
-from ev_nav.store.connection import StoreConnection, _utcnow
+from ev_nav.store.connection import StoreConnection, _utcnow, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class ChangesMixin(StoreConnection):
         if row is None:
             return None
         blob = bytes(row[2])
-        if hashlib.sha256(blob).hexdigest() != row[1]:
+        if sha256_hex(blob) != row[1]:
             raise ModelStateError("the change detector's stored state is damaged (hash mismatch)")
         return int(row[0]), blob
 
@@ -144,7 +143,7 @@ class ChangesMixin(StoreConnection):
         writers scored the same batches: the caller rebuilds its model from what was stored).
         """
         data = bytes(blob)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_hex(data)
         now = _utcnow()
         with self._write("change detection") as conn:
             row = conn.execute("SELECT scored_upto FROM change_detector WHERE id = 1").fetchone()

@@ -6,13 +6,12 @@ The store knows nothing about models: the caller serialises them (pickle-free, w
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ev_nav.errors import ModelStateError, StateError
-from ev_nav.store.connection import StoreConnection, _utcnow
+from ev_nav.store.connection import StoreConnection, _utcnow, sha256_hex
 
 #: Checkpoints kept per state (older ones are pruned when a new one is saved).
 KEEP_CHECKPOINTS = 3
@@ -62,7 +61,7 @@ class CheckpointsMixin(StoreConnection):
             raise ModelStateError("refusing to store an empty model checkpoint")
         if int(n_obs) < 0:
             raise ModelStateError(f"n_obs must be >= 0, got {n_obs}")
-        digest = hashlib.sha256(data).hexdigest()
+        digest = sha256_hex(data)
         try:
             with self._write("checkpoint") as conn:
                 last = (
@@ -111,7 +110,7 @@ class CheckpointsMixin(StoreConnection):
         if row is None:
             return None
         blob = bytes(row[6])
-        if hashlib.sha256(blob).hexdigest() != row[5]:
+        if sha256_hex(blob) != row[5]:
             raise ModelStateError(
                 f"model checkpoint {row[0]} is damaged (hash mismatch); the observations are "
                 f"intact: 'ev-nav doctor {self.path.parent} --repair' rebuilds the model from them"
@@ -133,7 +132,7 @@ class CheckpointsMixin(StoreConnection):
         out = []
         for row in rows:
             blob = bytes(row[6] or b"")
-            ok = hashlib.sha256(blob).hexdigest() == row[5]
+            ok = sha256_hex(blob) == row[5]
             out.append(
                 CheckpointRecord(
                     int(row[0]), str(row[1]), int(row[2]), int(row[3]), str(row[4]), blob, ok

@@ -172,6 +172,15 @@ def _process_writers(path: Path) -> _ProcessWriters:
         return writers
 
 
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 hex digest of ``data``, as the store records its blobs' (checkpoints, the
+    detector's state). hashlib is imported here, not with the store: OpenSSL's start-up is a few
+    milliseconds that commands reading no blob (``history``) do not pay."""
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
 

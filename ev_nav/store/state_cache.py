@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -103,6 +102,8 @@ class StateCache:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+            import tempfile  # here: a command that writes no cache file skips its import
+
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
         except OSError:
             return

@@ -25,7 +25,6 @@ import threading
 import weakref
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -220,7 +219,10 @@ def arrival_forecast(
     level: float = 0.9,
 ) -> ArrivalForecast:
     """Arrival charge for a departure charge and a route energy distribution (all in Wh)."""
-    # stdlib normal: `history` imports this module and must not pay for scipy's import
+    # stdlib normal, imported here: `history` imports this module and pays for neither
+    # scipy's import nor statistics' (decimal, fractions, random)
+    from statistics import NormalDist
+
     z = NormalDist().inv_cdf(0.5 + level / 2)
     mean = departure_wh - energy.mean_wh
     sd = max(energy.sd_wh, 1e-12)

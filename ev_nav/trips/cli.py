@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ev_nav.cli import seed_arg, state_arg, tell, town_size_arg
-from ev_nav.energy import get_vehicle, load_vehicle
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
@@ -352,6 +351,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
             "a --network state takes its network from the file (drop the option, or use "
             "--synthetic)"
         )
+    from ev_nav.energy import get_vehicle, load_vehicle  # here: history needs no physics
+
     vehicle = load_vehicle(args.vehicle_file) if args.vehicle_file else get_vehicle(args.vehicle)
     with Stages("init", 3) as stages:
         session = create_state(

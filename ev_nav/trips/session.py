@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ev_nav.energy import Vehicle, get_vehicle
 from ev_nav.errors import (
     ConfigError,
     ModelStateError,
@@ -33,6 +32,7 @@ from ev_nav.errors import (
 )
 
 if TYPE_CHECKING:  # scipy/torch-backed; imported where really needed (not by 'history')
+    from ev_nav.energy import Vehicle
     from ev_nav.gp.changes import ChangeDetector
     from ev_nav.gp.incremental_state import ExactPosterior
     from ev_nav.gp.posterior import SegmentModel
@@ -409,6 +409,8 @@ def open_session(
                 f"the state's network {ref} is missing ({exc}); pass --network PATH"
             ) from None
         store.check_network(net.content_hash, net.arrays_hash)
+        from ev_nav.energy import Vehicle
+
         session = Session(store, net, Vehicle(**store.vehicle().spec), None)
         if with_model:
             session.load_model(planning=planning, max_replay=max_replay)
@@ -455,6 +457,7 @@ def create_state(
         Called with the name of each stage as it starts (progress of a large network: the
         prior covariance of LuST's 5,614 segments takes ~15 s).
     """
+    from ev_nav.energy import Vehicle, get_vehicle
     from ev_nav.store import Store
 
     stage = on_stage or (lambda _name: None)

@@ -208,6 +208,19 @@ def build_parser(command: str | None = None, *, modules: bool = True) -> argpars
     return parser
 
 
+def _deepest_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command ``args`` were parsed for (``network build``)."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)),
+                   None)
+        chosen = None if sub is None else getattr(args, sub.dest, None)
+        if sub is None or chosen not in sub.choices:
+            return parser
+        parser = sub.choices[chosen]
+
+
 def _command_of(argv: Sequence[str]) -> str | None:
     """The sub-command named on the command line (first argument that is not an option)."""
     for arg in argv:
@@ -287,7 +300,9 @@ def _main(argv: Sequence[str] | None) -> int:
     # ``--version`` and ``--help`` need no command module at all.
     parser = build_parser(command, modules=command is not None)
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser: its --help lists what it takes
+            _deepest_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # usage error (one line already printed), --help, --version
         return int(exc.code or 0)
     # the tokens as typed: a handler may need to tell an option given at its default value

@@ -181,6 +181,12 @@ def _bad_inputs(state, tmp):
         (["fleet", "drive", fleet, "--server", "http://127.0.0.1:99999"],
          "expected a server URL like http://127.0.0.1:8000"),
         (["fleet", "drive", fleet, "--server", "http://[::1"], "expected a server URL"),
+        # an argument no option takes: pointed at the sub-command's own help (was 'ev-nav --help')
+        (["vehicles", "extra"], "unrecognized arguments: extra (see 'ev-nav vehicles --help')"),
+        (["network", "build", "--osm", net, "--out", tmp / "o.npz", "extra"],
+         "(see 'ev-nav network build --help')"),
+        (["network", "build", "--osm", net, "--out", ""], "a file name is needed"),
+        (["map", state, "--out", tmp / ".html"], "a map needs a file name"),
         (["serve", state, "--checkpoint-every", "nan"], "finite"),
         (["serve", state, "--checkpoint-every", "-1"], "positive"),
         ([*town, "--segments", "300", "--vehicle-file", vehicle], "mass_kg must be a number"),

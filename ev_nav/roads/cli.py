@@ -41,6 +41,8 @@ def _network_out_arg(text: str) -> Path:
     """Where ``network build | fetch`` writes: a ``.npz`` file name (other commands tell a
     network file from an OSM file by it; an ``--out`` naming the OSM input overwrote it), not a
     folder. Checked before the build, which may take minutes."""
+    if not text.strip():  # Path("") is the current folder
+        raise argparse.ArgumentTypeError("a file name is needed, e.g. network.npz")
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(

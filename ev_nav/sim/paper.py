@@ -36,6 +36,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--agents", help="only these agents (comma-separated labels, e.g. BI-TS,GP-TS)")
     p.add_argument("--networks", help="only these networks (comma-separated: monaco,luxembourg)")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: write the report of the runs finished in --out")
     return p
 
 
@@ -90,18 +92,24 @@ def run(
     from ev_nav.sim.report import write_report
 
     out = args.out or RESULTS_DIR / (name + ("-quick" if args.quick else ""))
-    kind = "dask" if args.dask_scheduler else args.executor
-    executor = make_executor(kind, workers=args.workers, dask_scheduler=args.dask_scheduler)
+    report_only = getattr(args, "report_only", False)
+    if report_only and not (Path(out) / "runs").is_dir():
+        print(f"error: --report-only: {out} has no finished runs to report", file=sys.stderr)
+        raise SystemExit(2)
+    failed = []
     t0 = time.perf_counter()
-    result = run_grid(
-        specs,
-        out,
-        executor=executor,
-        resume=not args.fresh,
-        checkpoint_every=50,
-        progress=not args.quiet,
-        config={"figure": name, "quick": args.quick, "n_runs": len(specs)},
-    )
+    if not report_only:  # (the grid's own grid.json is left as its last run wrote it)
+        kind = "dask" if args.dask_scheduler else args.executor
+        executor = make_executor(kind, workers=args.workers, dask_scheduler=args.dask_scheduler)
+        failed = run_grid(
+            specs,
+            out,
+            executor=executor,
+            resume=not args.fresh,
+            checkpoint_every=50,
+            progress=not args.quiet,
+            config={"figure": name, "quick": args.quick, "n_runs": len(specs)},
+        ).failed
     wall = time.perf_counter() - t0
     wanted = [s.run_id for s in (report_specs if report_specs is not None else specs)]
     runs_dir = Path(out) / "runs"
@@ -120,8 +128,9 @@ def run(
     if comparison:
         atomic_write_text(out / "comparison.md", comparison + "\n")
         print("\n" + comparison)
-    print(f"\n{name}: {len(specs)} runs, {len(result.failed)} failed, wall time {wall:.0f} s")
-    for o in result.failed:
+    ran = "report only" if report_only else f"{len(specs)} runs, {len(failed)} failed"
+    print(f"\n{name}: {ran}, wall time {wall:.0f} s")
+    for o in failed:
         print(f"  FAILED {o.run_id}: {o.error}")
     for p in written:
         print(f"  wrote {p}")

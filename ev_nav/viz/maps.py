@@ -119,6 +119,9 @@ def check_map_path(path: str | Path) -> Path:
     a browser nor the user takes for one.
     """
     p = Path(path)
+    if p.name.lower() in MAP_EXTENSIONS:  # '.html' alone is a hidden file's name, not a page's
+        raise MapPathError(f"a map needs a file name: {p} has only the extension; give one "
+                           f"such as {p.with_name('map.html')}")
     if p.suffix.lower() not in MAP_EXTENSIONS:
         hint = f" (e.g. {p.name}.html)" if not p.suffix else ""
         raise MapPathError(

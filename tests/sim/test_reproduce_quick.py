@@ -65,6 +65,15 @@ def test_reproduction_scripts_quick(tmp_path):
     assert "left out of the report" in text and "_0ld5pec0" in text
     again = pd.read_csv(out2 / "summary.csv")
     assert len(again) == 6 and (again["runs"] == 1).all()
+    # report only: runs nothing, reports what is finished (the documented way was '--agents
+    # none', refused since filters naming nothing became errors)
+    (out2 / "summary.csv").unlink()
+    grid = (out2 / "grid.json").read_bytes()
+    text = _run("reproduce_fig2.py", "--quick", "--quiet", "--report-only", "--out", out2,
+                env=env)
+    assert "fig2: report only" in text
+    assert len(pd.read_csv(out2 / "summary.csv")) == 6
+    assert (out2 / "grid.json").read_bytes() == grid  # the grid's record is left as it was
 
     out69 = tmp_path / "fig69"
     _run("reproduce_fig69.py", "--runs", out2, "--out", out69, "--no-html", env=env)
@@ -125,6 +134,7 @@ def test_reproduction_filters_refuse_names_of_no_run(tmp_path):
         (("--agents", "GP-TZ"), "--agents names no agent of this run: GP-TZ"),
         (("--networks", "atlantis"), "--networks names no network of this run: atlantis"),
         (("--horizon", "0"), "argument --horizon: expected a whole number >= 1"),
+        (("--report-only",), "--report-only: "),
     ):
         out = tmp_path / "fig2"
         proc = subprocess.run(

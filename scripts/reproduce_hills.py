@@ -10,13 +10,15 @@ per-trip regret over the last 100 trips against its first 100. The runs are resu
 ``--route-rules`` runs Bayes-UCB and UCB on each route's total (``bucb-route``, ``ucb-route``)
 instead of the paper's per-segment forms. ``--graph-share S`` draws worlds whose losses keep the
 share S of their variance in the local (graph) term instead of the paper's 0.5 (output folder
-``hills-share-S``): how much a GP can pool decides how far below BI it gets.
+``hills-share-S``): how much a GP can pool decides how far below BI it gets. ``--beta-scale S``
+gives every learner that exploration scale (output folder ``hills-beta-S``).
 Usage: python scripts/reproduce_hills.py [--quick] [--route-rules] [--graph-share S]
-       [--horizon T] [--seeds N] [--workers W] [--agents GP-TS,BI-TS]
+       [--beta-scale S] [--horizon T] [--seeds N] [--workers W] [--agents GP-TS,BI-TS]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import pandas as pd
@@ -28,6 +30,17 @@ from ev_nav.sim.environment import PAPER_GRAPH_SHARE
 from ev_nav.sim.hills import PAPER_RULES, ROUTE_RULES, criteria, hills_specs
 
 
+def _scale_arg(text: str) -> float:
+    """``--beta-scale``: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def main() -> int:
     t0 = time.perf_counter()
     p = paper.parser(__doc__)
@@ -36,10 +49,14 @@ def main() -> int:
     p.add_argument("--graph-share", type=fraction_arg, default=PAPER_GRAPH_SHARE,
                    help=f"the worlds' local share of the losses' variance (paper: "
                    f"{PAPER_GRAPH_SHARE})")
+    p.add_argument("--beta-scale", type=_scale_arg, default=1.0,
+                   help="every learner's beta_scale: x the beta_t of (Bayes-)UCB, x the variance "
+                   "of Thompson sampling's draws (default 1; output folder hills-beta-S)")
     args = p.parse_args()
     horizon, seeds = paper.settings(args, horizon=500, seeds=10)
     rules = ROUTE_RULES if args.route_rules else PAPER_RULES
-    specs = hills_specs(horizon=horizon, seeds=seeds, rules=rules, graph_share=args.graph_share)
+    specs = hills_specs(horizon=horizon, seeds=seeds, rules=rules, graph_share=args.graph_share,
+                        beta_scale=args.beta_scale)
     if args.quick:
         specs = [s for s in specs if s.network.name == "town"]
     figure_specs = specs
@@ -49,7 +66,9 @@ def main() -> int:
         res = pd.read_csv(out / "results.csv")
         window = max(1, min(100, horizon // 5))
         crit = criteria(res, window=window)
-        text = (f"# Quality in hills: targets (T = {horizon}, window {window} trips)\n\n"
+        scaled = ("" if args.beta_scale == 1.0 else
+                  f", every learner's beta_scale {args.beta_scale:g}")
+        text = (f"# Quality in hills: targets (T = {horizon}, window {window} trips{scaled})\n\n"
                 + crit.markdown())
         atomic_write_text(out / "criteria.md", text)
         print(text)
@@ -58,6 +77,8 @@ def main() -> int:
     name = "hills-route" if args.route_rules else "hills"
     if args.graph_share != PAPER_GRAPH_SHARE:
         name += f"-share-{args.graph_share:g}"
+    if args.beta_scale != 1.0:
+        name += f"-beta-{args.beta_scale:g}"
     paper.run(name, args, specs, figures, report_specs=figure_specs)
     print(f"whole command: {time.perf_counter() - t0:.0f} s wall")
     return 0

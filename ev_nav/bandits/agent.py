@@ -173,7 +173,8 @@ class Agent:
         t = self.t + 1 if t is None else t
         sample = getattr(self.model, "sample", None)
         if (sample is not None and self.potential_change is None
-                and isinstance(self.rule, ThompsonIndex) and self.rule.joint):
+                and isinstance(self.rule, ThompsonIndex) and self.rule.joint
+                and self.rule.scale == 1.0):
             # a joint Thompson draw from a model that draws without variances (the regional
             # learner): Algorithm 2 on the draw, as ``μ + σ·joint_scores`` would give, from the
             # same random numbers, without computing every segment's σ

@@ -179,16 +179,22 @@ class ThompsonIndex(_ScoredRule):
     ``joint=True`` (``ts-joint``, the textbook form): one draw from the model's joint
     posterior (:meth:`~ev_nav.gp.posterior.SegmentPosterior.joint_scores`), so correlated
     segments move together; models without a joint form (BI) draw exactly as ``ts`` does.
+    ``scale`` multiplies the variance the draws are taken from (the standard score by
+    ``√scale``), as ``BetaSchedule.scale`` multiplies UCB's β: below 1 the rule explores less
+    (``docs/objective.md`` measures it), 0 is the posterior mean.
     """
 
     name: str = "ts"
     joint: bool = False
+    scale: float = 1.0
 
     def score(self, posterior: Posterior, t: int, rng: np.random.Generator):
         joint_scores = getattr(posterior, "joint_scores", None)
         if self.joint and joint_scores is not None:
-            return joint_scores(rng)
-        return rng.standard_normal(posterior.mean.shape[0])
+            z = joint_scores(rng)
+        else:
+            z = rng.standard_normal(posterior.mean.shape[0])
+        return z if self.scale == 1.0 else math.sqrt(self.scale) * z
 
 
 @dataclass(frozen=True)
@@ -325,7 +331,8 @@ def make_index(
     policy: str, *, beta_scale: float = 1.0, omega: float = 1.0, xi: float = 1.0
 ) -> IndexRule:
     """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ucb-route``, ``bucb-route``,
-    ``ts``, ``ts-joint``, ``mean`` or ``safe``."""
+    ``ts``, ``ts-joint``, ``mean`` or ``safe``. ``beta_scale`` multiplies the β of the
+    confidence rules and the variance of Thompson sampling's draws."""
     policy = policy.lower()
     if policy == "ucb":
         return LowerConfidenceIndex(BetaSchedule("ucb", scale=beta_scale), name="ucb")
@@ -342,9 +349,9 @@ def make_index(
                     else BetaSchedule("bucb", scale=beta_scale, omega=omega, xi=xi))
         return RouteConfidenceIndex(schedule, name=policy)
     if policy == "ts":
-        return ThompsonIndex()
+        return ThompsonIndex(scale=beta_scale)
     if policy == "ts-joint":
-        return ThompsonIndex(name="ts-joint", joint=True)
+        return ThompsonIndex(name="ts-joint", joint=True, scale=beta_scale)
     if policy == "mean":
         return MeanIndex()
     if policy == "safe":

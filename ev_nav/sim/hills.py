@@ -85,11 +85,20 @@ def hills_specs(
     networks: Sequence[str] = ("srtm-monaco", "town"),
     rules: Sequence[str] = PAPER_RULES,
     graph_share: float = PAPER_GRAPH_SHARE,
+    beta_scale: float = 1.0,
 ) -> list[RunSpec]:
     """Every route × agent × seed of the experiment (``rules``: :data:`PAPER_RULES` or
     :data:`ROUTE_RULES`; ``graph_share``: the world's local share of its losses' variance,
-    :class:`~ev_nav.sim.environment.TruthSpec`)."""
+    :class:`~ev_nav.sim.environment.TruthSpec`; ``beta_scale``: every learner's
+    :attr:`~ev_nav.sim.fleet.AgentSpec.beta_scale`, the variance its rule explores with — the
+    agents keep their plain labels, GP-TS and so on, so :func:`criteria` reads them as the
+    grid's; the greedy planner has no exploration to scale)."""
     truth = TruthSpec(kind="physical", optimum="exact", graph_share=graph_share)
+    agents = [
+        agent if beta_scale == 1.0 or agent.policy == "mean"
+        else replace(agent, beta_scale=beta_scale, name=agent.label)
+        for agent in hills_agents(rules)
+    ]
     return [
         RunSpec(
             network=net,
@@ -100,7 +109,7 @@ def hills_specs(
             seed=seed,
         )
         for net, trips in hills_routes(networks)
-        for agent in hills_agents(rules)
+        for agent in agents
         for seed in seeds
     ]
 

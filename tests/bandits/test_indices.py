@@ -99,6 +99,13 @@ def test_ts_index_distribution():
     # independent across segments
     corr = np.corrcoef(draws.T)
     assert np.abs(corr[np.triu_indices(4, 1)]).max() < 0.03
+    # beta_scale multiplies the draws' variance (0.25: sd halved; 0: the posterior mean), from
+    # the same random numbers
+    half = make_index("ts", beta_scale=0.25)
+    rng = np.random.default_rng(1)
+    scaled = np.stack([half(post, 1, rng) for _ in range(40_000)])
+    np.testing.assert_allclose(scaled - post.mean, 0.5 * (draws - post.mean), atol=1e-12)
+    np.testing.assert_array_equal(make_index("ts", beta_scale=0.0)(post, 1, rng), post.mean)
 
 
 def test_lcb_indices_and_weights():

@@ -110,6 +110,20 @@ def test_criteria_without_thompson_sampling_have_no_ts_target():
     assert "order √T, the rate of the paper's bounds):" in one.markdown()
 
 
+def test_beta_scale_gives_every_learner_its_scale_under_its_plain_label():
+    """``--beta-scale S``: each learner explores with S (UCB's β, TS's draw variance), labelled as
+    in the grid so the criteria read it; the greedy planner and the default grid unchanged."""
+    from ev_nav.sim.hills import hills_specs
+
+    plain = hills_specs(horizon=1, seeds=[0], networks=("town",))
+    scaled = hills_specs(horizon=1, seeds=[0], networks=("town",), beta_scale=0.25)
+    assert [s.agent.label for s in plain] == [s.agent.label for s in scaled]
+    for a, b in zip(plain, scaled, strict=True):
+        assert a.agent.beta_scale == 1.0
+        assert b.agent.beta_scale == (1.0 if b.agent.policy == "mean" else 0.25)
+        assert (a.run_id == b.run_id) == (b.agent.policy == "mean")
+
+
 def test_agents_cover_every_rule_for_gp_and_bi():
     labels = {a.label for a in HILLS_AGENTS}
     assert {"GP-TS", "BI-TS", "GP-BUCB", "BI-BUCB", "GP-UCB", "BI-UCB", "GP-greedy"} == labels

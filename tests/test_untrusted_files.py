@@ -572,28 +572,22 @@ def test_concurrent_routes_never_share_a_seed(tmp_path, capsys, net):
 def test_opening_foreign_files_writes_nothing(tmp_path):
     state = tmp_path / "s"
     state.mkdir()
-    db = Store.db_path(state)
-    sqlite3.connect(db).close()  # an empty SQLite database someone else made
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE TABLE other(x)")
-    conn.close()
-    before = db.read_bytes()
-    with pytest.raises(StateError, match="not an ev-nav state"):
-        Store.open(state)
-    assert db.read_bytes() == before
-    # ... with a schema version of its own: migrating it wrote ev-nav's tables into it (doctor
-    # did, before calling it damaged)
-    conn = sqlite3.connect(db)
-    conn.execute("PRAGMA user_version = 3")
-    conn.close()
-    before = db.read_bytes()
-    with pytest.raises(StateError, match="not an ev-nav state .it has no ev-nav tables"):
-        Store.open(state)
     from ev_nav.cli import main
 
-    assert main(["doctor", str(state)]) == 2
-    assert db.read_bytes() == before
-    assert not Path(str(db) + "-wal").exists()
+    db = Store.db_path(state)
+    # an SQLite database someone else made; then one with a schema version of its own (migrating
+    # it wrote ev-nav's tables into it: doctor did, before calling it damaged)
+    for version, said in ((0, "no schema"), (3, "it has no ev-nav tables")):
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS other(x)")
+            conn.execute(f"PRAGMA user_version = {version}")
+        conn.close()
+        before = db.read_bytes()
+        with pytest.raises(StateError, match=f"not an ev-nav state .{said}"):
+            Store.open(state)
+        assert main(["doctor", str(state)]) == 2
+        assert db.read_bytes() == before
+        assert not Path(str(db) + "-wal").exists()
 
 
 def test_a_checkpoint_stored_as_text_is_an_unusable_checkpoint(tmp_path, capsys, net):

@@ -75,23 +75,23 @@ def main() -> int:
         state = tmp / "state"
         if args.quick:
             subprocess.run([*EV_NAV, "init", str(state), "--synthetic"], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, env=ENV)
             points = ("47.0010,8.0020", "47.0100,8.0150")
         else:
             net = tmp / "monaco.npz"
             subprocess.run([*EV_NAV, "network", "build", "--osm",
                             str(REPO.parent / "shared" / "data" / "most_monaco.osm.gz"),
-                            "--out", str(net)], check=True, stdout=subprocess.DEVNULL,
+                            "--out", str(net)], check=True, stdout=subprocess.DEVNULL, env=ENV,
                            stderr=subprocess.DEVNULL)
             subprocess.run([*EV_NAV, "init", str(state), "--network", str(net)], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, env=ENV)
             points = ("43.7237558,7.3994245", "43.7724615,7.4562873")  # route A
         route = [*EV_NAV, "route", str(state), "--from", points[0], "--to", points[1],
                  "--no-map"]
-        for t in range(1, trips + 1):
-            subprocess.run(route, check=True, stdout=subprocess.DEVNULL)
+        for t in range(1, trips + 1):  # (with ENV: route's and observe's bytecode written)
+            subprocess.run(route, check=True, stdout=subprocess.DEVNULL, env=ENV)
             subprocess.run([*EV_NAV, "observe", str(state), str(t), "--total-wh", "500",
-                            "--force"], check=True, stdout=subprocess.DEVNULL)
+                            "--force"], check=True, stdout=subprocess.DEVNULL, env=ENV)
         numpy_s = _median([sys.executable, "-c", "import numpy"], repeat)
         torch_s = _median([sys.executable, "-c", "import torch"], repeat)
         version_s = _median([*EV_NAV, "--version"], repeat)

@@ -92,7 +92,6 @@ def test_vehicle_validation_and_files(tmp_path):
         load_vehicle(f)
 
 
-
 @pytest.mark.parametrize("line,named", [
     ("mass_kg = 1e12", "mass_kg = 1e+12 is outside what a road vehicle can have (50 to 100000)"),
     ("gravity = 1000", "gravity = 1000"), ("air_density = 500", "air_density = 500"),

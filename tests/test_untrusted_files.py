@@ -416,7 +416,7 @@ def test_a_reading_lost_on_a_damaged_page_is_reported_with_what_helps(tmp_path, 
     assert code == 0, err
     assert json.loads(out)[0]["observed_wh"] is None
     code, out, _ = _run(capsys, "doctor", state)
-    assert code == 1 and "rows missing (ids 1; 1 trip 1)" in out, out
+    assert code == 1 and "rows missing (batch 1 of trip 1)" in out, out
     assert f"'ev-nav observe {state} TRIP --undo'" in out and "--repair' to fix" not in out
     code, _, err = _run(capsys, "observe", state, 1, "--undo")
     assert code == 0, err
@@ -629,6 +629,46 @@ def test_doctor_finds_a_missing_table_and_recreates_it(tmp_path, capsys, net):
     assert names[0] == names[1] and set(schema_tables()) <= names[0]  # its indexes too
     code, out, err = _run(capsys, "changes", state)
     assert code == 0 and "no road flagged as changed" in out, err
+
+
+@pytest.mark.parametrize("table", ["vehicles", "trips", "observations"])
+def test_doctor_will_not_recreate_a_table_of_the_states_record(tmp_path, capsys, net, table):
+    """Dropped trips, readings or vehicles: recreated empty, the state was unusable ('unknown
+    vehicle id 1'), and plain doctor read the missing table ('no such table', advising doctor);
+    it says what is gone and that a backup is the way back, and writes nothing."""
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        conn.execute(f"DROP TABLE {table}")
+    before = _snapshot_tables(state)
+    for argv in (("doctor", state), ("doctor", state, "--repair")):
+        code, out, err = _run(capsys, *argv)
+        assert code == 1 and f"table(s) missing: {table}" in out, out + err
+        assert f"--repair cannot recreate {table}" in out
+        assert "restore the state from a backup" in out
+        assert "Traceback" not in err and err == ""
+    assert _snapshot_tables(state) == before
+
+
+def _snapshot_tables(state) -> list:
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        return conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+
+
+def test_salvage_skips_a_damaged_id_counter(tmp_path, capsys, net):
+    """A counter that is no number in a damaged file: the salvage was a TypeError traceback that
+    left its half-made copy behind."""
+    from ev_nav.store.doctor import salvage_database
+
+    state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
+    db = Store.db_path(state)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sqlite_sequence SET seq = NULL WHERE name = 'checkpoints'")
+    lines = salvage_database(db)
+    assert any("salvaged copy" in line for line in lines)
+    assert not list(state.glob("*.salvage-*"))
+    with sqlite3.connect(db) as conn:
+        seq = dict(conn.execute("SELECT name, seq FROM sqlite_sequence").fetchall())
+    assert seq["trips"] == 1  # the readable counters carried
 
 
 def _algorithm3_checkpoints_only(state, net) -> list:

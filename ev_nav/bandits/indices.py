@@ -188,6 +188,10 @@ class ThompsonIndex(_ScoredRule):
     joint: bool = False
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        if not (self.scale >= 0 and math.isfinite(self.scale)):
+            raise ConfigError(f"Thompson sampling's scale must be a number >= 0, got {self.scale}")
+
     def score(self, posterior: Posterior, t: int, rng: np.random.Generator):
         joint_scores = getattr(posterior, "joint_scores", None)
         if self.joint and joint_scores is not None:

@@ -92,7 +92,7 @@ def run(
     from ev_nav.sim.report import write_report
 
     out = args.out or RESULTS_DIR / (name + ("-quick" if args.quick else ""))
-    report_only = getattr(args, "report_only", False)
+    report_only = args.report_only
     if report_only and not (Path(out) / "runs").is_dir():
         print(f"error: --report-only: {out} has no finished runs to report", file=sys.stderr)
         raise SystemExit(2)

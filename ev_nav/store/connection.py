@@ -353,9 +353,10 @@ class StoreConnection:
                 f"{path} is an SQLite database but not an ev-nav state (no schema); nothing was "
                 "written to it - check the path"
             )
-        if not {"meta", "trips"} <= tables:
+        if not tables & {"meta", "trips", "observation_batches", "observations", "checkpoints"}:
             # another program's database with a schema version of its own: migrating it would
-            # write ev-nav's tables into it (doctor did, before saying it was damaged)
+            # write ev-nav's tables into it (doctor did, before saying it was damaged); a state
+            # that lost some of its tables is doctor's to report
             raise StateError(
                 f"{path} is an SQLite database but not an ev-nav state (it has no ev-nav "
                 "tables); nothing was written to it - check the path"

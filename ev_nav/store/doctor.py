@@ -180,7 +180,8 @@ def _check_contents(
 
     all_fixed = True
     with Store.open(state) as store:
-        all_fixed &= _check_tables(report, store, repair=repair)
+        if not _check_tables(report, store, repair=repair):
+            return False  # the checks below read those tables
         damaged = _damaged_records(store)
         if not damaged:
             try:  # the batches' own reader: it names the first damaged batch
@@ -208,10 +209,10 @@ def _check_contents(
             trips = sorted({int(r[1]) for r in incomplete})
             report.problems.append(
                 f"{plural(len(incomplete), 'observation batch')} "
-                f"{'has' if len(incomplete) == 1 else 'have'} rows missing (ids "
-                f"{', '.join(str(r[0]) for r in incomplete[:5])}; "
-                f"{plural(len(trips), 'trip')} {', '.join(map(str, trips[:5]))}); they cannot "
-                "be restored"
+                f"{'has' if len(incomplete) == 1 else 'have'} rows missing (batch "
+                f"{', '.join(str(r[0]) for r in incomplete[:5])} of "
+                f"{'trip' if len(trips) == 1 else 'trips'} "
+                f"{', '.join(map(str, trips[:5]))}); they cannot be restored"
             )
             # --repair has nothing more to do: say what helps (it advised --repair, again)
             report.advice = report.advice or (
@@ -292,10 +293,19 @@ def _check_contents(
     return all_fixed
 
 
+#: Tables whose content the state can do without, so that ``--repair`` may recreate one
+#: empty: the model is rebuilt from the observations, derived files are checked again, flagged
+#: changes are found again by the detector. The others are the state's record (its trips,
+#: readings, vehicles, metadata): empty, the state would be another one.
+RECREATABLE_TABLES = frozenset({"checkpoints", "cache_files", "segment_changes",
+                                "change_detector"})
+
+
 def _check_tables(report: DoctorReport, store: Store, *, repair: bool) -> bool:
     """Tables the state's schema has but its file lacks (dropped by hand or by another tool):
-    every command that reads one reports the state damaged. ``repair`` creates them empty;
-    returns whether none is missing now."""
+    every command that reads one reports the state damaged. ``repair`` recreates the
+    :data:`RECREATABLE_TABLES` empty; returns whether none is missing now (the other checks
+    read the tables, so they run only then)."""
     from ev_nav.store.schema import schema_tables
 
     present = {r[0] for r in store._conn.execute(
@@ -305,7 +315,15 @@ def _check_tables(report: DoctorReport, store: Store, *, repair: bool) -> bool:
         return True
     names = ", ".join(sorted(missing))
     report.problems.append(f"table(s) missing: {names} (what they held is gone)")
+    record = sorted(set(missing) - RECREATABLE_TABLES)
+    if record:
+        report.advice = (
+            f"--repair cannot recreate {', '.join(record)}: the state's trips, readings and "
+            "vehicle are in them; restore the state from a backup"
+        )
+        return False
     if not repair:
+        report.advice = f"'ev-nav doctor {store.path.parent} --repair' recreates them empty"
         return False
     with store._write("doctor-tables") as conn:
         for statements in missing.values():
@@ -417,8 +435,8 @@ def _keep_id_counters(src: sqlite3.Connection, dst: sqlite3.Connection) -> list[
     """
     counters: dict[str, int] = {}
     with contextlib.suppress(sqlite3.DatabaseError):
-        counters = {str(n): int(q) for n, q in src.execute(
-            "SELECT name, seq FROM sqlite_sequence").fetchall()}
+        counters = {str(n): int(q) for n, q in src.execute(  # a damaged row is skipped
+            "SELECT name, seq FROM sqlite_sequence WHERE typeof(seq) = 'integer'").fetchall()}
     lines = []
     orphans: list[tuple[int, int]] = []
     with contextlib.suppress(sqlite3.DatabaseError):  # a table the damaged file lacked

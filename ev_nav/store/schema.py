@@ -222,14 +222,14 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def schema_tables(version: int = SCHEMA_VERSION) -> dict[str, tuple[str, ...]]:
-    """Each table a state of schema ``version`` has, with the statements that create it (the
+def schema_tables() -> dict[str, tuple[str, ...]]:
+    """Each table a state of :data:`SCHEMA_VERSION` has, with the statements that create it (the
     table's, then its indexes'): the migrations applied to an empty database in memory (one
     source of truth, the migrations themselves). ``ev-nav doctor`` finds a state's missing
     tables with it."""
     conn = sqlite3.connect(":memory:")
     try:
-        for migrate in MIGRATIONS[:version]:
+        for migrate in MIGRATIONS:
             migrate(conn)
         rows = conn.execute(
             "SELECT tbl_name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND "

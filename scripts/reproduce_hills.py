@@ -23,7 +23,7 @@ import time
 
 import pandas as pd
 
-from ev_nav.cli import fraction_arg
+from ev_nav.cli import finite_arg, fraction_arg
 from ev_nav.provenance import atomic_write_text
 from ev_nav.sim import paper
 from ev_nav.sim.environment import PAPER_GRAPH_SHARE
@@ -32,11 +32,8 @@ from ev_nav.sim.hills import PAPER_RULES, ROUTE_RULES, criteria, hills_specs
 
 def _scale_arg(text: str) -> float:
     """``--beta-scale``: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value >= 0 and value != float("inf")):
+    value = finite_arg(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.cli import seed_arg, state_arg, tell, town_size_arg
+from ev_nav.cli import finite_arg, seed_arg, state_arg, tell, town_size_arg
 from ev_nav.errors import ConfigError, InvalidObservation, StateIOError
 from ev_nav.progress import Stages
 from ev_nav.trips.battery import (
@@ -61,25 +61,15 @@ def _parse_latlon(text: str) -> tuple[float, float]:
     return lat, lon
 
 
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not np.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
 def _distance_arg(text: str) -> float:
-    value = _finite_float(text)
+    value = finite_arg(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a distance must be positive, got {text!r}")
     return value
 
 
 def _time_weight_arg(text: str) -> float:
-    value = _finite_float(text)
+    value = finite_arg(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"a time weight must be >= 0 Wh/min, got {text!r}")
     return value
@@ -204,7 +194,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=seed_arg, help="seed of the Thompson draw, 0..2^63-1 (default: trip id)"
     )
     p.add_argument(
-        "--temperature", type=_finite_float, metavar="C",
+        "--temperature", type=finite_arg, metavar="C",
         help="ambient temperature [°C]: predict the trip at it (docs/temperature.md)",
     )
     p.add_argument(
@@ -228,7 +218,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument(
         "--segments", type=Path, help="CSV with columns segment,energy_wh (per-segment energies)"
     )
-    what.add_argument("--total-wh", type=_finite_float, help="only the trip's total energy [Wh]")
+    what.add_argument("--total-wh", type=finite_arg, help="only the trip's total energy [Wh]")
     what.add_argument(
         "--undo", action="store_true",
         help="forget this trip's observations; the model forgets what it learned from them",
@@ -253,7 +243,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="GPS noise of the track [m] (default 10)",
     )
     p.add_argument(
-        "--temperature", type=_finite_float, metavar="C",
+        "--temperature", type=finite_arg, metavar="C",
         help="ambient temperature of the drive [°C], learned with it (docs/temperature.md)",
     )
     p.add_argument("--network", type=Path, help="network file, if it moved since init")

@@ -7,6 +7,7 @@ absent), one-line errors, and an unchanged (or losslessly repaired) state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -327,7 +328,7 @@ def test_damaged_pages_give_one_line_and_doctor_salvages(tmp_path, capsys, net):
             s.add_observations(tid, route, rng.normal(20, 5, route.size))
     trips_before, obs_before = _snapshot(state)
     db = Store.db_path(state)
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = conn.execute(
             "SELECT pageno FROM dbstat WHERE name = 'observations' AND pagetype = 'leaf' "
@@ -344,8 +345,13 @@ def test_damaged_pages_give_one_line_and_doctor_salvages(tmp_path, capsys, net):
         code, _, err = _run(capsys, *argv)
         line = _one_line_error(code, err)
         assert "doctor" in line and "remove" not in line
+    damaged = db.read_bytes()
     code, out, _ = _run(capsys, "doctor", state)
     assert code == 1 and "database damaged" in out
+    # "nothing was written": not the database, and no log files beside it either (a read-only
+    # connection made an empty -wal and a -shm that it could not remove)
+    assert db.read_bytes() == damaged
+    assert not [p.name for p in state.iterdir() if p.name.endswith(("-wal", "-shm"))]
     code, out, _ = _run(capsys, "doctor", state, "--repair")
     assert "rows recovered" in out and "damaged file kept" in out
     assert list(state.glob("ev-nav.sqlite.damaged-*"))
@@ -380,7 +386,7 @@ def test_salvage_keeps_trip_ids_of_lost_trips_taken(tmp_path, capsys, net):
             s.add_total_observation(tid, 500.0)
         newest = tid
     db = Store.db_path(state)
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = conn.execute("SELECT pageno FROM dbstat WHERE name = 'trips' AND "
                              "pagetype = 'leaf' ORDER BY pageno").fetchall()

@@ -172,6 +172,35 @@ def _process_writers(path: Path) -> _ProcessWriters:
         return writers
 
 
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the database at ``path`` that leaves no files behind it.
+
+    SQLite makes a WAL database's ``-wal`` and ``-shm`` files for a reader that finds none, and a
+    read-only connection cannot remove them when it closes, so a check of a damaged state left
+    two new files beside a database it said it had not touched. When this connection made them,
+    a read-write connection that reads only the header removes them as it closes, as SQLite's
+    last connection does: the log is empty, so nothing is copied into the database. While
+    another connection has the database open they stay, as they must.
+    """
+    wal, shm = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+    made_here = not wal.exists() and not shm.exists()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        yield conn
+    finally:
+        conn.close()
+        with contextlib.suppress(OSError):
+            made_here = made_here and wal.stat().st_size == 0
+        if made_here:
+            with contextlib.suppress(sqlite3.Error):
+                tidy = sqlite3.connect(f"file:{path}?mode=rw", uri=True)
+                try:  # reading the header opens the log, so that closing removes it
+                    tidy.execute("PRAGMA user_version").fetchone()
+                finally:
+                    tidy.close()
+
+
 def sha256_hex(data: bytes) -> str:
     """SHA-256 hex digest of ``data``, as the store records its blobs' (checkpoints, the
     detector's state). hashlib is imported here, not with the store: OpenSSL's start-up is a few
@@ -334,13 +363,10 @@ class StoreConnection:
         # Read-only look at the schema version before _connect switches the file to WAL (a
         # write): an SQLite file ev-nav never initialised must stay byte-for-byte as it is.
         try:
-            ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
+            with read_only(path) as ro:
                 version = int(ro.execute("PRAGMA user_version").fetchone()[0])
                 tables = {r[0] for r in ro.execute(
                     "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            finally:
-                ro.close()
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc):  # SQLITE_NOTADB: no SQLite header
                 raise StateDamagedError(

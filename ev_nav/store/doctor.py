@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from ev_nav.cli import state_arg
 from ev_nav.errors import EvNavError, StateDamagedError, StateError
+from ev_nav.store.connection import read_only
 from ev_nav.store.observations import is_finite_number
 from ev_nav.wording import plural
 
@@ -152,11 +153,8 @@ def _damaged_records(store: Store) -> list[str]:
 def _integrity_problems(path: Path) -> list[str]:
     """Rows of ``PRAGMA integrity_check`` that are not ``ok`` (or why it could not run)."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
+        with read_only(path) as conn:
             rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
-        finally:
-            conn.close()
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
     return [r for r in rows if r != "ok"]
@@ -384,7 +382,21 @@ def salvage_database(path: Path) -> list[str]:
     fresh = path.with_name(path.name + f".salvage-{stamp}")
     kept = path.with_name(path.name + f".damaged-{stamp}")
     lines: list[str] = []
-    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with read_only(path) as src:
+        _salvage_into(src, fresh, lines)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, kept.with_name(kept.name + suffix))
+    os.replace(path, kept)
+    os.replace(fresh, path)
+    lines.append(f"damaged file kept as {kept.name}; the state now uses the salvaged copy")
+    return lines
+
+
+def _salvage_into(src: sqlite3.Connection, fresh: Path, lines: list[str]) -> None:
+    """Copy the schema, every readable row and the id counters of ``src`` into a new database
+    at ``fresh``; appends report lines to ``lines``."""
     dst = sqlite3.connect(fresh, isolation_level=None)
     try:
         version = _safe_scalar(src, "PRAGMA user_version", 0)
@@ -413,16 +425,7 @@ def salvage_database(path: Path) -> list[str]:
         dst.execute("COMMIT")
         dst.execute("PRAGMA journal_mode = WAL")
     finally:
-        src.close()
         dst.close()
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            os.replace(side, kept.with_name(kept.name + suffix))
-    os.replace(path, kept)
-    os.replace(fresh, path)
-    lines.append(f"damaged file kept as {kept.name}; the state now uses the salvaged copy")
-    return lines
 
 
 def _keep_id_counters(src: sqlite3.Connection, dst: sqlite3.Connection) -> list[str]:

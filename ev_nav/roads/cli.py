@@ -213,8 +213,17 @@ def _cmd_build(args: argparse.Namespace) -> int:
             net = _add_csv_chargers(net, sites, replace=False, say=stages.print)
         stages.stage(f"writing {args.out}")
         net.save(args.out)
-    print(f"wrote {args.out}  ({net.n_segments:,} segments, {net.n_connections:,} connections)")
-    print_summary(net)
+        try:
+            stages.close()
+            print(f"wrote {args.out}  ({net.n_segments:,} segments, "
+                  f"{net.n_connections:,} connections)")
+            print_summary(net)
+        except KeyboardInterrupt:
+            # the bare 'interrupted' left a user who waited minutes unsure whether the file was
+            # whole; save() is atomic, so it is
+            tell("notice", f"interrupted after {args.out} was written; the file is complete "
+                 f"('ev-nav network info {args.out}' summarises it)")
+            return 130
     return 0
 
 

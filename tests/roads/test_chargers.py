@@ -568,3 +568,21 @@ def test_maps_draw_chargers_with_name_and_power(grid, tmp_path):
     assert route.read_text().count(CHARGER_CLASS) == len(grid.chargers)
     network_map(grid, path=page, chargers=False)
     assert CHARGER_CLASS not in page.read_text()
+
+
+def test_network_build_interrupted_after_writing_says_the_file_is_complete(
+        grid_file, tmp_path, capsys, monkeypatch):
+    """Ctrl-C while the summary of a written network was printed gave a bare 'interrupted'
+    (exit 130): a user who waited minutes for the build could not tell whether the file was
+    whole. It is (the save is atomic), and the notice says so."""
+    import ev_nav.roads.cli as roads_cli
+
+    def interrupted(net, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(roads_cli, "print_summary", interrupted)
+    out_file = tmp_path / "grid.npz"
+    code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out", out_file)
+    assert code == 130 and "Traceback" not in err
+    assert f"interrupted after {out_file} was written; the file is complete" in err
+    assert RoadNetwork.load(out_file).n_segments > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,12 +174,15 @@ class Agent:
         t = self.t + 1 if t is None else t
         sample = getattr(self.model, "sample", None)
         if (sample is not None and self.potential_change is None
-                and isinstance(self.rule, ThompsonIndex) and self.rule.joint
-                and self.rule.scale == 1.0):
+                and isinstance(self.rule, ThompsonIndex) and self.rule.joint):
             # a joint Thompson draw from a model that draws without variances (the regional
-            # learner): Algorithm 2 on the draw, as ``μ + σ·joint_scores`` would give, from the
-            # same random numbers, without computing every segment's σ
-            return rectify(sample(self.rng, temperature=self.temperature), self.model.noise_std)
+            # learner): Algorithm 2 on the draw, as ``μ + √scale·σ·joint_scores`` would give,
+            # from the same random numbers, without computing every segment's σ
+            draw = sample(self.rng, temperature=self.temperature)
+            if self.rule.scale != 1.0:
+                mean = self.model.posterior_mean(temperature=self.temperature)
+                draw = mean + math.sqrt(self.rule.scale) * (draw - mean)
+            return rectify(draw, self.model.noise_std)
         return rectified_weights(
             self.rule, self._posterior(), t, self.rng, self.potential_change, self.loss_bound
         )

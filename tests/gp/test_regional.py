@@ -485,23 +485,25 @@ def test_each_update_is_applied_before_the_next_draw(town):
     assert worst <= 0.01, worst
 
 
-def test_the_agents_joint_thompson_weights_skip_the_variances_and_match(town):
+@pytest.mark.parametrize("scale", [1.0, 0.25])
+def test_the_agents_joint_thompson_weights_skip_the_variances_and_match(town, scale):
     """A joint Thompson agent (paper rectification) routes on the regional learner's draw
     directly: the same weights as through ``posterior().joint_scores`` from the same random
-    numbers, without the variances being computed."""
+    numbers, without the variances being computed; a tempered draw (``scale`` below 1, which
+    computed every segment's σ) too."""
     from ev_nav.bandits.agent import Agent
-    from ev_nav.bandits.indices import make_index, rectified_weights
+    from ev_nav.bandits.indices import ThompsonIndex, rectified_weights
 
     model = RegionalGP(town, config=RegionalConfig(landmarks=100))
     rng = np.random.default_rng(6)
     for _ in range(5):
         path = random_route(town, 30, rng)
         model.update(path, model.prior_mean[path] + rng.normal(0.0, 3.0, path.size))
-    agent = Agent(town, model, "ts-joint", seed=3)
+    rule = ThompsonIndex(name="ts-joint", joint=True, scale=scale)
+    agent = Agent(town, model, rule, seed=3)
     fast = agent.weights(1)
     assert model._post is None  # no posterior (no variances) was computed
-    slow = rectified_weights(make_index("ts-joint"), model.posterior(), 1,
-                             np.random.default_rng(3))
+    slow = rectified_weights(rule, model.posterior(), 1, np.random.default_rng(3))
     np.testing.assert_allclose(fast, slow, rtol=1e-9, atol=1e-9)
 
 

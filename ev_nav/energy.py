@@ -322,6 +322,19 @@ def catalogue_document() -> dict[str, Any]:
     return json.loads(text)
 
 
+def require_vehicle(vehicle: object, what: str, *, optional: bool = True) -> Vehicle:
+    """``vehicle`` if it is a :class:`Vehicle` (None, where ``optional``: the paper's default
+    EV), else a TypeError naming ``what`` (the function) and, for a name, how to look it up: a
+    catalogue name where a Vehicle belongs failed deep inside on a missing attribute."""
+    if vehicle is None and optional:
+        return Vehicle()
+    if isinstance(vehicle, Vehicle):
+        return vehicle
+    hint = (f" {vehicle[:60]!r}: look it up first (ev_nav.get_vehicle({vehicle[:60]!r}))"
+            if isinstance(vehicle, str) else "")
+    raise TypeError(f"{what} takes a Vehicle, got {type(vehicle).__name__}{hint}")
+
+
 def get_vehicle(preset: str = "sumo-default") -> Vehicle:
     """Look up a vehicle by name: a preset (:data:`VEHICLE_PRESETS`) or a catalogue model
     (:func:`ev_nav.vehicles.catalogue`; ``ev-nav vehicles`` lists them)."""
@@ -463,6 +476,16 @@ class ClimateModel:
     shape_knots_c: tuple[float, ...] = (24.0, 8.0)
 
     def __post_init__(self) -> None:
+        for name in ("t_heat_c", "t_cool_c", "heat_w_per_k", "cool_w_per_k", "battery_per_k",
+                     "coefficient_sd"):
+            value = getattr(self, name)
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+                raise ConfigError(f"climate parameter {name} must be a number, got {value!r}")
+        knots = self.shape_knots_c
+        if isinstance(knots, str | bytes) or not all(
+            isinstance(k, numbers.Real) and not isinstance(k, bool | np.bool_) for k in knots
+        ):
+            raise ConfigError(f"climate shape knots must be numbers [°C], got {knots!r}")
         object.__setattr__(self, "shape_knots_c", tuple(float(k) for k in self.shape_knots_c))
         if not all(np.isfinite(k) for k in self.shape_knots_c):
             raise ConfigError(f"climate shape knots must be finite, got {self.shape_knots_c}")
@@ -584,7 +607,7 @@ def segment_energy_wh(
     numpy.ndarray
         Energy drawn from the battery [Wh] per segment; negative values are energy recovered.
     """
-    veh = vehicle or Vehicle()
+    veh = require_vehicle(vehicle, "segment_energy_wh")
     length = np.asarray(length_m, dtype=np.float64)
     speed = np.asarray(speed_mps, dtype=np.float64)
     g = np.asarray(grade, dtype=np.float64)

@@ -152,6 +152,25 @@ class OutOfDomainError(EvNavError, ValueError):
     categorical input's choices."""
 
 
+# --- input values -----------------------------------------------------------------------------
+#: Seeds of NumPy's generators from Python are integers in 0..SEED_LIMIT-1 (SQLite and the
+#: servers' JSON keep them as signed 64-bit integers).
+SEED_LIMIT = 2**63
+
+
+def require_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as an int if it is a whole number in 0..2^63-1, else a :class:`ConfigError`
+    naming ``what``: a float seed was truncated silently (1.5 seeded as 1), a negative one failed
+    inside NumPy. ``bool`` is refused (``True`` is no seed anyone means)."""
+    import numbers
+
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        value = int(seed)
+        if 0 <= value < SEED_LIMIT:
+            return value
+    raise ConfigError(f"{what} must be an integer in 0..2^63-1, got {seed!r}")
+
+
 # --- input paths ------------------------------------------------------------------------------
 def require_file(
     path: str | Path, what: str, error: type[EvNavError] = NetworkFileNotFound

@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import NegativeCycleError as _ScipyNegativeCycle
 from scipy.sparse.csgraph import bellman_ford
 
-from ev_nav.energy import J_PER_WH, Vehicle
+from ev_nav.energy import J_PER_WH, Vehicle, require_vehicle
 from ev_nav.errors import ConfigError, NegativeCycleError
 from ev_nav.roads.network import RoadNetwork, require_network
 
@@ -58,7 +58,8 @@ TOLERANCE_WH = 1e-9
 
 def physical_potential(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
     """``Φ₀(v) = η⁻ m g h(v) / 3600`` [Wh] at every road node (before any correction)."""
-    veh = vehicle or Vehicle()
+    require_network(net, "physical_potential")
+    veh = require_vehicle(vehicle, "physical_potential")
     return veh.eta_recuperation * veh.mass_kg * veh.gravity * net.node_elevation / J_PER_WH
 
 
@@ -69,6 +70,7 @@ def node_potential(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[
     built with the default grade limit and the presets); otherwise lowered minimally.
     """
     require_network(net, "node_potential")
+    vehicle = require_vehicle(vehicle, "node_potential")
     phi = physical_potential(net, vehicle)
     c = net.e_det(vehicle) - (phi[net.seg_v] - phi[net.seg_u])
     if c.min() >= -TOLERANCE_WH:
@@ -96,12 +98,16 @@ def potential_change(
 ) -> NDArray[np.float64]:
     """``ΔΦ(e) = Φ(head) − Φ(tail)`` per segment [Wh] (regeneration physics guarantees)."""
     require_network(net, "potential_change")
+    vehicle = require_vehicle(vehicle, "potential_change")
     phi = node_potential(net, vehicle) if potential is None else np.asarray(potential, float)
     if phi.shape != (net.n_nodes,):  # was an IndexError, or a silently wrong ΔΦ
         raise ConfigError(
             f"a potential has one value per node of {net.name} ({net.n_nodes:,}), got an array "
             f"of shape {phi.shape}"
         )
+    if not np.isfinite(phi).all():  # a NaN made every ΔΦ through its node NaN, silently
+        raise ConfigError(f"a potential must be finite [Wh]; {int((~np.isfinite(phi)).sum()):,} "
+                          "of its values are not")
     return phi[net.seg_v] - phi[net.seg_u]
 
 
@@ -109,6 +115,7 @@ def reduced_costs(
     net: RoadNetwork, energies: ArrayLike, vehicle: Vehicle | None = None
 ) -> NDArray[np.float64]:
     """``c = energies − ΔΦ`` per segment [Wh]; ``≥ 0`` for ``E_det`` and the physical truth."""
+    vehicle = require_vehicle(vehicle, "reduced_costs")
     return np.asarray(energies, dtype=np.float64) - potential_change(net, vehicle)
 
 
@@ -131,6 +138,7 @@ def loss_scale(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArray[np.f
     both use this scale; see ``docs/objective.md``.
     """
     require_network(net, "loss_scale")
+    vehicle = require_vehicle(vehicle, "loss_scale")
     c = net.e_det(vehicle) - potential_change(net, vehicle)
     return np.maximum(c, LOSS_SCALE_FLOOR_WH)
 
@@ -150,7 +158,7 @@ def loss_lower_bound(net: RoadNetwork, vehicle: Vehicle | None = None) -> NDArra
     search, valid for weights that never value a segment's loss below it.
     """
     require_network(net, "loss_lower_bound")
-    veh = vehicle or Vehicle()
+    veh = require_vehicle(vehicle, "loss_lower_bound")
     rolling_wh = (
         veh.eta_recuperation * veh.mass_kg * veh.gravity * veh.rolling_coeff
         * net.length_m * np.cos(np.arctan(net.grade)) / J_PER_WH

@@ -337,6 +337,8 @@ def make_index(
     """Index rule by name: ``ucb``, ``bucb``, ``bucb-quantile``, ``ucb-route``, ``bucb-route``,
     ``ts``, ``ts-joint``, ``mean`` or ``safe``. ``beta_scale`` multiplies the β of the
     confidence rules and the variance of Thompson sampling's draws."""
+    if not isinstance(policy, str):
+        raise ConfigError(f"a policy is a name (ts, bucb, ucb, mean, ...), got {policy!r}")
     policy = policy.lower()
     if policy == "ucb":
         return LowerConfidenceIndex(BetaSchedule("ucb", scale=beta_scale), name="ucb")

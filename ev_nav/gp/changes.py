@@ -91,6 +91,10 @@ def cusum_threshold(drift: float, run_length: float) -> float:
     return hi
 
 
+#: Largest :attr:`ChangeConfig.shift` [standard deviations of a reading's prediction error].
+MAX_SHIFT_SD = 10.0
+
+
 @dataclass(frozen=True)
 class ChangeConfig:
     """Settings of :class:`ChangeDetector`.
@@ -127,8 +131,16 @@ class ChangeConfig:
     scale_memory: int | None = None
 
     def __post_init__(self) -> None:
-        if not (self.shift > 0 and 0 < self.false_alarm_rate < 0.5):
-            raise ConfigError("shift must be > 0 and false_alarm_rate in (0, 0.5)")
+        for name in ("shift", "false_alarm_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ConfigError(f"{name} must be a number, got {value!r}")
+        # beyond 10 sd one reading past half the shift alarms at any false-alarm rate (the
+        # threshold is 0), and the run-length formula overflows; inf never alarmed
+        if not (0 < self.shift <= MAX_SHIFT_SD and 0 < self.false_alarm_rate < 0.5):
+            raise ConfigError(f"shift must be in (0, {MAX_SHIFT_SD:g}] standard deviations and "
+                              f"false_alarm_rate in (0, 0.5), got {self.shift!r} and "
+                              f"{self.false_alarm_rate!r}")
         if self.scale_memory is not None and not self.scale_memory >= 1:
             raise ConfigError(f"scale_memory must be >= 1 reading, got {self.scale_memory}")
 
@@ -226,7 +238,11 @@ class ChangeDetector:
             The model's predictive mean [Wh] and variance [Wh²] of each reading, from before it
             learned from this batch: ``μ_e`` and ``σ_e² + ν_e``.
         """
-        ids = np.asarray(segment_ids, dtype=np.int64)
+        given = np.asarray(segment_ids)
+        if given.size and not (np.issubdtype(given.dtype, np.integer) or (
+                np.issubdtype(given.dtype, np.floating) and np.all(np.mod(given, 1) == 0))):
+            raise InvalidObservation("segment ids must be whole numbers (3.7 was read as 3)")
+        ids = given.astype(np.int64)
         y = np.asarray(energies, dtype=np.float64)
         mu = np.asarray(mean, dtype=np.float64)
         var = np.asarray(variance, dtype=np.float64)
@@ -234,8 +250,10 @@ class ChangeDetector:
             raise InvalidObservation("one segment id, reading, mean and variance per reading")
         if ids.size and (ids.min() < 0 or ids.max() >= self.n_segments):
             raise InvalidObservation(f"segment ids must lie in 0..{self.n_segments - 1}")
-        if not (np.all(np.isfinite(y)) and np.all(np.isfinite(mu)) and np.all(var > 0)):
-            raise InvalidObservation("readings and means must be finite, variances > 0")
+        if not (np.all(np.isfinite(y)) and np.all(np.isfinite(mu))
+                and np.all(np.isfinite(var)) and np.all(var > 0)):
+            raise InvalidObservation("readings and means must be finite, variances finite "
+                                     "and > 0")
         resid = y - mu
         raw = resid / np.sqrt(var)
         scale = self.scale  # of the readings before this batch: the batch cannot mask itself

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import os
 import time
 import warnings
@@ -26,8 +27,14 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
-from ev_nav.energy import CONNECTORS, Vehicle, segment_energy_wh
-from ev_nav.errors import InvalidNetworkData, NetworkCacheError, require_file
+from ev_nav.energy import CONNECTORS, Vehicle, require_vehicle, segment_energy_wh
+from ev_nav.errors import (
+    ConfigError,
+    InvalidNetworkData,
+    NetworkCacheError,
+    UnknownSegmentError,
+    require_file,
+)
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.chargers import Chargers
 
@@ -263,6 +270,8 @@ class RoadNetwork:
     def flagged(self, kind: str) -> NDArray[np.bool_] | None:
         """Segments tagged with road kind ``kind`` (one of :data:`ROAD_FLAGS`), or ``None``
         when the network records no road-kind tags."""
+        if kind not in ROAD_FLAGS:
+            raise ConfigError(f"road kind {kind!r} is none of {', '.join(ROAD_FLAGS)}")
         if self.road_flags is None:
             return None
         return (self.road_flags & np.uint8(1 << ROAD_FLAGS.index(kind))) != 0
@@ -332,6 +341,7 @@ class RoadNetwork:
 
     def e_det(self, vehicle: Vehicle | None = None) -> NDArray[np.float64]:
         """Deterministic energy per segment [Wh] at the speed limit (spec §3, Eq. 8)."""
+        vehicle = require_vehicle(vehicle, "RoadNetwork.e_det")
         return segment_energy_wh(self.length_m, self.speed_mps, self.grade, vehicle)
 
     def segment_midpoints(self) -> NDArray[np.float64]:
@@ -340,8 +350,18 @@ class RoadNetwork:
         lat = 0.5 * (self.node_lat[self.seg_u] + self.node_lat[self.seg_v])
         return np.column_stack([lon, lat])
 
+    def segment_id(self, e: object) -> int:
+        """``e`` as a segment id of this network, else :class:`UnknownSegmentError` (a negative
+        id read another segment's polyline, or an empty one)."""
+        if (isinstance(e, numbers.Integral) and not isinstance(e, bool)
+                and 0 <= int(e) < self.n_segments):
+            return int(e)
+        raise UnknownSegmentError(
+            f"segment {e!r} is not a segment of {self.name} (ids 0..{self.n_segments - 1})")
+
     def segment_coords(self, e: int) -> NDArray[np.float64]:
         """Polyline of segment ``e`` as an array of (lon, lat) rows."""
+        e = self.segment_id(e)
         return self.geom_lonlat[self.geom_offsets[e] : self.geom_offsets[e + 1]]
 
     def nearest_segment(self, lon: float, lat: float, max_distance_m: float | None = 1000.0) -> int:
@@ -369,6 +389,11 @@ class RoadNetwork:
         """
         from ev_nav.errors import OutsideNetworkError
 
+        if max_distance_m is not None and not (
+            isinstance(max_distance_m, numbers.Real) and max_distance_m >= 0
+        ):  # NaN fails the comparison: it meant no limit
+            raise ConfigError(f"max_distance_m must be a distance >= 0 [m] or None (no limit), "
+                              f"got {max_distance_m!r}")
         if not (np.isfinite(lon) and np.isfinite(lat)) or abs(lat) > 90 or abs(lon) > 180:
             raise OutsideNetworkError(f"invalid coordinates lat={lat}, lon={lon}")
         scale_x = EARTH_RADIUS_M * np.cos(np.radians(lat)) * np.pi / 180.0
@@ -443,18 +468,23 @@ class RoadNetwork:
     def segment_point(self, e: int, fraction: float) -> tuple[float, float]:
         """(lon, lat) [degrees] of the point ``fraction`` (0..1) of the way along segment ``e``'s
         polyline (by length in a local projection)."""
+        fraction = _fraction(fraction, "fraction")
         xy = self.segment_coords(e)
         lat0 = float(xy[:, 1].mean())
         sx = EARTH_RADIUS_M * np.cos(np.radians(lat0)) * np.pi / 180.0
         sy = EARTH_RADIUS_M * np.pi / 180.0
         cum = np.concatenate([[0.0], np.cumsum(np.hypot(np.diff(xy[:, 0]) * sx,
                                                         np.diff(xy[:, 1]) * sy))])
-        target = min(max(float(fraction), 0.0), 1.0) * cum[-1]
+        target = fraction * cum[-1]
         return (float(np.interp(target, cum, xy[:, 0])), float(np.interp(target, cum, xy[:, 1])))
 
     def partial_coords(self, e: int, start: float = 0.0, end: float = 1.0) -> NDArray[np.float64]:
         """Polyline [lon, lat rows] of segment ``e`` from ``start`` to ``end`` (fractions of its
         length, 0 ≤ start ≤ end ≤ 1): the part of a first or last segment actually driven."""
+        start, end = _fraction(start, "start"), _fraction(end, "end")
+        if start > end:
+            raise ConfigError(f"the part of a segment runs from start to end >= start, got "
+                              f"{start} to {end}")
         xy = self.segment_coords(e)
         if start <= 0.0 and end >= 1.0:
             return xy
@@ -1079,6 +1109,15 @@ def limit_grades(
         "grade_limit_max_move_m": float(delta.max()) if n else 0.0,
         "grade_limit_iterations": iterations,
     }
+
+
+def _fraction(value: object, name: str) -> float:
+    """``value`` as a fraction of a segment's length in 0..1, else a :class:`ConfigError`
+    (round-off within 1e-9 of either end is clamped)."""
+    if (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and -1e-9 <= value <= 1.0 + 1e-9):
+        return min(max(float(value), 0.0), 1.0)
+    raise ConfigError(f"{name} is a fraction of the segment's length in 0..1, got {value!r}")
 
 
 def require_network(net: object, what: str) -> RoadNetwork:

@@ -17,13 +17,15 @@ uniform), for benchmarks of charging-stop planning.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ev_nav.energy import CONNECTORS
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, require_seed
 from ev_nav.roads.chargers import Chargers, attach_sites
 from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork, build_network
 
@@ -62,6 +64,15 @@ class TownSpec:
     origin_lon: float = 8.0
 
 
+#: The :class:`TownSpec` fields ``synthetic_town`` takes: (low, high, low excluded).
+_TOWN_RANGES: dict[str, tuple[float, float, bool]] = {
+    "block_m": (0.0, 10_000.0, True),
+    "relief_m": (0.0, 5_000.0, False),
+    "origin_lat": (-85.0, 85.0, False),
+    "origin_lon": (-180.0, 180.0, False),
+}
+
+
 def _terrain(x: np.ndarray, y: np.ndarray, spec: TownSpec, rng: np.random.Generator) -> np.ndarray:
     """Smooth elevation [m] at local coordinates (x, y) [m]: a sum of random plane waves."""
     n_modes = 24
@@ -90,13 +101,30 @@ def synthetic_town(n_segments: int = 2000, seed: int = 0, **kwargs: float) -> Ro
     **kwargs
         Further :class:`TownSpec` fields (``block_m``, ``relief_m``, …).
     """
+    if not (isinstance(n_segments, numbers.Integral) and not isinstance(n_segments, bool)):
+        raise ConfigError(f"a synthetic town's size is a whole number of segments, got "
+                          f"{n_segments!r}")
     if int(n_segments) > MAX_TOWN_SEGMENTS:
         raise ConfigError(
             f"a synthetic town has at most {MAX_TOWN_SEGMENTS:,} segments, got {int(n_segments):,}"
         )
-    if not 0 <= int(seed) < 2**63:
-        raise ConfigError(f"a synthetic town's seed is in 0..2^63-1, got {int(seed)}")
-    spec = TownSpec(n_segments=max(int(n_segments), MIN_TOWN_SEGMENTS), seed=int(seed), **kwargs)
+    seed = require_seed(seed, "a synthetic town's seed")
+    for key, value in kwargs.items():
+        if key not in _TOWN_RANGES:
+            continue  # TownSpec refuses a field it lacks, below
+        low, high, low_open = _TOWN_RANGES[key]
+        ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+              and (low < value if low_open else low <= value) and value <= high)
+        if not ok:  # a NaN fails every comparison
+            raise ConfigError(f"a synthetic town's {key} must be a number in "
+                              f"{'(' if low_open else '['}{low:g}, {high:g}], got {value!r}")
+    try:
+        spec = TownSpec(n_segments=max(int(n_segments), MIN_TOWN_SEGMENTS), seed=seed, **kwargs)
+    except TypeError:
+        fields = ", ".join(f.name for f in dataclasses.fields(TownSpec)
+                           if f.name not in ("n_segments", "seed"))
+        raise ConfigError(f"a synthetic town takes {fields}; got "
+                          f"{', '.join(sorted(kwargs))}") from None
     rng = np.random.default_rng(spec.seed)
     # ~4 directed segments per node in a two-way grid, minus one-ways and closures (~12 %).
     side = max(int(round(np.sqrt(spec.n_segments / (4 * 0.80)))), 6)
@@ -184,8 +212,9 @@ def generated_chargers(
     Raises
     ------
     ConfigError
-        A density that is negative or not finite, a power that is not positive, or an unknown
-        connector.
+        A density that is negative or not finite, a power that is not positive, an unknown
+        connector, or a seed that is not an integer in 0..2^63-1 (None would give other sites
+        on every call).
     """
     if not (math.isfinite(per_km2) and per_km2 >= 0):
         raise ConfigError(f"charger density must be >= 0 sites per km², got {per_km2}")
@@ -200,7 +229,7 @@ def generated_chargers(
         math.sin(math.radians(lat1)) - math.sin(math.radians(lat0))
     )
     n = int(round(per_km2 * area))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(require_seed(seed, "generated chargers' seed"))
     lon = rng.uniform(lon0, lon1, n)
     lat = rng.uniform(lat0, lat1, n)
     row = np.zeros(len(CONNECTORS))

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import numbers
 import tomllib
 import typing
@@ -40,6 +41,7 @@ from ev_nav.errors import (
     ModelStateError,
     UnreachableError,
     require_file,
+    require_seed,
 )
 from ev_nav.faults import crash_point
 from ev_nav.gp.changes import ChangeDetector
@@ -248,6 +250,21 @@ class TripSpec:
     min_distance_m: float = 1000.0
     name: str = "route"
 
+    def __post_init__(self) -> None:
+        # from Python these failed inside a run (vehicles = 0: "need at least one array to
+        # concatenate"); a config says where (load_config)
+        if isinstance(self.vehicles, bool) or not isinstance(self.vehicles, numbers.Integral) or (
+            self.vehicles < 1
+        ):
+            raise ConfigError(f"vehicles must be a whole number >= 1, got {self.vehicles!r}")
+        d = self.min_distance_m
+        if isinstance(d, bool) or not isinstance(d, numbers.Real) or not 0 <= d < math.inf:
+            raise ConfigError(f"min_distance_m must be >= 0, got {d!r}")
+        for key in ("start", "goal"):
+            value = getattr(self, key)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value < 0:
+                raise ConfigError(f"{key} is a segment id, >= 0; got {value}")
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -259,6 +276,13 @@ class RunSpec:
     truth: TruthSpec = field(default_factory=TruthSpec)
     horizon: int = 100
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        # from Python a negative seed failed inside NumPy and a horizon < 1 ran nothing, silently
+        h = self.horizon
+        if isinstance(h, bool) or not isinstance(h, numbers.Integral) or h < 1:
+            raise ConfigError(f"horizon must be a whole number of rounds >= 1, got {h!r}")
+        require_seed(self.seed, "a run's seed")
 
     @property
     def run_id(self) -> str:
@@ -1241,14 +1265,6 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
 def _check_trips(spec: TripSpec, where: str) -> None:
     if spec.kind == "fixed" and (spec.start is None or spec.goal is None):
         raise ConfigError(f"{where}: a fixed route needs start and goal")
-    if spec.vehicles < 1:
-        raise ConfigError(f"{where} vehicles must be >= 1, got {spec.vehicles}")
-    if not spec.min_distance_m >= 0:
-        raise ConfigError(f"{where} min_distance_m must be >= 0, got {spec.min_distance_m}")
-    for key in ("start", "goal"):
-        value = getattr(spec, key)
-        if isinstance(value, int) and value < 0:
-            raise ConfigError(f"{where} {key} is a segment id, >= 0; got {value}")
     if spec.kind == "fixed" and spec.start == spec.goal:
         raise ConfigError(f"{where}: start and goal are the same ({spec.start!r}); no trip")
 

@@ -142,6 +142,12 @@ def e_det_shift(net: RoadNetwork, car: Vehicle, learned_for: Vehicle) -> NDArray
     energies learned for one vehicle to another car (each at the segment's speed limit,
     :meth:`~ev_nav.roads.network.RoadNetwork.e_det`). Read-only, computed once per network
     object and pair of cars (networks and vehicles are frozen)."""
+    from ev_nav.energy import require_vehicle  # here: history imports this module, not physics
+    from ev_nav.roads.network import require_network
+
+    require_network(net, "e_det_shift")
+    require_vehicle(car, "e_det_shift", optional=False)
+    require_vehicle(learned_for, "e_det_shift", optional=False)
     with _SHIFTS_LOCK:
         shift = _SHIFTS.setdefault(net, {}).get((car, learned_for))
     if shift is None:

@@ -41,7 +41,7 @@ from scipy.sparse.csgraph import dijkstra
 from scipy.special import ndtr
 
 from ev_nav.bandits.routing import SAME_PLACE, Router, same_place
-from ev_nav.energy import Vehicle
+from ev_nav.energy import Vehicle, require_vehicle
 from ev_nav.errors import ConfigError, RouteOptionError, UnknownSegmentError, UnreachableError
 from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
@@ -444,6 +444,18 @@ def plan_charging(
         When the goal cannot be reached from the start.
     """
     require_network(net, "plan_charging")
+    vehicle = require_vehicle(vehicle, "plan_charging", optional=False)
+    if not callable(getattr(model, "posterior", None)):
+        raise TypeError(f"plan_charging takes a learner (a model with posterior()), got "
+                        f"{type(model).__name__}")
+    if mean_shift is not None:
+        shift = np.asarray(mean_shift, dtype=np.float64)
+        if shift.shape != (net.n_segments,):
+            raise ConfigError(f"mean_shift is one energy [Wh] per segment of {net.name} "
+                              f"({net.n_segments:,}), got an array of shape {shift.shape}")
+        if not np.isfinite(shift).all():
+            raise ConfigError("mean_shift must be finite [Wh]; "
+                              f"{int((~np.isfinite(shift)).sum()):,} of its values are not")
     cap = float(vehicle.battery_wh)
     settings.check(cap)
     for what, (e, f) in (("start", start), ("goal", goal)):
@@ -857,6 +869,8 @@ class _Solver:
 def vehicle_sites(net: RoadNetwork, vehicle: Vehicle) -> list[ChargingSite]:
     """The network's chargers (``net.chargers``) that ``vehicle`` can plug into, with the power
     it can draw at each (a loop over chargers, not segments)."""
+    require_network(net, "vehicle_sites")
+    vehicle = require_vehicle(vehicle, "vehicle_sites", optional=False)
     table = net.chargers
     idx, power, dc = table.for_vehicle(vehicle)
     return [

@@ -35,6 +35,7 @@ from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import learn_new
 from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD, check_plausible
 from ev_nav.trips.session import require_session, save_checkpoint
+from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -408,6 +409,14 @@ def record_total(
         route = validate_segment_ids(route, session.net.n_segments)
         if route.size == 0:
             raise InvalidObservation(f"trip {trip.id}: the driven route is empty")
+        net = session.net
+        gaps = np.flatnonzero(net.seg_v[route[:-1]] != net.seg_u[route[1:]])
+        if gaps.size:  # its fractions along the first and last segment would mean nothing
+            k = int(gaps[0])
+            raise InvalidObservation(
+                f"trip {trip.id}: the driven route is not a path: segment {int(route[k + 1])} "
+                f"does not start where segment {int(route[k])} ends (position {k + 1}; "
+                f"{plural(gaps.size, 'gap')})")
         shares = driven_shares(route.size, start_fraction, end_fraction)
         mean, _, sd = _judged_route(session, model, route, shares)
     # what was driven, with the share of each segment: the total's distance, and for another

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ev_nav.errors import ConfigError, OutsideNetworkError, StateError, StateIOError
+from ev_nav.errors import (
+    ConfigError,
+    OutsideNetworkError,
+    StateError,
+    StateIOError,
+    require_seed,
+)
 from ev_nav.roads.partial import route_coordinates
 from ev_nav.trips.route_options import ConstrainedRouter, RouteOptions, parse_kinds
 
@@ -221,10 +227,8 @@ def _lat_lon(name: str, point: object) -> tuple[float, float]:
 def _check_arguments(seed: object, max_snap_m: object) -> None:
     """A Thompson seed and a snap distance the planner can use (the CLI and the server check
     theirs at parsing; from Python a bad one would fail deep in NumPy or mean no limit)."""
-    if seed is not None and not (
-        isinstance(seed, int | np.integer) and not isinstance(seed, bool) and 0 <= seed < 2**63
-    ):
-        raise ConfigError(f"seed must be an integer in 0..2^63-1, got {seed!r}")
+    if seed is not None:
+        require_seed(seed)
     try:
         snap = float(max_snap_m)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -279,14 +283,15 @@ def plan_trip(
     ------
     OutsideNetworkError
         A point is further than ``max_snap_m`` from every road, or is not a (lat, lon) pair.
-    InvalidObservation
-        Origin and destination snap to the same segment (and there is no via point).
     RouteOptionError
-        Invalid options, an avoided kind the network has no tags for, a point on an avoided road.
+        Origin and goal are the same place on the road (two places on one segment are a
+        one-segment route); invalid options, an avoided kind the network has no tags for, a
+        point on an avoided road.
     UnreachableError
         The points cannot be connected without an avoided kind.
     ConfigError
-        A ``seed`` outside 0..2^63-1, a ``max_snap_m`` that is not a finite distance > 0 [m].
+        A ``seed`` outside 0..2^63-1, a ``max_snap_m`` that is not a finite distance > 0 [m],
+        an unknown ``policy``.
     """
     from ev_nav.trips.session import require_session
 
@@ -415,6 +420,9 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     from ev_nav.trips.session import require_session
 
     require_session(session, "write_trip_files")
+    if not isinstance(trip, PlannedTrip):
+        raise TypeError(f"write_trip_files takes the PlannedTrip plan_trip returned, got "
+                        f"{type(trip).__name__}")
     folder = maps_dir(session.state_dir)
     written = []
     try:

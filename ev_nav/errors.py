@@ -6,6 +6,8 @@ non-zero, without a traceback. Messages say what went wrong *and* what to do abo
 
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
 
 
@@ -162,13 +164,45 @@ def require_seed(seed: object, what: str = "seed") -> int:
     """``seed`` as an int if it is a whole number in 0..2^63-1, else a :class:`ConfigError`
     naming ``what``: a float seed was truncated silently (1.5 seeded as 1), a negative one failed
     inside NumPy. ``bool`` is refused (``True`` is no seed anyone means)."""
-    import numbers
-
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
         value = int(seed)
         if 0 <= value < SEED_LIMIT:
             return value
     raise ConfigError(f"{what} must be an integer in 0..2^63-1, got {seed!r}")
+
+
+def require_number(
+    value: object,
+    what: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+    whole: bool = False,
+) -> float:
+    """``value`` if it is a finite number in the range (``low``/``high`` included unless
+    ``*_open``; a whole number with ``whole``), else a :class:`ConfigError` naming ``what``.
+
+    The one check of a numeric setting given from Python or a command line: NaN passed the
+    ``value < 0`` checks it replaces, infinity ran without end, and text reached NumPy.
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and whole:
+        ok = float(value).is_integer()
+    if ok:
+        ok = (low < value if low_open else low <= value) and (
+            value < high if high_open else value <= high)
+    if ok:
+        return value  # type: ignore[return-value]
+    kind = "a whole number" if whole else "a number"
+    bounds = []
+    if low > -math.inf:
+        bounds.append(f"{'>' if low_open else '>='} {low:g}")
+    if high < math.inf:
+        bounds.append(f"{'<' if high_open else '<='} {high:g}")
+    where = f" {' and '.join(bounds)}" if bounds else " (finite)"
+    raise ConfigError(f"{what} must be {kind}{where}, got {value!r}")
 
 
 # --- input paths ------------------------------------------------------------------------------

@@ -116,6 +116,50 @@ def test_cli_writes_results_and_figure(tmp_path, capsys):
     assert (out / "curves.png").stat().st_size > 1000
 
 
+def test_methods_in_another_order_reuse_their_trials(tmp_path, capsys):
+    """The run ids held each method's position in the list: 'rs,bpt-ucb' after 'bpt-ucb,rs'
+    recomputed all four trials beside the old ones. A folder written with those ids is
+    adopted (its trials renamed), and the reloaded results are the same."""
+    out = tmp_path / "run"
+    base = ["bo", "ptr", "run", "--benchmark", "mccormick", "-T", "4", "-n", "2", "--out",
+            str(out), "--executor", "inprocess", "--quiet", "--no-figures"]
+    assert main([*base, "--method", "bpt-ucb,rs"]) == 0
+    first = {r.config.method: r.metric for r in load_results(out)}
+    assert main([*base, "--method", "rs,bpt-ucb"]) == 0
+    meta = json.loads((out / "manifest.json").read_text())
+    assert set(meta["outcomes"].values()) == {"skipped"}
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "bpt-ucb-s0", "bpt-ucb-s1", "rs-s0", "rs-s1"]
+    for r in load_results(out):
+        np.testing.assert_array_equal(r.metric, first[r.config.method])
+    # a folder of an earlier version: trials named by position
+    for name in ("bpt-ucb-s0", "bpt-ucb-s1"):
+        (out / "runs" / name).rename(out / "runs" / f"00-{name}")
+    for name in ("rs-s0", "rs-s1"):
+        (out / "runs" / name).rename(out / "runs" / f"01-{name}")
+    assert main([*base, "--method", "bpt-ucb,rs"]) == 0
+    meta = json.loads((out / "manifest.json").read_text())
+    assert set(meta["outcomes"].values()) == {"skipped"}
+    assert sorted(p.name for p in (out / "runs").iterdir())[0] == "bpt-ucb-s0"
+
+
+@pytest.mark.parametrize(("option", "fragment"), [
+    (["--threshold", "nan"], "threshold is for a user objective: give it"),
+    (["--environment", "[1, 2]"], "environment is for a user objective"),
+    (["--beta", "nan"], "beta must be a number >= 0, got nan"),
+    (["--beta", "-2"], "beta must be a number >= 0, got -2.0"),
+    (["--m", "nan"], "m (the moment order) must be a number >= 2, got nan"),
+    (["--n-init", "-2"], "n_init must be a whole number >= 0, got -2"),
+])
+def test_run_options_that_would_be_ignored_or_meaningless(capsys, option, fragment):
+    """Each ran: options of a user objective were ignored with a benchmark, NaN settings gave a
+    run labelled 'β=nan'."""
+    code = main(["bo", "ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb", "-T",
+                 "3", "-n", "1", "--executor", "inprocess", "--quiet", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err, err
+
+
 def test_cli_errors_are_one_line(capsys):
     code = main(["bo", "ptr", "run", "--benchmark", "mccormick", "--method", "nope"])
     assert code != 0
@@ -155,7 +199,8 @@ def test_ev_application_finds_the_safe_speed_caps():
         (["--iterations", "-3"], "iterations must be >= 0"),
         (["--threads", "0"], "--threads must be >= 1"),
         (["--reserve-kwh", "-1"], "reserve must be >= 0 kWh"),
-        (["--start-kwh", "0"], "energy at departure must be > 0 kWh"),
+        (["--start-kwh", "0"], "energy at departure must be in (0, 35] kWh"),
+        (["--start-kwh", "1000"], "energy at departure must be in (0, 35] kWh"),
         (["--ambient-c", "500"], "ambient temperature must be in -60..60 °C"),
     ],
 )

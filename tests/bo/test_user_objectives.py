@@ -127,7 +127,7 @@ def test_ptr_cli(tmp_path, capsys):
     assert code == 0
     assert "recommended design" in capsys.readouterr().out
     runs = json.loads((out / "manifest.json").read_text())["runs"]
-    for rid in ("00-bpt-ucb-s0", "01-bpt-ts-s0"):
+    for rid in ("bpt-ucb-s0", "bpt-ts-s0"):
         assert _in_robust_optima(runs[rid]["recommendation"]["x_best"][0]), rid
 
 
@@ -272,3 +272,89 @@ def test_an_error_of_the_objective_itself_keeps_its_type_and_line():
     user = UserObjective(lambda x: "many", ((0.0, 1.0),), "words")  # still its own error
     with pytest.raises(ConfigError, match="did not return a number"):
         user(np.array([0.5]))
+
+
+def test_a_resumed_run_is_made_by_the_objectives_code_not_its_name(tmp_path, monkeypatch):
+    """A rerun with more seeds after the objective was edited mixed the old function's runs
+    with the new one's in one table; the same file named another way ('./f.py:bowl' against
+    'f:bowl') was refused as another configuration."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_bytes(FILE.read_bytes())
+    out = tmp_path / "out"
+    run = ["bo", "boke", "run", "--methods", "boke", "--budget", "6", "--out", str(out),
+           "--no-figure", *FAST]
+    assert main([*run, "--objective", "mine:bowl", "--seeds", "1"]) == 0
+    assert main([*run, "--objective", "./mine.py:bowl", "--seeds", "2"]) == 0
+    outcomes = json.loads((out / "manifest.json").read_text())["outcomes"]
+    assert sorted(outcomes.values()) == ["done", "skipped"]  # seed 0 reused under its new name
+    source = (tmp_path / "mine.py").read_text()
+    (tmp_path / "mine.py").write_text(source.replace("(x[0] - 0.5)", "(x[0] - 1.5)"))
+    with pytest.raises(ConfigError, match="of your objective before it was edited; use another "
+                       "output folder or --no-resume"):
+        from ev_nav.bo.boke.runner import BOKERunConfig, run_experiment
+        from ev_nav.bo.core.runs import ExecutionConfig
+
+        run_experiment(BOKERunConfig(methods=("boke",), seeds=(0, 1, 2), budget=6,
+                                     objective="mine:bowl"),
+                       out, ExecutionConfig(executor="inprocess"))
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "mine_bowl-boke-s0", "mine_bowl-boke-s1"]  # nothing run or written
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["boke", "run", "--objective", f"{FILE}:bowl", "--budget", "5", "--bounds", "[1, 2]"],
+     "--bounds: bounds must be a list of (lower, upper) pairs"),
+    (["cvs", "run", "--objective", f"{FILE}:bowl", "--budget", "1", "--control-sets", "[1]"],
+     "--control-sets is a list of lists of 0-based input indices"),
+    (["cvs", "run", "--objective", f"{FILE}:bowl", "--budget", "1", "--control-sets",
+      '[["a"]]'], "--control-sets is a list of lists of 0-based input indices"),
+    (["ptr", "run", "--objective", f"{FILE}:robust", "--method", "bpt-ucb", "-T", "3",
+      "--environment", '[["a"]]'], "the environment grid needs at least one point"),
+    (["ptr", "run", "--objective", f"{FILE}:robust", "--method", "bpt-ucb", "-T", "3",
+      "--weights", '["x"]'], "one non-negative weight per environment"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--method", "ucb-psq", "--budget", "inf"],
+     "--budget must be a number > 0, got inf"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--method", "etcada", "--budget", "1",
+      "--ada-scale", "-1"], "ada_scale must be a number > 0, got -1.0"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--method", "ucb-psq", "--budget", "1",
+      "--beta", "nan"], "beta must be a number >= 0, got nan"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--method", "ucb-psq", "--budget", "1",
+      "--lengthscale", "nan"], "lengthscale must be a number > 0, got nan"),
+    (["ucvs", "run", "--costs", "moderate", "--method", "ucvs", "--budget", "1",
+      "--cost-noise", "nan"], "cost noise sd must be a number >= 0, got nan"),
+    (["ucvs", "run", "--costs", "moderate", "--method", "ucvs", "--budget", "1",
+      "--cost-noise", "-0.5"], "cost noise sd must be a number >= 0, got -0.5"),
+    (["ucvs", "run", "--costs", "moderate", "--method", "etc50", "--budget", "1",
+      "--etc-quota", "0"], "etc_quota must be a whole number >= 1, got 0"),
+    (["boke", "run", "--objective", f"{FILE}:bowl", "--budget", "5", "--varsigma", "nan"],
+     "varsigma must be a number >= 0, got nan"),
+])
+def test_malformed_or_meaningless_run_options_are_one_line(tmp_path, capsys, argv, fragment):
+    """Each was a traceback (the JSON shapes) or a run of no meaning: --budget inf never ended,
+    a NaN cost noise made no evaluation, a negative one acted as positive, --ada-scale -1 and
+    --etc-quota 0 explored nothing, a NaN beta or varsigma ran with it."""
+    code = main(["bo", *argv, "--out", str(tmp_path / "o"), *FAST])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("ev-nav: error:") and err.count("\n") == 1, err
+    assert fragment in err, err
+    assert not (tmp_path / "o" / "runs").exists()
+
+
+def test_report_of_another_familys_folder_says_so(tmp_path, capsys):
+    """Each family's report on another's folder was a KeyError or AttributeError traceback."""
+    folders = {"boke": tmp_path / "bk", "ptr": tmp_path / "pt"}
+    assert main(["bo", "boke", "run", "--objective", f"{FILE}:bowl", "--methods", "boke",
+                 "--seeds", "1", "--budget", "4", "--out", str(folders["boke"]), "--no-figure",
+                 *FAST]) == 0
+    assert main(["bo", "ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb", "-T",
+                 "2", "-n", "1", "--out", str(folders["ptr"]), "--no-figures", *FAST]) == 0
+    capsys.readouterr()
+    for family, folder in (("cvs", folders["boke"]), ("ptr", folders["boke"]),
+                           ("boke", folders["ptr"]), ("cvs", folders["ptr"])):
+        code = main(["bo", family, "report", str(folder)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"holds no results of 'ev-nav bo {family if family != 'cvs' else 'cvs/ucvs'} " \
+               "run'" in err, err
+    for family, folder in folders.items():  # their own reports still read them
+        assert main(["bo", family, "report", str(folder)]) == 0

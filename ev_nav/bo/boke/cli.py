@@ -32,7 +32,7 @@ from ev_nav.bo.boke.runner import (
 )
 from ev_nav.bo.boke.surrogate import DEFAULT_C_H
 from ev_nav.bo.core.cli import Family, add_family, csv_list, execution_config
-from ev_nav.bo.core.objective import load_objective
+from ev_nav.bo.core.objective import check_bounds, load_objective
 from ev_nav.cli import seed_arg
 from ev_nav.errors import ConfigError
 
@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
         opt=BOKEMaximizerConfig(n_per_dim=args.candidates_per_dim, maxiter=args.maxiter),
         threads=args.threads,
         objective=args.objective,
-        bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
+        bounds=None if args.bounds is None else check_bounds(args.bounds, "--bounds"),
     )
     results = run_experiment(cfg, args.out, execution_config(args), progress=not args.quiet)
     if not args.no_figures:

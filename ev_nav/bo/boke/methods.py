@@ -27,7 +27,7 @@ from ev_nav.bo.boke.surrogate import (
 )
 from ev_nav.bo.core.maximize import Maximum, Objective, maximize
 from ev_nav.bo.core.space import Space
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, require_number
 
 
 @dataclass(frozen=True)
@@ -142,10 +142,10 @@ class BOKEConfig:
     p_ucb: float = 0.5
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.p_ucb <= 1.0:
-            raise ConfigError(f"BOKE+ p must lie in (0, 1], got {self.p_ucb}")
-        if self.varsigma < 0:
-            raise ConfigError(f"varsigma must be >= 0, got {self.varsigma}")
+        require_number(self.p_ucb, "BOKE+ p", low=0, high=1, low_open=True)
+        require_number(self.varsigma, "varsigma", low=0)  # NaN passed 'varsigma < 0'
+        require_number(self.delta, "delta", low=0, high=1, low_open=True, high_open=True)
+        require_number(self.c_h, "c_h", low=0, low_open=True)
 
 
 def standardise(y: torch.Tensor) -> tuple[torch.Tensor, float, float]:

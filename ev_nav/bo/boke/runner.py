@@ -50,7 +50,13 @@ from ev_nav.bo.core.runs import (
     run_jobs,
     write_results,
 )
-from ev_nav.errors import ConfigError, InvalidObservation, OutOfDomainError
+from ev_nav.errors import (
+    ConfigError,
+    InvalidObservation,
+    OutOfDomainError,
+    require_number,
+    require_seed,
+)
 
 
 @dataclass(frozen=True)
@@ -104,12 +110,19 @@ class BOKERunConfig:
         if self.objective is None:
             for b in self.benchmarks:
                 get_benchmark(b)  # raises ConfigError for unknown names
-        if self.budget is not None and self.budget < 2:
-            raise ConfigError("budget T must be >= 2 evaluations")
-        if self.threads < 1:
-            raise ConfigError("threads must be >= 1")
-        if self.gp_refit_every is not None and self.gp_refit_every < 0:
-            raise ConfigError("gp_refit_every must be >= 0")
+        if self.budget is not None:
+            require_number(self.budget, "budget T (evaluations)", low=2, whole=True)
+        require_number(self.threads, "threads", low=1, whole=True)
+        if self.gp_refit_every is not None:
+            require_number(self.gp_refit_every, "gp_refit_every", low=0, whole=True)
+        for seed in self.seeds:
+            require_seed(seed)
+        require_number(self.varsigma, "varsigma", low=0)
+        require_number(self.delta, "delta", low=0, high=1, low_open=True, high_open=True)
+        require_number(self.c_h, "c_h", low=0, low_open=True)
+        require_number(self.p_ucb, "p_ucb", low=0, high=1, low_open=True)
+        require_number(self.gp_lengthscale, "gp_lengthscale", low=0, low_open=True)
+        require_number(self.gp_sqrt_beta, "gp_sqrt_beta", low=0)
         if self.noisy and self.objective is not None:
             raise ConfigError(
                 "noisy adds synthetic noise to benchmarks; declare noise_std on your objective"
@@ -394,12 +407,18 @@ def _run_id(name: str, method: str, seed: int) -> str:
 def jobs(cfg: BOKERunConfig) -> list[Job]:
     """One run per (benchmark, seed, method): seed-major, so a partial experiment still holds
     complete seeds for every method."""
-    return [
-        Job(_run_id(_label(cfg, b), m, s), _run_task, (_narrowed(cfg, b, m, s), b, m, s))
-        for b in cfg.problems
-        for s in cfg.seeds
-        for m in cfg.methods
-    ]
+    code = (None if cfg.objective is None
+            else load_objective(cfg.objective, bounds=cfg.bounds).code_fingerprint)
+    out = []
+    for b in cfg.problems:
+        for s in cfg.seeds:
+            for m in cfg.methods:
+                narrowed = _narrowed(cfg, b, m, s)
+                # a user objective's runs are made by its code, not by its name
+                key = None if code is None else (replace(narrowed, objective=code), code, m, s)
+                out.append(Job(_run_id(_label(cfg, b), m, s), _run_task, (narrowed, b, m, s),
+                               key))
+    return out
 
 
 def _label(cfg: BOKERunConfig, problem: str) -> str:
@@ -602,9 +621,13 @@ def save_results(
 
 def load_results(path: str | Path) -> list[RunResult]:
     """Read the runs of a folder written by :func:`save_results` (or its ``results.csv``)."""
-    table, meta = read_results(path)
+    table, meta = read_results(path, "boke", ("benchmarks", "methods", "varsigma"),
+                               ("benchmark", "method", "seed"))
     out = []
     for _, g in table.groupby(["benchmark", "method", "seed"], sort=False):
         rid = _run_id(str(g["benchmark"].iloc[0]), str(g["method"].iloc[0]), int(g["seed"].iloc[0]))
+        if rid not in meta["runs"]:
+            raise ConfigError(f"{path}: the table's run {rid} is not in its manifest (the "
+                              "folder's files are from different runs)")
         out.append(_result_from(g.reset_index(drop=True), meta["runs"][rid]))
     return out

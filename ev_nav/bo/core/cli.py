@@ -202,6 +202,20 @@ def json_list(text: str) -> list:
     return value
 
 
+def index_sets(value: list, option: str) -> tuple[tuple[int, ...], ...]:
+    """A JSON list of lists of 0-based input indices (``--control-sets '[[0], [1], [0, 1]]'``)
+    as tuples; a :class:`ConfigError` saying the shape otherwise (``[1]`` was a TypeError)."""
+    sets = []
+    for entry in value:
+        if not isinstance(entry, list) or not all(
+            isinstance(j, int) and not isinstance(j, bool) for j in entry
+        ):
+            raise ConfigError(f"{option} is a list of lists of 0-based input indices, e.g. "
+                              f"'[[0], [1], [0, 1]]'; got {json.dumps(value)}")
+        sets.append(tuple(entry))
+    return tuple(sets)
+
+
 def csv_list(text: str) -> tuple[str, ...]:
     """A comma-separated, non-empty list of names."""
     items = tuple(s.strip() for s in text.split(",") if s.strip())

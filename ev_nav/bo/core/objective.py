@@ -113,6 +113,34 @@ class UserObjective:
         return len(self.bounds)
 
     @property
+    def code_fingerprint(self) -> str:
+        """A hash of what the objective computes: its module's source file (the function's
+        compiled code where no file can be read), the function's name, its box and its
+        declarations; not where the file lies or how it was named (``my_problem:bowl`` and
+        ``./my_problem.py:bowl`` are one objective). A resumed run compares it, so that runs
+        of an edited objective are not mixed with the earlier runs."""
+        import hashlib
+        import inspect
+        import json
+
+        from ev_nav.provenance import to_jsonable
+
+        digest = hashlib.sha256()
+        try:
+            source = inspect.getsourcefile(self.fn)
+            digest.update(Path(source).read_bytes() if source else b"")
+        except (OSError, TypeError):
+            source = None
+        if not source:
+            code = getattr(self.fn, "__code__", None)
+            digest.update(code.co_code if code is not None else repr(self.fn).encode())
+        declared = {"function": getattr(self.fn, "__qualname__", repr(self.fn)),
+                    "bounds": [to_jsonable(b) for b in self.bounds],
+                    "extras": to_jsonable(dict(self.extras))}
+        digest.update(json.dumps(declared, sort_keys=True, default=repr).encode())
+        return "objective-sha256:" + digest.hexdigest()[:32]
+
+    @property
     def lower(self) -> NDArray[np.float64]:
         """Lower bounds (continuous inputs only; see :attr:`space` otherwise)."""
         self._continuous_only("lower")

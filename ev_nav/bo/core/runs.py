@@ -67,16 +67,29 @@ class Job:
         Module-level function returning a :class:`RunRecord`.
     args
         Its arguments (small and picklable: configs and names, never models).
+    key
+        What makes the run, where the arguments do not say it (a user objective's code, not
+        its ``module:function`` name): hashed instead of ``args`` when given.
     """
 
     run_id: str
     task: RunTask
     args: tuple[Any, ...] = ()
+    key: Any = None
 
     @property
     def fingerprint(self) -> str:
-        """A hash of the task and its arguments: a resumed run must have been made by the same."""
-        what = [f"{self.task.__module__}.{self.task.__qualname__}", to_jsonable(self.args)]
+        """A hash of the task and what makes the run (``key``, else its arguments): a resumed
+        run must have been made by the same."""
+        return self._hash(self.args if self.key is None else self.key)
+
+    @property
+    def argument_fingerprint(self) -> str:
+        """The hash of the task and its arguments alone (what earlier versions recorded)."""
+        return self._hash(self.args)
+
+    def _hash(self, made_of: Any) -> str:
+        what = [f"{self.task.__module__}.{self.task.__qualname__}", to_jsonable(made_of)]
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -202,9 +215,14 @@ def _check_resumable(jobs: Sequence[Job], out: Path) -> None:
         if (info.parent / RESULTS).is_file() and info.is_file():
             made_by = json.loads(info.read_text(encoding="utf-8")).get("fingerprint")
             if made_by != job.fingerprint:
+                why = ("a run of another configuration, or of your objective before it was "
+                       "edited" if job.key is not None else "a run of another configuration")
+                if job.key is not None and made_by == job.argument_fingerprint:
+                    why = ("a run of an earlier ev-nav, which did not record your objective's "
+                           "code, so it cannot be checked to be the same")
                 raise ConfigError(
-                    f"{info.parent} holds a run of another configuration; use another output "
-                    "folder or --no-resume to recompute"
+                    f"{info.parent} holds {why}; use another output folder or --no-resume to "
+                    "recompute"
                 )
 
 
@@ -277,8 +295,19 @@ def write_results(
     return paths
 
 
-def read_results(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """``results.csv`` and ``manifest.json`` of an experiment folder (or of its CSV file)."""
+def read_results(
+    path: str | Path,
+    family: str | None = None,
+    config_keys: Sequence[str] = (),
+    columns: Sequence[str] = (),
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``results.csv`` and ``manifest.json`` of an experiment folder (or of its CSV file).
+
+    ``family``, where given, names the command whose folder this must be (``"boke"``); its
+    config (each of them, for a list) must have ``config_keys`` and its table ``columns``, so
+    that another family's folder is refused by name rather than failing on the first key it
+    lacks.
+    """
     p = Path(path)
     folder = p.parent if p.suffix == ".csv" else p
     csv, manifest = folder / RESULTS, folder / MANIFEST
@@ -289,4 +318,13 @@ def read_results(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         table = read_table(csv)
     except (ValueError, pd.errors.ParserError) as exc:
         raise ConfigError(f"{folder} does not hold readable BO results ({exc})") from None
+    if family is None:
+        return table, meta
+    config = meta.get("config") if isinstance(meta, dict) else None
+    configs = config if isinstance(config, list) else [config]
+    missing = [c for c in columns if c not in table.columns]
+    if (not configs or not isinstance(meta.get("runs"), dict) or missing or not all(
+            isinstance(c, dict) and all(k in c for k in config_keys) for c in configs)):
+        raise ConfigError(f"{folder} holds no results of 'ev-nav bo {family} run' (its manifest "
+                          "or table has another shape); give a folder that command wrote")
     return table, meta

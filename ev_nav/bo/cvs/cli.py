@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from ev_nav.bo.core.cli import Family, add_family, execution_config, json_list
+from ev_nav.bo.core.cli import Family, add_family, execution_config, index_sets, json_list
+from ev_nav.bo.core.objective import check_bounds
 from ev_nav.bo.core.runs import read_results
 from ev_nav.bo.cvs.benchmarks import BENCHMARKS
 from ev_nav.bo.cvs.figures import save_figures, save_panel_figure
@@ -24,7 +25,7 @@ from ev_nav.bo.cvs.runner import (
 )
 from ev_nav.bo.cvs.surrogate import USER_REFIT_EVERY
 from ev_nav.cli import seed_arg
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, require_number
 
 DEFAULT_METHODS = {
     "cvs": ("ucb-psq", "ts-psq", "etc50", "etc100", "etcada"),
@@ -166,8 +167,7 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
                           ("--n-warmup-full", args.n_warmup_full), ("--n-starts", args.n_starts)):
         if value < 1:  # --n-mc 0 ran, with a NaN posterior value
             raise ConfigError(f"{option} must be >= 1, got {value}")
-    if not budget > 0:  # each run failed on its own
-        raise ConfigError(f"--budget must be a cost > 0, got {budget:g}")
+    require_number(budget, "--budget", low=0, low_open=True)  # inf ran without end
     extra: dict[str, object]
     if setting == "cvs":
         extra = {"ada_scale": args.ada_scale}
@@ -195,10 +195,10 @@ def _config(setting: str, args: argparse.Namespace) -> CVSRunConfig:
         n_starts=args.n_starts,
         beta=args.beta,
         objective=args.objective,
-        bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
+        bounds=None if args.bounds is None else check_bounds(args.bounds, "--bounds"),
         control_sets=None
         if args.control_sets is None
-        else tuple(tuple(int(j) for j in cs) for cs in args.control_sets),
+        else index_sets(args.control_sets, "--control-sets"),
         lengthscale=args.lengthscale,
         surrogate=args.surrogate,
         refit_every=args.refit_every,
@@ -264,7 +264,8 @@ def _list(setting: str):
 
 
 def _report(args: argparse.Namespace) -> int:
-    table, meta = read_results(args.path)
+    table, meta = read_results(args.path, "cvs/ucvs", ("budget", "costs", "benchmark", "setting"),
+                               ("method", "seed"))
     budget = float(meta["config"]["budget"])
     print(summarise(table, budget).to_string(index=False, float_format="%.4g"))
     if args.figure is not None:

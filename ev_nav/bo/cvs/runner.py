@@ -38,7 +38,7 @@ from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
 from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.bo.cvs.surrogate import FIXED, USER_REFIT_EVERY, SurrogateConfig
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, require_number, require_seed
 
 SETTINGS = ("cvs", "ucvs")
 SURROGATES = ("auto", "fixed", "fitted")
@@ -126,6 +126,25 @@ class CVSRunConfig:
             raise ConfigError("methods and seeds must not repeat")
         if self.objective is None:
             BENCHMARKS.entry(self.benchmark)
+        for seed in self.seeds:
+            require_seed(seed)
+        # NaN passed the checks these replace, inf ran without end, a negative beta turned UCB
+        # into a lower bound and a negative noise sd acted as a positive one
+        require_number(self.budget, "budget", low=0, low_open=True)
+        require_number(self.variance, "variance", low=0, low_open=True)
+        for name in ("n_init", "n_mc", "n_warmup", "n_warmup_full", "n_starts", "maxiter",
+                     "etc_quota", "tau", "refit_every"):
+            require_number(getattr(self, name), name, low=1, whole=True)
+        require_number(self.beta, "beta", low=0)
+        require_number(self.cost_noise_std, "cost noise sd", low=0)
+        require_number(self.ada_scale, "ada_scale", low=0, low_open=True)
+        require_number(self.alpha, "alpha", low=0, high=1, high_open=True)
+        require_number(self.explore_frac, "explore_frac", low=0, high=1, low_open=True)
+        if self.lengthscale is not None:
+            require_number(self.lengthscale, "lengthscale", low=0, low_open=True)
+        if self.refit_at_spend is not None:
+            require_number(self.refit_at_spend, "refit_at_spend", low=0, high=1,
+                           low_open=True, high_open=True)
 
     @property
     def problem_label(self) -> str:
@@ -294,15 +313,20 @@ def jobs(cfg: CVSRunConfig) -> list[Job]:
     Each run carries the config narrowed to itself, so a resumed experiment with more seeds or
     methods reuses the runs it already has.
     """
+    code = None if cfg.objective is None else cfg.user_objective().code_fingerprint
+
+    def key(args: tuple) -> tuple | None:
+        # a user objective's runs are made by its code, not by its name
+        return None if code is None else (replace(args[0], objective=code), *args[1:])
+
     out: list[Job] = []
     for seed in cfg.seeds:
         if _needs_reference(cfg):
-            ref_cfg = replace(cfg, methods=(), seeds=(seed,))
-            out.append(Job(f"ref-s{seed}", _reference_task, (ref_cfg, seed)))
-        out.extend(
-            Job(f"{m}-s{seed}", _episode_task, (replace(cfg, methods=(m,), seeds=(seed,)), seed, m))
-            for m in cfg.methods
-        )
+            ref = (replace(cfg, methods=(), seeds=(seed,)), seed)
+            out.append(Job(f"ref-s{seed}", _reference_task, ref, key(ref)))
+        for m in cfg.methods:
+            args = (replace(cfg, methods=(m,), seeds=(seed,)), seed, m)
+            out.append(Job(f"{m}-s{seed}", _episode_task, args, key(args)))
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from ev_nav.bo.core.cli import Family, add_family, execution_config, json_list
+from ev_nav.bo.core.objective import check_bounds
 from ev_nav.bo.ptr.ev import EVReserveConfig, run_ev_reserve
 from ev_nav.bo.ptr.problems import BENCHMARKS
 from ev_nav.bo.ptr.registry import LSE_METHODS, METHODS, OPT_METHODS, method_task
@@ -127,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
             beta_schedule=args.beta_schedule,
             delta=args.delta,
             objective=args.objective,
-            bounds=None if args.bounds is None else tuple(tuple(b) for b in args.bounds),
+            bounds=None if args.bounds is None else check_bounds(args.bounds, "--bounds"),
             environment=None if args.environment is None else tuple(args.environment),
             weights=None if args.weights is None else tuple(args.weights),
             threshold=args.threshold,

@@ -108,8 +108,14 @@ class EVReserveConfig:
             raise ConfigError("cap range must be increasing and positive (km/h)")
         if not self.reserve_kwh >= 0:
             raise ConfigError(f"reserve must be >= 0 kWh, got {self.reserve_kwh}")
-        if self.start_soc_kwh is not None and not self.start_soc_kwh > 0:
-            raise ConfigError(f"energy at departure must be > 0 kWh, got {self.start_soc_kwh}")
+        battery_kwh = self.vehicle.battery_wh / 1000.0
+        if self.start_soc_kwh is not None and not 0 < self.start_soc_kwh <= battery_kwh:
+            # 1,000 kWh in a 35 kWh battery "certified" every speed cap
+            raise ConfigError(f"energy at departure must be in (0, {battery_kwh:g}] kWh (the "
+                              f"vehicle's battery), got {self.start_soc_kwh}")
+        if not self.reserve_kwh < self.start_kwh:
+            raise ConfigError(f"the reserve ({self.reserve_kwh:g} kWh) must be below the energy "
+                              f"at departure ({self.start_kwh:g} kWh)")
         low, high = TEMPERATURE_RANGE_C
         if not low <= self.ambient_c <= high:
             raise ConfigError(

@@ -542,7 +542,10 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
         raise ConfigError(
             f"objective {user.name}: PTR needs environment=[...] (the w grid) and threshold=h"
         )
-    W = np.atleast_2d(np.asarray(ex["environment"], dtype=float).T).T
+    try:  # text or ragged rows were a ValueError traceback
+        W = np.atleast_2d(np.asarray(ex["environment"], dtype=float).T).T
+    except (TypeError, ValueError):
+        W = np.empty((0, 0))
     if W.size == 0 or not np.isfinite(W).all():  # was a ZeroDivisionError traceback
         raise ConfigError(
             f"objective {user.name}: the environment grid needs at least one point, each a "
@@ -555,17 +558,24 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
     if not np.isfinite(threshold):  # a NaN threshold ran, and recommended an arbitrary point
         raise ConfigError(f"objective {user.name}: threshold must be a finite number, "
                           f"got {ex['threshold']!r}")
-    p_w = (
-        np.full(W.shape[0], 1.0 / W.shape[0])
-        if ex.get("weights") is None
-        else np.asarray(ex["weights"], dtype=float)
-    )
+    try:
+        p_w = (
+            np.full(W.shape[0], 1.0 / W.shape[0])
+            if ex.get("weights") is None
+            else np.asarray(ex["weights"], dtype=float)
+        )
+    except (TypeError, ValueError):
+        p_w = np.full(0, np.nan)  # refused below, as other bad weights are
     if (p_w.shape != (W.shape[0],) or not np.isfinite(p_w).all() or np.any(p_w < 0)
             or not np.isfinite(p_w.sum()) or not p_w.sum() > 0):
         raise ConfigError(f"objective {user.name}: need one non-negative weight per environment")
     p_w = p_w / p_w.sum()
     if ex.get("design_points") is not None:
-        X = np.atleast_2d(np.asarray(ex["design_points"], dtype=float).T).T
+        try:
+            X = np.atleast_2d(np.asarray(ex["design_points"], dtype=float).T).T
+        except (TypeError, ValueError):
+            raise ConfigError(f"objective {user.name}: design points must be rows of numbers, "
+                              f"got {ex['design_points']!r}") from None
     else:
         n = {1: 50, 2: 15, 3: 7}.get(user.dim, 4) if points_per_axis is None else points_per_axis
         # (0 became the default grid, -1 a traceback from the grid's sampler)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,7 +42,7 @@ from ev_nav.bo.ptr.context import Policy
 from ev_nav.bo.ptr.measure import ptr_posterior
 from ev_nav.bo.ptr.problems import PER_TRIAL_BENCHMARKS, PTRProblem, make_problem, user_problem
 from ev_nav.bo.ptr.registry import PTRMethodConfig, method_task
-from ev_nav.errors import ConfigError
+from ev_nav.errors import ConfigError, require_number, require_seed
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,28 @@ class PTRRunConfig:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.iterations < 1 or self.trials < 1 or self.threads < 1:
-            raise ConfigError("iterations, trials and threads must be >= 1")
+        if self.objective is None:
+            given = [name for name in ("bounds", "environment", "weights", "threshold",
+                                       "points_per_axis") if getattr(self, name) is not None]
+            if given:  # they were ignored: a benchmark declares its own
+                one = len(given) == 1
+                raise ConfigError(f"{', '.join(given)} {'is' if one else 'are'} for a user "
+                                  f"objective: give {'it' if one else 'them'} with objective "
+                                  "(--objective), not with a benchmark")
+        for name in ("iterations", "trials", "threads", "refit_every"):
+            require_number(getattr(self, name), name, low=1, whole=True)
+        require_seed(self.seed)
+        # NaN passed the methods' own checks (a run labelled "β=nan"), a negative n_init ran
+        if self.beta is not None:
+            require_number(self.beta, "beta", low=0)
+        require_number(self.m, "m (the moment order)", low=2)
+        require_number(self.eta, "eta", low=0)
+        if self.n_init is not None:
+            require_number(self.n_init, "n_init", low=0, whole=True)
+        require_number(self.delta, "delta", low=0, high=1, low_open=True, high_open=True)
+        for name in ("alpha", "threshold"):
+            if getattr(self, name) is not None:
+                require_number(getattr(self, name), name)
         method_task(self.method)
         if self.beta_schedule not in ("constant", "theory"):
             raise ConfigError("beta_schedule must be 'constant' or 'theory'")
@@ -389,18 +410,47 @@ def _d_w(r: TrialResult) -> int:
     return int(np.atleast_2d(np.asarray(env, dtype=float).T).T.shape[1]) if env is not None else 0
 
 
+def _run_id(method: str, seed: int, tag: str = "") -> str:
+    """A trial's run id: ``METHOD-sSEED`` (``METHOD-TAG-sSEED`` where a method repeats)."""
+    return f"{method}-{tag}-s{seed}" if tag else f"{method}-s{seed}"
+
+
+def _tags(configs: Sequence[PTRRunConfig]) -> list[str]:
+    """Per config, what tells its trials apart from another config's of the same method: its
+    position (``c01``) where a method repeats, else nothing, so that methods listed in another
+    order reuse their finished trials (the position was in every id: ``00-bpt-ucb-s0``)."""
+    count = Counter(cfg.method for cfg in configs)
+    return [f"c{i:02d}" if count[cfg.method] > 1 else "" for i, cfg in enumerate(configs)]
+
+
 def jobs(configs: Sequence[PTRRunConfig]) -> list[Job]:
-    """One run per (config, trial); ids ``NN-METHOD-sSEED`` (NN: the config's position)."""
-    return [
-        Job(
-            f"{i:02d}-{cfg.method}-s{cfg.seed + k}",
-            _trial_task,
+    """One run per (config, trial); ids from :func:`_run_id`."""
+    out = []
+    for cfg, tag in zip(configs, _tags(configs), strict=True):
+        code = (None if cfg.objective is None
+                else load_objective(cfg.objective, bounds=cfg.bounds).code_fingerprint)
+        for k in range(cfg.trials):
             # the config narrowed to the trial: more trials later reuse the finished ones
-            (replace(cfg, trials=1, seed=cfg.seed + k), cfg.seed + k),
-        )
-        for i, cfg in enumerate(configs)
-        for k in range(cfg.trials)
-    ]
+            args = (replace(cfg, trials=1, seed=cfg.seed + k), cfg.seed + k)
+            # a user objective's runs are made by its code, not by its name
+            key = None if code is None else (replace(args[0], objective=code), args[1])
+            out.append(Job(_run_id(cfg.method, cfg.seed + k, tag), _trial_task, args, key))
+    return out
+
+
+def _adopt_positional_runs(job_list: Sequence[Job], out_dir: str | Path) -> None:
+    """Rename trial folders that earlier versions named by position (``00-bpt-ucb-s0``) to
+    their run ids, where exactly one such folder is the trial's; the fingerprint check of
+    :func:`~ev_nav.bo.core.runs.run_jobs` still refuses one of another configuration."""
+    runs = Path(out_dir) / "runs"
+    if not runs.is_dir():
+        return
+    for job in job_list:
+        method, _, seed = job.run_id.rpartition("-s")
+        new = runs / job.run_id
+        old = [d for d in runs.glob(f"[0-9][0-9]-{method}-s{seed}") if d.is_dir()]
+        if not new.exists() and len(old) == 1:
+            old[0].rename(new)
 
 
 def run_experiments(
@@ -424,6 +474,8 @@ def run_experiments(
         if cfg.objective is not None:
             build_problem(cfg, cfg.seed, method_task(cfg.method))
     job_list = jobs(configs)
+    if out_dir is not None and (execution is None or execution.resume):
+        _adopt_positional_runs(job_list, out_dir)
     ex = run_jobs(job_list, out_dir, execution, progress=progress)
     results = _collect(configs, job_list, ex)
     if out_dir is not None:
@@ -447,9 +499,9 @@ def _collect(
 ) -> list[ExperimentResult]:
     by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))
     out = []
-    for i, cfg in enumerate(configs):
+    for cfg, tag in zip(configs, _tags(configs), strict=True):
         trials = [
-            _trial_from(by_id[f"{i:02d}-{cfg.method}-s{cfg.seed + k}"]) for k in range(cfg.trials)
+            _trial_from(by_id[_run_id(cfg.method, cfg.seed + k, tag)]) for k in range(cfg.trials)
         ]
         out.append(ExperimentResult(cfg, method_task(cfg.method), trials))
     return out
@@ -607,6 +659,7 @@ def save_results(
     (every design, its posterior PTR mean and class: ``high`` (Ĥ), ``low`` (L̂) or
     ``unclassified``)."""
     frames, runs, recs, level = [], {}, [], []
+    tags = _tags([r.config for r in results])
     for i, r in enumerate(results):
         label = run_label(r.config)
         head = {
@@ -621,7 +674,7 @@ def save_results(
             for k, v in reversed(list({**head, "seed": t.seed}.items())):
                 rows.insert(0, k, v)
             frames.append(rows)
-            runs[f"{i:02d}-{r.config.method}-s{t.seed}"] = {
+            runs[_run_id(r.config.method, t.seed, tags[i])] = {
                 "seed": t.seed,
                 "first_classified": t.first_classified,
                 "stopped_at": t.stopped_at,
@@ -680,17 +733,29 @@ def _level_set_rows(head: dict[str, object], t: TrialResult) -> pd.DataFrame:
 
 def load_results(path: str | Path) -> list[ExperimentResult]:
     """Rebuild experiments from a folder written by :func:`save_results`."""
-    table, meta = read_results(path)
+    table, meta = read_results(path, "ptr", ("benchmark", "method", "iterations"),
+                               ("config", "seed"))
     out = []
-    for i, raw in enumerate(meta["config"]):
-        cfg = PTRRunConfig(**_tuples(raw))
+    configs = [PTRRunConfig(**_tuples(raw)) for raw in meta["config"]]
+    for i, (cfg, tag) in enumerate(zip(configs, _tags(configs), strict=True)):
         part = table[table["config"] == i]
         trials = []
         for seed, g in part.groupby("seed", sort=False):
-            info = meta["runs"][f"{i:02d}-{cfg.method}-s{seed}"]
+            info = _run_info(meta["runs"], cfg.method, int(seed), tag, i, path)
             trials.append(_trial_from(RunRecord(g.reset_index(drop=True), info)))
         out.append(ExperimentResult(cfg, method_task(cfg.method), trials))
     return out
+
+
+def _run_info(runs: dict[str, Any], method: str, seed: int, tag: str, position: int,
+              path: str | Path) -> dict[str, Any]:
+    """The manifest's facts of one trial: under its run id, or under the id earlier versions
+    gave it (the config's position first: ``00-bpt-ucb-s0``)."""
+    for rid in (_run_id(method, seed, tag), f"{position:02d}-{method}-s{seed}"):
+        if rid in runs:
+            return runs[rid]
+    raise ConfigError(f"{path}: the table's trial of {method}, seed {seed}, is not in its "
+                      "manifest (the folder's files are from different runs)")
 
 
 def _tuples(raw: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -558,6 +559,53 @@ def test_dying_worker_fails_only_its_own_run(tmp_path):
     assert "killed by signal 9 (SIGKILL)" in err
     done = {o.run_id for o in res.outcomes if o.status == "done"}
     assert done == {s.run_id for s in specs} - {specs[1].run_id}
+
+
+def _sleeping_task(spec, out_dir, checkpoint_every, resume):
+    """A grid task that says it started and then works for a long time (until stopped)."""
+    import time
+
+    (Path(out_dir) / f"started-{spec.seed}").write_text("")
+    time.sleep(600)
+
+
+def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
+    """Ctrl-C reaches the whole process group: workers interrupted inside the pool's queues
+    deadlocked it, and 'fleet grid' hung for good after saying 'interrupted' (4 of 7 tries).
+    The parent alone handles it now, and stops its workers."""
+    script = (
+        "import sys\n"
+        "from ev_nav.sim.grid import LocalPoolExecutor, run_grid\n"
+        "from tests.test_untrusted_files import _small_runs, _sleeping_task\n"
+        "try:\n"
+        f"    run_grid(_small_runs(horizon=3, seeds=range(4)), {str(tmp_path)!r},\n"
+        "             executor=LocalPoolExecutor(2, task=_sleeping_task), progress=False)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent.parent,
+                            start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(2400):  # both workers are inside a run (at most 2 minutes)
+            if len(list(tmp_path.glob("started-*"))) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert len(list(tmp_path.glob("started-*"))) == 2, proc.stderr.read()
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, err = proc.communicate(timeout=120)  # the runs would sleep for 10 minutes
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert not list(tmp_path.glob("runs/*/error.txt"))  # no run wrote a false failure
+    for _ in range(600):  # no worker left running (multiprocessing's resource tracker, also
+        try:  # of the group, ends once its parent has gone)
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("processes of the pool are still running after 30 s")
 
 
 def test_concurrent_routes_never_share_a_seed(tmp_path, capsys, net):

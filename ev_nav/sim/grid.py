@@ -65,6 +65,28 @@ def _limit_threads(n_threads: int) -> None:
         pass
 
 
+def _worker_init(n_threads: int) -> None:
+    """A worker process's set-up: Ctrl-C is the parent's to handle (the whole process group gets
+    it; a worker interrupted inside the pool's queues deadlocked the pool, and one interrupted
+    inside a run wrote a false error.txt), and its threads are capped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_threads(n_threads)
+
+
+def _stop_processes(processes: Iterable[Any]) -> None:
+    """Terminate worker processes and wait for them (a run's files are written atomically and
+    it resumes from its last checkpoint, so a run cut short loses only its last rounds)."""
+    processes = list(processes)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+
+
 @contextlib.contextmanager
 def limited_threads(n_threads: int = 1) -> Iterator[None]:
     """Run torch (intra-op) and the BLAS/OpenMP pools on ``n_threads`` inside the block."""
@@ -187,12 +209,13 @@ class LocalPoolExecutor(Executor):
 
         ctx = mp.get_context("spawn")  # fork after torch has threads is unsafe
         lost: list[RunSpec] = []
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=ctx,
-            initializer=_limit_threads,
+            initializer=_worker_init,
             initargs=(self.threads,),
-        ) as pool:
+        )
+        try:
             futures: dict[Future, RunSpec] = {
                 pool.submit(self.task, spec, out_dir, checkpoint_every, resume): spec
                 for spec in specs
@@ -205,20 +228,36 @@ class LocalPoolExecutor(Executor):
                     lost.append(spec)
                 except Exception as exc:  # e.g. the spec or outcome could not be pickled
                     yield _record_failure(spec, out_dir, f"{type(exc).__name__}: {exc}")
+        except BaseException:
+            # Ctrl-C (or a consumer that stopped): waiting for the pool's pending runs, as
+            # leaving its 'with' block did, hung for good after 'interrupted' was printed
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            _stop_processes(workers)
+            raise
+        pool.shutdown(wait=True)
         if lost:
             from concurrent.futures import ThreadPoolExecutor
 
             # One process per lost run, up to `workers` at a time: a process that dies now can
             # only take its own run with it.
-            with ThreadPoolExecutor(max_workers=self.workers) as threads:
+            children: list[Any] = []
+            threads = ThreadPoolExecutor(max_workers=self.workers)
+            try:
                 jobs = [
-                    threads.submit(self._alone, ctx, spec, out_dir, checkpoint_every)
+                    threads.submit(self._alone, ctx, spec, out_dir, checkpoint_every, children)
                     for spec in lost
                 ]
                 for job in as_completed(jobs):
                     yield job.result()
+            except BaseException:
+                threads.shutdown(wait=False, cancel_futures=True)
+                _stop_processes(children)  # their threads then return
+                raise
+            threads.shutdown(wait=True)
 
-    def _alone(self, ctx, spec: RunSpec, out_dir: str, checkpoint_every: int) -> RunOutcome:
+    def _alone(self, ctx, spec: RunSpec, out_dir: str, checkpoint_every: int,
+               children: list[Any]) -> RunOutcome:
         receive, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=_run_in_child,
@@ -226,6 +265,7 @@ class LocalPoolExecutor(Executor):
         )
         t0 = time.perf_counter()
         proc.start()
+        children.append(proc)
         send.close()
         outcome = None
         try:
@@ -251,7 +291,7 @@ class LocalPoolExecutor(Executor):
 
 
 def _run_in_child(send, task: RunTask, threads: int, spec, out_dir, checkpoint_every) -> None:
-    _limit_threads(threads)
+    _worker_init(threads)
     send.send(task(spec, out_dir, checkpoint_every, True))
     send.close()
 

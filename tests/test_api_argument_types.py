@@ -226,3 +226,9 @@ def test_record_total_refuses_a_driven_route_that_is_not_a_path(tmp_path) -> Non
             ev_nav.record_total(session, trip.trip_id, total, route=bogus)
         assert session.store.observations() == []  # nothing recorded
         assert ev_nav.record_total(session, trip.trip_id, total, route=route) >= 1
+
+
+def test_match_track_wants_one_value_per_point(town) -> None:
+    points = np.array([[8.0, 47.0], [8.001, 47.001]])
+    with pytest.raises(InvalidObservation, match=r"1-D arrays\), got arrays of shape \(2, 2\)"):
+        ev_nav.match_track(town, points, points)

@@ -402,6 +402,9 @@ def match_track(
         raise InvalidObservation(
             f"a track has one latitude per longitude; got {lon.size} and {lat.size}"
         )
+    if lon.ndim != 1:  # (n, 2) arrays failed inside scipy
+        raise InvalidObservation(f"lon and lat are one value per track point (1-D arrays), "
+                                 f"got arrays of shape {lon.shape}")
     if n == 0:
         raise TrackOffNetworkError("the track has no points to match")
     bad = np.flatnonzero(~(np.isfinite(lon) & np.isfinite(lat)))

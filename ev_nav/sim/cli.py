@@ -267,7 +267,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     if not (args.run_dir / "runs").is_dir():
         raise StateError(f"{args.run_dir} is not an experiment folder (no runs/ inside)")
-    table = write_report(args.run_dir)
+    table = write_report(args.run_dir, distinct=True)
     print(table or "no finished runs yet: nothing written")
     if table:
         _print_written(args.run_dir)

@@ -37,13 +37,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.bandits.routing import Oracle
 from ev_nav.energy import Vehicle
-from ev_nav.errors import ConfigError, NegativeCycleError
+from ev_nav.errors import ConfigError, NegativeCycleError, require_number
 from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
 #: The paper's equal split of the ground truth's prior variance between its local and its
 #: network-wide term (spec §4; :class:`ev_nav.gp.groundtruth.PriorSettings`).
 PAPER_GRAPH_SHARE = 0.5
+
+
+#: Largest relative spread of the physical world's losses and noise (``loss_spread``,
+#: ``noise_spread``): at 3 a loss varies by a factor e^±6 between roads.
+MAX_SPREAD = 3.0
 
 
 @dataclass(frozen=True)
@@ -114,16 +119,15 @@ class TruthSpec:
     def __post_init__(self) -> None:
         # refused where the spec is made: each of these failed every run at its first trip
         # (or, for a negative spread, drew a world whose losses are not what was asked)
-        for name, least, strict in (
-            ("lengthscale", 0.0, True), ("loss_spread", 0.0, False), ("noise_spread", 0.0, False)
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-                value > least if strict else value >= least
-            ):
-                raise ConfigError(
-                    f"{name} must be a number {'>' if strict else '>='} {least:g}, got {value!r}"
-                )
+        # (inf passed these as ">= 0" and drew non-finite energies; a spread of 1e300 made every
+        # loss 0; the physical world needs some noise, which it refused only in each run)
+        require_number(self.lengthscale, "lengthscale", low=0, low_open=True)
+        require_number(self.loss_spread, "loss_spread", low=0, high=MAX_SPREAD)
+        require_number(self.noise_spread, "noise_spread", low=0, high=MAX_SPREAD,
+                       low_open=self.kind == "physical")
+        require_number(self.drift_size, "drift_size")
+        for name in ("temperature_amplitude_c", "temperature_noise_c"):
+            require_number(getattr(self, name), name)
         share = self.graph_share
         if isinstance(share, bool) or not isinstance(share, numbers.Real):
             raise ConfigError(f"graph_share must be a number, got {share!r}")

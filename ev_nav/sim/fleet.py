@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import numbers
+import os
 import tomllib
 import typing
 import zlib
@@ -39,8 +40,10 @@ from ev_nav.checkpoints import encode as encode_checkpoint
 from ev_nav.errors import (
     ConfigError,
     ModelStateError,
+    OutsideNetworkError,
     UnreachableError,
     require_file,
+    require_number,
     require_seed,
 )
 from ev_nav.faults import crash_point
@@ -50,7 +53,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.roads.network import RoadNetwork
-from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec, load_truth
 
 RESULT_COLUMNS = (
     "run_id",
@@ -196,18 +199,14 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         for name, strict in (("beta_scale", False), ("omega", True), ("xi", True),
-                             ("lengthscale", True)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-                value > 0 if strict else value >= 0
-            ):
-                raise ConfigError(
-                    f"{name} must be a number {'>' if strict else '>='} 0, got {value!r}"
-                )
+                             ("lengthscale", True)):  # (inf passed as ">= 0")
+            require_number(getattr(self, name), name, low=0, low_open=strict)
         for name in ("num_inducing", "batch_size", "steps_per_trip"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.detect_changes and self.policy == "random":  # failed every run
+            raise ConfigError("detect_changes needs a learning agent, not policy = 'random'")
         if self.policy in ROUTE_POLICIES and self.rectification == "paper":
             # caught when the spec is made, not in every run at its first trip
             raise ConfigError(
@@ -567,6 +566,9 @@ class RunState:
     rng_random: dict[str, Any]
     visits: Any = None
     detector: Any = None
+    #: :func:`input_files_hash` of the run's files when it was checkpointed (None: a checkpoint
+    #: of an earlier version, which did not record it)
+    inputs: str | None = None
 
 
 #: A run's checkpoint file (pickle-free, :mod:`ev_nav.checkpoints`). Runs of older versions left
@@ -596,8 +598,9 @@ def _load_checkpoint(path: Path) -> RunState | None:
         return None
     data = decode_checkpoint(path.read_bytes())
     names = {f.name for f in dataclasses.fields(RunState)}
-    # checkpoints from before change detection have no "detector"
-    if not isinstance(data, dict) or not (names - {"detector"} <= set(data) <= names):
+    # checkpoints from before change detection have no "detector", from before the input
+    # files were recorded no "inputs"
+    if not isinstance(data, dict) or not (names - {"detector", "inputs"} <= set(data) <= names):
         raise ModelStateError(f"{path} is not a fleet run checkpoint")
     return RunState(**data)
 
@@ -754,7 +757,10 @@ def run_one(
     RunResult
     """
     run_dir = Path(out_dir) if out_dir is not None else None
+    inputs = input_files_hash(spec)
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
+        made_with = _recorded_inputs(run_dir / "metadata.json")
+        _check_same_inputs(spec, made_with, inputs, "finished")
         return RunResult(rows=read_trips_csv(run_dir / "trips.csv").to_dict("records"))
 
     drv = _driver(spec, truth_cache, model_factory)
@@ -764,6 +770,7 @@ def run_one(
     if ckpt is not None and resume:
         state = _load_checkpoint(ckpt)
         if state is not None:
+            _check_same_inputs(spec, state.inputs, inputs, f"checkpointed at round {state.t}")
             t0, rows = state.t, state.rows
             drv.restore(state)
             for r in sorted(spec.truth.drift_rounds):  # the world as it was at the checkpoint
@@ -781,7 +788,7 @@ def run_one(
             bar.update(1)
         last = t == spec.horizon
         if ckpt is not None and (t % checkpoint_every == 0 or last or t == stop_after):
-            _save_checkpoint(ckpt, drv.state(t, rows))
+            _save_checkpoint(ckpt, dataclasses.replace(drv.state(t, rows), inputs=inputs))
             crash_point("run-checkpointed")
         restart = getattr(drv.model, "restart_from_statistics", None)
         if restart is not None and (t % checkpoint_every == 0 or t == stop_after):
@@ -796,8 +803,61 @@ def run_one(
     if bar is not None:
         bar.close()
     if run_dir is not None:
-        write_run(run_dir, spec, rows, drv.env, drv.visits)
+        write_run(run_dir, spec, rows, drv.env, drv.visits, inputs)
     return RunResult(rows, drv.model, drv.env, drv.visits)
+
+
+def input_files_hash(spec: RunSpec) -> str | None:
+    """SHA-256 of the files a run reads (its network file, elevation tiles and truth file), or
+    None when it reads none (a synthetic town, a drawn world). The run id names the files, not
+    their contents: a truth file replaced between an interruption and ``--resume`` gave one run
+    two worlds (two optima for one fixed trip)."""
+    paths = [spec.network.path] if spec.network.kind in ("file", "osm") else []
+    paths += list(spec.network.dems)
+    if spec.truth.kind == "file":
+        paths.append(spec.truth.path)
+    paths = [p for p in paths if p]
+    if not paths:
+        return None
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(_file_sha256(str(Path(path).resolve())).encode())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256_at(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: str) -> str:
+    """A file's SHA-256, read once per process while its size and time stay the same."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"  # the run itself says what is missing
+    return _file_sha256_at(path, st.st_size, st.st_mtime_ns)
+
+
+def _recorded_inputs(metadata: Path) -> str | None:
+    try:
+        return json.loads(metadata.read_text(encoding="utf-8")).get("input_files_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_same_inputs(spec: RunSpec, recorded: str | None, now: str | None, what: str) -> None:
+    if recorded is not None and recorded != now:
+        files = "its truth file" if spec.truth.kind == "file" else "its network file"
+        raise ConfigError(
+            f"run {spec.run_id} was {what} with other input files ({files} changed since): "
+            "resuming would mix two worlds in one run; restore the file, or rerun into another "
+            "folder (or without --resume)"
+        )
 
 
 def _round(spec: RunSpec, drv: _Driver, t: int) -> list[dict[str, Any]]:
@@ -907,6 +967,7 @@ def write_run(
     rows: list[dict[str, Any]],
     env: Environment,
     visits: np.ndarray,
+    inputs: str | None = None,
 ) -> None:
     """Write ``visits.npy``, ``metadata.json`` and, last, ``trips.csv`` (all atomically).
 
@@ -931,6 +992,7 @@ def write_run(
                       "max": float(np.max(env.noise_std))}
             ),
             network_hash=env.net.content_hash,
+            input_files_sha256=inputs,
         ),
     )
     with atomic_path(run_dir / "trips.csv") as tmp:
@@ -1039,24 +1101,30 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         _check_file(truth.path, f"{p}: [truth] path")
     for spec in trip_specs:
         _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
-    ids_given = any(
-        isinstance(getattr(spec, key), int) for spec in trip_specs for key in ("start", "goal")
-    )
-    for net_spec in net_specs if ids_given else ():
-        # segment ids against the networks that are quick to have now: a file (read, and kept
-        # for the runs, by _check_network) and a town (built and kept; n_segments is the size
-        # asked for, the town built is a few segments off it); an OSM file is parsed by the runs
+    for net_spec in net_specs:
+        # against the networks that are quick to have now: a file (read, and kept for the runs,
+        # by _check_network) and a town (built and kept; n_segments is the size asked for, the
+        # town built is a few segments off it); an OSM file is parsed by the runs. Each of
+        # these failed every run separately, with a message that named no key
         if net_spec.kind not in ("file", "synthetic"):
             continue
-        n = load_network(net_spec).n_segments
-        for spec in trip_specs:
-            for key in ("start", "goal"):
-                value = getattr(spec, key)
-                if isinstance(value, int) and value >= n:
-                    raise ConfigError(
-                        f"{p}: [[routes]] {spec.name!r} {key} = {value} is no segment of "
-                        f"{net_spec.label} (it has {n:,}: ids 0..{n - 1})"
-                    )
+        net = load_network(net_spec)
+        _check_routes_on(net, net_spec, trip_specs, seeds[0], p)
+        if truth.kind == "file":
+            try:
+                load_truth(truth.path, net)
+            except ConfigError as exc:
+                raise ConfigError(f"{p}: [truth] {exc}") from None
+    for agent in agents:
+        if agent.temperature and truth.temperature_mean_c is None:
+            raise ConfigError(
+                f"{p}: [[agents]] {agent.label}: temperature = true needs a world with a "
+                "temperature cycle ([truth] temperature_mean_c); without one it does nothing"
+            )
+    late = [r for r in truth.drift_rounds if r > horizon]
+    if late:
+        raise ConfigError(f"{p}: [truth] drift_rounds {late} come after the last round "
+                          f"({horizon}): those changes would never happen")
     specs = [
         RunSpec(network=n, agent=a, trips=r, truth=truth, horizon=horizon, seed=int(s))
         for n in net_specs
@@ -1072,6 +1140,17 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
                 "[[networks]], [[routes]] or [[agents]] tables)"
             )
         seen.add(spec.run_id)
+    labelled: dict[tuple[str, str, str, int], str] = {}
+    for spec in specs:
+        key = (spec.network.label, spec.trips.name, spec.agent.label, spec.seed)
+        if key in labelled:  # the tables would have merged them (two routes as two "seeds")
+            raise ConfigError(
+                f"{p}: runs {labelled[key]} and {spec.run_id} would be one row of the tables "
+                f"(network {key[0]}, route {key[1]!r}, agent {key[2]}, seed {key[3]}): give "
+                "the [[networks]], [[routes]] or [[agents]] tables that differ distinct names "
+                "(name = \"...\")"
+            )
+        labelled[key] = spec.run_id
     return specs, output
 
 
@@ -1260,6 +1339,26 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
                 f"{where} n_segments must be in {MIN_TOWN_SEGMENTS}..{MAX_TOWN_SEGMENTS:,}, "
                 f"got {spec.n_segments}"
             )
+
+
+def _check_routes_on(net: RoadNetwork, net_spec: NetworkSpec, trip_specs: list[TripSpec],
+                     seed: int, p: Path) -> None:
+    """The routes' endpoints on ``net`` (ids in range, coordinates on a road), and a random
+    route's first trip (the distance asked for exists)."""
+    n = net.n_segments
+    for spec in trip_specs:
+        where = f"{p}: [[routes]] {spec.name!r}"
+        for key in ("start", "goal"):
+            value = getattr(spec, key)
+            if isinstance(value, int) and value >= n:
+                raise ConfigError(f"{where} {key} = {value} is no segment of {net_spec.label} "
+                                  f"(it has {n:,}: ids 0..{n - 1})")
+        try:
+            gen = TripGenerator(spec, net, seed)
+            if spec.kind == "random":
+                gen.next()
+        except (ConfigError, OutsideNetworkError) as exc:
+            raise ConfigError(f"{where} on {net_spec.label}: {exc}") from None
 
 
 def _check_trips(spec: TripSpec, where: str) -> None:

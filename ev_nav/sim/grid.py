@@ -478,11 +478,16 @@ def _read_trips(path: Path):
     )
 
 
-def aggregate(out_dir: str | Path, run_ids: Sequence[str] | None = None):
+def aggregate(
+    out_dir: str | Path, run_ids: Sequence[str] | None = None, *, distinct: bool = False
+):
     """Concatenate run results into ``results.csv`` and write ``summary.csv``; returns both.
 
     Cumulative regret is summed over trips in (round, vehicle) order within each run; the summary
     gives the final cumulative regret per (network, route, agent): mean, standard error, runs.
+    Runs that share a network, route, agent and seed (a sweep's, whose labels do not name what
+    it varies) are averaged there as runs; with ``distinct`` they are refused instead, naming
+    two of them (``fleet report`` of a folder that also holds an edited config's runs).
     """
     import pandas as pd
 
@@ -502,6 +507,17 @@ def aggregate(out_dir: str | Path, run_ids: Sequence[str] | None = None):
     final = df.groupby(["network", "route", "agent", "seed", "run_id"], as_index=False)[
         "cum_regret_wh"
     ].last()
+    shared = final[final.duplicated(["network", "route", "agent", "seed"], keep=False)]
+    if distinct and len(shared):  # e.g. the runs of an edited config beside the old ones
+        first = shared.iloc[0]
+        ids = shared[(shared[["network", "route", "agent", "seed"]]
+                      == first[["network", "route", "agent", "seed"]]).all(axis=1)]["run_id"]
+        raise ConfigError(
+            f"{out}: runs {' and '.join(ids)} have the same network, route, agent and seed "
+            f"({first['network']}, {first['route']}, {first['agent']}, seed {first['seed']}), so "
+            "the tables would merge them; move one of them to another folder (or name the "
+            "configs' tables apart) and report again"
+        )
     summary = (
         final.groupby(["network", "route", "agent"])["cum_regret_wh"]
         .agg(["mean", "std", "count"])

@@ -66,7 +66,10 @@ def per_seed_markdown(results) -> str:
     column per seed (the ``results`` table of :func:`ev_nav.sim.grid.aggregate`)."""
     if results is None or len(results) == 0:
         return ""
-    final = results.groupby(["network", "route", "agent", "seed"])["regret_wh"].sum()
+    # each run's final regret; runs that share a label and seed (a sweep's) are averaged, not
+    # added up as they were
+    per_run = results.groupby(["network", "route", "agent", "seed", "run_id"])["regret_wh"].sum()
+    final = per_run.groupby(["network", "route", "agent", "seed"]).mean()
     wide = final.unstack("seed")
     seeds = list(wide.columns)
     lines = [
@@ -126,19 +129,23 @@ def model_comparison(summary, first: str = "GP", second: str = "BI") -> str:
 REPORT_FILES = ("results.csv", "summary.csv", "regret.png", "summary.md", "per_seed.md")
 
 
-def write_report(out_dir: str | Path, run_ids: Sequence[str] | None = None) -> str:
+def write_report(
+    out_dir: str | Path, run_ids: Sequence[str] | None = None, *, distinct: bool = False
+) -> str:
     """(Re)aggregate an experiment folder: :data:`REPORT_FILES` (``results.csv`` and
     ``summary.csv`` by :func:`~ev_nav.sim.grid.aggregate`, ``regret.png``, ``summary.md``,
     ``per_seed.md``).
 
     ``run_ids`` limits the report to those runs (finished ones; default: every run folder).
-    Returns the Markdown summary table ("" when no run has finished).
+    ``distinct``: refuse runs that share a network, route, agent and seed (see
+    :func:`~ev_nav.sim.grid.aggregate`). Returns the Markdown summary table ("" when no run has
+    finished).
     """
     from ev_nav.sim.grid import aggregate
     from ev_nav.viz.regret import cumulative_regret_figure
 
     out = Path(out_dir)
-    results, summary = aggregate(out, run_ids)
+    results, summary = aggregate(out, run_ids, distinct=distinct)
     if len(results) == 0:
         return ""
     cumulative_regret_figure(results, out / "regret.png")

@@ -51,10 +51,12 @@ def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path
     plt = _plt()
     from matplotlib.ticker import MaxNLocator
 
+    # per run (two runs of one label and seed, e.g. a sweep's, are two curves, not one sum)
     per_round = (
-        results.groupby(["network", "route", "agent", "seed", "t"])["regret_wh"].sum().reset_index()
+        results.groupby(["network", "route", "agent", "run_id", "t"])["regret_wh"].sum()
+        .reset_index()
     )
-    per_round["cum"] = per_round.groupby(["network", "route", "agent", "seed"])[
+    per_round["cum"] = per_round.groupby(["network", "route", "agent", "run_id"])[
         "regret_wh"
     ].cumsum()
     # a fleet's round is one trip per vehicle, and the regret above is summed over them: the

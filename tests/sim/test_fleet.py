@@ -220,8 +220,10 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         # numbers outside their range, and paths of the wrong type: each failed every run
         # (or, for a path, gave a TypeError traceback, or read a string's characters as files)
         ("[truth]\nlengthscale = -1.0", "[truth] lengthscale must be a number > 0, got -1.0"),
-        ("[truth]\nnoise_spread = -0.2", "[truth] noise_spread must be a number >= 0, got -0.2"),
-        ("[truth]\nloss_spread = -3.0", "[truth] loss_spread must be a number >= 0, got -3.0"),
+        ("[truth]\nnoise_spread = -0.2", "[truth] noise_spread must be a number > 0 and <= 3, "
+         "got -0.2"),
+        ("[truth]\nloss_spread = -3.0", "[truth] loss_spread must be a number >= 0 and <= 3, "
+         "got -3.0"),
         ("[[agents]]\nbeta_scale = -5", "[[agents]] beta_scale must be a number >= 0, got -5"),
         ('[[agents]]\nlearner = "svgp"\nnum_inducing = -5',
          "[[agents]] num_inducing must be a whole number >= 1, got -5"),
@@ -237,6 +239,28 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
         ('[network]\nkind = "osm"\npath = "fleet.toml"\ndems = "x.hgt"',
          "[network] dems must be a list of strings, got 'x.hgt'"),
         ('[truth]\nkind = "file"\npath = 7', "[truth] path must be a string, got 7"),
+        # known from the config alone, each failed every run separately (or ran meaninglessly)
+        ("[truth]\nnoise_spread = 0.0", "[truth] noise_spread must be a number > 0 and <= 3, "
+         "got 0.0"),
+        ("[truth]\nloss_spread = inf", "[truth] loss_spread must be a number >= 0 and <= 3, "
+         "got inf"),
+        ("[truth]\nloss_spread = 1e300", "loss_spread must be a number >= 0 and <= 3, got 1e+300"),
+        ('[truth]\ndrift_rounds = [1]\ndrift_size = inf', "drift_size must be a number (finite)"),
+        ('[[agents]]\npolicy = "ucb"\nbeta_scale = inf',
+         "[[agents]] beta_scale must be a number >= 0, got inf"),
+        ('[[agents]]\npolicy = "random"\ndetect_changes = true',
+         "detect_changes needs a learning agent, not policy = 'random'"),
+        ("[[agents]]\ntemperature = true",
+         "temperature = true needs a world with a temperature cycle"),
+        ("[truth]\ndrift_rounds = [5]", "drift_rounds [5] come after the last round (2)"),
+        ('[[routes]]\nkind = "random"\nmin_distance_m = 1e7',
+         "[[routes]] 'route' on synthetic-2000: no origin–destination pair 10000000.0 m apart"),
+        ("[[routes]]\nstart = [0.0, 0.0]\ngoal = [8.0, 47.0]",
+         "[[routes]] 'route' on synthetic-2000: "),
+        # two routes with one name: the tables averaged them as seeds of one route
+        ("[[routes]]\nstart = 3\ngoal = 40\n[[routes]]\nstart = 5\ngoal = 60",
+         "would be one row of the tables (network synthetic-2000, route 'route', agent GP-TS, "
+         "seed 0)"),
         # the one table was ignored
         ('[network]\nn_segments = 300\n[[networks]]\nn_segments = 400',
          "give either [network] or [[networks]], not both"),

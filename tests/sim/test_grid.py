@@ -252,6 +252,14 @@ def test_resume_with_a_changed_config_reports_only_its_own_runs(tmp_path, capsys
     assert set(results.groupby("run_id")["t"].max()) == {3}  # rounds 1..3: horizon 3 only
     assert f"{out / 'runs'} also holds 6 runs this config does not make" in printed
     assert "| 3 |" in (out / "summary.md").read_text()
+    # 'fleet report' of the whole folder summed an old and a new run of each seed in
+    # per_seed.md and averaged them as 6 runs; it names two runs it would merge instead
+    before = (out / "per_seed.md").read_text()
+    assert main(["fleet", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "have the same network, route, agent and seed" in err, err
+    assert "move one of them to another folder" in err
+    assert (out / "per_seed.md").read_text() == before
 
 
 def test_out_that_is_a_file_is_refused_with_a_line_that_says_so(tmp_path, capsys):

@@ -12,7 +12,7 @@ def _results():
     for (agent, seed), total in finals.items():
         for t in (1, 2):  # the final regret is the sum over trips
             rows.append({"network": "m", "route": "A", "agent": agent, "seed": seed, "t": t,
-                         "regret_wh": total / 2})
+                         "regret_wh": total / 2, "run_id": f"{agent}-s{seed}"})
     return pd.DataFrame(rows)
 
 
@@ -21,6 +21,16 @@ def test_per_seed_table_sums_each_run():
     assert "| m | A | GP-TS | 10 | 30 |" in table
     assert "| m | A | BI-UCB | 80 | 100 |" in table
     assert table.splitlines()[0].endswith("seed 0 | seed 1 |")
+
+
+def test_per_seed_table_averages_runs_of_one_label_and_seed():
+    """Two runs with one label and seed (a sweep whose labels do not name what it varies) were
+    added up: 'seed 0 = 21' for two runs of 10 and 11 Wh."""
+    other = _results()
+    other = other[other["agent"] == "GP-TS"].assign(
+        regret_wh=lambda d: d["regret_wh"] + 1.0, run_id=lambda d: d["run_id"] + "-other")
+    table = per_seed_markdown(pd.concat([_results(), other], ignore_index=True))
+    assert "| m | A | GP-TS | 11 | 31 |" in table  # (10 + 12) / 2 and (30 + 32) / 2
 
 
 def test_model_comparison_counts_orderings_and_the_ts_ratio():

@@ -49,3 +49,47 @@ def test_bad_truth_files_are_refused(town, luxembourg, tmp_path):
         load_truth(tmp_path / "missing.csv", town)
     with pytest.raises(ConfigError, match="needs 'path'"):
         Environment.create(town, seed=0, truth=TruthSpec(kind="file"))
+
+
+def test_a_truth_file_of_another_network_is_refused_before_any_run(town, tmp_path):
+    """It failed every run separately ('FAILED ...' per run, exit 1)."""
+    save_truth(tmp_path / "truth.csv", Environment.create(town, seed=4))
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 3\n[network]\nkind = "synthetic"\nn_segments = 2000\nseed = 1\n'
+                   '[truth]\nkind = "file"\npath = "truth.csv"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"fleet\.toml: \[truth\] truth file .* was written "
+                       r"for another network"):
+        specs_from_toml(cfg)
+
+
+def test_a_run_does_not_resume_in_a_changed_world(town, tmp_path):
+    """The run id names the truth file, not its contents: a file replaced between an
+    interruption and --resume gave one run two worlds (two optima for one fixed trip), and a
+    finished run was reused as it was. Both are refused now; the same file resumes."""
+    import shutil
+
+    path = tmp_path / "truth.csv"
+    save_truth(tmp_path / "a.csv", Environment.create(town, seed=0))
+    save_truth(tmp_path / "b.csv", Environment.create(town, seed=7))
+    shutil.copy(tmp_path / "a.csv", path)
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 6\n[network]\nkind = "synthetic"\nn_segments = 2000\n'
+                   '[[routes]]\nname = "A"\nstart = 10\ngoal = 900\n[[agents]]\nmodel = "bi"\n'
+                   '[truth]\nkind = "file"\npath = "truth.csv"\n', encoding="utf-8")
+    spec = specs_from_toml(cfg)[0][0]
+    run_dir = tmp_path / "run"
+    run_one(spec, run_dir, checkpoint_every=1, stop_after=3)
+    shutil.copy(tmp_path / "b.csv", path)
+    with pytest.raises(ConfigError, match=r"was checkpointed at round 3 with other input files "
+                       r"\(its truth file changed since\)"):
+        run_one(spec, run_dir, checkpoint_every=1)
+    shutil.copy(tmp_path / "a.csv", path)  # the same file again: the run goes on, and ends
+    whole = run_one(spec, run_dir, checkpoint_every=1)
+    assert len(whole.rows) == 6
+    shutil.copy(tmp_path / "b.csv", path)
+    with pytest.raises(ConfigError, match="was finished with other input files"):
+        run_one(spec, run_dir)
+    # a run of an earlier version recorded no input files: it is taken as it is
+    meta = run_dir / "metadata.json"
+    meta.write_text(meta.read_text().replace('"input_files_sha256"', '"other"'))
+    assert len(run_one(spec, run_dir).rows) == 6

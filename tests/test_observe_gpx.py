@@ -159,6 +159,23 @@ def test_gpx_without_energy_or_total_is_refused(tmp_path, capsys, net):
     assert _snapshot(state) == before
 
 
+def test_gps_sigma_is_checked_and_only_taken_with_a_track(tmp_path, capsys, net):
+    """--gps-sigma 1e9 thinned the planned route's own track to a few points and recorded
+    '24% of the planned route was driven'; without --gpx it was silently ignored."""
+    state, planned = _plan(tmp_path, capsys, net)
+    track = simulate_track(net, planned, np.random.default_rng(0))
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon)
+    before = _snapshot(state)
+    code, _, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--total-wh", "500",
+                        "--gps-sigma", "1e9")
+    assert code == 2 and err.count("\n") == 1
+    assert "gps_sigma_m is a GPS receiver's error, at most 500 m; got 1000000000.0" in err
+    for extra in (["--total-wh", "500"], ["--undo"]):
+        code, _, err = _run(capsys, "observe", state, 1, *extra, "--gps-sigma", "5")
+        assert code == 2 and err.count("\n") == 1 and "--gps-sigma" in err, err
+    assert _snapshot(state) == before
+
+
 _BAD = {
     "not-xml.gpx": ("this is not XML", "not well-formed XML"),
     "not-gpx.gpx": ('<?xml version="1.0"?><osm version="0.6"></osm>', "not a GPX file"),

@@ -463,3 +463,32 @@ def test_a_session_keeps_its_detector_between_passes_and_drops_a_stale_one(chang
         assert s.store.detector_scored_upto() != at
         _drive(s, route, readings[3])  # learned with what the other stored, not re-scored
         assert s.detector_cache is None or s.detector_cache[0] == s.store.detector_scored_upto()
+
+
+def test_an_undone_reading_leaves_no_evidence_in_the_detector(tmp_path) -> None:
+    """'observe --undo' removed a trip's readings but not their evidence in the change
+    detector: a road read high once, taken back, and read high once more was flagged as
+    changed, while a state that never saw the taken-back reading flagged nothing."""
+    from ev_nav.trips.changes import load_detector
+
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        route = _route(session.net)
+        readings = _readings(session, route)[:BEFORE]
+        for wh in readings:
+            _drive(session, route, wh)
+        high = readings[-1].copy()
+        high[CHANGED] += 8.0  # about 6 sd: not flagged once, flagged twice
+        seg = int(route[CHANGED])
+        detector, _ = load_detector(session.store, session.net.n_segments)
+        evidence_before = float(detector.stat[:, seg].max())
+        trip = _drive(session, route, high)
+        detector, _ = load_detector(session.store, session.net.n_segments)
+        assert detector.stat[0, seg] > evidence_before  # the high reading counted
+        forget_trip(session, trip)
+        detector, _ = load_detector(session.store, session.net.n_segments)
+        assert detector.stat[:, seg].tolist() == [0.0, 0.0]  # and is gone with its trip
+        assert detector.readings[seg] == BEFORE  # its count too (the segment's evidence
+        # from the other readings goes with it: a CUSUM cannot take one reading out)
+        _drive(session, route, high)  # the same drive again: judged as if never seen
+        assert session.store.segment_changes() == []

@@ -341,6 +341,25 @@ class ChangeDetector:
                 arr[:, flagged] = 0
         return events
 
+    def forget_segments(self, segment_ids: ArrayLike) -> None:
+        """Drop the evidence of the listed segments: their CUSUM statistics, the readings since
+        the change points and their own scales start afresh (a segment read twice is listed
+        twice: its reading count goes down by two). What a taken-back reading leaves behind
+        cannot be subtracted from a CUSUM (its maximum over the readings since zero), so the
+        segments it read lose what the other readings had gathered too: a later change there
+        is found a few readings later, and never is a road flagged by a reading that was
+        taken back. The scale over all segments keeps them (their part of it is small)."""
+        ids = np.asarray(segment_ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.n_segments):
+            raise InvalidObservation(f"segment ids must lie in 0..{self.n_segments - 1}")
+        np.subtract.at(self.readings, ids, 1)
+        np.maximum(self.readings, 0, out=self.readings)
+        u = np.unique(ids)
+        for arr in (self.stat, self.count, self.sum_y, self.sum_y2, self.sum_resid):
+            arr[:, u] = 0
+        self.seg_sq[u] = 0.0
+        self.seg_w[u] = 0.0
+
     def state_dict(self) -> dict[str, object]:
         """Everything needed to continue detecting where it stopped (plain arrays)."""
         return {

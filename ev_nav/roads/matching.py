@@ -42,6 +42,11 @@ from ev_nav.roads.network import EARTH_RADIUS_M, RoadNetwork, require_network
 __all__ = ["MatchConfig", "MatchResult", "match_track"]
 
 
+#: Largest GPS error a track may be matched with [m]: beyond it the matcher thins the track to
+#: a few points and searches kilometres around each, and matches a route the car did not drive.
+MAX_GPS_SIGMA_M = 500.0
+
+
 @dataclass(frozen=True)
 class MatchConfig:
     """Parameters of the map matcher.
@@ -79,6 +84,9 @@ class MatchConfig:
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise ConfigError(f"map matching: {name} must be a positive number, got {v!r}")
+        if not self.gps_sigma_m <= MAX_GPS_SIGMA_M:  # 1e9 m thinned a track to a few points
+            raise ConfigError(f"map matching: gps_sigma_m is a GPS receiver's error, at most "
+                              f"{MAX_GPS_SIGMA_M:g} m; got {self.gps_sigma_m!r}")
         if self.min_spacing_m is not None and not (
             math.isfinite(self.min_spacing_m) and self.min_spacing_m >= 0
         ):

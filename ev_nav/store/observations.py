@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation, StateError, UnknownSegmentError
 from ev_nav.roads.partial import driven_shares
-from ev_nav.store.connection import StoreConnection, _utcnow
+from ev_nav.store.connection import StoreConnection, _utcnow, sha256_hex
 from ev_nav.store.trips import Trip, _as_int_array, _trip_key, check_fractions
 
 
@@ -199,13 +199,18 @@ class ObservationsMixin(StoreConnection):
             conn.execute("UPDATE trips SET status = 'observed' WHERE id = ?", (trip.id,))
         return batch
 
-    def forget_observations(self, trip_id: int) -> int:
+    def forget_observations(
+        self, trip_id: int, detector: Callable[[bytes, np.ndarray], bytes] | None = None
+    ) -> int:
         """Remove every observation of a trip (it becomes ``planned`` again); returns how many
         batches went.
 
         Checkpoints that had absorbed any of them are deleted in the same transaction, so the
         next model load starts from an older checkpoint (or the prior) and replays only the
-        observations that remain: the model forgets the trip exactly.
+        observations that remain: the model forgets the trip exactly. ``detector`` maps the
+        stored change detector's state and the forgotten per-segment readings' segment ids to
+        its state without them, written in the same transaction (a taken-back reading left its
+        evidence in the detector, which later flagged a road that had not changed).
         """
         with self._write("forget") as conn:
             trip = self._trip_in_txn(conn, trip_id)
@@ -215,6 +220,8 @@ class ObservationsMixin(StoreConnection):
             if not ids:
                 raise InvalidObservation(f"trip {trip.id} has no observations to forget")
             first = min(ids)
+            if detector is not None:
+                self._forget_in_detector(conn, trip.id, detector)
             # a change flagged by a reading of this trip goes with its evidence (the readings
             # it set aside are counted again); the changes module explains the rows
             conn.execute(
@@ -227,6 +234,26 @@ class ObservationsMixin(StoreConnection):
             conn.execute("DELETE FROM checkpoints WHERE last_batch_id >= ?", (first,))
             conn.execute("UPDATE trips SET status = 'planned' WHERE id = ?", (trip.id,))
             return len(ids)
+
+    @staticmethod
+    def _forget_in_detector(
+        conn: sqlite3.Connection, trip_id: int, detector: Callable[[bytes, np.ndarray], bytes]
+    ) -> None:
+        """Rewrite the stored detector state without the trip's per-segment readings that it
+        has scored (none: nothing to do)."""
+        row = conn.execute("SELECT scored_upto, blob FROM change_detector WHERE id = 1").fetchone()
+        if row is None:
+            return
+        scored = [int(r[0]) for r in conn.execute(
+            "SELECT segment_id FROM observations WHERE trip_id = ? AND kind = 'segment' "
+            "AND batch_id <= ? ORDER BY id", (trip_id, int(row[0])))]
+        if not scored:
+            return
+        blob = detector(bytes(row[1]), np.asarray(scored, dtype=np.int64))
+        conn.execute(
+            "UPDATE change_detector SET sha256 = ?, blob = ?, updated = ? WHERE id = 1",
+            (sha256_hex(blob), sqlite3.Binary(blob), _utcnow()),
+        )
 
     @staticmethod
     def _check_repeat(conn: sqlite3.Connection, trip_id: int, allow_repeat: bool) -> None:

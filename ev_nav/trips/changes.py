@@ -35,6 +35,8 @@ from ev_nav.store.changes import ChangeRecord, SegmentChange
 from ev_nav.trips.session import apply_batches, save_checkpoint
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from numpy.typing import NDArray
 
     from ev_nav.roads.network import RoadNetwork
@@ -48,6 +50,7 @@ __all__ = [
     "absorb_new",
     "change_rows",
     "dismiss_changes",
+    "forget_in_detector",
     "learn_new",
     "load_detector",
     "parse_segments",
@@ -133,6 +136,28 @@ def _unpack(state: dict[str, object], n_segments: int) -> dict[str, object]:
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise ModelStateError(f"cannot restore the change detector: {exc}") from None
     return full
+
+
+def forget_in_detector(session: Session) -> Callable[[bytes, NDArray[np.int64]], bytes]:
+    """What :meth:`~ev_nav.store.Store.forget_observations` runs on the stored detector state
+    when a trip's readings are taken back: the state without their evidence
+    (:meth:`~ev_nav.gp.changes.ChangeDetector.forget_segments`). A state that cannot be read is
+    left as it is (``load_detector`` replaces it with a fresh detector)."""
+    from ev_nav.checkpoints import decode, encode
+    from ev_nav.errors import UnsafeCheckpointError
+
+    n = session.net.n_segments
+
+    def forget(blob: bytes, segment_ids: NDArray[np.int64]) -> bytes:
+        detector = ChangeDetector(n, DETECTOR_CONFIG)
+        try:
+            detector.load_state_dict(_unpack(decode(blob, tensors=False), n))
+        except (ModelStateError, UnsafeCheckpointError):
+            return blob
+        detector.forget_segments(segment_ids)
+        return encode(_pack(detector))
+
+    return forget
 
 
 def learn_new(session: Session) -> list[ChangeRecord]:

@@ -239,8 +239,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the track's per-point energy_wh counter)",
     )
     p.add_argument(
-        "--gps-sigma", type=_distance_arg, default=10.0,
-        help="GPS noise of the track [m] (default 10)",
+        "--gps-sigma", type=_distance_arg, default=None,
+        help="GPS noise of the track [m] (default 10; with --gpx)",
     )
     p.add_argument(
         "--temperature", type=finite_arg, metavar="C",
@@ -665,7 +665,7 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         # (--segments and --total-wh are the parser's to refuse: one group with --undo)
         given = [name for name, value in (
             ("--gpx", args.gpx), ("--temperature", args.temperature),
-            ("--force", args.force or None),
+            ("--force", args.force or None), ("--gps-sigma", args.gps_sigma),
         ) if value is not None]
         if given:  # each was ignored: the trip's readings were forgotten, nothing recorded
             raise InvalidObservation(f"--undo forgets the trip's readings; it records nothing, "
@@ -682,6 +682,9 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         if args.segments is not None:
             raise InvalidObservation("--gpx goes alone or with --total-wh, not with --segments")
         return _observe_gpx(args)
+    if args.gps_sigma is not None:  # it was ignored
+        raise InvalidObservation("--gps-sigma is the GPS noise of a --gpx track; give it with "
+                                 "--gpx")
     if args.segments is None and args.total_wh is None:
         raise InvalidObservation("give --segments CSV or --total-wh X (or --gpx, or --undo)")
     with _session(args.state, args.network) as session:
@@ -857,7 +860,8 @@ def _observe_gpx(args: argparse.Namespace) -> int:
             stages.stage("matching the track to the roads")
             rec = record_track(
                 session, trip.id, track, total_wh=args.total_wh,
-                config=MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
+                config=MatchConfig() if args.gps_sigma is None
+                else MatchConfig(gps_sigma_m=args.gps_sigma), force=args.force,
                 temperature_c=temperature,
                 on_matched=matched, on_recorded=recorded,
             )

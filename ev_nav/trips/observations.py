@@ -32,7 +32,7 @@ from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
 from ev_nav.roads.partial import driven_shares
 from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
-from ev_nav.trips.changes import learn_new
+from ev_nav.trips.changes import forget_in_detector, learn_new
 from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD, check_plausible
 from ev_nav.trips.session import require_session, save_checkpoint
 from ev_nav.wording import plural
@@ -558,7 +558,8 @@ def forget_trip(session: Session, trip_id: int) -> int:
     """Remove a trip's observations and rebuild the model without them; returns the number of
     batches removed (see :meth:`ev_nav.store.Store.forget_observations`)."""
     require_session(session, "forget_trip")
-    n = session.store.forget_observations(trip_id)
+    n = session.store.forget_observations(trip_id, detector=forget_in_detector(session))
+    session.detector_cache = None  # the stored detector changed
     session.load_model()  # from a checkpoint that never saw them, or the prior
     save_checkpoint(session)
     return n

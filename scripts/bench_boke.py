@@ -31,6 +31,7 @@ from ev_nav.bo.boke.methods import BOKEMaximizerConfig
 from ev_nav.bo.boke.problems import get_benchmark
 from ev_nav.bo.boke.runner import BOKERunConfig, run_single
 from ev_nav.bo.boke.surrogate import CandidateCache, kr_posterior, log_ikr_ucb, scott_bandwidth
+from ev_nav.cli import count_arg
 from ev_nav.gp.exact import ExactGP
 from ev_nav.provenance import atomic_write_json, run_metadata
 
@@ -158,7 +159,7 @@ def end_to_end(T: int, checkpoints: list[int], m: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--threads", type=int, default=1, help="torch/BLAS threads")
+    p.add_argument("--threads", type=count_arg, default=1, help="torch/BLAS threads")
     p.add_argument("--quick", action="store_true", help="smaller t and T")
     p.add_argument("--skip-e2e", action="store_true", help="skip the end-to-end run")
     p.add_argument("--out", type=Path, default=Path("runs/boke/bench.json"))

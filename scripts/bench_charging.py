@@ -59,6 +59,11 @@ class Outcome:
     stops: int
 
 
+#: Origin–destination draws per benchmark trip before a world is given up: a trip is kept only
+#: when it needs 1–3 stops and has a plan that meets 95 %.
+MAX_DRAWS_PER_TRIP = 200
+
+
 def bench_vehicle(battery_wh: float):
     from ev_nav.energy import get_vehicle
 
@@ -188,8 +193,15 @@ def guarantee(args) -> int:
         rng = np.random.default_rng(77 + world)
         rng_world = np.random.default_rng(5000 + world)
         rng_post = np.random.default_rng(9000 + world)
-        done = 0
+        done = tried = 0
         while done < per_world:
+            tried += 1
+            if tried > MAX_DRAWS_PER_TRIP * per_world:  # (it drew for ever: 0 chargers, or a
+                # battery so large that no trip needs a stop)
+                raise SystemExit(
+                    f"bench_charging.py: error: world {world}: {done} of {per_world} trips "
+                    f"that need a stop and have a plan in {tried - 1:,} draws ({skipped}); "
+                    "check --charger-density and --battery-wh")
             s, g = rng.integers(0, net.n_segments, 2)
             if s == g:
                 continue

@@ -155,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     args = ap.parse_args(argv)
+    if args.official is not None and not (args.official / "core" / "acquisitions.py").is_file():
+        # checked before our timing runs (a wrong folder was a ModuleNotFoundError after it)
+        ap.error(f"--official {args.official} is not a checkout of sebtsh/bocvs (no "
+                 "core/acquisitions.py in it)")
     defaults = (30, 128, 1) if args.quick else (100, 1024, 3)
     for name, value in zip(("n_obs", "n_mc", "repeats"), defaults, strict=True):
         if getattr(args, name) is None:

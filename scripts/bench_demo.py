@@ -48,6 +48,16 @@ def busy_loops(n: int) -> Iterator[None]:
             p.wait(timeout=30)
 
 
+def _seconds(text: str) -> float:
+    """A time limit: a finite number of seconds > 0."""
+    from ev_nav.cli import finite_arg
+
+    value = finite_arg(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
 def time_demo(demo_args: list[str], out: Path, one_thread: bool, timeout_s: float) -> float:
     """Wall seconds of one ``ev-nav demo`` process (raises if it fails)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
@@ -56,7 +66,11 @@ def time_demo(demo_args: list[str], out: Path, one_thread: bool, timeout_s: floa
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "ev_nav.cli", "demo", "--quiet", "--out", str(out), *demo_args]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"bench_demo.py: error: the demo ran past --timeout {timeout_s:g} s "
+                         "(stopped)") from None
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"demo failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -70,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a small demo (seconds), for the tests")
     p.add_argument("--busy", type=int, default=2, help="busy loops beside the demo (default 2)")
     p.add_argument("--repeat", type=int, default=1, help="alternate the two runs n times")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per demo run")
+    p.add_argument("--timeout", type=_seconds, default=900.0, help="seconds allowed per demo run")
     p.add_argument(
         "demo_args", nargs="*", help="extra `ev-nav demo` options (after --), e.g. -- --rounds 10"
     )

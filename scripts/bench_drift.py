@@ -38,7 +38,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+from ev_nav.cli import count_arg, seed_arg  # noqa: E402 (after the path)
 
 SIZES = (0.15, 0.25, 0.35, 0.50)
 
@@ -83,7 +83,7 @@ def main() -> int:
     p.add_argument("--driver", action="store_true",
                    help="a driver's state: one noise variance for every road (segment_scale "
                         "'uniform') and the detector's settings there (per-segment scales)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     args = p.parse_args()
 
     from ev_nav import settings

@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+from ev_nav.cli import count_arg, seed_arg  # noqa: E402 (after the path)
 
 #: A route passes a point when it comes within this distance of it [m].
 PASS_TOL_M = 1.0
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "--quick", action="store_true", help="20 pairs (unless --pairs), synthetic town"
     )
     ap.add_argument("--data", type=Path, default=None, help="folder of the shared data")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_arg, default=0)
     args = ap.parse_args(argv)
 
     # the state and the network file live in a folder removed when the command ends

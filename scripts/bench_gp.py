@@ -43,6 +43,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+
 NETWORKS = ("monaco", "luxembourg", "town100k")
 #: Our learner's configurations: the paper's defaults (every hyperparameter, κ included, takes an
 #: Adam step every trip); κ stepped every 10th trip only; and a cheaper variant whose Adam
@@ -356,9 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--variants", default="ours,ours-kappa10,ours-fast", help=f"of {', '.join(VARIANTS)}"
     )
-    ap.add_argument("--trips", type=int, default=7)
+    ap.add_argument("--trips", type=count_arg, default=7)
     ap.add_argument(
-        "--threads", type=int, default=1, help="torch threads per case (same for the reference)"
+        "--threads", type=count_arg, default=1,
+        help="torch threads per case (same for the reference)",
     )
     ap.add_argument("--warm-trips", type=int, default=60)
     ap.add_argument("--route-length", type=int, default=60)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav import settings
 from ev_nav.cli import count_arg
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ def main() -> int:
 
     drives = args.drives or (2 if args.quick else 20)
     nets = [("synthetic town 20k", lambda: synthetic_town(20_000, seed=0))]
-    cache = REPO / "cache"
+    cache = settings.network_cache_dir()
     nets.append(("MoST Monaco", lambda: load_osm(args.data / "most_monaco.osm.gz",
                                                  cache_dir=cache)))
     if not args.quick:

@@ -16,7 +16,8 @@
   generator), routed goal-directed (``Router(net, lower)``) with the scores and weights drawn
   where the search reaches, and by plain bidirectional Dijkstra on all weights, checking equal
   costs; median over ``--queries`` random pairs, and the share of segments each settles.
-  The town is cached under ``cache/`` keyed by its size, seed and the network file format.
+  The town is cached in the network cache (``$EV_NAV_CACHE``) keyed by its size, seed and the
+network file format.
 
 Targets: Dijkstra ≥ 20× faster than networkx on Monaco; whole GP trip on Monaco ≤ 250 ms; region
 route with weights ≤ 50 ms median.
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ev_nav import settings
 from ev_nav.cli import count_arg
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,11 +140,11 @@ def bench_trip(net, kind: str, trips: int, warm: int) -> dict:
 
 
 def region_network(n_segments: int, seed: int = 0):
-    """The synthetic town of ``n_segments``, built once and then loaded from ``cache/``."""
+    """The synthetic town of ``n_segments``, built once and then loaded from the network cache."""
     from ev_nav.roads.network import FORMAT_VERSION, RoadNetwork
     from ev_nav.roads.synthetic import synthetic_town
 
-    path = REPO / "cache" / f"synthetic-{n_segments}-s{seed}-f{FORMAT_VERSION}.npz"
+    path = settings.network_cache_dir() / f"synthetic-{n_segments}-s{seed}-f{FORMAT_VERSION}.npz"
     if path.is_file():
         return RoadNetwork.load(path)
     net = synthetic_town(n_segments, seed=seed)
@@ -303,7 +305,7 @@ def main() -> int:
     from ev_nav.roads.load import load_osm
     from ev_nav.roads.synthetic import synthetic_town
 
-    monaco = load_osm(args.data / "most_monaco.osm.gz", cache_dir=REPO / "cache")
+    monaco = load_osm(args.data / "most_monaco.osm.gz", cache_dir=settings.network_cache_dir())
     cases = [("MoST Monaco", monaco, 50, 20)]
     if args.quick:
         cases = [("MoST Monaco", monaco, 10, 3)]

@@ -37,7 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+from ev_nav.cli import count_arg, seed_arg  # noqa: E402 (after the path)
 
 Z90 = 1.6448536269514722  # the standard normal's 95 % quantile: a central 90 % interval
 
@@ -65,7 +65,7 @@ def main() -> int:
     p.add_argument("--no-shape", action="store_true",
                    help="the learner with temperature gets the three physics features only "
                    "(ClimateModel(shape_knots_c=()))")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     args = p.parse_args()
 
     from ev_nav import settings

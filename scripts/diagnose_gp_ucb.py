@@ -2,8 +2,9 @@
 """Diagnose GP-UCB's regret on a Fig. 2 route: rerun one agent with a modified GP learner.
 
 Runs the Fig. 2 ``RunSpec`` of ``--agent`` on ``--network``/``--route`` for each seed through
-:func:`ev_nav.sim.fleet.run_one` (no files written; the ground-truth cache of the Fig. 2 folder is
-reused), with the agent's learner (``SVGP-*``: Algorithm 3; ``GP-*``: the exact learner) in
+:func:`ev_nav.sim.fleet.run_one` (no result files written; ground truths are read from, and
+when missing written to, the Fig. 2 folder's truth cache, or ``$EV_NAV_TRUTH_CACHE``), with the
+agent's learner (``SVGP-*``: Algorithm 3; ``GP-*``: the exact learner) in
 one of three variants:
 
 ``default``  the learner as in the Fig. 2 runs;
@@ -33,7 +34,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ev_nav.cli import count_arg  # noqa: E402 (after the path)
+from ev_nav import settings  # noqa: E402 (after the path)
+from ev_nav.cli import count_arg  # noqa: E402
 
 VARIANTS = {
     "default": {},
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     for spec in chosen:
         result = run_one(
-            spec, None, truth_cache=REPO / "docs/results" / folder / "truth", model_factory=factory
+            spec, None, truth_cache=settings.truth_cache_dir(REPO / "docs/results" / folder),
+            model_factory=factory,
         )
         regret = np.array([r["regret_wh"] for r in result.rows])
         post, truth = result.model.posterior(), result.env.true_energy

@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="2 vehicles for 6 s on a 400-segment synthetic town (a smoke test)")
     args = parser.parse_args(argv)
-    if args.vehicles < 1 or args.duration <= 0:
-        parser.error("--vehicles must be >= 1 and --duration > 0")
+    if args.vehicles < 1 or not 0 < args.duration < 86_400:  # (NaN failed later, in int())
+        parser.error("--vehicles must be >= 1 and --duration in (0, 86400) seconds")
 
     from ev_nav.energy import get_vehicle
     from ev_nav.roads.network import RoadNetwork

@@ -25,7 +25,7 @@ import numpy as np
 
 from ev_nav.bandits.indices import make_index, rectified_weights, rectify
 from ev_nav.bandits.routing import Router
-from ev_nav.cli import count_arg
+from ev_nav.cli import count_arg, seed_arg
 from ev_nav.gp.posterior import SegmentPosterior
 from ev_nav.potential import potential_change
 from ev_nav.roads.network import RoadNetwork
@@ -83,7 +83,7 @@ def main() -> int:
     p.add_argument(
         "--trips", type=count_arg, help="random trips per world (default 200; quick 20)"
     )
-    p.add_argument("--seed", type=int, default=0, help="world and trip seed")
+    p.add_argument("--seed", type=seed_arg, default=0, help="world and trip seed")
     p.add_argument(
         "--quick", action="store_true", help="20 trips (unless --trips), synthetic town only"
     )

@@ -21,7 +21,7 @@ import numpy as np
 
 from ev_nav.bandits.indices import rectify
 from ev_nav.bandits.routing import Router
-from ev_nav.cli import count_arg
+from ev_nav.cli import count_arg, seed_arg
 from ev_nav.potential import potential_change
 from ev_nav.roads.load import load_osm
 from ev_nav.settings import data_dir
@@ -50,7 +50,7 @@ def main() -> int:
     p.add_argument(
         "--pairs", type=count_arg, help="origin-destination pairs (default 100; quick 10)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--quick", action="store_true", help="10 pairs (unless --pairs)")
     p.add_argument("--cache", type=Path, default=None, help="network cache folder")
     args = p.parse_args()

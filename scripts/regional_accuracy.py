@@ -191,4 +191,6 @@ def _b_against_exact(model: RegionalGP, fresh: RegionalGP) -> tuple[float, float
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ev_nav.cli import run_script
+
+    run_script(main)

@@ -13,6 +13,7 @@ Usage: python scripts/reproduce_fig45.py [--quick] [--lengthscales 0.1,0.5,1,1.5
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import pandas as pd
@@ -22,14 +23,24 @@ from ev_nav.sim.experiments import fig45_specs
 from ev_nav.viz.regret import cumulative_regret_figure, final_regret_vs_parameter
 
 
+def _lengthscales(text: str) -> tuple[float, ...]:
+    """Comma-separated numbers (each range-checked by the sweep's specs)."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers like 0.1,0.5,1, got {text!r}") from None
+
+
 def main() -> int:
     t0 = time.perf_counter()
     p = paper.parser(__doc__)
-    p.add_argument("--lengthscales", default="0.1,0.5,1.0,1.5,2.0", help="comma-separated ℓ")
+    p.add_argument("--lengthscales", type=_lengthscales, default="0.1,0.5,1.0,1.5,2.0",
+                   help="comma-separated ℓ")
     p.add_argument("--learner", choices=("exact", "svgp"), default="exact")
     args = p.parse_args()
     horizon, seeds = paper.settings(args)
-    ells = [float(x) for x in args.lengthscales.split(",")]
+    ells = list(args.lengthscales)
     if args.quick:
         ells = ells[:2]
     specs = fig45_specs(lengthscales=ells, horizon=horizon, seeds=seeds, learner=args.learner)

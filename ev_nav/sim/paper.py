@@ -93,7 +93,8 @@ def run(
 
     out = args.out or RESULTS_DIR / (name + ("-quick" if args.quick else ""))
     report_only = args.report_only
-    if report_only and not (Path(out) / "runs").is_dir():
+    if report_only and not any((Path(out) / "runs").glob("*/trips.csv")):
+        # (an empty runs/ folder, as an early Ctrl-C leaves, "wrote" figures that were not)
         print(f"error: --report-only: {out} has no finished runs to report", file=sys.stderr)
         raise SystemExit(2)
     failed = []

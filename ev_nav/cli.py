@@ -130,7 +130,8 @@ def run_script(main: Callable[[], int | None]) -> NoReturn:
 
     Bad input the script does not check itself (a missing data file: an
     :class:`~ev_nav.errors.EvNavError`; a folder that cannot be made or written: an ``OSError``)
-    ends in one line on stderr, as ``ev-nav`` does, never in a traceback.
+    ends in one line on stderr, as ``ev-nav`` does, never in a traceback; so does Ctrl-C (exit
+    130).
     """
     prog = Path(sys.argv[0]).name
     try:
@@ -138,6 +139,9 @@ def run_script(main: Callable[[], int | None]) -> NoReturn:
     except EvNavError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # Ctrl-C: what ev-nav says, not a traceback (finished runs stay)
+        print(f"{prog}: interrupted", file=sys.stderr)
+        sys.exit(130)
     except BrokenPipeError:
         raise
     except OSError as exc:

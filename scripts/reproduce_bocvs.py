@@ -45,6 +45,7 @@ from ev_nav.bo.cvs.runner import (
     run_experiment,
     summarise,
 )
+from ev_nav.cli import count_arg
 
 FAILS: list[str] = []
 #: Set by ``--smoke``: checks are printed, not judged (toy sizes cannot meet them).
@@ -648,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         help="figure folder (default OUT/figures; docs/figures/bo refreshes the committed ones)",
     )
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
-    ap.add_argument("--workers", type=int, default=None, help="local pool size")
+    ap.add_argument("--workers", type=count_arg, default=None, help="local pool size")
     args = ap.parse_args(argv)
     global SMOKE
     SMOKE = args.smoke

@@ -46,6 +46,7 @@ from ev_nav.bo.boke.runner import (
 from ev_nav.bo.boke.spacefill import spacefill_study
 from ev_nav.bo.boke.surrogate import DEFAULT_C_H
 from ev_nav.bo.core.runs import ExecutionConfig, read_results, write_results
+from ev_nav.cli import count_arg
 
 #: The bandwidth study (docs/bo-boke.md, "Bandwidth sensitivity"): BOKE on four benchmarks,
 #: two of them in >= 6 dimensions with the optimum off the corners.
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small seeds/budgets (CI-sized)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
-    p.add_argument("--workers", type=int, default=None, help="local pool size")
+    p.add_argument("--workers", type=count_arg, default=None, help="local pool size")
     args = p.parse_args(argv)
     args.benchmarks = tuple(b for b in args.benchmarks.split(",") if b)
     args.methods = tuple(m for m in args.methods.split(",") if m)

@@ -40,6 +40,7 @@ from ev_nav.bo.ptr.runner import (
     run_experiments,
     run_trial,
 )
+from ev_nav.cli import count_arg
 from ev_nav.gp.exact import ExactGP
 
 REPO = Path(__file__).resolve().parents[1]
@@ -385,7 +386,7 @@ def main() -> int:
     )
     ap.add_argument("--replot", action="store_true", help="redraw figures from saved results")
     ap.add_argument("--executor", choices=["local", "dask", "inprocess"], default="local")
-    ap.add_argument("--workers", type=int, default=None, help="local pool size")
+    ap.add_argument("--workers", type=count_arg, default=None, help="local pool size")
     args = ap.parse_args()
     parts = args.parts.split(",") if args.parts else ["checks", *REPRODUCTIONS, *SENSITIVITY]
     # checked before any work: a misspelt part used to be named only after the checks had run

@@ -87,3 +87,19 @@ def test_a_count_of_zero_is_a_usage_error(script: str, option: str) -> None:
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"argument {option}: expected a whole number >= 1, got '0'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_script_interrupted_says_so_in_one_line(capsys, monkeypatch):
+    """Ctrl-C in a script was a KeyboardInterrupt traceback; it ends as ev-nav's commands do."""
+    import sys
+
+    from ev_nav.cli import run_script
+
+    def main():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", ["reproduce_fig2.py"])
+    with pytest.raises(SystemExit) as stop:
+        run_script(main)
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "reproduce_fig2.py: interrupted\n"

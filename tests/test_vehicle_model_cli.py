@@ -66,7 +66,19 @@ def test_route_json_is_the_services_document(learned, capsys) -> None:
     with FleetService(t["state"], poll_s=0.05) as svc:
         api = svc.plan(origin, goal, policy="ts", seed=7, soc="80%", vehicle_model=MODEL)
     assert cli["trip"] == api["trip"]  # the dry run planned with the id the service recorded
-    assert cli["vehicle_model"] == api["vehicle_model"] == {"name": MODEL, "battery_wh": 58_000.0}
+    assert cli["vehicle_model"] == api["vehicle_model"]
+    assert {k: cli["vehicle_model"][k] for k in ("name", "battery_wh")} == {
+        "name": MODEL, "battery_wh": 58_000.0}
+    # the car's exploring cost, as the route table prints it (the document's own is the state's
+    # vehicle's: it differed from the printed figure without a word); seed 7 explores
+    assert cli["exploring_extra_wh"] is not None
+    car = {n: r["vehicle_model_wh"] for n, r in cli["routes"].items()}
+    assert cli["vehicle_model"]["exploring_extra_wh"] == pytest.approx(
+        car["planned"] - car["best guess"], abs=0.11)
+    code, table, _ = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to", t["to"],
+                             "--seed", "7", "--soc", "80%", "--vehicle-model", MODEL,
+                             "--dry-run")
+    assert f"exploring: {cli['vehicle_model']['exploring_extra_wh']:+.1f} Wh" in table
     assert cli["routes"].keys() == api["routes"].keys() >= {"planned", "safe", "fastest"}
     keys = ("segments", "predicted_wh", "predicted_sd_wh", "vehicle_model_wh",
             "vehicle_model_sd_wh", "arrival")

@@ -544,6 +544,7 @@ class FleetService:
             parse_charge,
             reserve_warning,
             route_forecasts,
+            vehicle_model_entry,
         )
         from ev_nav.trips.planning import plan_trip
         from ev_nav.vehicles import catalogue_vehicle
@@ -593,7 +594,8 @@ class FleetService:
         add_forecasts(routes, energies, arrivals, other_car=model_car is not None)
         doc["vehicle"] = vehicle
         if model_car is not None:
-            doc["vehicle_model"] = {"name": vehicle_model, "battery_wh": model_car.battery_wh}
+            doc["vehicle_model"] = vehicle_model_entry(vehicle_model, model_car.battery_wh, doc,
+                                                       energies)
         doc["model_version"] = snap.version
         if soc_wh is not None:
             doc["departure_soc_pct"] = round(100 * soc_wh / capacity, 2)

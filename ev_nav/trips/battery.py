@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RESERVE", "ArrivalForecast", "RouteEnergy", "arrival_forecast", "e_det_shift",
     "parse_charge", "reserve_warning", "route_energy", "route_shift_wh", "shifted_energy",
+    "vehicle_model_entry",
 ]
 
 #: Planned routes whose probability of arriving below the reserve exceeds this get a warning.
@@ -269,6 +270,20 @@ def route_forecasts(
         }
     )
     return energies, arrivals
+
+
+def vehicle_model_entry(
+    name: str, battery_wh: float, doc: Mapping[str, object], energies: Mapping[str, RouteEnergy]
+) -> dict[str, object]:
+    """The ``vehicle_model`` entry of a route document planned for another car: its name,
+    battery [Wh] and, where the document has an exploring cost, that car's
+    (``exploring_extra_wh``: its planned route's energy less its best guess's, the figure the
+    route table prints; the document's own ``exploring_extra_wh`` is the state's vehicle's)."""
+    entry: dict[str, object] = {"name": name, "battery_wh": battery_wh}
+    if doc.get("exploring_extra_wh") is not None and "best guess" in energies:
+        entry["exploring_extra_wh"] = round(
+            energies["planned"].mean_wh - energies["best guess"].mean_wh, 1)
+    return entry
 
 
 def add_forecasts(

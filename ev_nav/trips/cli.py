@@ -29,6 +29,7 @@ from ev_nav.trips.battery import (
     reserve_warning,
     route_forecasts,
     route_shift_wh,
+    vehicle_model_entry,
 )
 from ev_nav.trips.plausibility import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
 from ev_nav.wording import plural, signed
@@ -571,7 +572,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
             add_forecasts(doc["routes"], energies, arrivals, other_car=model_car is not None)
             if model_car is not None:
-                doc["vehicle_model"] = {"name": model_car.name, "battery_wh": capacity}
+                doc["vehicle_model"] = vehicle_model_entry(model_car.name, capacity, doc, energies)
             if soc is not None:  # the charges and warning as POST /api/routes gives them
                 doc["departure_soc_pct"] = round(100 * soc / capacity, 2)
                 doc["reserve_pct"] = round(100 * reserve / capacity, 2)

@@ -93,3 +93,25 @@ def test_a_run_does_not_resume_in_a_changed_world(town, tmp_path):
     meta = run_dir / "metadata.json"
     meta.write_text(meta.read_text().replace('"input_files_sha256"', '"other"'))
     assert len(run_one(spec, run_dir).rows) == 6
+
+
+def test_a_checkpoint_of_an_earlier_version_resumes(town, tmp_path):
+    """Checkpoints written before the input files were recorded (no "inputs") still resume, to
+    the result of an uninterrupted run."""
+    from ev_nav.checkpoints import decode, encode
+    from ev_nav.sim.fleet import CHECKPOINT_NAME
+
+    save_truth(tmp_path / "truth.csv", Environment.create(town, seed=0))
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 6\n[network]\nkind = "synthetic"\nn_segments = 2000\n'
+                   '[[routes]]\nname = "A"\nstart = 10\ngoal = 900\n[[agents]]\nmodel = "bi"\n'
+                   '[truth]\nkind = "file"\npath = "truth.csv"\n', encoding="utf-8")
+    spec = specs_from_toml(cfg)[0][0]
+    whole = run_one(spec, tmp_path / "whole", checkpoint_every=1)
+    run_dir = tmp_path / "run"
+    run_one(spec, run_dir, checkpoint_every=1, stop_after=3)
+    data = decode((run_dir / CHECKPOINT_NAME).read_bytes())
+    assert data.pop("inputs") is not None
+    (run_dir / CHECKPOINT_NAME).write_bytes(encode(data))
+    resumed = run_one(spec, run_dir, checkpoint_every=1)
+    assert [r["energy_wh"] for r in resumed.rows] == [r["energy_wh"] for r in whole.rows]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ev_nav import __version__
-from ev_nav.errors import EvNavError, StateNotice
+from ev_nav.errors import SEED_LIMIT, EvNavError, StateNotice
 
 # Modules that contribute sub-commands, in the order they appear in ``--help``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -79,7 +79,7 @@ def seed_arg(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 <= value < 2**63:
+    if not 0 <= value < SEED_LIMIT:  # the range errors.require_seed keeps from Python
         raise argparse.ArgumentTypeError(f"a seed must be in 0..2^63-1, got {text}")
     return value
 

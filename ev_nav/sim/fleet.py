@@ -757,7 +757,7 @@ def run_one(
     RunResult
     """
     run_dir = Path(out_dir) if out_dir is not None else None
-    inputs = input_files_hash(spec)
+    inputs = input_files_hash(spec) if run_dir is not None else None  # (kept with the run)
     if run_dir is not None and resume and (run_dir / "trips.csv").is_file():
         made_with = _recorded_inputs(run_dir / "metadata.json")
         _check_same_inputs(spec, made_with, inputs, "finished")

@@ -172,7 +172,8 @@ def _bad_inputs(state, tmp):
         (["bo", "ptr-ev", "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
         (["bo", "ptr", "run", "--seed", "-1"], "a seed must be in 0..2^63-1, got -1"),
         (["bo", "cvs", "run", "--seed-offset", "-2"], "a seed must be in 0..2^63-1, got -2"),
-        (["bo", "cvs", "run", "--budget", "-1", "--out", tmp / "cvs"], "--budget must be a cost"),
+        (["bo", "cvs", "run", "--budget", "-1", "--out", tmp / "cvs"],
+         "--budget must be a number > 0, got -1.0"),
         (["bo", "cvs", "run", "--n-mc", "0", "--out", tmp / "cvs"], "--n-mc must be >= 1, got 0"),
         # an --out that is not the TOML snippet's (it overwrote a state's database silently)
         (["routes", "pick", net, "--out", state / "ev-nav.sqlite"], "is not a .toml file"),

@@ -241,7 +241,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gps-sigma", type=_distance_arg, default=None,
-        help="GPS noise of the track [m] (default 10; with --gpx)",
+        help="GPS noise of a --gpx track [m] (default 10)",
     )
     p.add_argument(
         "--temperature", type=finite_arg, metavar="C",

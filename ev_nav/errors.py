@@ -188,8 +188,8 @@ def require_number(
     ``value < 0`` checks it replaces, infinity ran without end, and text reached NumPy.
     """
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and whole:
-        ok = float(value).is_integer()
+    if ok and whole:  # an int, not 3.0: counts go to range() and array sizes
+        ok = isinstance(value, numbers.Integral)
     if ok:
         ok = (low < value if low_open else low <= value) and (
             value < high if high_open else value <= high)

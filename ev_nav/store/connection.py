@@ -190,8 +190,10 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
-        with contextlib.suppress(OSError):
+        try:  # (no log: a database not in WAL mode, nothing to tidy)
             made_here = made_here and wal.stat().st_size == 0
+        except OSError:
+            made_here = False
         if made_here:
             with contextlib.suppress(sqlite3.Error):
                 tidy = sqlite3.connect(f"file:{path}?mode=rw", uri=True)

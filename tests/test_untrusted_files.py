@@ -573,8 +573,10 @@ def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
     """Ctrl-C reaches the whole process group: workers interrupted inside the pool's queues
     deadlocked it, and 'fleet grid' hung for good after saying 'interrupted' (4 of 7 tries).
     The parent alone handles it now, and stops its workers."""
-    script = (
-        "import sys\n"
+    script = (  # (a hang prints where the parent waits; SIGINT as a terminal starts it)
+        "import faulthandler, signal, sys\n"
+        "faulthandler.dump_traceback_later(100, exit=True)\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from ev_nav.sim.grid import LocalPoolExecutor, run_grid\n"
         "from tests.test_untrusted_files import _small_runs, _sleeping_task\n"
         "try:\n"
@@ -592,7 +594,7 @@ def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
             time.sleep(0.05)
         assert len(list(tmp_path.glob("started-*"))) == 2, proc.stderr.read()
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        _, err = proc.communicate(timeout=120)  # the runs would sleep for 10 minutes
+        _, err = proc.communicate(timeout=150)  # the runs would sleep for 10 minutes
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -606,6 +608,33 @@ def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError("processes of the pool are still running after 30 s")
+
+
+def test_a_pools_ctrl_c_is_raised_where_the_pool_checks_for_it():
+    """The pool's parent takes Ctrl-C as a flag raised between its waits (an interrupt raised
+    inside concurrent.futures could leave a lock held and the exit waiting for good); a second
+    Ctrl-C raises at once; an ignored SIGINT (a background job) stays ignored."""
+    from ev_nav.sim.grid import _DeferredInterrupt
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with _DeferredInterrupt() as interrupt:
+        interrupt.check()  # nothing yet
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs here, and only sets the flag
+        assert interrupt.pending
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+        with pytest.raises(KeyboardInterrupt):  # the second
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _DeferredInterrupt() as interrupt:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_concurrent_routes_never_share_a_seed(tmp_path, capsys, net):

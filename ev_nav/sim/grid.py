@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,56 @@ def _stop_processes(processes: Iterable[Any]) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join(timeout=5)
+
+
+class _DeferredInterrupt:
+    """Ctrl-C turned into a flag that the pool's loop checks between waits.
+
+    A KeyboardInterrupt raised wherever the parent happened to be could leave it inside
+    ``concurrent.futures`` holding a lock its management thread needs; the interpreter then
+    waited at exit for that thread for good (``fleet grid`` hung after Ctrl-C, rarely, on a
+    loaded machine). With the flag the interrupt is raised at one known point, with no lock
+    held. A second Ctrl-C raises at once. Installed only in the main thread over Python's
+    default handler: an ignored SIGINT (a background job) or a caller's own handler is kept.
+    """
+
+    #: how often the loop looks at the flag [s]
+    POLL_S = 0.2
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _DeferredInterrupt:
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def check(self) -> None:
+        """Raise the deferred KeyboardInterrupt, if Ctrl-C came."""
+        if self.pending:
+            raise KeyboardInterrupt
+
+
+def _completed(futures: Iterable[Future], interrupt: _DeferredInterrupt) -> Iterator[Future]:
+    """``as_completed`` that raises a deferred Ctrl-C between its waits."""
+    pending = set(futures)
+    while pending:
+        interrupt.check()
+        done, pending = wait(pending, timeout=interrupt.POLL_S, return_when=FIRST_COMPLETED)
+        yield from done
+        interrupt.check()
 
 
 @contextlib.contextmanager
@@ -205,6 +256,10 @@ class LocalPoolExecutor(Executor):
         self.task: RunTask = task or execute_run
 
     def map(self, specs, out_dir, checkpoint_every, resume):
+        with _DeferredInterrupt() as interrupt:
+            yield from self._map(specs, out_dir, checkpoint_every, resume, interrupt)
+
+    def _map(self, specs, out_dir, checkpoint_every, resume, interrupt: _DeferredInterrupt):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")  # fork after torch has threads is unsafe
@@ -220,7 +275,7 @@ class LocalPoolExecutor(Executor):
                 pool.submit(self.task, spec, out_dir, checkpoint_every, resume): spec
                 for spec in specs
             }
-            for fut in as_completed(futures):
+            for fut in _completed(futures, interrupt):
                 spec = futures[fut]
                 try:
                     yield fut.result()
@@ -248,7 +303,7 @@ class LocalPoolExecutor(Executor):
                     threads.submit(self._alone, ctx, spec, out_dir, checkpoint_every, children)
                     for spec in lost
                 ]
-                for job in as_completed(jobs):
+                for job in _completed(jobs, interrupt):
                     yield job.result()
             except BaseException:
                 threads.shutdown(wait=False, cancel_futures=True)

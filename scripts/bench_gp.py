@@ -70,7 +70,7 @@ def _load(name: str):
 
 
 def _trips(net, n: int, length: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    from ev_nav.gp.groundtruth import PriorSettings
+    from ev_nav.gp.prior import PriorSettings
     from ev_nav.gp.testing import random_route
 
     rng = np.random.default_rng(seed)
@@ -88,8 +88,8 @@ def _reference_model(net, m: int, hist_ids: np.ndarray):
     import gpytorch
     import torch
 
-    from ev_nav.gp.groundtruth import PriorSettings
     from ev_nav.gp.kernels import incidence_laplacian, segment_inputs
+    from ev_nav.gp.prior import PriorSettings
 
     prior = PriorSettings.from_network(net)
     lam, vecs = np.linalg.eigh(incidence_laplacian(net).toarray())
@@ -266,8 +266,9 @@ def learning_check(n_trips: int = 200, seed: int = 0, quiet: bool = False) -> di
     from tqdm import tqdm
 
     torch.set_num_threads(1)
-    from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+    from ev_nav.gp.groundtruth import sample_ground_truth
     from ev_nav.gp.independent import BIModel
+    from ev_nav.gp.prior import PriorSettings
     from ev_nav.gp.svgp import SVGPModel
     from ev_nav.gp.testing import random_route
 

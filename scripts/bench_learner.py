@@ -79,8 +79,8 @@ def _case(name: str, learner: str, recorded: int, trips: int, queue) -> None:
     torch.set_num_threads(1)
     threadpool_limits(1)
     from ev_nav.bandits.agent import Agent
-    from ev_nav.gp.groundtruth import PriorSettings
     from ev_nav.gp.incremental import IncrementalGP
+    from ev_nav.gp.prior import PriorSettings
     from ev_nav.gp.svgp import SVGPModel
 
     net, start, goal = _network(name)
@@ -134,8 +134,8 @@ def _floor_case(name: str, recorded: int, repeats: int, queue: mp.Queue) -> None
 
     threadpool_limits(1)
     from ev_nav.bandits.agent import Agent
-    from ev_nav.gp.groundtruth import PriorSettings
     from ev_nav.gp.independent import BIModel
+    from ev_nav.gp.prior import PriorSettings
 
     net, start, goal = _network(name)
     rng = np.random.default_rng(0)

@@ -82,3 +82,28 @@ def test_route_plans_without_torch(tmp_path):
     (trip,) = trip_history(state)
     assert trip["trip"] == 1 and trip["km"] > 0
     assert json.loads((state / "maps" / "trip-1.geojson").read_text())["features"]
+
+
+def test_observe_on_an_independent_state_loads_no_torch(tmp_path):
+    """``observe`` of a BI state updates a NumPy model: it imported torch through the prior
+    settings (1.4 s of its 2.3 s), which now live in a module of their own."""
+    import numpy as np
+
+    from ev_nav.cli import main
+    from ev_nav.roads.synthetic import synthetic_town
+    from ev_nav.store import Store
+    from tests.cli_helpers import latlon
+
+    state = tmp_path / "s"
+    assert main(["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]) == 0
+    net = synthetic_town(300, seed=0)
+    mid = net.segment_midpoints()
+    s, g = int(np.argmin(mid.sum(axis=1))), int(np.argmax(mid.sum(axis=1)))
+    assert main(["route", str(state), "--from", latlon(net, s), "--to", latlon(net, g),
+                 "--no-map", "--policy", "mean"]) == 0
+    loaded = _modules_after(["observe", str(state), "1", "--total-wh", "500", "--force"])
+    heavy = {m for m in ("torch", "gpytorch") if m in loaded}
+    assert not heavy, f"observe imported {heavy}"
+    with Store.open(state) as store:
+        (batch,) = store.observations()
+        assert batch.trip_id == 1 and batch.kind == "total" and batch.energy_wh.tolist() == [500]

@@ -12,7 +12,8 @@ from ev_nav.bandits.indices import rectify
 from ev_nav.bandits.routing import Oracle, Router
 from ev_nav.energy import Vehicle, get_vehicle
 from ev_nav.errors import NegativeCycleError as EvNegativeCycle
-from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+from ev_nav.gp.groundtruth import sample_ground_truth
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.potential import node_potential, physical_potential, potential_change
 from ev_nav.sim.environment import Environment, TruthSpec, physical_truth
 

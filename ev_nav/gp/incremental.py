@@ -78,7 +78,6 @@ from ev_nav.gp.fitting import (
     row_combination,
     within_scatter,
 )
-from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import (
     CACHE_KEEP,
     CHECKPOINT_KIND,
@@ -119,6 +118,7 @@ from ev_nav.gp.posterior import (
     validate_reset,
     validate_total,
 )
+from ev_nav.gp.prior import learner_prior
 from ev_nav.gp.temperature import TemperatureTerm, condition_rows_t, within_information
 from ev_nav.roads.network import RoadNetwork
 

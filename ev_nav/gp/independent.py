@@ -46,7 +46,7 @@ class BIModel:
     vehicle : Vehicle, optional
         Vehicle for the prior mean E_det (paper default EV when omitted).
     prior_var : float, optional
-        Prior variance σ0² [Wh²]; default from :class:`~ev_nav.gp.groundtruth.PriorSettings`
+        Prior variance σ0² [Wh²]; default from :class:`~ev_nav.gp.prior.PriorSettings`
         (0.25² times the variance of E_det over the network).
     noise_var : float, optional
         Observation-noise variance ς² [Wh²]; default 0.1² times the variance of E_det.
@@ -72,8 +72,8 @@ class BIModel:
         segment_scale: str = "uniform",
         climate: ClimateModel | None = None,
     ) -> None:
-        from ev_nav.gp.groundtruth import PriorSettings  # local: groundtruth imports kernels
         from ev_nav.gp.incremental_state import SEGMENT_SCALES
+        from ev_nav.gp.prior import PriorSettings
 
         if segment_scale not in SEGMENT_SCALES:
             raise ConfigError(

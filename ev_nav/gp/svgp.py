@@ -47,7 +47,6 @@ from torch import Tensor
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import Vehicle
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.kernels import DTYPE, KERNEL_MODES, GraphMaternKernel, SegmentKernel
 from ev_nav.gp.numerics import cholesky_jitter
 from ev_nav.gp.posterior import (
@@ -57,6 +56,7 @@ from ev_nav.gp.posterior import (
     validate_observations,
     validate_total,
 )
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.roads.network import RoadNetwork
 
 _STATE_VERSION = 1

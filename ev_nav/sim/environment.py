@@ -42,7 +42,7 @@ from ev_nav.provenance import atomic_path
 from ev_nav.roads.network import RoadNetwork
 
 #: The paper's equal split of the ground truth's prior variance between its local and its
-#: network-wide term (spec §4; :class:`ev_nav.gp.groundtruth.PriorSettings`).
+#: network-wide term (spec §4; :class:`ev_nav.gp.prior.PriorSettings`).
 PAPER_GRAPH_SHARE = 0.5
 
 
@@ -242,7 +242,7 @@ class Environment:
         and truth settings): the agents of one experiment share their worlds, and drawing a
         world means factorising an |E|×|E| covariance.
         """
-        from ev_nav.gp.groundtruth import PriorSettings
+        from ev_nav.gp.prior import PriorSettings
 
         truth = truth or TruthSpec()
         if truth.optimum not in ("exact", "rectified"):

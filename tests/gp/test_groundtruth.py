@@ -7,12 +7,8 @@ import pytest
 import torch
 
 from ev_nav.errors import ConfigError
-from ev_nav.gp.groundtruth import (
-    PriorSettings,
-    approx_covariance_error,
-    prior_kernel,
-    sample_ground_truth,
-)
+from ev_nav.gp.groundtruth import approx_covariance_error, prior_kernel, sample_ground_truth
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.gp.testing import load_real, subnetwork
 
 torch.set_num_threads(1)

@@ -14,8 +14,9 @@ import torch
 from ev_nav.bandits.agent import Agent
 from ev_nav.checkpoints import decode, encode
 from ev_nav.errors import InvalidObservation, ModelStateError, UnknownSegmentError
-from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+from ev_nav.gp.groundtruth import sample_ground_truth
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.gp.testing import load_real, random_route, subnetwork
 
 FIXED = IncrementalConfig(learn_hyperparameters=False, first_fit=10**9)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ev_nav.errors import InvalidObservation, ModelStateError, UnknownSegmentError
-from ev_nav.gp.groundtruth import PriorSettings
 from ev_nav.gp.independent import BIModel
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.roads.synthetic import synthetic_town
 
 

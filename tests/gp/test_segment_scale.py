@@ -10,9 +10,10 @@ import torch
 
 from ev_nav.checkpoints import decode, encode
 from ev_nav.errors import ConfigError, ModelStateError
-from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+from ev_nav.gp.groundtruth import sample_ground_truth
 from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
 from ev_nav.gp.independent import BIModel
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.gp.testing import load_real, random_route, subnetwork
 from ev_nav.potential import loss_scale
 

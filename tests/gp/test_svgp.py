@@ -13,9 +13,10 @@ from ev_nav.errors import (
     ModelStateError,
     UnknownSegmentError,
 )
-from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+from ev_nav.gp.groundtruth import sample_ground_truth
 from ev_nav.gp.independent import BIModel
 from ev_nav.gp.kernels import segment_inputs
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.gp.svgp import SVGPConfig, SVGPModel
 from ev_nav.gp.testing import load_real, random_route, subnetwork
 

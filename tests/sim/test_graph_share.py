@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ev_nav.errors import ConfigError
-from ev_nav.gp.groundtruth import PriorSettings, sample_ground_truth
+from ev_nav.gp.groundtruth import sample_ground_truth
+from ev_nav.gp.prior import PriorSettings
 from ev_nav.potential import node_potential
 from ev_nav.roads.synthetic import synthetic_town
 from ev_nav.sim.environment import Environment, TruthSpec, physical_truth

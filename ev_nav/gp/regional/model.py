@@ -65,7 +65,6 @@ from ev_nav.gp.fitting import (
     observation_rows,
     within_scatter,
 )
-from ev_nav.gp.groundtruth import learner_prior
 from ev_nav.gp.incremental_state import IncrementalConfig
 from ev_nav.gp.kernels import incidence_laplacian
 from ev_nav.gp.lapack import potri
@@ -80,6 +79,7 @@ from ev_nav.gp.posterior import (
     validate_segment_ids,
     validate_total,
 )
+from ev_nav.gp.prior import learner_prior
 from ev_nav.gp.regional.factor import PrecisionFactor, deepcopy_sharing, halo_row_forms
 from ev_nav.gp.regional.vecchia import (
     Entries,
@@ -131,7 +131,7 @@ class RegionalConfig:
         :class:`~ev_nav.gp.incremental_state.IncrementalConfig`.
     outputscale, noise_var : float, optional
         σ0² and ς² [Wh²] (relative with ``segment_scale="loss"``); default
-        :class:`~ev_nav.gp.groundtruth.PriorSettings`, as the exact learner.
+        :class:`~ev_nav.gp.prior.PriorSettings`, as the exact learner.
     segment_scale : str
         ``"uniform"`` or ``"loss"`` (see ``IncrementalConfig``).
     vecchia : VecchiaSettings

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from ev_nav.settings import data_dir
+
+# One BLAS/OpenMP thread in every test process and in the commands and scripts the tests start
+# (they inherit the environment): pytest-xdist already runs one process per core, and each
+# process's OpenBLAS starting a thread per core as well made the GP tests 1.8x slower on 2
+# cores (tests/gp/test_regional.py: 139 s -> 79 s wall).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = data_dir()
@@ -22,13 +30,16 @@ def shared(name: str) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _single_torch_thread():
-    """One torch thread: the suite's matrices are small, and on 2 shared cores thread start-up
-    and oversubscription made small operations up to 100x slower (measured by the PTR tests)."""
+    """One torch and one BLAS thread: the suite's matrices are small, and on 2 shared cores
+    thread start-up and oversubscription made small operations up to 100x slower (measured by
+    the PTR tests). The BLAS limit also covers libraries loaded before the variables above."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    with threadpool_limits(limits=1):
+        yield
     torch.set_num_threads(before)
 
 

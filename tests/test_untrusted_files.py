@@ -614,9 +614,18 @@ def test_a_pools_ctrl_c_is_raised_where_the_pool_checks_for_it():
     """The pool's parent takes Ctrl-C as a flag raised between its waits (an interrupt raised
     inside concurrent.futures could leave a lock held and the exit waiting for good); a second
     Ctrl-C raises at once; an ignored SIGINT (a background job) stays ignored."""
+    # as a terminal starts a command (a test process started in the background inherits an
+    # ignored SIGINT)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _deferred_interrupt_checks()
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _deferred_interrupt_checks() -> None:
     from ev_nav.sim.grid import _DeferredInterrupt
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with _DeferredInterrupt() as interrupt:
         interrupt.check()  # nothing yet
         os.kill(os.getpid(), signal.SIGINT)
@@ -628,13 +637,10 @@ def test_a_pools_ctrl_c_is_raised_where_the_pool_checks_for_it():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        with _DeferredInterrupt() as interrupt:
-            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with _DeferredInterrupt():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_concurrent_routes_never_share_a_seed(tmp_path, capsys, net):

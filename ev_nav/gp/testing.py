@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,15 +83,17 @@ def random_route(net: RoadNetwork, length: int, rng: np.random.Generator) -> NDA
 
 
 def fleet_log(
-    net: RoadNetwork, trips: int, seed: int, noise_std: float
+    net: RoadNetwork, trips: int, seed: int, noise_std: float,
+    truth_method: Literal["auto", "exact", "approx"] = "auto",
 ) -> list[tuple[NDArray[np.int64], NDArray[np.float64]]]:
     """``trips`` random walks of 20–60 segments with per-segment readings [Wh] of a truth drawn
-    from the paper's prior (:func:`~ev_nav.gp.groundtruth.sample_ground_truth`, ``seed``) plus
-    noise of sd ``noise_std``; every tenth trip keeps only its total (an array of one value)."""
+    from the paper's prior (:func:`~ev_nav.gp.groundtruth.sample_ground_truth`, ``seed``,
+    ``method=truth_method``) plus noise of sd ``noise_std``; every tenth trip keeps only its
+    total (an array of one value)."""
     from ev_nav.gp.groundtruth import sample_ground_truth
 
     rng = np.random.default_rng(seed)
-    truth = sample_ground_truth(net, seed=seed)
+    truth = sample_ground_truth(net, seed=seed, method=truth_method)
     log = []
     for t in range(trips):
         path = random_route(net, int(rng.integers(20, 61)), rng)

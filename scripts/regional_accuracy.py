@@ -45,7 +45,7 @@ NETWORKS = ("monaco", "luxembourg", "town2k")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ev_nav.cli import count_arg
+    from ev_nav.cli import count_arg, finite_arg
 
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure the per-trip updates' drift over T trips instead (see above)")
     ap.add_argument("--halo-min", type=int, default=None,
                     help="update_halo_min for --drift (default RegionalConfig's)")
-    ap.add_argument("--factor-tol", type=float, default=None,
+    ap.add_argument("--factor-tol", type=finite_arg, default=None,
                     help="factor_tol for --drift (default RegionalConfig's)")
     ap.add_argument("--quick", action="store_true", help="town2k, 60 trips (a smoke test)")
     args = ap.parse_args(argv)
@@ -71,8 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         if name not in NETWORKS:
             ap.error(f"unknown network {name!r}: use {', '.join(NETWORKS)}")
 
+    from ev_nav.errors import ConfigError
     from ev_nav.gp.incremental import IncrementalConfig, IncrementalGP
     from ev_nav.gp.regional import RegionalConfig, RegionalGP, VecchiaSettings
+
+    try:  # the learner's own range checks, before any network is loaded
+        RegionalConfig(**{k: v for k, v in (("update_halo_min", args.halo_min),
+                                               ("factor_tol", args.factor_tol)) if v is not None})
+    except ConfigError as exc:
+        ap.error(str(exc))
     from ev_nav.gp.testing import fleet_log, replay
 
     if args.drift is not None:

@@ -785,3 +785,16 @@ def test_a_state_written_with_the_older_factor_tolerance_keeps_it(town):
     assert new._prior_key(amp) == old._prior_key(amp)
     old.restart_from_statistics()
     assert np.array_equal(new.posterior().mean, old.posterior().mean)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("update_halo_min", -1), ("update_halo_min", 2.5), ("update_hops", -1),
+    ("variance_refresh", 0), ("factor_tol", float("nan")), ("factor_tol", 1.0),
+    ("factor_tol", -1e-7),
+])
+def test_bookkeeping_settings_out_of_range_are_refused(field, value):
+    """A negative halo ran (as no halo), and a NaN factor tolerance left every factor change
+    pending for good: each is a ConfigError naming the field."""
+    with pytest.raises(ConfigError, match=field):
+        RegionalConfig(**{field: value})
+    RegionalConfig(update_halo_min=0, factor_tol=0.0)  # the limits themselves are allowed

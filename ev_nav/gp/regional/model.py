@@ -53,7 +53,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.checkpoints import check_model_header
 from ev_nav.energy import ClimateModel, Vehicle, check_temperature
-from ev_nav.errors import ConfigError, ModelStateError
+from ev_nav.errors import ConfigError, ModelStateError, require_number
 from ev_nav.gp.fitting import (
     FitCancelled,
     FitData,
@@ -256,6 +256,11 @@ prior_log_sd
             raise ConfigError(f"core_block_bytes must be ≥ 1, got {self.core_block_bytes}")
         if self.prior_spill_bytes < 0:
             raise ConfigError(f"prior_spill_bytes must be ≥ 0, got {self.prior_spill_bytes}")
+        # (a negative halo or NaN tolerance ran, and NaN kept every factor change pending)
+        require_number(self.update_hops, "update_hops", low=0, whole=True)
+        require_number(self.update_halo_min, "update_halo_min", low=0, whole=True)
+        require_number(self.variance_refresh, "variance_refresh", low=1, whole=True)
+        require_number(self.factor_tol, "factor_tol", low=0, high=1, high_open=True)
 
 
 @dataclass

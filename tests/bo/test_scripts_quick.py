@@ -91,6 +91,9 @@ def test_reproduce_boke_spacefill_quick(tmp_path):
         de = [float(v) for v in re.search(r"de +([\d. ]+)", block).group(1).split()]
         rnd = [float(v) for v in re.search(r"random +([\d. ]+)", block).group(1).split()]
         assert len(de) == 3 and de[0] < rnd[0] and de[1] < rnd[1], (de, rnd)
+    # the report's check names only what ran: the quick design stops at t = 100
+    report = _run("reproduce_boke.py", "--part", "report", "--out", tmp_path)
+    assert "d=2: DE below random for t<=100 (t=200 not run)" in report, report
 
 
 @pytest.mark.slow

@@ -117,7 +117,8 @@ class PlannedTrip:
     options : RouteOptions
         The via points, avoided road kinds and time weight the routes were planned with.
     via_segments : tuple of int
-        The segments the via points snapped to.
+        The segment of each via point that the planned route drives (on a two-way street, the
+        direction it drives).
     notices : tuple of str
         One line per avoided kind no segment of the network has (nothing to avoid).
     absent_kinds : tuple of str
@@ -315,11 +316,7 @@ def plan_trip(
     rule = make_index(policy)
     router = ConstrainedRouter(net, _router(net), stops, options)
     if not options.is_default:  # stored with the trip: what it was planned under
-        extra = {
-            **(extra or {}),
-            "route_options": options.to_dict(),
-            "via_segments": list(router.via_segments),
-        }
+        extra = {**(extra or {}), "route_options": options.to_dict()}
     post = model.posterior()
     dphi = _potential_change(net, session.vehicle)
     # the routes that do not depend on the trip id, described before the write transaction:
@@ -341,6 +338,7 @@ def plan_trip(
         fixed["fastest"] = describe_route(net, router.route(net.travel_time_s), model, "fastest")
     routes: dict[str, Route] = {}
     used_seed: list[int] = []
+    via_driven: list[int] = []
 
     def plan(trip_id: int) -> TripPlan:
         # Runs inside the store's write transaction: trip_id is this trip's own.
@@ -378,6 +376,7 @@ def plan_trip(
                 routes["best guess"] = replace(least, policy="mean")
         used_seed.append(s)
         p = routes["planned"]
+        via_driven[:] = router.via_segments(p.segments)
         return TripPlan(
             origin_segment=int(p.segments[0]),
             goal_segment=int(p.segments[-1]),
@@ -388,7 +387,8 @@ def plan_trip(
             length_m=p.length_m,
             time_s=p.time_s,
             seed=s,
-            extra=extra,
+            # with the via points the planned route drives (a two-way street's direction)
+            extra=extra if options.is_default else {**extra, "via_segments": via_driven},
             start_fraction=p.start_fraction,
             end_fraction=p.end_fraction,
             # planned on the posterior at a temperature (AtTemperature): observe defaults to it
@@ -403,7 +403,7 @@ def plan_trip(
     p = routes["planned"]
     return PlannedTrip(
         trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes,
-        recorded=record, options=options, via_segments=router.via_segments,
+        recorded=record, options=options, via_segments=tuple(via_driven),
         notices=tuple(router.notices), absent_kinds=router.absent_kinds,
     )
 

@@ -268,10 +268,23 @@ class ConstrainedRouter:
             options.time_weight * net.travel_time_s / 60.0 if options.time_weight > 0 else None
         )
 
-    @property
-    def via_segments(self) -> tuple[int, ...]:
-        """The segment each via point lies on (its preferred direction)."""
-        return tuple(c[0][0] for c in self.stops[1:-1])
+    def via_segments(self, route: ArrayLike) -> tuple[int, ...]:
+        """The segment of each via point that ``route`` (segment ids, in driving order) drives.
+
+        A via point on a two-way street has a candidate segment per direction; naming the
+        snap's preferred one named a segment the route may never drive. Each via point is
+        looked for after the previous one, as the route visits them in order.
+        """
+        seg = np.asarray(route, dtype=np.int64)
+        found, start = [], 0
+        for cands in self.stops[1:-1]:
+            ids = np.array([e for e, _ in cands], dtype=np.int64)
+            hits = start + np.flatnonzero(np.isin(seg[start:], ids))
+            if hits.size == 0:  # not a route through the stops (the caller's slip)
+                raise ValueError("the route does not pass the via points it was planned through")
+            start = int(hits[0])
+            found.append(int(seg[start]))
+        return tuple(found)
 
     def route(self, weights: ArrayLike) -> PartialPath:
         """The least-``weights`` route through the stops using no avoided segment (its legs

@@ -187,6 +187,25 @@ def test_a_departure_below_the_reserve_is_said_with_the_plan(world):
     assert "the departure charge (5%) is below the reserve (10%)" in " ".join(plan.notes)
 
 
+def test_below_the_reserve_a_stop_that_gets_there_beats_running_empty(world):
+    """Leaving below the reserve, every plan misses it on its first leg (summed risk ~1 each),
+    and time broke the tie: the plan drove on and ran empty, where a charger just ahead got
+    there. Where no plan meets the confidence, the plan least likely to run empty comes
+    first."""
+    net, model, veh, _ = world
+    start, _, _ = _trip(net, model, 0)
+    goal = (148, 0.5)  # (a drive of some 65 Wh: one stop's charge keeps the reserve after it)
+    here = ChargingSite(start[0], start[1] + 0.05, 150 * CAP / 77_000, True, "here", 0)
+    st = ChargeSettings(start_wh=0.05 * CAP, reserve_wh=0.1 * CAP)
+    direct = plan_charging(net, model, veh, [], start, goal, st)
+    assert direct.goal_arrival_mean_wh < 0  # the trip without a stop runs empty
+    plan = plan_charging(net, model, veh, [here], start, goal, st)
+    assert not plan.feasible and [s.site.name for s in plan.stops] == ["here"]
+    assert plan.goal_arrival_mean_wh > st.reserve_wh
+    assert min(s.arrival_mean_wh for s in plan.stops) > 0
+    assert "the first arrival cannot keep it" in " ".join(plan.notes)
+
+
 def test_no_plan_meets_the_confidence_says_so(world):
     net, model, veh, sites = world
     st = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=0.1 * CAP)

@@ -100,7 +100,8 @@ def test_no_plan_reaching_the_confidence_is_said_with_the_best_one(long_trip, ca
                            "--soc", "12%", "--confidence", "0.95", "--max-stops", "0",
                            "--no-map")
     assert code == 3
-    assert "no plan reaches 95%: this is the least risky one found" in out
+    assert ("no plan reaches 95%: this is the one found least likely to run empty, then to "
+            "miss the reserve") in out
     # no stops allowed: the advice says to allow them; no "0 stops, 5 min each", and a charge
     # below empty is not printed as a negative percentage
     assert "charge more before leaving, allow charging stops (--max-stops N), lower" in out

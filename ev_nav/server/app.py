@@ -498,8 +498,9 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
         description="The route and charging stops that minimise total time (driving, charging "
         "along the car's curve at each charger's power, a fixed time per stop) such that every "
         "arrival keeps the reserve with the requested confidence under the learned model "
-        "(docs/charging.md). feasible is false when no plan reaches it: the least risky plan "
-        "is returned with probability_at_least. Needs chargers on the network.",
+        "(docs/charging.md). feasible is false when no plan reaches it: the plan least likely "
+        "to run empty (then to miss the reserve) is returned with probability_at_least. Needs "
+        "chargers on the network.",
     )
     def plan_charging(req: ChargingRequest) -> Response:
         return json_body(service.plan_charging(

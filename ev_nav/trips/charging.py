@@ -432,7 +432,8 @@ def plan_charging(
     Returns
     -------
     ChargingPlan
-        ``feasible`` False when no plan meets the confidence (the least risky plan found).
+        ``feasible`` False when no plan meets the confidence (the plan found least likely to
+        run empty, then to miss the reserve).
 
     Raises
     ------
@@ -479,8 +480,8 @@ def plan_charging(
     # a plan that cannot hold from the start: said with the plan, not left for the user to find
     if settings.start_wh < settings.reserve_wh:
         notes.append(f"the departure charge ({100 * settings.start_wh / cap:.0f}%) is below the "
-                     f"reserve ({100 * settings.reserve_wh / cap:.0f}%): no arrival keeps it "
-                     "unless the road regains charge")
+                     f"reserve ({100 * settings.reserve_wh / cap:.0f}%): the first arrival "
+                     "cannot keep it unless the road regains charge")
 
     # 1. candidate chargers near the corridor (fastest-time trees from the start and to the goal)
     indptr, indices = _graph(net)
@@ -602,9 +603,12 @@ class _Solver:
         settings: ChargeSettings,
         cap: float,
         gmax: int,
+        empty_weight: float = 0.0,
     ) -> None:
         self.o, self.keep, self.tables, self.c = opts, keep, tables, c
         self.s, self.cap, self.gmax = settings, cap, gmax
+        #: weight of the risk of running empty added to each leg's reserve risk (the fallback)
+        self.empty_weight = empty_weight
         self.budget = 1.0 - settings.confidence
         self.grid_wh = np.arange(gmax + 1) * cap / 100.0
         goal = c + 1
@@ -616,15 +620,22 @@ class _Solver:
         self.mid = mid[opts.dst[mid] != goal]  # charger → charger
         self.last = mid[opts.dst[mid] == goal]  # charger → goal
 
-    # risk of arriving below the reserve when leaving with charge ``b`` on leg ``k``
+    # risk of arriving below the reserve when leaving with charge ``b`` on leg ``k`` (plus,
+    # weighted, of arriving empty)
     def risk(self, k: NDArray[np.int64], b: NDArray) -> NDArray:
+        r = self._below(k, b, self.s.reserve_wh)
+        if self.empty_weight:
+            r = r + self.empty_weight * self._below(k, b, 0.0)
+        return r
+
+    def _below(self, k: NDArray[np.int64], b: NDArray, floor_wh: float) -> NDArray:
         o, s = self.o, self.s
         mu = o.mean[k].reshape((-1,) + (1,) * (b.ndim - 1))
         if s.mode == "chance":
             sd = np.maximum(o.sd[k], 1e-9).reshape(mu.shape)
-            return ndtr((s.reserve_wh + mu - b) / sd)
+            return ndtr((floor_wh + mu - b) / sd)
         need = mu + (s.buffer * np.abs(mu) if s.mode == "buffer" else 0.0)
-        return np.where(b + 1e-9 >= s.reserve_wh + need, 0.0, 1.0)
+        return np.where(b + 1e-9 >= floor_wh + need, 0.0, 1.0)
 
     # ------------------------------------------------------------------ Lagrangian search
     def _lagrangian(self, lam: float) -> list[tuple[float, list[int], list[int], list[int]]]:
@@ -814,6 +825,38 @@ class _Solver:
         return float(sum(self.risk(np.array([k]), dep[i:i + 1])[0]
                          for i, k in enumerate(legs)))
 
+    def _least_at(self, lam: float) -> tuple[float, list[int], list[int], list[int]] | None:
+        """The plan of least time + ``lam``·risk that visits no site twice."""
+        ends = [e for e in self._lagrangian(lam) if len(set(e[1])) == len(e[1])]
+        return min(ends, key=lambda e: e[0]) if ends else None
+
+    def _fallback(
+        self, best_hi: tuple[float, list[int], list[int], list[int]], lam: float
+    ) -> tuple[float, list[int], list[int], list[int]]:
+        """Where no plan meets the budget: the plan least likely to run empty, then least
+        likely to miss the reserve.
+
+        The reserve risk alone does not rank such plans: leaving below the reserve, every plan
+        misses it on its first leg about surely, so each plan's summed risk is about 1 and time
+        broke the tie — for a plan predicted to run empty, where a stop 1 km away got there.
+        """
+        if self.s.reserve_wh <= 0:
+            return best_hi
+        # each leg's risk of running empty outweighs a thousand legs' risks of missing the
+        # reserve: the search then keeps the reserve after a stop wherever it can
+        safer = _Solver(self.o, self.keep, self.tables, self.c, self.s, self.cap, self.gmax,
+                        empty_weight=1e3)
+        alt = safer._least_at(lam)
+
+        def rank(plan: tuple[float, list[int], list[int], list[int]]) -> tuple[float, float]:
+            _, _, legs, lv = plan
+            dep = np.array([self.s.start_wh, *(float(self.grid_wh[x]) for x in lv)])
+            empty = sum(float(self._below(np.array([k]), dep[i:i + 1], 0.0)[0])
+                        for i, k in enumerate(legs))
+            return empty, self._plan_risk(legs, list(dep[1:]))
+
+        return best_hi if alt is None else min((best_hi, alt), key=rank)
+
     # ------------------------------------------------------------------ driver
     def solve(self) -> tuple[list[int], list[int], list[float], float] | None:
         budget = self.budget
@@ -833,7 +876,8 @@ class _Solver:
             return self._plan_risk(legs, [float(self.grid_wh[x]) for x in lv])
 
         lo_l, hi_l = -4.0, 8.0  # log10 λ
-        best_hi = run(10**hi_l)
+        top = 10**hi_l
+        best_hi = run(top)
         if best_hi is None:
             return None
         if risk_of(best_hi) <= budget:
@@ -859,8 +903,8 @@ class _Solver:
                 best = (got[0], list(key), got[1], got[2], got[3])
         if best is not None:
             return best[1], best[2], best[3], best[4]
-        # nothing meets the budget: the least risky plan the search found
-        _, sites, legs, lv = best_hi
+        # nothing meets the budget: the safest plan the search found
+        _, sites, legs, lv = self._fallback(best_hi, top)
         levels = [float(self.grid_wh[x]) for x in lv]
         return sites, legs, levels, self._plan_risk(legs, levels)
 
@@ -997,7 +1041,8 @@ def plan_table(plan: ChargingPlan, net: RoadNetwork, add_sites: str | None = Non
         )
         sites = f"add charging sites the car can use ({add_sites}), " if add_sites else ""
         lines.append(
-            f"no plan reaches {100 * st.confidence:g}%: this is the least risky one found; "
+            f"no plan reaches {100 * st.confidence:g}%: this is the one found least likely "
+            "to run empty, then to miss the reserve; "
             f"{keep} with probability >= {100 * plan.probability:.1f}% — {sites}charge more "
             f"before leaving, {stops}lower the reserve or the confidence"
         )

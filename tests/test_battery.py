@@ -56,7 +56,7 @@ def test_probability_is_monotone_in_departure_charge(learned):
 
 
 @pytest.mark.parametrize("text,wh", [("80%", 28_000.0), ("24.5kWh", 24_500.0),
-                                     ("24500Wh", 24_500.0), ("12", 12_000.0)])
+                                     ("24500Wh", 24_500.0), ("12 KWH", 12_000.0)])
 def test_parse_charge(text, wh):
     assert parse_charge(text, 35_000.0) == pytest.approx(wh)
 
@@ -64,6 +64,13 @@ def test_parse_charge(text, wh):
 @pytest.mark.parametrize("text", ["120%", "40kWh", "-5%", "lots", "5 miles"])
 def test_parse_charge_refuses_nonsense(text):
     with pytest.raises(ConfigError):
+        parse_charge(text, 35_000.0)
+
+
+@pytest.mark.parametrize("text", ["0.8", "12", "80"])
+def test_a_charge_without_its_unit_is_refused(text):
+    """Read as kWh, 0.8 departed at 2 % and 80 at 100 % of this battery, silently."""
+    with pytest.raises(ConfigError, match=f"a charge needs its unit: {text}% or {text}kWh"):
         parse_charge(text, 35_000.0)
 
 

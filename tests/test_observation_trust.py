@@ -165,7 +165,7 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     half = trip.route[: trip.route.size // 2]
     _refused(capsys, state, ["observe", state, 1, "--segments",
                              _csv(tmp_path, half, [5.0] * half.size)],
-             f"covers {half.size} of the {trip.route.size} segments", "--partial")
+             f"covers {half.size} of the {trip.route.size} segment passes", "--partial")
     from ev_nav.trips import open_session
 
     session = open_session(state)

@@ -220,7 +220,7 @@ def test_observations_after_batch(store: Store) -> None:
         ([3, 4], [1.0, float("inf")], "finite"),
         ([3, 4], [1.0], "2 segment ids but 1 energies"),
         ([], [], "at least one"),
-        ([3, 3], [1.0, 2.0], "more than once"),
+        ([3, 3], [1.0, 2.0], "segment 3 has 2 readings but the route drives it 1 time"),
         ([3, 6], [1.0, 2.0], "not on the planned route"),
         ([3.5], [1.0], "whole numbers"),
         ([3, 4], ["a", "b"], "numbers"),

@@ -85,6 +85,11 @@ DEFAULT_SOCKET_KW: dict[str, float] = {
 #: (22 kW: the most a type 2 AC plug delivers) as a type 2 AC site.
 AC_MAX_SITE_KW = 22.0
 
+#: The range of a charger CSV's ``power_kw`` [kW]: a household socket gives 2.3 kW, and no car
+#: charger gives 1 MW. A value outside was a slip of units (22000 for a 22 kW car park, read as
+#: a 22 MW DC fast charger with every DC plug; 0.05 for 50 kW).
+CSV_POWER_KW = (1.0, 1000.0)
+
 #: Sites farther than this from every road of the network [m] are not attached (not counted as
 #: reachable from it).
 MAX_SNAP_M = 500.0
@@ -595,7 +600,8 @@ def parse_charger_csv(path: str | Path) -> ChargerRows:
         No such file.
     ChargerDataError
         A missing or unknown column, or a row with a bad number, coordinates out of range, a
-        power that is not positive, or an unknown connector (the message names the line).
+        power outside :data:`CSV_POWER_KW`, or an unknown connector (the message names the
+        line).
     """
     p = require_file(path, "charger file")
     lon, lat, power, capacity, names, operators = [], [], [], [], [], []
@@ -632,9 +638,13 @@ def parse_charger_csv(path: str | Path) -> ChargerRows:
                         f"{p} line {line}: lat {y:g}, lon {x:g} is not a position on Earth "
                         "(lat -90..90, lon -180..180)"
                     )
-                if kw <= 0:
+                low, high = CSV_POWER_KW
+                if not low <= kw <= high:
+                    hint = (f" ({kw:g} W is {kw / 1000:g} kW)" if kw > high
+                            else f" ({kw:g} MW is {kw * 1000:g} kW)" if kw > 0 else "")
                     raise ChargerDataError(
-                        f"{p} line {line}: power_kw must be a positive number of kW, got {kw:g}"
+                        f"{p} line {line}: power_kw is in kW, {low:g}..{high:g}, got {kw:g}"
+                        f"{hint}"
                     )
                 lat.append(y)
                 lon.append(x)

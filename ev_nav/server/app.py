@@ -196,7 +196,8 @@ class ObservationRequest(BaseModel):
 
     total_wh: Number | None = Field(None, description="trip total [Wh]")
     segments: list[SegmentEnergy] | None = Field(
-        None, max_length=MAX_SEGMENTS_PER_OBSERVATION, description="per-segment energies"
+        None, max_length=MAX_SEGMENTS_PER_OBSERVATION,
+        description="per-segment energies, one per pass (a segment the route drives twice: two)",
     )
     force: Flag = Field(False, description="record a reading the plausibility checks refuse")
     partial: Flag = Field(False, description="accept segments covering only part of the route")

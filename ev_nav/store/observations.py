@@ -70,7 +70,8 @@ class ObservationsMixin(StoreConnection):
         trip_id : int
             The trip that was driven.
         segment_ids : array_like of int
-            Segments observed, each at most once.
+            Segments observed, one reading per pass: a segment at most as many times as the
+            route drives it (once if it is off the route).
         energies : array_like of float
             Energy used on each segment [Wh].
         allow_off_route : bool
@@ -104,12 +105,6 @@ class ObservationsMixin(StoreConnection):
         if seg.size == 0:
             raise InvalidObservation("no observations given; give at least one segment energy")
         _require_finite(wh, "segment energies")
-        uniq, counts = np.unique(seg, return_counts=True)
-        if np.any(counts > 1):
-            raise InvalidObservation(
-                f"segments observed more than once in one batch: {uniq[counts > 1][:5].tolist()}; "
-                "give each segment once (sum repeated passes beforehand)"
-            )
         self._check_segments(seg, "the observations")
         temp = _temperature(temperature_c)
         now = _utcnow()
@@ -122,6 +117,7 @@ class ObservationsMixin(StoreConnection):
                         f"segments {off[:5].tolist()} are not on the planned route of trip "
                         f"{trip.id}; check the file belongs to this trip"
                     )
+            _check_passes(seg, trip.route if driven is None else driven)
             self._check_repeat(conn, trip.id, allow_repeat)
             batch = self._new_batch(conn, trip.id, "segment", seg.size, now, temp)
             if driven is not None:
@@ -438,20 +434,42 @@ class ObservationsMixin(StoreConnection):
         return np.bincount(flat, minlength=int(n)).astype(np.int64)
 
 
+def _check_passes(seg: NDArray[np.int64], route: NDArray[np.int64]) -> None:
+    """Each segment listed at most as often as ``route`` drives it (one reading per pass; a
+    segment off the route, where that is allowed, once)."""
+    on, passes = np.unique(route, return_counts=True)
+    listed, counts = np.unique(seg, return_counts=True)
+    allowed = np.ones(listed.size, dtype=np.int64)
+    at = np.searchsorted(on, listed)
+    found = (at < on.size) & (on[np.minimum(at, on.size - 1)] == listed)
+    allowed[found] = passes[at[found]]
+    over = counts > allowed
+    if over.any():
+        e = int(listed[over][0])
+        raise InvalidObservation(
+            f"segment {e} has {int(counts[over][0])} readings but the route drives it "
+            f"{int(allowed[over][0])} time(s); give one reading per pass"
+        )
+
+
 def _observed_total(trip: Trip, batches: Sequence[ObservationBatch]) -> float | None:
     """A trip's observed energy from its batches: the latest total reading if any, else the sum
-    of per-segment energies when they cover the planned route, else ``None``."""
+    of per-segment energies when they cover every pass of the planned route (a segment driven
+    twice needs two readings; the latest ones count), else ``None``."""
     # a total whose row was lost on a damaged page (doctor reports it) tells nothing
     totals = [b for b in batches if b.kind == "total" and b.energy_wh.size]
     if totals:
         return float(totals[-1].energy_wh[0])
-    per_seg: dict[int, float] = {}
+    per_seg: dict[int, list[float]] = {}
     for b in batches:
         if b.kind == "segment":
-            per_seg.update(zip(b.segment_ids.tolist(), b.energy_wh.tolist(), strict=True))
-    if not per_seg or not all(int(s) in per_seg for s in trip.route):
+            for e, wh in zip(b.segment_ids.tolist(), b.energy_wh.tolist(), strict=True):
+                per_seg.setdefault(int(e), []).append(wh)
+    on, passes = np.unique(trip.route, return_counts=True)
+    if not per_seg or any(len(per_seg.get(int(e), ())) < k for e, k in zip(on, passes,
+                                                                          strict=True)):
         return None  # part of the route was not observed: the trip total is unknown
-    return float(sum(per_seg[int(s)] for s in trip.route))
+    return float(sum(sum(per_seg[int(e)][-int(k):]) for e, k in zip(on, passes, strict=True)))
 
 
 def _observed_temperature(batches: Sequence[ObservationBatch]) -> float | None:

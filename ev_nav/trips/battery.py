@@ -84,17 +84,23 @@ _CHARGE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(%|kwh|wh)?\s*$", re.IGNORECASE)
 
 
 def parse_charge(text: str, capacity_wh: float) -> float:
-    """A charge given as ``80%``, ``24.5kWh``, ``24500Wh`` or a bare number of kWh → Wh.
+    """A charge given as ``80%``, ``24.5kWh`` or ``24500Wh`` → Wh.
+
+    A bare number is refused: read as kWh, ``--soc 0.8`` departed at 1 % and ``--reserve 10``
+    kept 17 % of a 58 kWh battery, silently.
 
     Raises
     ------
     ConfigError
-        If the text is not a charge or lies outside 0 .. the usable capacity.
+        If the text is not a charge with its unit or lies outside 0 .. the usable capacity.
     """
     m = _CHARGE.match(str(text))
     if m is None:
         raise ConfigError(f"expected a charge like 80% or 24.5kWh, got {text!r}")
-    value, unit = float(m.group(1)), (m.group(2) or "kwh").lower()
+    if m.group(2) is None:
+        raise ConfigError(f"a charge needs its unit: {m.group(1)}% or {m.group(1)}kWh, got "
+                          f"{text!r}")
+    value, unit = float(m.group(1)), m.group(2).lower()
     wh = {"%": value / 100.0 * capacity_wh, "kwh": value * 1000.0, "wh": value}[unit]
     if not 0.0 <= wh <= capacity_wh * (1 + 1e-9):
         raise ConfigError(

@@ -237,14 +237,17 @@ def record_segments(
         raise UnknownSegmentError(
             f"{source}: {_named(unknown)} not in the network (its segments are 0..{n - 1})"
         )
-    missing = np.setdiff1d(trip.route, seg) if route is None else np.empty(0)
+    missing = _missing_passes(trip.route, seg) if route is None else np.empty(0, np.int64)
     if missing.size and not partial:
         off = np.setdiff1d(seg, trip.route)
         off_route = f"; {_named(off)} not on its route" if off.size else ""
+        twice = np.intersect1d(missing, seg)  # listed, but for fewer passes than driven
+        passes = (f"; {_named(twice)} driven more than once: give a reading per pass"
+                  if twice.size else "")
         raise InvalidObservation(
             f"{source} covers {trip.route.size - missing.size} of the {trip.route.size} "
-            f"segments of trip {trip.id}{off_route}; give every segment, or the trip total "
-            "with --total-wh, or --partial to record only these"
+            f"segment passes of trip {trip.id}{off_route}{passes}; give every segment, or the "
+            "trip total with --total-wh, or --partial to record only these"
         )
     post = model.posterior()
     idx = np.where((seg >= 0) & (seg < post.mean.size), seg, 0)
@@ -270,6 +273,20 @@ def record_segments(
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _missing_passes(route: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The passes of ``route`` that ``seg`` has no reading for, one id per missing pass (a
+    segment the route drives twice needs two readings)."""
+    on, passes = np.unique(route, return_counts=True)
+    listed, counts = np.unique(seg, return_counts=True)
+    if listed.size == 0:
+        return np.repeat(on, passes)
+    at = np.searchsorted(listed, on)
+    have = np.zeros(on.size, dtype=np.int64)
+    found = (at < listed.size) & (listed[np.minimum(at, listed.size - 1)] == on)
+    have[found] = counts[at[found]]
+    return np.repeat(on, np.maximum(passes - have, 0))
 
 
 def _ids_and_energies(

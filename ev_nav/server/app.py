@@ -102,6 +102,7 @@ class RouteRequest(BaseModel):
     )
     vehicle_model: str | None = Field(
         None,
+        min_length=1,  # "" was taken for no model: a client's empty field went unnoticed
         max_length=64,
         description="catalogue model whose physics and battery the energy and arrival "
         "forecasts use ('ev-nav vehicles' lists them; default: the state's vehicle)",
@@ -176,6 +177,7 @@ class ChargingRequest(BaseModel):
     max_snap_m: Number = Field(500.0, gt=0, le=100_000, description="max distance to a road [m]")
     vehicle_model: str | None = Field(
         None,
+        min_length=1,  # "" was taken for no model: a client's empty field went unnoticed
         max_length=64,
         description="catalogue model whose battery, charging curve and plugs the plan uses "
         "('ev-nav vehicles' lists them; default: the state's vehicle)",

@@ -331,6 +331,12 @@ def _bad_requests(net, trip_id: int, predicted: float) -> list[tuple[str, dict, 
         ("unknown catalogue model", dict(method="POST", url="/api/routes", headers=AUTH,
          json={"origin": origin, "goal": goal, "vehicle_model": "delorean"}), 422,
          ("unknown catalogue vehicle 'delorean'", "volkswagen-id3-pro")),
+        # "" was taken for no model: the trip was planned for the state's vehicle, unnoticed
+        ("empty catalogue model", dict(method="POST", url="/api/routes", headers=AUTH,
+         json={"origin": origin, "goal": goal, "vehicle_model": ""}), 422, ("vehicle_model",)),
+        ("empty catalogue model, charging", dict(method="POST", url="/api/charging-plans",
+         headers=AUTH, json={"origin": origin, "goal": goal, "soc": "50%",
+                             "vehicle_model": ""}), 422, ("vehicle_model",)),
         ("malformed JSON", dict(method="POST", url="/api/routes", headers={
             **AUTH, "Content-Type": "application/json"}, content=b'{"origin": [47.0, 8.0'),
          400, ("malformed JSON",)),

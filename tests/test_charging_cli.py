@@ -208,3 +208,15 @@ def test_service_and_api_plan_the_same_trip(long_trip, capsys) -> None:
             assert bad.status_code == 422
             unauth = client.post("/api/charging-plans", json=body)
             assert unauth.status_code == 401
+            # at an ambient temperature, as 'route --temperature' (the field was refused)
+            code, out, err = run_cli(capsys, "route", t["state"], "--from", t["from"], "--to",
+                                     t["to"], "--soc", "30%", "--confidence", "0.95",
+                                     "--temperature", "-10", "--json", "--no-map")
+            assert code in (0, 3), err
+            cold = json.loads(out)
+            r = client.post("/api/charging-plans", json={**body, "temperature": -10},
+                            headers={"Authorization": "Bearer tok"})
+            assert r.status_code == 200, r.text
+            for key in ("total_min", "legs", "probability_at_least"):
+                assert r.json()[key] == cold[key], key
+            assert cold["arrival_pct"] != cli["arrival_pct"]  # the cold changes the energies

@@ -182,6 +182,10 @@ class ChargingRequest(BaseModel):
         description="catalogue model whose battery, charging curve and plugs the plan uses "
         "('ev-nav vehicles' lists them; default: the state's vehicle)",
     )
+    temperature: Number | None = Field(
+        None, ge=-60, le=60, allow_inf_nan=False,
+        description="ambient temperature [°C]: the legs' energies at it (docs/temperature.md)",
+    )
 
 
 class SegmentEnergy(BaseModel):
@@ -517,6 +521,7 @@ def create_app(service: FleetService, *, token: str | None = None) -> FastAPI:
             max_stops=req.max_stops,
             max_snap_m=req.max_snap_m,
             vehicle_model=req.vehicle_model,
+            temperature=req.temperature,
         ))
 
     @app.post(

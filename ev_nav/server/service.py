@@ -621,13 +621,15 @@ class FleetService:
         max_stops: int = 4,
         max_snap_m: float = 500.0,
         vehicle_model: str | None = None,
+        temperature: float | None = None,
     ) -> dict[str, object]:
         """A trip with charging stops (:func:`ev_nav.trips.charging.plan_charging`) on the
         current snapshot, as ``ev-nav route --confidence --json`` prints it; nothing is recorded.
 
         ``vehicle_model`` (a catalogue model) plans with that car's battery, charging curve and
         plugs, and the learned energies shifted by the cars' ``E_det`` difference (as
-        :meth:`plan` forecasts arrival charge).
+        :meth:`plan` forecasts arrival charge). ``temperature`` [°C]: the legs' energies at
+        that ambient temperature (as ``ev-nav route --temperature``; docs/temperature.md).
         """
         import math
 
@@ -656,6 +658,10 @@ class FleetService:
         sites = vehicle_sites(net, car)
         # the locked model (route covariances, noise); nothing is written to the store
         with self._session(snap, read_only_model=False) as session:
+            if temperature is not None:
+                from ev_nav.gp.temperature import AtTemperature
+
+                session.model = AtTemperature(session.model, temperature)
             plan = plan_stops(
                 net, session.model, car, sites, (start.segment, start.fraction),
                 (end.segment, end.fraction), settings, router=_router(net), mean_shift=shift,

@@ -95,6 +95,10 @@ def catalogue_vehicle(name: str) -> CatalogueVehicle:
         ) from None
 
 
+#: How a charging curve's source says it is the dataset's default shape, not the car's own.
+GENERIC_CURVE = "generic default shape"
+
+
 def catalogue_rows() -> list[dict[str, object]]:
     """The rows ``ev-nav vehicles`` prints: name, label, battery, plugs, charging, Wh/km."""
     rows = []
@@ -109,5 +113,10 @@ def catalogue_rows() -> list[dict[str, object]]:
             "ac_max_kw": v.ac_max_kw,
             "wh_per_km_100kmh": round(steady_wh_per_km(v), 1),
             "reference_wh_per_km": [c.reference_low_wh_per_km, c.reference_high_wh_per_km],
+            # 10 -> 80 % at a charger of the car's full DC power: what a stop plan charges at
+            "charge_10_80_min": round(v.charging_minutes(10, 80), 1),
+            # the source's placeholder curve (Open EV Data's default shape): such a car's
+            # charging times are rough (the i4's 10-80 % is about half the maker's 31 min)
+            "generic_curve": GENERIC_CURVE in c.sources.get("charge_curve", ""),
         })
     return rows

@@ -119,9 +119,16 @@ def test_cli_lists_the_catalogue_and_init_takes_a_model(tmp_path, capsys):
     id3 = get_vehicle("volkswagen-id3-pro")
     line = next(x for x in out.splitlines() if x.startswith("volkswagen-id3-pro "))
     assert "58.0" in line and "ccs2,type2" in line and f"{steady_wh_per_km(id3):.1f}" in line
+    assert f" {id3.charging_minutes(10, 80):.1f} " in line  # 26.7, the README's figure
+    # a car whose source gives only the dataset's generic curve is marked: its charging times
+    # are rough (the i4's 16.8 min for 10-80 % is about half the maker's)
+    i4 = next(x for x in out.splitlines() if x.startswith("bmw-i4-edrive40 "))
+    assert "16.8*" in i4 and "only a generic charging curve" in out
     assert main(["vehicles", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(catalogue()) and all(r["sources"]["battery_wh"] for r in rows)
+    assert {r["name"] for r in rows if r["generic_curve"]} == {"bmw-i4-edrive40",
+                                                              "nissan-leaf-eplus"}
 
     state = tmp_path / "s"
     args = ["init", str(state), "--synthetic", "--segments", "300", "--model", "bi"]

@@ -1034,18 +1034,24 @@ def _cmd_vehicles(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'name':<28}{'battery kWh':>12}  {'connectors':<20}{'DC kW':>7}{'AC kW':>7}"
-        f"{'Wh/km @100':>12}  reference"
+        f"{'10-80% min':>12}{'Wh/km @100':>12}  reference"
     )
     for r in rows:
         low, high = r["reference_wh_per_km"]  # type: ignore[misc]
         plugs = ",".join(r["connectors"])  # type: ignore[arg-type]
+        mark = "*" if r["generic_curve"] else " "
         print(
             f"{r['name']:<28}{r['battery_kwh']:>12.1f}  {plugs:<20}{r['dc_max_kw']:>7g}"
-            f"{r['ac_max_kw']:>7g}{r['wh_per_km_100kmh']:>12.1f}  {low:g}-{high:g}"
+            f"{r['ac_max_kw']:>7g}{r['charge_10_80_min']:>11.1f}{mark}"
+            f"{r['wh_per_km_100kmh']:>12.1f}  {low:g}-{high:g}"
         )
     print(
-        "Wh/km @100: the energy model at a steady 100 km/h on a flat road; reference: the range "
-        "its sources state (--json lists every value's source; ev_nav/data/NOTICE.md credits "
-        "Open EV Data and the Open EV Data Dataset)"
+        "10-80% min: charging minutes at a charger of the car's DC power, along its charging "
+        "curve; Wh/km @100: the energy model at a steady 100 km/h on a flat road; reference: the "
+        "range its sources state (--json lists every value's source; ev_nav/data/NOTICE.md "
+        "credits Open EV Data and the Open EV Data Dataset)"
     )
+    if any(r["generic_curve"] for r in rows):
+        print("* its source gives only a generic charging curve: its charging times (and stop "
+              "plans) are rough")
     return 0

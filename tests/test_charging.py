@@ -241,6 +241,10 @@ def test_bad_settings_are_refused(world):
         st = ChargeSettings(**{"start_wh": 0.3 * CAP, "reserve_wh": 0.1 * CAP, **bad})
         with pytest.raises(ConfigError):
             plan_charging(net, model, veh, sites, start, goal, st)
+    # said in % as well as Wh: the user gave a % ("reserve 58000 Wh" for --reserve 100%)
+    st = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=CAP)
+    with pytest.raises(ConfigError, match=r"reserve 400 Wh \(100% of 400 Wh\)"):
+        plan_charging(net, model, veh, sites, start, goal, st)
     ok = ChargeSettings(start_wh=0.3 * CAP, reserve_wh=0.1 * CAP)
     for bad_start in ((net.n_segments, 0.5), (-1, 0.5), (start[0], 1.5), (start[0], -0.1)):
         with pytest.raises(UnknownSegmentError):

@@ -129,11 +129,14 @@ class ChargeSettings:
 
     def check(self, capacity_wh: float) -> None:
         """Raise :class:`ConfigError` on settings no plan can honour."""
+        def both(wh: float) -> str:  # (the user gave a % or kWh: say it both ways)
+            return f"{wh:g} Wh ({100 * wh / capacity_wh:.3g}% of {capacity_wh:g} Wh)"
+
         if not 0.0 <= self.start_wh <= capacity_wh * (1 + 1e-9):
-            raise ConfigError(f"start charge {self.start_wh:g} Wh is outside 0..{capacity_wh:g}")
+            raise ConfigError(f"start charge {both(self.start_wh)} is outside 0..100%")
         if not 0.0 <= self.reserve_wh < capacity_wh:
             raise ConfigError(
-                f"reserve {self.reserve_wh:g} Wh must be >= 0 and below the capacity"
+                f"reserve {both(self.reserve_wh)} must be >= 0 and below the capacity"
             )
         if not 0.5 < self.confidence < 1.0:
             raise ConfigError(f"confidence must be in (0.5, 1), got {self.confidence}")

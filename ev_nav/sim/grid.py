@@ -91,12 +91,12 @@ def _stop_processes(processes: Iterable[Any]) -> None:
 class _DeferredInterrupt:
     """Ctrl-C turned into a flag that the pool's loop checks between waits.
 
-    A KeyboardInterrupt raised wherever the parent happened to be could leave it inside
-    ``concurrent.futures`` holding a lock its management thread needs; the interpreter then
-    waited at exit for that thread for good (``fleet grid`` hung after Ctrl-C, rarely, on a
-    loaded machine). With the flag the interrupt is raised at one known point, with no lock
-    held. A second Ctrl-C raises at once. Installed only in the main thread over Python's
-    default handler: an ignored SIGINT (a background job) or a caller's own handler is kept.
+    A KeyboardInterrupt raised wherever the parent happened to be can leave it inside
+    ``concurrent.futures`` holding a lock that the pool's management thread needs, and the
+    interpreter then waits at exit for that thread for good (the hazard of any asynchronous
+    exception). With the flag the interrupt is raised at one known point, with no lock held.
+    A second Ctrl-C raises at once. Installed only in the main thread over Python's default
+    handler: an ignored SIGINT (a background job) or a caller's own handler is kept.
     """
 
     #: how often the loop looks at the flag [s]

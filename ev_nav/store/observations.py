@@ -434,21 +434,31 @@ class ObservationsMixin(StoreConnection):
         return np.bincount(flat, minlength=int(n)).astype(np.int64)
 
 
+def segment_passes(
+    route: ArrayLike, readings: ArrayLike
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Per segment of ``route`` or ``readings`` (sorted ids): how often the route drives it and
+    how many readings list it. A route may pass a segment twice (via points can take it back
+    over a road): its per-segment observation then has one reading per pass."""
+    route_ids = np.asarray(route, dtype=np.int64).reshape(-1)
+    read_ids = np.asarray(readings, dtype=np.int64).reshape(-1)
+    ids, inv = np.unique(np.concatenate([route_ids, read_ids]), return_inverse=True)
+    driven = np.bincount(inv[: route_ids.size], minlength=ids.size)
+    listed = np.bincount(inv[route_ids.size:], minlength=ids.size)
+    return ids, driven, listed
+
+
 def _check_passes(seg: NDArray[np.int64], route: NDArray[np.int64]) -> None:
     """Each segment listed at most as often as ``route`` drives it (one reading per pass; a
     segment off the route, where that is allowed, once)."""
-    on, passes = np.unique(route, return_counts=True)
-    listed, counts = np.unique(seg, return_counts=True)
-    allowed = np.ones(listed.size, dtype=np.int64)
-    at = np.searchsorted(on, listed)
-    found = (at < on.size) & (on[np.minimum(at, on.size - 1)] == listed)
-    allowed[found] = passes[at[found]]
-    over = counts > allowed
-    if over.any():
-        e = int(listed[over][0])
+    ids, driven, listed = segment_passes(route, seg)
+    allowed = np.maximum(driven, 1)
+    over = np.flatnonzero(listed > allowed)
+    if over.size:
+        k = over[0]
         raise InvalidObservation(
-            f"segment {e} has {int(counts[over][0])} readings but the route drives it "
-            f"{int(allowed[over][0])} time(s); give one reading per pass"
+            f"segment {int(ids[k])} has {int(listed[k])} readings but the route drives it "
+            f"{int(allowed[k])} time(s); give one reading per pass"
         )
 
 

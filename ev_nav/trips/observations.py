@@ -278,15 +278,10 @@ def record_segments(
 def _missing_passes(route: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """The passes of ``route`` that ``seg`` has no reading for, one id per missing pass (a
     segment the route drives twice needs two readings)."""
-    on, passes = np.unique(route, return_counts=True)
-    listed, counts = np.unique(seg, return_counts=True)
-    if listed.size == 0:
-        return np.repeat(on, passes)
-    at = np.searchsorted(listed, on)
-    have = np.zeros(on.size, dtype=np.int64)
-    found = (at < listed.size) & (listed[np.minimum(at, listed.size - 1)] == on)
-    have[found] = counts[at[found]]
-    return np.repeat(on, np.maximum(passes - have, 0))
+    from ev_nav.store.observations import segment_passes
+
+    ids, driven, listed = segment_passes(route, seg)
+    return np.repeat(ids, np.maximum(driven - listed, 0))
 
 
 def _ids_and_energies(

@@ -388,7 +388,7 @@ def plan_trip(
             time_s=p.time_s,
             seed=s,
             # with the via points the planned route drives (a two-way street's direction)
-            extra=extra if options.is_default else {**extra, "via_segments": via_driven},
+            extra=extra if options.is_default else {**extra, "via_segments": list(via_driven)},
             start_fraction=p.start_fraction,
             end_fraction=p.end_fraction,
             # planned on the posterior at a temperature (AtTemperature): observe defaults to it

@@ -306,11 +306,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from ev_nav.errors import require_file
-    from ev_nav.roads.load import fetch_place
+    from ev_nav.roads.load import check_dems, fetch_place
 
-    for path in args.dem:  # before the download, which may take minutes
-        require_file(path, "DEM file")
+    check_dems([Path(p) for p in args.dem])  # before the download, which may take minutes
 
     net = fetch_place(args.place, dist_m=args.dist, dems=args.dem)
     net.save(args.out)

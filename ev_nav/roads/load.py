@@ -270,16 +270,41 @@ def _dem_paths(dems: Sequence[Path]) -> list[str]:
     for dem in dems:
         require_file(dem, "DEM file")
         if dem.suffix.lower() == ".zip":
-            with zipfile.ZipFile(dem) as zf:
-                members = [
-                    m for m in zf.namelist() if m.lower().endswith((".hgt", ".tif", ".tiff"))
-                ]
+            try:
+                with zipfile.ZipFile(dem) as zf:
+                    members = [
+                        m for m in zf.namelist() if m.lower().endswith((".hgt", ".tif", ".tiff"))
+                    ]
+            except zipfile.BadZipFile as exc:  # a half-downloaded tile, most often
+                raise ElevationCoverageError(
+                    f"cannot read DEM {dem}: {exc} (a truncated download? fetch the tile again)"
+                ) from None
             if not members:
                 raise ElevationCoverageError(f"{dem} contains no .hgt or GeoTIFF raster")
             out.extend(f"/vsizip/{dem.resolve()}/{m}" for m in members)
         else:
             out.append(str(dem))
     return out
+
+
+def check_dems(dems: Sequence[Path]) -> None:
+    """Open every raster of ``dems`` once, so that a file that cannot be read is said before
+    an OSM extract is read (minutes on a large one), not after.
+
+    Raises
+    ------
+    NetworkFileNotFound, ElevationCoverageError
+    """
+    if not dems:
+        return
+    import rasterio
+
+    for src_path in _dem_paths(dems):
+        try:
+            with rasterio.open(src_path):
+                pass
+        except rasterio.errors.RasterioIOError as exc:
+            raise ElevationCoverageError(f"cannot read DEM {src_path}: {exc}") from None
 
 
 def _raster_elevations(lon: np.ndarray, lat: np.ndarray, dems: Sequence[Path]) -> np.ndarray:
@@ -527,8 +552,7 @@ def load_osm(
     dem_paths = [Path(d) for d in dems]
     options = options or LoadOptions()
     require_file(osm_path, "OSM file")
-    for dem in dem_paths:
-        require_file(dem, "DEM file")
+    check_dems(dem_paths)  # before the OSM read: a bad tile is said at once
     key = cache_key(osm_path, dem_paths, options)
     cache_file = Path(cache_dir) / f"{osm_path.name.split('.')[0]}-{key}.npz" if cache_dir else None
     if cache_file is not None and cache_file.is_file():

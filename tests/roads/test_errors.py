@@ -96,6 +96,26 @@ def test_dem_does_not_cover(shared_file, tmp_path, capsys):
     assert not (tmp_path / "x.npz").exists()
 
 
+def test_a_truncated_dem_is_one_line_before_the_osm_is_read(shared_file, tmp_path, capsys,
+                                                           monkeypatch):
+    """A half-downloaded .hgt.zip was a BadZipFile traceback, after the whole OSM read."""
+    import ev_nav.roads.load as load
+
+    tile = shared_file("N43E007.hgt.zip").read_bytes()
+    cut = tmp_path / "N43E007.hgt.zip"
+    cut.write_bytes(tile[: len(tile) // 2])
+    monkeypatch.setattr(load, "_read_osm_graph", lambda *a, **k: pytest.fail("OSM read first"))
+    with pytest.raises(ElevationCoverageError, match="a truncated download"):
+        load_osm(shared_file("gh_monaco.osm.gz"), dems=[cut])
+    _cli_fails(
+        capsys,
+        ["network", "build", "--osm", str(shared_file("gh_monaco.osm.gz")), "--dem", str(cut),
+         "--out", str(tmp_path / "x.npz")],
+        "cannot read DEM",
+    )
+    assert not (tmp_path / "x.npz").exists()
+
+
 def test_bz2_is_read(shared_file, tmp_path):
     net = load_osm(shared_file("West-Oakland.osm.bz2"))
     assert net.n_segments > 10
@@ -310,6 +330,8 @@ def test_cli_info_refuses_town_options_with_a_file(tmp_path, capsys, option):
         (["nan,7"], "got 'nan,7'"),
         (["  "], "argument place: expected a place name ('Monaco') or a LAT,LON point"),
         (["Monaco", "--dem", "absent.hgt"], "DEM file not found: absent.hgt"),
+        (["Monaco", "--dem", "cut.hgt.zip"], "cannot read DEM cut.hgt.zip: File is not a zip "
+                                             "file (a truncated download? fetch the tile again)"),
     ],
 )
 def test_fetch_refuses_what_it_cannot_use_before_going_online(tmp_path, capsys, monkeypatch,
@@ -321,6 +343,7 @@ def test_fetch_refuses_what_it_cannot_use_before_going_online(tmp_path, capsys, 
 
     monkeypatch.setattr(load, "fetch_place", lambda *a, **k: pytest.fail("fetched"))
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "cut.hgt.zip").write_bytes(b"PK\x03\x04 half a tile")
     assert main(["network", "fetch", *argv, "--out", "n.npz"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err, err

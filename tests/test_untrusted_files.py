@@ -431,6 +431,32 @@ def test_a_reading_lost_on_a_damaged_page_is_reported_with_what_helps(tmp_path, 
     assert code == 0 and "healthy" in out, out
 
 
+def test_repair_after_lost_readings_rebuilds_the_model_from_what_is_left(tmp_path, capsys, net):
+    """The checkpoints had learned readings a salvage lost: doctor called them usable, and the
+    model kept the lost readings until some later rebuild dropped them (a jump). --repair now
+    takes the batches as what is left of them and rebuilds the model from the prior."""
+    from ev_nav.trips import apply_batches, build_model, open_session
+
+    state = _state(tmp_path, capsys, model="bi", trips=3, net=net)  # trips 1-3 observed
+    with sqlite3.connect(Store.db_path(state)) as conn:  # as a salvage leaves it
+        conn.execute("DELETE FROM observations WHERE trip_id = 2")
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "whose lost readings the state no longer holds" in out, out
+    code, out, err = _run(capsys, "doctor", state, "--repair")
+    assert "took 1 observation batch as the rows left of them" in out, (code, out, err)
+    assert "rebuilt the model from the prior" in out, out
+    session = open_session(state)
+    try:
+        fresh = build_model("bi", session.net, session.vehicle)
+        apply_batches(fresh, session.store.observations())
+        np.testing.assert_allclose(session.model.posterior().mean, fresh.posterior().mean,
+                                   rtol=1e-12)
+    finally:
+        session.close()
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out, out
+
+
 def test_maps_is_a_file(tmp_path, capsys, net):
     state = _state(tmp_path, capsys, model="bi", trips=1, net=net)
     before = _snapshot(state)

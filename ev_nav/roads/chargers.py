@@ -240,6 +240,32 @@ class Chargers:
         return {c: float(row[j]) for j, c in enumerate(CONNECTORS) if row[j] > 0}
 
     # ------------------------------------------------------------------ combining
+    def take(self, index: NDArray[np.int64]) -> Chargers:
+        """The sites at ``index``, in that order."""
+        idx = np.asarray(index, dtype=np.int64)
+        return Chargers(
+            **{key: getattr(self, key)[idx] for key in _ARRAY_KEYS},
+            name=tuple(self.name[i] for i in idx),
+            operator=tuple(self.operator[i] for i in idx),
+        )
+
+    def new_sites(self, existing: Chargers) -> NDArray[np.int64]:
+        """Indices of this table's sites that ``existing`` does not already hold: the same
+        place (to 1e-7°, about 1 cm), name and power per plug. A file added twice (a script run
+        again) doubled every site, and with it the stop planner's and the counts' sites."""
+        def key(t: Chargers, i: int) -> tuple[object, ...]:
+            return (round(float(t.lon[i]), 7), round(float(t.lat[i]), 7), t.name[i],
+                    tuple(np.round(t.power_kw[i], 6).tolist()))
+
+        have = {key(existing, i) for i in range(len(existing))}
+        fresh: list[int] = []
+        for i in range(len(self)):
+            k = key(self, i)
+            if k not in have:
+                have.add(k)  # (a file listing one site twice: kept once)
+                fresh.append(i)
+        return np.asarray(fresh, dtype=np.int64)
+
     def concat(self, other: Chargers) -> Chargers:
         """This table followed by ``other``'s sites (both attached to the same network)."""
         return Chargers(

@@ -253,8 +253,12 @@ def _add_csv_chargers(
     attached = 0
     for path, rows in sites:
         read = rows.attach(net)
-        say(f"{path}: {read.describe()}")
-        table = table.concat(read.chargers)
+        fresh = read.chargers.new_sites(table)
+        known = len(read.chargers) - fresh.size
+        again = (f"; {plural(known, 'site')} already on the network, not added again"
+                 if known else "")
+        say(f"{path}: {read.describe()}{again}")
+        table = table.concat(read.chargers.take(fresh))
         attached += len(read.chargers)
     if files and not attached:
         lon0, lat0, lon1, lat1 = net.bounds()

@@ -203,8 +203,13 @@ def _check_contents(
             """SELECT b.id, b.trip_id FROM observation_batches b LEFT JOIN observations o
                ON o.batch_id = b.id GROUP BY b.id HAVING COUNT(o.id) != b.n_rows"""
         ).fetchall()
+        # checkpoints that learned a batch whose rows are now partly lost hold readings the
+        # state no longer has: a later rebuild (an undo, a dismissal) would drop them and the
+        # model jump; --repair rebuilds from what is left
+        lost_from: int | None = None
         if incomplete:
             trips = sorted({int(r[1]) for r in incomplete})
+            lost_from = min(int(r[0]) for r in incomplete)
             report.problems.append(
                 f"{plural(len(incomplete), 'observation batch')} "
                 f"{'has' if len(incomplete) == 1 else 'have'} rows missing (batch "
@@ -212,13 +217,20 @@ def _check_contents(
                 f"{'trip' if len(trips) == 1 else 'trips'} "
                 f"{', '.join(map(str, trips[:5]))}); they cannot be restored"
             )
-            # --repair has nothing more to do: say what helps (it advised --repair, again)
-            report.advice = report.advice or (
-                "--repair cannot restore missing readings: the model learns what is left of "
-                f"those batches; if that is wrong, 'ev-nav observe {state} TRIP --undo' forgets "
-                "a trip's readings (then record them again)"
-            )
-            all_fixed = False
+            if repair:
+                store.settle_batch_rows([int(r[0]) for r in incomplete])
+                batches = store.observations()  # what is left: the model is rebuilt from it
+                report.repairs.append(
+                    f"took {plural(len(incomplete), 'observation batch')} as the rows left of "
+                    "them (the lost readings cannot be restored)"
+                )
+            else:
+                report.advice = report.advice or (
+                    "--repair cannot restore missing readings: it rebuilds the model from what "
+                    f"is left of those batches; if that is wrong, 'ev-nav observe {state} TRIP "
+                    "--undo' forgets a trip's readings (then record them again)"
+                )
+                all_fixed = False
         ref = str(network.resolve()) if network is not None else store.network_ref
         try:
             net = load_network_ref(ref)
@@ -258,6 +270,9 @@ def _check_contents(
             why = None
             if not ck.verified:
                 why = "damaged (hash mismatch)"
+            elif lost_from is not None and ck.last_batch_id >= lost_from:
+                why = (f"learned batch {lost_from}, whose lost readings the state no longer "
+                       "holds")
             else:
                 try:
                     build_model(store.model_kind, net, vehicle, cache=cache).load_state_dict(

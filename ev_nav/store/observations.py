@@ -433,6 +433,29 @@ class ObservationsMixin(StoreConnection):
             )
         return np.bincount(flat, minlength=int(n)).astype(np.int64)
 
+    def settle_batch_rows(self, batch_ids: Sequence[int]) -> int:
+        """Take each given batch as the rows it still has (``doctor --repair`` of a salvaged
+        database: its lost readings cannot be restored, and the model is rebuilt from what is
+        left). A batch with no row left goes, with a change it flagged, and its trip is
+        planned again if it has no other batch. Returns how many batches changed."""
+        with self._write() as conn:
+            for b in map(int, batch_ids):
+                (n,) = conn.execute(
+                    "SELECT COUNT(*) FROM observations WHERE batch_id = ?", (b,)).fetchone()
+                if n:
+                    conn.execute("UPDATE observation_batches SET n_rows = ? WHERE id = ?",
+                                 (int(n), b))
+                    continue
+                row = conn.execute("SELECT trip_id FROM observation_batches WHERE id = ?",
+                                   (b,)).fetchone()
+                conn.execute("DELETE FROM segment_changes WHERE alarm_batch = ?", (b,))
+                conn.execute("DELETE FROM observation_batches WHERE id = ?", (b,))
+                if row is not None and conn.execute(
+                        "SELECT COUNT(*) FROM observation_batches WHERE trip_id = ?",
+                        (row[0],)).fetchone()[0] == 0:
+                    conn.execute("UPDATE trips SET status = 'planned' WHERE id = ?", (row[0],))
+            return len(batch_ids)
+
 
 def segment_passes(
     route: ArrayLike, readings: ArrayLike

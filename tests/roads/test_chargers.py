@@ -447,6 +447,17 @@ def test_network_chargers_command(town, tmp_path, capsys):
     code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", second)
     assert code == 0 and "(2 charging sites, 1 before)" in out
     assert RoadNetwork.load(path).chargers.name == ("A", "B")
+    # the same file again (a script run twice) doubled every site: they are kept once, and a
+    # site at the same place under another name or power is another site
+    code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", second)
+    assert code == 0 and "1 site already on the network, not added again" in out
+    assert "(2 charging sites, 2 before)" in out
+    third = tmp_path / "c.csv"
+    third.write_text(f"lat,lon,power_kw,name,connectors\n{b_lat},{b_lon},150,B,nacs\n"
+                     f"{b_lat},{b_lon},150,B,nacs\n")
+    code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", third)
+    assert code == 0 and "(3 charging sites, 2 before)" in out  # its repeated row once
+    assert RoadNetwork.load(path).chargers.name == ("A", "B", "B")
     code, out, _ = run_cli(capsys, "network", "chargers", path, "--csv", second, "--replace")
     assert code == 0
     assert RoadNetwork.load(path).chargers.name == ("B",)

@@ -192,6 +192,8 @@ class Session:
     behind: int = 0
     #: checkpoints passed over while loading (damaged, old pickle format): one line each
     skipped: list[str] = field(default_factory=list)
+    #: whether the model came from a checkpoint (False: the prior, every batch replayed)
+    from_checkpoint: bool = False
     #: changes of roads flagged while this session learned (:func:`ev_nav.trips.changes.learn_new`)
     flagged: list[ChangeRecord] = field(default_factory=list)
     #: the change detector as this session last stored it, with the batch it had scored up to
@@ -236,9 +238,10 @@ class Session:
             restored = restore_posterior(self.store, self.net, max_replay)
             if restored is not None:
                 self.model, self.applied_upto, self.behind = restored
-                self.skipped = []
+                self.skipped, self.from_checkpoint = [], True
                 return
         model, after, self.skipped = restore_model(self.store, self.net, self.vehicle)
+        self.from_checkpoint = after > 0
         batches = self.store.observations(after_batch=after)
         keep = batches if max_replay is None else batches[: max(int(max_replay), 0)]
         upto = max([after, *(b.id for b in keep)])
@@ -262,7 +265,7 @@ class Session:
         if not self.skipped:
             return None
         return (
-            f"model rebuilt from {'an older checkpoint' if self.applied_upto else 'the prior'} "
+            f"model rebuilt from {'an older checkpoint' if self.from_checkpoint else 'the prior'} "
             f"and the recorded observations ({'; '.join(self.skipped)}); no observation was lost"
         )
 

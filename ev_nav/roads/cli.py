@@ -60,6 +60,15 @@ def _network_out_arg(text: str) -> Path:
                 raise argparse.ArgumentTypeError(
                     f"{folder} is a file, so {text} cannot be written inside it"
                 )
+            try:  # a folder nothing can be written in (read-only, /proc): found before the build
+                import tempfile
+
+                with tempfile.TemporaryFile(dir=folder):
+                    pass
+            except OSError as exc:
+                raise argparse.ArgumentTypeError(
+                    f"cannot write in {folder} ({exc.strerror or exc}), so not {text}"
+                ) from None
             break
     return path
 

@@ -519,13 +519,12 @@ class RoadNetwork:
         )
 
     def bounds(self) -> tuple[float, float, float, float]:
-        """(min_lon, min_lat, max_lon, max_lat) of all nodes."""
-        return (
-            float(self.node_lon.min()),
-            float(self.node_lat.min()),
-            float(self.node_lon.max()),
-            float(self.node_lat.max()),
-        )
+        """(min_lon, min_lat, max_lon, max_lat) of all nodes and segment polylines [deg] (a
+        road curving beyond its end nodes lay outside the nodes' box, and outside the maps'
+        frame drawn from it)."""
+        lon = np.concatenate([self.node_lon, self.geom_lonlat[:, 0]])
+        lat = np.concatenate([self.node_lat, self.geom_lonlat[:, 1]])
+        return float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max())
 
     # ------------------------------------------------------------------ summaries
     def summary(self, vehicle: Vehicle | None = None) -> dict[str, Any]:

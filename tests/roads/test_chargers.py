@@ -512,7 +512,9 @@ def test_network_build_reads_osm_and_csv_chargers(grid, grid_file, tmp_path, cap
     assert code == 0, err
     assert "OSM: 4 charging sites attached" in out
     net = RoadNetwork.load(out_file)
-    assert net.chargers.name == (*grid.chargers.name, "Home", "Home")
+    # the file given twice: its site once (it was added twice, one site counted as two)
+    assert net.chargers.name == (*grid.chargers.name, "Home")
+    assert "1 site already on the network, not added again" in out
     assert net.arrays_hash == grid.arrays_hash
     code, out, err = run_cli(capsys, "network", "build", "--osm", grid_file, "--out",
                              tmp_path / "x.npz", "--chargers", tmp_path / "missing.csv")

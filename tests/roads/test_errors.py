@@ -3,6 +3,7 @@
 import bz2
 import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -296,6 +297,8 @@ def test_cli_out_must_be_a_network_file_name(tmp_path, capsys, monkeypatch, comm
                             f"{tmp_path}/town.npz)"),
         (folder, f"argument --out: {folder} is a folder; give a file name in it, e.g. "
                  f"{folder}/network.npz"),
+        # a folder nothing can be written in: the build ran for minutes, then failed
+        (Path("/proc/x.npz"), "argument --out: cannot write in /proc ("),
     ):
         assert main(["network", command, *source, "--out", str(out)]) == 2
         err = capsys.readouterr().err
@@ -397,3 +400,28 @@ def test_api_inputs_of_the_wrong_shape_are_named_errors():
                                   phi[net.seg_v] - phi[net.seg_u])
     with pytest.raises(ConfigError, match="n_segments must be a whole number >= 0, got -1"):
         ev_nav.ChangeDetector(-1)
+
+
+SQUARE = """<?xml version="1.0" encoding="UTF-8"?>
+<osm version="0.6">
+<node id="1" lat="43.7300" lon="7.4200"/><node id="2" lat="43.7300" lon="7.4300"/>
+<node id="3" lat="43.7400" lon="7.4300"/><node id="4" lat="43.7400" lon="7.4200"/>
+<way id="10"><nd ref="1"/><nd ref="2"/><tag k="highway" v="residential"/></way>
+<way id="11"><nd ref="2"/><nd ref="3"/><tag k="highway" v="residential"/></way>
+<way id="12"><nd ref="3"/><nd ref="4"/><tag k="highway" v="primary"/></way>
+<way id="13"><nd ref="4"/><nd ref="1"/><tag k="highway" v="residential"/>
+<tag k="oneway" v="yes"/></way>
+</osm>"""
+
+
+def test_bounds_hold_the_roads_not_only_the_intersections(tmp_path):
+    """A loop simplified to two nodes on one meridian: the bounds (network info, the offline
+    map's frame) were a line, lon 7.42 .. 7.42, and the east side of the loop was drawn off
+    the map."""
+    path = tmp_path / "square.osm"
+    path.write_text(SQUARE)
+    net = load_osm(path)
+    assert np.ptp(net.node_lon) < 1e-9  # the case: the kept nodes lie on one meridian
+    lon0, lat0, lon1, lat1 = net.bounds()
+    assert (lon0, lat0, lon1, lat1) == pytest.approx((7.42, 43.73, 7.43, 43.74), abs=1e-9)
+    assert (net.geom_lonlat[:, 0] >= lon0).all() and (net.geom_lonlat[:, 0] <= lon1).all()

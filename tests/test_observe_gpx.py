@@ -279,3 +279,26 @@ def test_gpx_shows_its_stages_on_a_terminal_only(tmp_path, capsys, monkeypatch, 
     for stage in ("reading the track", "opening the state", "matching the track to the roads",
                   "recording it and updating the model"):
         assert f"observe: {stage}" in err, err
+
+
+def test_a_segment_the_track_drives_twice_has_a_reading_per_pass(net):
+    """Each full pass of a segment is an observation of it (one reading per pass, as the store
+    takes per-segment observations); the two passes were one reading, their mean."""
+    from ev_nav.roads.matching import MatchResult
+    from ev_nav.trips.tracks import apportion_energy
+
+    a, b, c = 10, 11, 12  # (any segments: apportioning reads only their lengths)
+    seg = np.array([a, b, c, b, a])
+    offsets = np.concatenate([[0.0], np.cumsum(net.length_m[seg])])
+    # a point at the middle of the first and last segments and at every boundary between
+    pos = np.concatenate([[offsets[0] + 0.5 * net.length_m[a]], offsets[1:-1],
+                          [offsets[-2] + 0.5 * net.length_m[a]]])
+    rate = np.array([2.0, 3.0, 5.0, 7.0, 11.0])  # Wh per m of each pass
+    counter = np.concatenate([[0.0], np.cumsum(rate * net.length_m[seg])])
+    energy = np.interp(pos, offsets, counter)
+    match = MatchResult(segments=seg, first_fraction=0.5, last_fraction=0.5,
+                        point_segment=np.zeros(pos.size, dtype=np.int64), point_route_m=pos,
+                        point_error_m=np.zeros(pos.size), n_breaks=0, n_off_network=0)
+    ids, wh = apportion_energy(net, match, energy)
+    assert ids.tolist() == [b, c, b]  # the full passes, in driving order
+    np.testing.assert_allclose(wh, rate[1:4] * net.length_m[[b, c, b]], rtol=1e-9)

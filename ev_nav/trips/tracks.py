@@ -9,8 +9,8 @@ it onto the network's directed segments (:mod:`ev_nav.roads.matching`) and recor
   The counter is interpolated linearly in distance along the matched route at every segment
   boundary, and each segment gets the difference between its two ends. Only segments the track
   covers from end to end are recorded (the partly driven first and last segments are not: a
-  part of a segment is not an observation of the segment). A segment driven more than once is
-  recorded once, with its mean energy per pass.
+  part of a segment is not an observation of the segment). A segment driven more than once has
+  a reading per pass, as any per-segment observation.
 
 The store's checks apply as for any observation: the plausibility rule against the model's
 prediction for the driven route (``force`` to override), one observation batch per trip, and
@@ -91,8 +91,8 @@ def apportion_energy(
     Returns
     -------
     segment_ids, energies_wh : ndarray
-        Each fully driven segment once, in driving order of its first pass, with its mean
-        energy per pass [Wh].
+        Each full pass of a segment, in driving order, with its energy [Wh] (a segment driven
+        twice has two readings: each pass is an observation of it).
 
     Raises
     ------
@@ -118,13 +118,7 @@ def apportion_energy(
             "the track does not cover any segment from end to end; record the trip total with "
             "--total-wh instead"
         )
-    seg, per_pass = match.segments[full], np.diff(at)[full]
-    uniq, first, inverse, counts = np.unique(
-        seg, return_index=True, return_inverse=True, return_counts=True
-    )
-    mean = np.bincount(inverse, weights=per_pass, minlength=uniq.size) / counts
-    order = np.argsort(first, kind="stable")
-    return uniq[order], mean[order]
+    return match.segments[full], np.diff(at)[full]
 
 
 def driven_part(match: MatchResult) -> tuple[NDArray[np.int64], float, float]:

@@ -68,3 +68,21 @@ def test_more_readings_than_passes_are_refused(looped):
                                                      "route drives it 1 time"):
             store.add_observations(tid, [on_once, on_once], [5.0, 5.0])
         assert not store.observations()
+
+
+def test_a_partial_records_prediction_has_a_term_per_reading(looped):
+    """What a partial record is compared with counted a segment read on two passes once, and a
+    record of every segment but one pass short was compared with the whole trip."""
+    from ev_nav.trips.observations import recorded_prediction
+
+    state, tid, route = looped
+    once = np.unique(route)
+    twice = [e for e in once if (route == e).sum() == 2][:1] * 2  # one segment, both passes
+    with open_session(state) as session:
+        trip = session.store.get_trip(tid)
+        mean = session.model.posterior().mean
+        short = recorded_prediction(session, trip, once, partial=True)
+        assert short.n_segments == once.size  # a partial record, not the whole trip (None)
+        assert short.mean_wh == pytest.approx(mean[once].sum(), rel=1e-9)
+        both = recorded_prediction(session, trip, np.array(twice), partial=True)
+        assert both.n_segments == 2 and both.mean_wh == pytest.approx(2 * mean[twice[0]])

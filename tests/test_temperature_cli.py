@@ -162,6 +162,29 @@ def test_observe_defaults_to_the_temperature_the_trip_was_planned_at(tmp_path, c
     assert rows[plain["trip"]]["planned_temperature_c"] is None
 
 
+def test_observe_at_a_temperature_shows_the_prediction_it_was_judged_by(tmp_path, capsys,
+                                                                         net):
+    """A total at -20 °C of a trip planned at no temperature was judged against the route
+    predicted at -20 °C, but the acknowledgement showed the plan's figures (by which the
+    reading looked 10 sd off, unremarked)."""
+    from ev_nav.gp.temperature import AtTemperature
+    from ev_nav.trips.battery import route_energy
+
+    state = tmp_path / "state"
+    assert _run(capsys, "init", state, "--synthetic", "--segments", SEGMENTS)[0] == 0
+    plan = _plan(capsys, state, net)
+    cold = _plan(capsys, state, net, "--temperature", "-20")["routes"]["planned"]
+    with open_session(state) as session:
+        trip = session.store.get_trip(plan["trip"])
+        at = route_energy(AtTemperature(session.model, -20.0), trip.route, trip.shares)
+    code, out, err = _run(capsys, "observe", state, plan["trip"], "--total-wh",
+                          cold["predicted_wh"], "--temperature", "-20", "--json")
+    assert code == 0, err
+    doc = json.loads(out.strip().splitlines()[0])
+    assert doc["predicted_wh"] == pytest.approx(at.mean_wh, abs=0.06)
+    assert abs(doc["predicted_wh"] - plan["routes"]["planned"]["predicted_wh"]) > 10
+
+
 def _state_at_schema(state, version: int) -> sqlite3.Connection:
     """A state's database as ev-nav wrote it at schema ``version`` (its first ``version``
     migrations and its meta rows), open for the test to add rows to."""

@@ -497,12 +497,13 @@ def recorded_prediction(
     rule for ``ev-nav observe`` and the server's acknowledgement.
 
     A total, or per-segment readings of the whole route (``segment_ids``), are compared with the
-    trip's own prediction; readings of part of the route (``partial`` and some route segment
-    missing) with the prediction of the sum of the valid listed segments' readings at
-    ``temperature_c`` [°C]. ``driven`` (the segments of a matched GPS track and the fractions
-    of its first and last driven): a total over the route actually driven, judged as
-    :func:`record_total` judges it. A trip planned for another car is predicted for that car
-    (:func:`reading_shift`).
+    trip's own prediction, or at ``temperature_c`` [°C] with its route predicted at that
+    temperature (as :func:`record_total` judges it); readings of part of the route (``partial``
+    and some pass of the route unread) with the prediction of the sum of the valid listed
+    readings, one term per reading, at ``temperature_c``. ``driven`` (the segments of a
+    matched GPS track and the fractions of its first and last driven): a total over the route
+    actually driven, judged as :func:`record_total` judges it. A trip planned for another car
+    is predicted for that car (:func:`reading_shift`).
     """
     moved = reading_shift(session, trip)
     model = session.model
@@ -514,8 +515,10 @@ def recorded_prediction(
         )
         shift = 0.0 if moved is None else moved.wh(route, shares)
         return RecordedPrediction(mean + shift, model_sd, sd, int(route.size))
-    if segment_ids is not None and partial and np.setdiff1d(trip.route, segment_ids).size:
-        on = np.unique(segment_ids[(segment_ids >= 0) & (segment_ids < session.net.n_segments)])
+    if segment_ids is not None and partial and _missing_passes(trip.route, segment_ids).size:
+        # one term per reading: a segment read on two passes is predicted twice (np.unique
+        # counted it once, and a record one pass short was taken for the whole trip)
+        on = segment_ids[(segment_ids >= 0) & (segment_ids < session.net.n_segments)]
         judging = _judging_model(session, temperature_c)
         predicted = route_energy(judging, on)  # the model's noise included: taken off here
         model_sd = math.sqrt(max(predicted.sd_wh**2 - judging.noise_variance(on), 0.0))
@@ -526,6 +529,14 @@ def recorded_prediction(
         return RecordedPrediction(predicted.mean_wh + shift, model_sd,
                                   math.sqrt(model_sd**2 + noise), int(on.size))
     shares = np.asarray(trip.shares)
+    if temperature_c is not None:
+        # as record_total judges a total at a temperature: the route predicted at it (the
+        # plan's figures, for another temperature, were shown beside a reading judged by these)
+        mean, model_sd, sd = _judged_route(
+            session, _judging_model(session, temperature_c), trip.route, shares
+        )
+        shift = 0.0 if moved is None else moved.wh(trip.route, shares)
+        return RecordedPrediction(mean + shift, model_sd, sd)
     # as record_total judges the trip's total: its joint sd and the larger of the model's
     # noise and the plausible noise
     noise = max(model.noise_variance(trip.route, shares),

@@ -975,7 +975,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
         car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
         print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())
     if any(r["recorded"] and r["observed_wh"] is None for r in rows):
-        print("part: only part of the route was recorded (observe --partial): no trip total")
+        print("part: only part of the route was recorded (observe --partial, or a track's "
+              "per-segment energies, which leave out the half-driven ends): no trip total")
     if any(r["vehicle_model"] is not None for r in rows):
         print("* planned for another car: predicted and observed Wh are as learned for the "
               "state's vehicle (that car's reading less the two cars' E_det difference)")

@@ -169,15 +169,21 @@ def test_partial_csv_is_refused_or_explicit(capsys, planned, tmp_path):
     from ev_nav.trips import open_session
 
     session = open_session(state)
-    mean = session.model.posterior().mean[half].tolist()
+    # the trip starts part-way along its first segment: that reading is of the part driven
+    h = np.ones(half.size)
+    h[0] = 1.0 - trip.start_fraction
+    assert 0.0 < h[0] < 1.0
+    mean = (h * session.model.posterior().mean[half]).tolist()
     # the part's prediction, from the model's parts: joint posterior covariance plus each
-    # reading's noise, at least the plausible noise (what the readings are judged by)
+    # reading's noise, at least the plausible noise (what the readings are judged by), with
+    # the first segment's share
     from ev_nav.potential import loss_scale
     from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD
 
     cov = session.model.route_covariance(half)
     floor = (PLAUSIBLE_NOISE_SPREAD * loss_scale(session.net, session.vehicle)[half]) ** 2
-    sd = float(np.sqrt(cov.sum() + np.maximum(session.model.noise_variances(half), floor).sum()))
+    noise = h @ np.maximum(session.model.noise_variances(half), floor)
+    sd = float(np.sqrt(h @ cov @ h + noise))
     session.close()
     code, out, err = _run(capsys, "observe", state, 1, "--segments",
                           _csv(tmp_path, half, mean), "--partial")
@@ -210,10 +216,11 @@ def test_observe_json_names_both_spreads(capsys, planned, tmp_path):
     noise = max(session.model.noise_variance(trip.route, shares),
                 PLAUSIBLE_NOISE_SPREAD**2 * float(np.bincount(
                     trip.route, shares, a.size) @ a**2))
-    mean = session.model.posterior().mean[half].tolist()
-    part_var = float(session.model.route_covariance(half).sum())
-    part_noise = float(np.maximum(session.model.noise_variances(half),
-                                  (PLAUSIBLE_NOISE_SPREAD * a[half]) ** 2).sum())
+    h = shares[: half.size]  # the first reading is of the part of its segment driven
+    mean = (h * session.model.posterior().mean[half]).tolist()
+    part_var = float(h @ session.model.route_covariance(half) @ h)
+    part_noise = float(h @ np.maximum(session.model.noise_variances(half),
+                                      (PLAUSIBLE_NOISE_SPREAD * a[half]) ** 2))
     session.close()
 
     def refusal_sd(*argv):

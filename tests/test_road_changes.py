@@ -336,7 +336,7 @@ def test_a_state_from_before_changes_opens_and_keeps_what_it_learned(tmp_path) -
 
     # undoing the changes migration and those after it gives the state an older ev-nav wrote
     older = next(k for k, m in enumerate(MIGRATIONS) if "segment_changes" in (m.__doc__ or ""))
-    assert older == SCHEMA_VERSION - 2  # the trips' planning temperature came after it
+    assert older == SCHEMA_VERSION - 3  # the planning temperature and reading shares came after
     state = tmp_path / "state"
     with create_state(state, synthetic=TOWN, model="gp") as session:
         route = _route(session.net)
@@ -348,7 +348,7 @@ def test_a_state_from_before_changes_opens_and_keeps_what_it_learned(tmp_path) -
     conn = sqlite3.connect(Store.db_path(state), isolation_level=None)
     for stmt in ("DROP TABLE segment_changes", "DROP TABLE change_detector",
                  "DROP INDEX observations_segment", "ALTER TABLE trips DROP COLUMN temperature_c",
-                 f"PRAGMA user_version = {older}"):
+                 "ALTER TABLE observations DROP COLUMN share", f"PRAGMA user_version = {older}"):
         conn.execute(stmt)
     conn.close()
     with sqlite3.connect(Store.db_path(state)) as conn:

@@ -388,7 +388,7 @@ def test_migration_from_v1_preserves_data(tmp_path: Path) -> None:
     state = tmp_path / "old"
     _make_v1_state(state)
     with Store.open(state) as s:
-        assert s.schema_version == SCHEMA_VERSION == 7
+        assert s.schema_version == SCHEMA_VERSION == 8
         (batch,) = s.observations()  # an old total batch covers the planned route
         assert batch.segment_ids.tolist() == [1, 2, 3]
         v = s.vehicle()

@@ -212,7 +212,7 @@ def test_a_schema_6_state_opens_with_trips_planned_at_no_temperature(tmp_path):
            VALUES ('2026-01-01', 1, 3, 'ts', NULL, '[1, 2, 3]', 50.0, 2.0, 300.0, 30.0, 1)""")
     conn.close()
     with Store.open(state) as s:
-        assert s.schema_version == SCHEMA_VERSION == 7
+        assert s.schema_version == SCHEMA_VERSION == 8
         (old,) = s.list_trips()
         assert old.temperature_c is None and old.route.tolist() == [1, 2, 3]
         new = s.add_trip(origin_segment=1, goal_segment=2, policy="mean", route=[1, 2],

@@ -46,6 +46,41 @@ def driven_shares(n: int, start_fraction: float, end_fraction: float) -> NDArray
     return shares
 
 
+def reading_shares(
+    route: NDArray[np.int64], shares: NDArray[np.float64], readings: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """Share of its segment each per-segment reading of a drive covers.
+
+    A car's reading of the first or last segment of a trip between two points is the energy of
+    the part it drove, not of the whole segment. The readings of a segment the route drives
+    more than once are taken in the order the route drives it: the first listed reading of a
+    segment belongs to its first pass, and so on.
+
+    Parameters
+    ----------
+    route : ndarray of int64, shape (n,)
+        The segments driven, in order.
+    shares : ndarray of float64, shape (n,)
+        The share of each route segment driven (:func:`driven_shares`).
+    readings : ndarray of int64, shape (m,)
+        The segment of each reading, in the order given.
+
+    Returns
+    -------
+    ndarray of float64, shape (m,)
+        The share each reading covers: 1 but for a reading of a partly driven pass (a reading
+        of a segment off the route, or of a pass beyond those driven, counts whole).
+    """
+    out = np.ones(readings.size)
+    for pos in np.flatnonzero(shares != 1.0):  # only the two ends: at most two positions
+        seg = route[pos]
+        k = int(np.count_nonzero(route[:pos] == seg))  # which pass of its segment this is
+        listed = np.flatnonzero(readings == seg)
+        if listed.size > k:
+            out[listed[k]] = shares[pos]
+    return out
+
+
 def route_coordinates(
     net: RoadNetwork,
     segments: np.ndarray,

@@ -192,7 +192,10 @@ class SegmentEnergy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     segment: Integer = Field(ge=0, lt=2**63, description="segment id (GeoJSON 'segment')")
-    energy_wh: Number = Field(description="energy used on it [Wh]")
+    energy_wh: Number = Field(
+        description="energy used on it [Wh]: on the trip's first and last segment, on the part "
+        "of it driven (the route's start_fraction / end_fraction)",
+    )
 
 
 class ObservationRequest(BaseModel):

@@ -404,15 +404,15 @@ def drive_fleet(
             )
         trip = int(doc["trip"])  # type: ignore[arg-type]
         batch, refused, acked_at = None, None, None
+        # the car measures the part of the first and last segment driven, as the server's
+        # prediction counts them (not the whole segments)
+        shares = driven_shares(
+            path.size, float(planned["start_fraction"]), float(planned["end_fraction"])
+        )
         try:
             if observe == "segments":
-                ack = client.record_segments(trip, path.tolist(), energies.tolist())
+                ack = client.record_segments(trip, path.tolist(), (shares * energies).tolist())
             else:
-                # the trip computer measures the part of the first and last segment driven,
-                # which the server's prediction of the total counts (not the whole segments)
-                shares = driven_shares(
-                    path.size, float(planned["start_fraction"]), float(planned["end_fraction"])
-                )
                 ack = client.record_total(trip, float(shares @ energies))
             batch = int(ack["batch"])  # type: ignore[arg-type]
             acked_at = time.monotonic()

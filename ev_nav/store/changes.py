@@ -168,20 +168,21 @@ class ChangesMixin(StoreConnection):
 
     # ------------------------------------------------------------------ readings of a segment
     def segment_reading_batches(self, segment: int, before_batch: int, limit: int) -> list[int]:
-        """Batch ids of the newest ``limit`` per-segment readings of ``segment`` in batches
-        before ``before_batch``, newest first."""
+        """Batch ids of the newest ``limit`` whole-segment readings of ``segment`` in batches
+        before ``before_batch``, newest first (a reading of part of it is not one of the
+        statistics a change is scored with)."""
         rows = self._conn.execute(
-            "SELECT batch_id FROM observations WHERE kind = 'segment' AND segment_id = ? "
-            "AND batch_id < ? ORDER BY batch_id DESC LIMIT ?",
+            "SELECT batch_id FROM observations WHERE kind = 'segment' AND share IS NULL "
+            "AND segment_id = ? AND batch_id < ? ORDER BY batch_id DESC LIMIT ?",
             (int(segment), int(before_batch), int(limit)),
         ).fetchall()
         return [int(r[0]) for r in rows]
 
     def count_segment_readings(self, segment: int, lo: int, hi: int) -> int:
-        """Per-segment readings of ``segment`` in batches ``lo <= id <= hi``."""
+        """Whole-segment readings of ``segment`` in batches ``lo <= id <= hi``."""
         return int(self._conn.execute(
-            "SELECT COUNT(*) FROM observations WHERE kind = 'segment' AND segment_id = ? "
-            "AND batch_id BETWEEN ? AND ?",
+            "SELECT COUNT(*) FROM observations WHERE kind = 'segment' AND share IS NULL "
+            "AND segment_id = ? AND batch_id BETWEEN ? AND ?",
             (int(segment), int(lo), int(hi)),
         ).fetchone()[0])
 
@@ -192,8 +193,8 @@ class ChangesMixin(StoreConnection):
         # exactly rounded sums (fsum): the same readings give the same bits in whatever order
         # SQLite returns them, so detection and every later replay reset identically
         y = [float(r[0]) for r in conn.execute(
-            "SELECT energy_wh FROM observations WHERE kind = 'segment' AND segment_id = ? "
-            "AND batch_id BETWEEN ? AND ?",
+            "SELECT energy_wh FROM observations WHERE kind = 'segment' AND share IS NULL "
+            "AND segment_id = ? AND batch_id BETWEEN ? AND ?",
             (int(segment), int(kept_from), int(at_batch)),
         )]
         return len(y), math.fsum(y), math.fsum(v * v for v in y)

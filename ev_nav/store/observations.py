@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ev_nav.errors import InvalidObservation, StateError, UnknownSegmentError
-from ev_nav.roads.partial import driven_shares
+from ev_nav.roads.partial import driven_shares, reading_shares
 from ev_nav.store.connection import StoreConnection, _utcnow, sha256_hex
 from ev_nav.store.trips import Trip, _as_int_array, _trip_key, check_fractions
 
@@ -24,10 +24,13 @@ class ObservationBatch:
     """Observations recorded by one acknowledged call.
 
     For ``kind == 'segment'`` the energies are per segment (``energy_wh[i]`` on
-    ``segment_ids[i]``). For ``kind == 'total'`` ``energy_wh`` has one entry, the total over the
-    route driven (``segment_ids``: the trip's planned route, or the route recorded with the
-    total), each segment counted with ``weights`` (the share of it driven: 1 but where the trip
-    started or ended part-way along a segment): a linear observation.
+    ``segment_ids[i]``), each of the share ``weights[i]`` of its segment the drive covered
+    (None: every reading a whole segment's; a share below 1 is the first or last segment of a
+    trip that started or ended part-way along it). For ``kind == 'total'`` ``energy_wh`` has one
+    entry, the total over the route driven (``segment_ids``: the trip's planned route, or the
+    route recorded with the total), each segment counted with ``weights`` (the share of it
+    driven: 1 but where the trip started or ended part-way along a segment): a linear
+    observation.
     """
 
     id: int
@@ -54,13 +57,22 @@ class ObservationsMixin(StoreConnection):
         allow_off_route: bool = False,
         allow_repeat: bool = False,
         route: ArrayLike | None = None,
+        start_fraction: float = 0.0,
+        end_fraction: float = 1.0,
         temperature_c: float | None = None,
     ) -> int:
         """Record per-segment energies of a driven trip in one transaction; return the batch id.
 
-        ``route``, when given, is the route actually driven (e.g. matched from a GPS track), kept
-        with the batch; the observed segments must lie on it. ``temperature_c``: the drive's
-        ambient temperature [°C], kept with the batch (None: not recorded).
+        ``route``, when given, is the route actually driven (e.g. matched from a GPS track),
+        starting ``start_fraction`` of the way along its first segment and ending
+        ``end_fraction`` along its last, kept with the batch; the observed segments must lie on
+        it. ``temperature_c``: the drive's ambient temperature [°C], kept with the batch (None:
+        not recorded).
+
+        A reading of a segment the route drives only part of (its first or last, when the trip
+        starts or ends part-way along it) is the energy of that part: the share it covers
+        (:func:`ev_nav.roads.partial.reading_shares`) is kept with it, and the model learns it
+        as that share of the segment (:attr:`ObservationBatch.weights`).
 
         When this returns, the data is committed (acknowledged): no later crash can lose it.
         Negative energies are valid (regeneration downhill); NaN/inf are not.
@@ -91,6 +103,10 @@ class ObservationsMixin(StoreConnection):
             if driven.size == 0:
                 raise InvalidObservation("the driven route is empty; give at least one segment")
             self._check_segments(driven, "the driven route")
+            try:
+                fractions = check_fractions(driven.size, start_fraction, end_fraction)
+            except StateError as exc:
+                raise InvalidObservation(str(exc)) from None
             off = np.setdiff1d(seg, driven)
             if off.size:
                 raise InvalidObservation(
@@ -119,16 +135,22 @@ class ObservationsMixin(StoreConnection):
                     )
             _check_passes(seg, trip.route if driven is None else driven)
             self._check_repeat(conn, trip.id, allow_repeat)
+            if driven is None:
+                shares = reading_shares(trip.route, trip.shares, seg)
+            else:
+                shares = reading_shares(driven, driven_shares(driven.size, *fractions), seg)
             batch = self._new_batch(conn, trip.id, "segment", seg.size, now, temp)
             if driven is not None:
                 conn.execute(
-                    "UPDATE observation_batches SET route_json = ? WHERE id = ?",
-                    (json.dumps(driven.tolist()), batch),
+                    "UPDATE observation_batches SET route_json = ?, start_fraction = ?, "
+                    "end_fraction = ? WHERE id = ?",
+                    (json.dumps(driven.tolist()), *fractions, batch),
                 )
             conn.executemany(
                 """INSERT INTO observations(batch_id, trip_id, kind, segment_id, energy_wh,
-                       created) VALUES (?, ?, 'segment', ?, ?, ?)""",
-                ((batch, trip.id, int(s), float(e), now) for s, e in zip(seg, wh, strict=True)),
+                       created, share) VALUES (?, ?, 'segment', ?, ?, ?, ?)""",
+                ((batch, trip.id, int(s), float(e), now, None if h == 1.0 else float(h))
+                 for s, e, h in zip(seg, wh, shares, strict=True)),
             )
             conn.execute("UPDATE trips SET status = 'observed' WHERE id = ?", (trip.id,))
         return batch
@@ -242,7 +264,7 @@ class ObservationsMixin(StoreConnection):
             return
         scored = [int(r[0]) for r in conn.execute(
             "SELECT segment_id FROM observations WHERE trip_id = ? AND kind = 'segment' "
-            "AND batch_id <= ? ORDER BY id", (trip_id, int(row[0])))]
+            "AND share IS NULL AND batch_id <= ? ORDER BY id", (trip_id, int(row[0])))]
         if not scored:
             return
         blob = detector(bytes(row[1]), np.asarray(scored, dtype=np.int64))
@@ -322,15 +344,17 @@ class ObservationsMixin(StoreConnection):
                 params,
             ).fetchall()
             rows = conn.execute(
-                "SELECT o.batch_id, COALESCE(o.segment_id, -1), o.energy_wh "
+                "SELECT o.batch_id, COALESCE(o.segment_id, -1), o.energy_wh, o.share "
                 f"FROM observations o JOIN observation_batches b ON b.id = o.batch_id {where} "
                 "ORDER BY o.batch_id, o.id",
                 params,
             ).fetchall()
         try:
-            table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+            table = np.array(rows, dtype=np.float64).reshape(-1, 4)  # a NULL share: NaN
             if not np.isfinite(table[:, 2]).all():
                 raise ValueError("an energy that is not a finite number")
+            if ((table[:, 3] < 0) | (table[:, 3] >= 1)).any():
+                raise ValueError("a share outside [0, 1)")
         except (TypeError, ValueError) as exc:
             bad = next((r[0] for r in rows if not (is_finite_number(r[1])
                                                     and is_finite_number(r[2]))), "?")
@@ -347,6 +371,9 @@ class ObservationsMixin(StoreConnection):
             weights = None
             if bkind == "segment":
                 seg = seg_col[i:j].copy()
+                part = table[i:j, 3]
+                if not np.isnan(part).all():  # NULL: a whole segment, as every earlier reading
+                    weights = np.where(np.isnan(part), 1.0, part)
             else:
                 try:
                     seg = np.asarray(json.loads(route_json), dtype=np.int64)

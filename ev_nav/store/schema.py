@@ -207,6 +207,20 @@ def _migrate_v7(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE trips ADD COLUMN temperature_c REAL")
 
 
+def _migrate_v8(conn: sqlite3.Connection) -> None:
+    """Schema 8: the share of its segment a per-segment reading covers.
+
+    A trip between two points drives only part of its first and last segment, and the car's
+    reading of such a segment is the energy of that part. ``observations.share`` is the part
+    (in [0, 1)); NULL is a whole segment: every reading of an earlier state, learned whole as
+    before, so an upgraded state keeps what it learned.
+    """
+    conn.execute(
+        "ALTER TABLE observations ADD COLUMN share REAL "
+        "CHECK (share IS NULL OR (share >= 0 AND share < 1))"
+    )
+
+
 #: Ordered schema upgrades; ``MIGRATIONS[k]`` takes a database from version ``k`` to ``k + 1``.
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v1,
@@ -216,6 +230,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_v5,
     _migrate_v6,
     _migrate_v7,
+    _migrate_v8,
 )
 
 #: The schema version this code writes.

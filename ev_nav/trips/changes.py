@@ -204,17 +204,21 @@ def absorb_new(session: Session, batches: list[ObservationBatch]) -> Absorbed:
     if not new:
         session.detector_cache = (scored, detector)  # unchanged: still the stored one
         return Absorbed()
-    seg = [b for b in new if b.kind == "segment"]
+    # the whole-segment readings: a reading of the part of a segment a trip drove is not
+    # one of the statistics a segment's change is scored (and reset) with
+    marked = [(b, np.ones(b.segment_ids.size, bool) if b.weights is None else b.weights == 1.0)
+              for b in new if b.kind == "segment"]
+    seg = [(b, whole) for b, whole in marked if whole.any()]
     events: list[ChangeEvent] = []
     if seg:
-        ids = np.concatenate([b.segment_ids for b in seg])
-        y = np.concatenate([b.energy_wh for b in seg])
-        bids = np.concatenate([np.full(b.segment_ids.size, b.id, dtype=np.int64) for b in seg])
+        ids = np.concatenate([b.segment_ids[whole] for b, whole in seg])
+        y = np.concatenate([b.energy_wh[whole] for b, whole in seg])
+        bids = np.concatenate([np.full(whole.sum(), b.id, dtype=np.int64) for b, whole in seg])
         # each reading against the prediction at its own trip's temperature: a winter reading
         # scored against the reference conditions would look like a changed road
         temps = np.concatenate([
-            np.full(b.segment_ids.size, np.nan if b.temperature_c is None else b.temperature_c)
-            for b in seg
+            np.full(whole.sum(), np.nan if b.temperature_c is None else b.temperature_c)
+            for b, whole in seg
         ])
         mean = np.empty(ids.size)
         sd = np.empty(ids.size)

@@ -217,7 +217,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("trip_id", type=int, help="the trip's id, as 'route' printed it")
     what = p.add_mutually_exclusive_group()
     what.add_argument(
-        "--segments", type=Path, help="CSV with columns segment,energy_wh (per-segment energies)"
+        "--segments", type=Path,
+        help="CSV with columns segment,energy_wh (per-segment energies [Wh]; the first and last "
+             "rows: of the part of those segments the trip drove)",
     )
     what.add_argument("--total-wh", type=finite_arg, help="only the trip's total energy [Wh]")
     what.add_argument(

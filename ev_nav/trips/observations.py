@@ -30,7 +30,7 @@ import numpy as np
 from ev_nav.errors import ConfigError, InvalidObservation, UnknownSegmentError, require_file
 from ev_nav.faults import crash_point
 from ev_nav.gp.posterior import combine_weights, validate_segment_ids
-from ev_nav.roads.partial import driven_shares
+from ev_nav.roads.partial import driven_shares, reading_shares
 from ev_nav.trips.battery import e_det_shift, route_energy, route_shift_wh
 from ev_nav.trips.changes import forget_in_detector, learn_new
 from ev_nav.trips.plausibility import PLAUSIBLE_NOISE_SPREAD, check_plausible
@@ -206,6 +206,8 @@ def record_segments(
     on_recorded: Callable[[int], None] | None = None,
     absorb: bool = True,
     route: np.ndarray | None = None,
+    start_fraction: float = 0.0,
+    end_fraction: float = 1.0,
     temperature_c: float | None = None,
 ) -> int:
     """Check and record per-segment energies [Wh] of a driven trip, then update the model.
@@ -217,9 +219,14 @@ def record_segments(
     checked (against ``session.model``'s posterior and noise, which are only read) and
     committed: whoever owns the model applies the batch later (the server's model writer).
     ``route`` is the route actually driven when it differs from the planned one (a matched GPS
-    track, :mod:`ev_nav.trips.tracks`): the segments must lie on it, and need not cover the
+    track, :mod:`ev_nav.trips.tracks`), starting ``start_fraction`` along its first segment and
+    ending ``end_fraction`` along its last: the segments must lie on it, and need not cover the
     planned route. ``temperature_c``: the drive's ambient temperature [°C], recorded with the
     readings (the model learns with it, and judges them against its prediction at it).
+
+    A reading of the first or last segment of a trip that starts or ends part-way along it is
+    the energy of the part driven: it is judged against that share of the segment's prediction
+    and learned as that share (:func:`ev_nav.roads.partial.reading_shares`).
     """
 
     require_session(session, "record_segments")
@@ -251,28 +258,47 @@ def record_segments(
         )
     post = model.posterior()
     idx = np.where((seg >= 0) & (seg < post.mean.size), seg, 0)
-    noise = np.maximum(_segment_noise(model, idx), plausible_noise_variance(session, idx))
+    h = _reading_shares(trip, seg, route, start_fraction, end_fraction)
+    # a reading of part of a segment: h of its mean, h² of its model variance and, as a trip
+    # total counts each segment's noise, h of a drive's noise (plausible_noise_variance)
+    noise = h * np.maximum(_segment_noise(model, idx), plausible_noise_variance(session, idx))
     # another car's readings: judged against its prediction (the figure its driver sees),
-    # stored as the state's vehicle's (each a whole segment's energy, moved by that segment's
-    # shift), so replay, checkpoints and every learner see the state's vehicle only
+    # stored as the state's vehicle's (each moved by its share of that segment's shift), so
+    # replay, checkpoints and every learner see the state's vehicle only
     moved = reading_shift(session, trip)
-    shift = np.zeros(seg.size) if moved is None else moved.shift[idx]
+    shift = h * (np.zeros(seg.size) if moved is None else moved.shift[idx])
     check_plausible(
         wh,
-        post.mean[idx] + shift,
-        np.sqrt(post.std[idx] ** 2 + noise),
+        h * post.mean[idx] + shift,
+        np.sqrt((h * post.std[idx]) ** 2 + noise),
         _SegmentNames(seg, "" if moved is None else f" ({moved.vehicle_model})"),
         force=force,
-        length_m=session.net.length_m[idx],  # each reading a whole segment's
+        length_m=h * session.net.length_m[idx],  # the distance each reading covers
     )
     batch = store.add_observations(
-        trip.id, seg, wh - shift, route=route, temperature_c=temperature_c
+        trip.id, seg, wh - shift, route=route, start_fraction=start_fraction,
+        end_fraction=end_fraction, temperature_c=temperature_c,
     )
     if absorb:
         _absorb(session, batch, on_recorded)
     elif on_recorded is not None:
         on_recorded(batch)
     return batch
+
+
+def _reading_shares(
+    trip: Trip, seg: np.ndarray, route: np.ndarray | None, start_fraction: float,
+    end_fraction: float,
+) -> np.ndarray:
+    """The share of its segment each reading covers, as the store records it: on the planned
+    route, or on ``route`` driven between the given fractions (a one-segment route whose
+    fractions are out of order counts whole: the store refuses it with its own message)."""
+    if route is None:
+        return reading_shares(trip.route, np.asarray(trip.shares), seg)
+    ends = (start_fraction, end_fraction)
+    ok = route.size != 1 or end_fraction > start_fraction
+    driven = driven_shares(route.size, *ends) if ok else np.ones(route.size)
+    return reading_shares(np.asarray(route, dtype=np.int64), np.clip(driven, 0.0, 1.0), seg)
 
 
 def _missing_passes(route: np.ndarray, seg: np.ndarray) -> np.ndarray:
@@ -518,14 +544,16 @@ def recorded_prediction(
     if segment_ids is not None and partial and _missing_passes(trip.route, segment_ids).size:
         # one term per reading: a segment read on two passes is predicted twice (np.unique
         # counted it once, and a record one pass short was taken for the whole trip)
-        on = segment_ids[(segment_ids >= 0) & (segment_ids < session.net.n_segments)]
+        valid = (segment_ids >= 0) & (segment_ids < session.net.n_segments)
+        on = segment_ids[valid]
+        h = _reading_shares(trip, segment_ids, None, 0.0, 1.0)[valid]  # the ends: part-driven
         judging = _judging_model(session, temperature_c)
-        predicted = route_energy(judging, on)  # the model's noise included: taken off here
-        model_sd = math.sqrt(max(predicted.sd_wh**2 - judging.noise_variance(on), 0.0))
+        predicted = route_energy(judging, on, h)  # the model's noise included: taken off here
+        model_sd = math.sqrt(max(predicted.sd_wh**2 - judging.noise_variance(on, h), 0.0))
         # each reading is judged with at least the plausible noise (record_segments)
         floor = plausible_noise_variance(session, on)
-        noise = float(np.maximum(_segment_noise(judging, on), floor).sum())
-        shift = 0.0 if moved is None else moved.wh(on)
+        noise = float(h @ np.maximum(_segment_noise(judging, on), floor))
+        shift = 0.0 if moved is None else moved.wh(on, h)
         return RecordedPrediction(predicted.mean_wh + shift, model_sd,
                                   math.sqrt(model_sd**2 + noise), int(on.size))
     shares = np.asarray(trip.shares)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ev_nav.errors import (
     ConfigError,
     ModelStateError,
@@ -159,18 +161,43 @@ def _apply(model: SegmentModel | ExactPosterior, batches: list[ObservationBatch]
         return () if b.temperature_c is None else (b.temperature_c,)
 
     if absorb is not None:
-        absorb(
-            [(b.segment_ids, b.energy_wh, *temp(b)) for b in batches if b.kind == "segment"],
-            [(b.segment_ids, float(b.energy_wh[0]), b.weights, *temp(b)) for b in batches
-             if b.kind != "segment"],
-        )
+        segments, totals = [], []
+        for b in batches:
+            if b.kind != "segment":
+                totals.append((b.segment_ids, float(b.energy_wh[0]), b.weights, *temp(b)))
+                continue
+            ids, wh, parts = _split_readings(b)
+            if ids.size:
+                segments.append((ids, wh, *temp(b)))
+            totals += [(ids, y, w, *temp(b)) for ids, y, w in parts]
+        absorb(segments, totals)
         return
     for b in batches:
         kw = {} if b.temperature_c is None else {"temperature": b.temperature_c}
         if b.kind == "segment":
-            model.update(b.segment_ids, b.energy_wh, **kw)
+            ids, wh, parts = _split_readings(b)
+            if ids.size:
+                model.update(ids, wh, **kw)
+            for part, y, w in parts:
+                model.update_total(part, y, w, **kw)
         else:
             model.update_total(b.segment_ids, float(b.energy_wh[0]), b.weights, **kw)
+
+
+def _split_readings(
+    b: ObservationBatch,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, float, np.ndarray]]]:
+    """A per-segment batch as its whole-segment readings (ids, energies [Wh]) and each reading
+    of part of a segment as the linear observation it is, ``y = h f(e)`` with ``h`` its share,
+    learned as a one-segment total (a share of 0 drove none of the segment: it tells nothing)."""
+    if b.weights is None:
+        return b.segment_ids, b.energy_wh, []
+    whole = b.weights == 1.0
+    parts = [
+        (b.segment_ids[i : i + 1], float(b.energy_wh[i]), b.weights[i : i + 1])
+        for i in np.flatnonzero(~whole & (b.weights > 0.0))  # at most two: the trip's ends
+    ]
+    return b.segment_ids[whole], b.energy_wh[whole], parts
 
 
 @dataclass

@@ -8,9 +8,10 @@ it onto the network's directed segments (:mod:`ev_nav.roads.matching`) and recor
 * without it, from a track that carries the cumulative energy counter: per-segment energies.
   The counter is interpolated linearly in distance along the matched route at every segment
   boundary, and each segment gets the difference between its two ends. Only segments the track
-  covers from end to end are recorded (the partly driven first and last segments are not: a
-  part of a segment is not an observation of the segment). A segment driven more than once has
-  a reading per pass, as any per-segment observation.
+  covers from end to end are recorded (the partly driven first and last segments are not: the
+  counter's first and last readings need not lie where the matched drive starts and ends, so
+  the part of a segment they span is not known). A segment driven more than once has a reading
+  per pass, as any per-segment observation.
 
 The store's checks apply as for any observation: the plausibility rule against the model's
 prediction for the driven route (``force`` to override), one observation batch per trip, and

@@ -62,10 +62,12 @@ def test_a_total_counts_the_driven_part_of_the_first_and_last_segment():
     # by hand: 70 % of segment 4 (41 Wh), all of 5 (51) and 7 (71), 25 % of 9 (91)
     assert len(_Client.posted) == 1 and _Client.posted[0][0] == "total"
     assert _Client.posted[0][1] == pytest.approx(0.7 * 41 + 51 + 71 + 0.25 * 91, rel=1e-12)
-    # per-segment readings are whole segments' energies, as the store records them
+    # per-segment readings: of the part driven, as a car measures them (the store learns the
+    # two ends as those shares of their segments)
     _Client.posted = []
     drive_fleet(_Client, net, _World(energies), [[(4, 9)]], observe="segments")
-    assert _Client.posted == [("segments", ([4, 5, 7, 9], [41.0, 51.0, 71.0, 91.0]))]
+    assert _Client.posted == [("segments", ([4, 5, 7, 9], pytest.approx(
+        [0.7 * 41, 51.0, 71.0, 0.25 * 91], rel=1e-12)))]
     # a vehicle drives the plan: it asks for that route alone, unless told otherwise
     assert _Client.asked == [False, False]
     drive_fleet(_Client, net, _World(energies), [[(4, 9)]], alternatives=True)

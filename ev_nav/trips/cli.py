@@ -676,7 +676,10 @@ def _cmd_observe(args: argparse.Namespace) -> int:
         with _session(args.state, args.network, with_model=False) as session:
             n = forget_trip(session, args.trip_id)
             if args.json:
-                print(json.dumps({"trip": args.trip_id, "forgot_batches": n}))
+                # the server's name for it (DELETE /api/trips/N/observations), and the name
+                # this command printed before, kept for scripts that read it
+                print(json.dumps({"trip": args.trip_id, "forgotten_batches": n,
+                                  "forgot_batches": n}))
             else:
                 print(f"trip {args.trip_id}: forgot {plural(n, 'observation batch')}")
                 print("model updated (the trip's observations are forgotten)")

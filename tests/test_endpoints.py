@@ -8,6 +8,7 @@ shares applied by hand.
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
@@ -17,7 +18,7 @@ from scipy.sparse.csgraph import dijkstra
 
 import ev_nav
 from ev_nav.bandits.routing import Router
-from ev_nav.errors import RouteOptionError
+from ev_nav.errors import RouteOptionError, UnreachableError
 from ev_nav.roads.network import EARTH_RADIUS_M
 from ev_nav.store import Store
 from tests.cli_helpers import run_cli
@@ -91,6 +92,68 @@ def test_route_between_points_costs_what_an_independent_dijkstra_says(town):
             assert e2 in town.lg_indices[town.lg_indptr[e1] : town.lg_indptr[e1 + 1]]
         assert (path.segments[0], path.start_fraction) in [(s, f) for s, f in origin]
         assert (path.segments[-1], path.end_fraction) in [(g, f) for g, f in goal]
+
+
+def _metres(net, a: tuple[float, float], b: tuple[float, float]) -> float:
+    sx = EARTH_RADIUS_M * np.cos(np.radians(a[1])) * np.pi / 180.0
+    return float(np.hypot((a[0] - b[0]) * sx, (a[1] - b[1]) * EARTH_RADIUS_M * np.pi / 180.0))
+
+
+def test_every_candidate_of_a_snap_is_the_snapped_point(monaco):
+    """Each direction a snap offers lies where the point was snapped. On a winding two-way
+    street the other direction's position was taken from the first stretch of its polyline
+    within 0.5 m, not the nearest one: on MoST Monaco a route started 188 m along the road from
+    the point (19.9 m away in a straight line)."""
+    rng = np.random.default_rng(4)
+    snap = monaco.snap(7.462821, 43.766204, 500)  # that point, on segment 1797 and its twin
+    points = [(7.462821, 43.766204)]
+    for e in rng.choice(monaco.n_segments, 1500, replace=False):
+        lon, lat = _point_on(monaco, int(e), float(rng.uniform()))
+        points.append((lon + rng.normal(0, 2e-5), lat + rng.normal(0, 2e-5)))  # ~2 m off
+    twoway = 0
+    for lon, lat in points:
+        snap = monaco.snap(lon, lat, None)
+        twoway += len(snap.candidates) > 1
+        for e, f in snap.candidates:
+            assert _metres(monaco, monaco.segment_point(e, f), (snap.lon, snap.lat)) < 0.6, (
+                lon, lat, e, f)
+    assert twoway > 500
+
+
+def test_a_point_at_a_junction_may_leave_or_arrive_on_any_road_there(monaco):
+    """A point at a junction lay only on the segment snapped to: a trip from it had to drive
+    that one-way segment first and looped back to the junction (MoST Monaco node 101: 2.89 km
+    instead of 2.81). Checked here against the best whole-segment route over every pair of a
+    segment leaving the first node and one reaching the last, found from the node adjacency
+    (not from the snap)."""
+    router = Router(monaco)
+    w = np.asarray(monaco.length_m, dtype=np.float64)
+    rng = np.random.default_rng(5)
+    nodes = np.unique(np.concatenate([monaco.seg_u, monaco.seg_v]))
+    pairs = [(101, int(monaco.seg_u[888]))] + [
+        tuple(int(x) for x in rng.choice(nodes, 2, replace=False)) for _ in range(40)]
+    shorter = 0
+    for a, b in pairs:
+        start = monaco.snap(float(monaco.node_lon[a]), float(monaco.node_lat[a]), None)
+        goal = monaco.snap(float(monaco.node_lon[b]), float(monaco.node_lat[b]), None)
+        # segment to segment, whole (the router's own search: it knows the turn restrictions)
+        reference = np.inf
+        for s in np.flatnonzero(monaco.seg_u == a).tolist():
+            for g in np.flatnonzero(monaco.seg_v == b).tolist():
+                with contextlib.suppress(UnreachableError):
+                    reference = min(reference, float(w[router.route(w, s, g)].sum()))
+        try:
+            path = router.route_between(w, start.candidates, goal.candidates)
+        except UnreachableError:  # unreachable pairs must be unreachable here too
+            assert not np.isfinite(reference)
+            continue
+        assert path.cost == pytest.approx(reference, rel=1e-9, abs=1e-6)
+        # it leaves the junction and never drives back into it
+        assert monaco.seg_u[path.segments[0]] == a and path.start_fraction == 0.0
+        assert a not in monaco.seg_v[path.segments].tolist() or a == b
+        held = start.candidates[0][0]  # the one segment a trip used to have to start on
+        shorter += path.segments[0] != held
+    assert shorter >= 10
 
 
 def test_same_segment_ahead_and_behind(town):

@@ -740,6 +740,11 @@ class Router:
         if any(same_place(o, g) for o in origin for g in goal):
             # a trip request, not an observation: the API's error type says so
             raise RouteOptionError(SAME_PLACE)
+        # a point at a junction lists the segments ending there (at 1) and those starting there
+        # (at 0): a trip leaves it on the latter and arrives on the former (the others drive
+        # none of their segment and would only repeat a search)
+        origin = [o for o in origin if o[1] < 1.0 - _MIN_SHARE] or list(origin)
+        goal = [g for g in goal if g[1] > _MIN_SHARE] or list(goal)
         best: PartialPath | None = None
         unreachable = None
         for s, fs in origin:

@@ -54,6 +54,11 @@ ROAD_FLAGS: tuple[str, ...] = ("toll", "unpaved", "ferry")
 
 EARTH_RADIUS_M = 6_371_009.0
 
+#: How close [m] a road must pass to a snapped point to share it: the other direction of a
+#: two-way street (one polyline, reversed) passes through it; a winding road's other stretch
+#: merely near it does not count
+_SAME_POINT_M = 0.5
+
 
 @dataclass(frozen=True)
 class SnapPoint:
@@ -68,7 +73,8 @@ class SnapPoint:
     candidates : tuple of (int, float)
         ``(segment, fraction)`` for each direction of the road through that point: ``fraction``
         is how far along the segment the point lies (0 = its start, 1 = its end). The first is
-        the direction that has the coordinate on its right.
+        the direction that has the coordinate on its right. A point at a junction lists every
+        segment that starts there (at 0) and every one that ends there (at 1).
     """
 
     lon: float
@@ -431,31 +437,67 @@ class RoadNetwork:
                 f"lat {self.bounds()[1]:.4f}..{self.bounds()[3]:.4f})"
             )
         seg = int(piece_seg[best])
-        # the other direction of the same street: a near piece of a segment with swapped ends
-        twins = [
-            int(k)
-            for k in near
-            if self.seg_u[piece_seg[k]] == self.seg_v[seg]
-            and self.seg_v[piece_seg[k]] == self.seg_u[seg]
-        ]
-        candidates = []
-        for k in [best] + twins[:1]:
-            e = int(piece_seg[k])
+        # the snapped point, relative to the given one [m]
+        px, py = ax[best] + tpar[best] * dx[best], ay[best] + tpar[best] * dy[best]
+        candidates = [(seg, self._fraction_at(seg, int(cand[best]), float(tpar[best]), lon, lat,
+                                              scale_x, scale_y))]
+        # the other direction of the same street: a segment with swapped ends whose polyline
+        # passes through the snapped point, at the place nearest to it (its first near piece
+        # could be another stretch of a winding road that passes close by)
+        twins = np.unique(piece_seg[near][
+            (self.seg_u[piece_seg[near]] == self.seg_v[seg])
+            & (self.seg_v[piece_seg[near]] == self.seg_u[seg])
+        ])
+        for e in twins.tolist():
             lo, hi = int(self.geom_offsets[e]), int(self.geom_offsets[e + 1])
-            # the segment's own pieces, measured as above (the same arithmetic, so the same sums)
-            sx = (pts[lo:hi, 0] - lon) * scale_x
-            sy = (pts[lo:hi, 1] - lat) * scale_y
-            ddx, ddy = np.diff(sx), np.diff(sy)
-            piece_len = np.sqrt(ddx * ddx + ddy * ddy)
-            total = float(piece_len.sum())
-            along = float(piece_len[: int(cand[k]) - lo].sum() + tpar[k] * piece_len[cand[k] - lo])
-            candidates.append((e, min(max(along / total, 0.0), 1.0) if total > 0 else 0.0))
+            qx = (pts[lo:hi, 0] - lon) * scale_x - px
+            qy = (pts[lo:hi, 1] - lat) * scale_y - py
+            ex, ey = np.diff(qx), np.diff(qy)
+            den = ex * ex + ey * ey
+            with np.errstate(invalid="ignore", divide="ignore"):
+                t = np.where(den > 0, np.clip(-(qx[:-1] * ex + qy[:-1] * ey) / den, 0.0, 1.0), 0.0)
+            d = np.hypot(qx[:-1] + t * ex, qy[:-1] + t * ey)
+            k = int(np.argmin(d))
+            if d[k] <= _SAME_POINT_M:
+                candidates.append((int(e), self._fraction_at(int(e), lo + k, float(t[k]), lon,
+                                                             lat, scale_x, scale_y)))
+                break
+        # a point at a junction lies on every road there: a trip may leave it on any segment
+        # that starts there and reach it on any that ends there (it was held to the one
+        # segment snapped to, and looped back to the junction to take another)
+        ends = np.array([self.seg_u[seg], self.seg_v[seg]])
+        gap = np.hypot((self.node_lon[ends] - lon) * scale_x - px,
+                       (self.node_lat[ends] - lat) * scale_y - py)
+        if gap.min() <= _SAME_POINT_M:
+            node = int(ends[int(np.argmin(gap))])
+            have = {e for e, _ in candidates}
+            candidates += [c for c in
+                           [(int(e), 0.0) for e in np.flatnonzero(self.seg_u == node)]
+                           + [(int(e), 1.0) for e in np.flatnonzero(self.seg_v == node)]
+                           if c[0] not in have]
         return SnapPoint(
             lon=float(lon + (ax[best] + tpar[best] * dx[best]) / scale_x),
             lat=float(lat + (ay[best] + tpar[best] * dy[best]) / scale_y),
             distance_m=float(dist[best]),
             candidates=tuple(candidates),
         )
+
+    def _fraction_at(
+        self, e: int, piece: int, t: float, lon: float, lat: float, scale_x: float,
+        scale_y: float,
+    ) -> float:
+        """Where along segment ``e`` [0..1] the point ``t`` of the way along its polyline piece
+        ``piece`` (an index into :attr:`geom_lonlat`) lies, measured by :meth:`snap`'s
+        projection (the same arithmetic, so the same sums)."""
+        lo, hi = int(self.geom_offsets[e]), int(self.geom_offsets[e + 1])
+        pts = self.geom_lonlat
+        sx = (pts[lo:hi, 0] - lon) * scale_x
+        sy = (pts[lo:hi, 1] - lat) * scale_y
+        ddx, ddy = np.diff(sx), np.diff(sy)
+        piece_len = np.sqrt(ddx * ddx + ddy * ddy)
+        total = float(piece_len.sum())
+        along = float(piece_len[: piece - lo].sum() + t * piece_len[piece - lo])
+        return min(max(along / total, 0.0), 1.0) if total > 0 else 0.0
 
     def _snap_index(self) -> _SnapIndex:
         # built on first use and kept (the network's arrays are read-only)

@@ -266,6 +266,38 @@ def test_best_guess_is_the_least_predicted_route_shown(learned_state):
         assert session.store.n_trips() == before
 
 
+def test_for_another_car_the_best_guess_is_its_least_predicted_route(learned_state):
+    """With --vehicle-model the routes were chosen for the state's vehicle and only shown with
+    the car's energies, so a row could show less than the best guess (18 of 60 LuST trips for
+    a Chevrolet Bolt). The routes are now chosen for the car: checked against the car's
+    energies computed here, the state's prediction plus the cars' E_det difference over the
+    part of each segment driven."""
+    from ev_nav.trips.battery import e_det_shift
+    from ev_nav.vehicles import catalogue_vehicle
+
+    car = catalogue_vehicle("chevrolet-bolt-ev").vehicle
+    rng = np.random.default_rng(8)
+    with ev_nav.open_state(learned_state) as session:
+        net = session.net
+        shift = e_det_shift(net, car, session.vehicle)
+        differ = 0
+        for _ in range(40):
+            a, b = rng.choice(net.n_segments, 2, replace=False)
+            lon_a, lat_a = _point_on(net, int(a), float(rng.uniform()))
+            lon_b, lat_b = _point_on(net, int(b), float(rng.uniform()))
+            kw = dict(policy="ts", record=False, with_safe=True)
+            trip = ev_nav.plan_trip(session, (lat_a, lon_a), (lat_b, lon_b), car=car, **kw)
+            own = ev_nav.plan_trip(session, (lat_a, lon_a), (lat_b, lon_b), **kw)
+            energy = {n: r.predicted_wh + float(r.shares @ shift[r.segments])
+                      for n, r in trip.routes.items()}
+            assert energy["best guess"] <= min(energy.values()) + 1e-9
+            for n, r in trip.car_routes().items():
+                assert r.predicted_wh == pytest.approx(energy[n], abs=1e-9)
+            differ += not np.array_equal(trip.routes["best guess"].segments,
+                                         own.routes["best guess"].segments)
+        assert differ > 0  # the car's best route is not always the state vehicle's
+
+
 def _counts(state) -> tuple[int, int, list[int]]:
     with Store.open(state) as store:
         return store.n_trips(), store.n_observations(), store.checkpoint_ids()

@@ -73,6 +73,23 @@ def _route(capsys, town, state: Path, *extra: object, back: bool = False) -> dic
     return json.loads(out)
 
 
+def _same_trip(car: Path, own: Path, trip_id: int) -> None:
+    """Record in ``own`` the trip ``car`` planned for the catalogue car, as a trip of the state's
+    own vehicle over the same route (the same id, the same part of its end segments)."""
+    from ev_nav.store import Store
+
+    with Store.open(car) as store:
+        t = store.get_trip(trip_id)
+    with Store.open(own) as store:
+        got = store.add_trip(
+            origin_segment=int(t.route[0]), goal_segment=int(t.route[-1]), policy=t.policy,
+            route=t.route, predicted_wh=t.predicted_wh, predicted_sd_wh=t.predicted_sd_wh,
+            length_m=t.length_m, time_s=t.time_s, seed=t.seed,
+            start_fraction=t.start_fraction, end_fraction=t.end_fraction,
+        )
+    assert got == trip_id
+
+
 def _posterior(state: Path) -> np.ndarray:
     """The state's posterior mean [Wh] per segment as a new session rebuilds it."""
     from ev_nav.trips.session import open_session
@@ -106,11 +123,10 @@ def test_cli_readings_of_another_car_are_learned_as_the_states_vehicles(
     for state in (car, own):
         _init(capsys, town, state)
     shift = _shift(town["net"])
-    # trip 1: a trip total. Both states are fresh: the same route for either car
+    # trip 1: a trip total. The route is chosen for the car (another route may suit the
+    # state's vehicle better): the other state gets the same trip, planned for its vehicle
     planned = _route(capsys, town, car, "--vehicle-model", MODEL)["routes"]["planned"]
-    same = _route(capsys, town, own)["routes"]["planned"]
-    assert [planned[k] for k in ("segments", "start_fraction", "end_fraction")] == \
-        [same[k] for k in ("segments", "start_fraction", "end_fraction")]
+    _same_trip(car, own, 1)
     seg = np.asarray(planned["segments"])
     h = _trip_shares(car, 1)
     np.testing.assert_allclose(h, driven_part(planned), rtol=0, atol=1e-5)
@@ -126,13 +142,16 @@ def test_cli_readings_of_another_car_are_learned_as_the_states_vehicles(
     assert ack["learned_wh"] == pytest.approx(y - moved, abs=1e-3)
     code, out, err = run_cli(capsys, "observe", own, "1", "--total-wh", repr(y - moved))
     assert code == 0, err
-    # trip 2, back: per-segment readings (each a whole segment's energy)
+    # trip 2, back: per-segment readings (each of the part of its segment driven: the first
+    # and last are part-driven, and the car's shift of them that part of the segment's)
     planned = _route(capsys, town, car, "--vehicle-model", MODEL, back=True)["routes"]["planned"]
-    same = _route(capsys, town, own, back=True)["routes"]["planned"]
-    assert planned["segments"] == same["segments"]  # the two models agree so far
+    _same_trip(car, own, 2)
     back = np.asarray(planned["segments"])
-    y_e = _posterior(car)[back] + shift[back] + np.linspace(-0.5, 0.5, back.size)
-    for state, values in ((car, y_e), (own, y_e - shift[back])):
+    h2 = _trip_shares(car, 2)
+    assert h2[0] < 1 and h2[-1] < 1
+    moved_e = h2 * shift[back]
+    y_e = h2 * _posterior(car)[back] + moved_e + np.linspace(-0.5, 0.5, back.size)
+    for state, values in ((car, y_e), (own, y_e - moved_e)):
         csv = tmp_path / f"{state.name}.csv"
         csv.write_text("segment,energy_wh\n" + "".join(
             f"{int(e)},{v!r}\n" for e, v in zip(back, values.tolist(), strict=True)))
@@ -142,7 +161,7 @@ def test_cli_readings_of_another_car_are_learned_as_the_states_vehicles(
             lines = out.splitlines()
             assert lines[0].startswith(f"trip 2: recorded {back.size} segment energies by {MODEL} "
                                        f"({y_e.sum():.1f} Wh; predicted ")
-            assert lines[1] == (f"learned as {(y_e - shift[back]).sum():.1f} Wh for sumo-default, "
+            assert lines[1] == (f"learned as {(y_e - moved_e).sum():.1f} Wh for sumo-default, "
                                 "the state's vehicle (the two cars' E_det difference taken off)")
     # the store holds what the state's vehicle learned: the same numbers in both states
     from ev_nav.store import Store
@@ -180,16 +199,22 @@ def test_api_readings_of_another_car_are_learned_as_the_states_vehicles(
     origin, goal = (list(map(float, town[k].split(","))) for k in ("from", "to"))
     acks, routes = {}, {}
     for state, extra in ((car, {"vehicle_model": MODEL}), (own, {})):
+        if state == own:  # the car's route, planned for the state's own vehicle
+            _same_trip(car, own, acks[car]["trip"])
         with FleetService(state, poll_s=0.05) as svc, \
                 TestClient(create_app(svc, token="tok")) as client:
-            r = client.post("/api/routes", headers=TOKEN,
-                            json={"origin": origin, "goal": goal, "policy": "mean", **extra})
-            assert r.status_code == 200, r.text
-            planned = routes[state] = r.json()["routes"]["planned"]
+            if state == car:
+                r = client.post("/api/routes", headers=TOKEN,
+                                json={"origin": origin, "goal": goal, "policy": "mean", **extra})
+                assert r.status_code == 200, r.text
+                trip = r.json()["trip"]
+                planned = routes[state] = r.json()["routes"]["planned"]
+            else:
+                trip, planned = acks[car]["trip"], routes[car]
             seg = np.asarray(planned["segments"])
-            moved = float(_trip_shares(state, r.json()["trip"]) @ shift[seg])
+            moved = float(_trip_shares(state, trip) @ shift[seg])
             y = routes[car]["vehicle_model_wh"] + 6.25
-            r = client.post(f"/api/trips/{r.json()['trip']}/observations", headers=TOKEN,
+            r = client.post(f"/api/trips/{trip}/observations", headers=TOKEN,
                             json={"total_wh": y if state == car else y - moved})
             assert r.status_code == 201, r.text
             acks[state] = ack = r.json()
@@ -199,7 +224,6 @@ def test_api_readings_of_another_car_are_learned_as_the_states_vehicles(
                 time.sleep(0.05)
             rows = client.get("/api/trips").json()
             assert rows[-1]["vehicle_model"] == extra.get("vehicle_model")
-    assert routes[car]["segments"] == routes[own]["segments"]
     seg = np.asarray(routes[car]["segments"])
     moved = float(_trip_shares(car, acks[car]["trip"]) @ shift[seg])
     ack = acks[car]
@@ -234,8 +258,8 @@ def test_a_reading_is_judged_against_the_car_that_drove(town, tmp_path, capsys) 
     origin, goal = (tuple(map(float, town[k].split(","))) for k in ("from", "to"))
     session = open_session(state)
     try:
-        for _ in range(14):
-            trip = plan_trip(session, origin, goal, policy="mean")
+        for _ in range(14):  # on the route chosen for the catalogue car (it asks below)
+            trip = plan_trip(session, origin, goal, policy="mean", car=get_vehicle(MODEL))
             record_total(session, trip.trip_id, trip.routes["planned"].predicted_wh)
     finally:
         session.close()

@@ -581,6 +581,7 @@ class FleetService:
                 avoid=avoid,
                 time_weight=time_weight,
                 alternatives=alternatives,
+                car=model_car,
             )
             # another car's forecast and arrival charge need each route's energy; a plain
             # request (most of a fleet's) has its prediction in the document already

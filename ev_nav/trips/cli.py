@@ -529,9 +529,9 @@ def _cmd_route(args: argparse.Namespace) -> int:
         planning=args.temperature is None,
     ) as session:
         _at_temperature(session, args.temperature)
-        # another car (--vehicle-model): the routes are chosen on what the state learned; their
-        # energies and the arrival charge are that car's (the learned energies moved by the cars'
-        # E_det difference, :func:`shifted_energy`), against its battery; as the server's routes
+        # another car (--vehicle-model): the routes are chosen for it on what the state learned;
+        # their energies and the arrival charge are that car's (the learned energies moved by the
+        # cars' E_det difference, :func:`shifted_energy`), against its battery; as the server's
         shift = None if model_car is None else e_det_shift(session.net, model_car, session.vehicle)
         capacity = (model_car or session.vehicle).battery_wh
         soc = parse_charge(args.soc, capacity) if args.soc is not None else None
@@ -550,6 +550,7 @@ def _cmd_route(args: argparse.Namespace) -> int:
             time_weight=args.time_weight,
             # stored with the trip, as the server stores it
             extra=None if model_car is None else {"vehicle_model": model_car.name},
+            car=model_car,  # the routes are chosen for the car that drives them
         )
         for notice in trip.notices:
             tell("notice", notice)

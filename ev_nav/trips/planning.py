@@ -11,7 +11,7 @@ import json
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,16 +137,28 @@ class PlannedTrip:
     via_segments: tuple[int, ...] = ()
     notices: tuple[str, ...] = ()
     absent_kinds: tuple[str, ...] = ()
+    #: per route, what the car's predicted energy exceeds the state vehicle's by [Wh], for a
+    #: trip planned for another car (``plan_trip(car=...)``); empty otherwise
+    car_shift_wh: dict[str, float] = field(default_factory=dict)
+    #: that car (None: the state's vehicle)
+    car: Vehicle | None = None
 
     @property
     def exploring_cost(self) -> tuple[float, float] | None:
         """Predicted extra energy [Wh] and time [s] of the planned route over the best guess
-        (``None`` when the planned route is the best guess)."""
+        (``None`` when the planned route is the best guess), as the state vehicle's
+        predictions give it (another car's: :meth:`car_routes`)."""
         guess = self.routes.get("best guess")
         if guess is None:
             return None
         p = self.routes["planned"]
         return p.predicted_wh - guess.predicted_wh, p.time_s - guess.time_s
+
+    def car_routes(self) -> dict[str, Route]:
+        """The routes with the predicted energies of the car that drives the trip (the state
+        vehicle's, moved by :attr:`car_shift_wh`): what its driver is shown."""
+        return {n: replace(r, predicted_wh=r.predicted_wh + self.car_shift_wh.get(n, 0.0))
+                for n, r in self.routes.items()}
 
     def to_dict(self, net: RoadNetwork | None = None) -> dict[str, object]:
         """JSON-ready summary (what ``ev-nav route --json`` prints).
@@ -253,6 +265,7 @@ def plan_trip(
     avoid: Sequence[str] = (),
     time_weight: float = 0.0,
     alternatives: bool = True,
+    car: Vehicle | None = None,
 ) -> PlannedTrip:
     """Snap ``origin``, ``via`` and ``goal`` (lat, lon [deg]) to roads, plan, and record the trip.
 
@@ -279,6 +292,13 @@ def plan_trip(
     road kinds (``motorway``, ``toll``, ``unpaved``, ``ferry``; one kind may be a string), and
     ``time_weight`` λ [Wh per minute]: the plan (and best guess, safe) minimise energy + λ ·
     time.
+
+    ``car``: another car than the state's vehicle drives the trip (``--vehicle-model``). Its
+    energies are the learned ones moved by the cars' E_det difference
+    (:func:`~ev_nav.trips.battery.e_det_shift`) and its losses are counted against its own
+    potential, so the plan, best guess and safe route are chosen for that car and the best guess
+    is the least of the car's predicted energies shown (:attr:`PlannedTrip.car_shift_wh`). The
+    routes' predictions stay the state vehicle's, as the trip is recorded.
 
     Raises
     ------
@@ -319,6 +339,19 @@ def plan_trip(
         extra = {**(extra or {}), "route_options": options.to_dict()}
     post = model.posterior()
     dphi = _potential_change(net, session.vehicle)
+    shift = None
+    if car is not None and car != session.vehicle:
+        from ev_nav.trips.battery import e_det_shift, route_shift_wh
+
+        shift = e_det_shift(net, car, session.vehicle)
+        # the car's expected energies (the correlations and draws are the learned ones: the
+        # shift is known, the roads are not) and its own potential
+        post = replace(post, mean=post.mean + shift)
+        dphi = _potential_change(net, car)
+
+    def moved(r: Route) -> float:
+        """What the car's prediction of ``r`` exceeds the state vehicle's by [Wh]."""
+        return 0.0 if shift is None else route_shift_wh(shift, r.segments, r.shares)
     # the routes that do not depend on the trip id, described before the write transaction:
     # the best current guess (greedy on the posterior mean, regeneration-aware like the plan),
     # shown beside an exploring plan so the driver sees what exploring costs; the safe route;
@@ -369,7 +402,7 @@ def plan_trip(
         if "best guess" in routes:
             # least predicted energy, plus the price of time when the driver set one
             def cost(r: Route) -> float:
-                return r.predicted_wh + options.time_weight * r.time_s / 60.0
+                return r.predicted_wh + moved(r) + options.time_weight * r.time_s / 60.0
 
             least = min(routes.values(), key=cost)
             if cost(least) < cost(routes["best guess"]):
@@ -405,6 +438,8 @@ def plan_trip(
         trip_id, int(p.segments[0]), int(p.segments[-1]), policy, used_seed[-1], routes,
         recorded=record, options=options, via_segments=tuple(via_driven),
         notices=tuple(router.notices), absent_kinds=router.absent_kinds,
+        car_shift_wh={} if shift is None else {n: moved(r) for n, r in routes.items()},
+        car=None if shift is None else car,
     )
 
 
@@ -427,7 +462,7 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
     written = []
     try:
         geo = folder / f"trip-{trip.trip_id}.geojson"
-        _write_route_geojson(session.net, trip.routes, geo)
+        _write_route_geojson(session.net, trip.car_routes(), geo)
         gpx = folder / f"trip-{trip.trip_id}.gpx"
         _write_route_gpx(session.net, trip, gpx)
         written += [geo, gpx]
@@ -435,21 +470,28 @@ def write_trip_files(session: Session, trip: PlannedTrip, *, html: bool = True) 
             from ev_nav.viz.maps import route_map
 
             post = session.model.posterior()
+            mean_wh = post.mean
+            if trip.car is not None:  # the car's energies, as the route table shows them
+                from ev_nav.trips.battery import e_det_shift
+
+                mean_wh = mean_wh + e_det_shift(session.net, trip.car, session.vehicle)
             page = folder / f"trip-{trip.trip_id}.html"
             planned_name = f"planned ({trip.policy})"
             others = {n: r for n, r in trip.routes.items() if n != "planned"}
             # the legend and tooltips show each route's own figures, as the route table does:
-            # its joint-posterior sd, labelled model sd (not one drive's noise)
-            figures = {(planned_name if n == "planned" else n): r for n, r in trip.routes.items()}
+            # its joint-posterior sd, labelled model sd (not one drive's noise), for the car
+            figures = {(planned_name if n == "planned" else n): r
+                       for n, r in trip.car_routes().items()}
             route_map(
                 session.net,
                 _drawn(trip.routes["planned"]),
                 {n: _drawn(r) for n, r in others.items()},
                 route_name=planned_name,
-                mean_wh=post.mean,
+                mean_wh=mean_wh,
                 sd_wh=post.std,
                 route_figures=figures,
-                title=f"ev-nav trip {trip.trip_id}",
+                title=f"ev-nav trip {trip.trip_id}" + (
+                    "" if trip.car is None else f" ({trip.car.name})"),
                 path=page,
             )
             written.append(page)

@@ -298,6 +298,46 @@ def test_for_another_car_the_best_guess_is_its_least_predicted_route(learned_sta
         assert differ > 0  # the car's best route is not always the state vehicle's
 
 
+def test_the_safe_policy_is_not_told_to_take_itself_nor_said_to_explore(learned_state, capsys):
+    """``--policy safe`` with too little charge advised "consider the 'safe' route (--policy
+    safe)" and called its extra energy over the best guess "exploring"; it never explores."""
+    rng = np.random.default_rng(9)
+    with ev_nav.open_state(learned_state) as session:
+        net = session.net
+    differ = warned = 0
+    for _ in range(6):
+        a, b = rng.choice(net.n_segments, 2, replace=False)
+        lon_a, lat_a = _point_on(net, int(a), 0.5)
+        lon_b, lat_b = _point_on(net, int(b), 0.5)
+        code, out, err = run_cli(capsys, "route", learned_state, "--from", f"{lat_a},{lon_a}",
+                                 "--to", f"{lat_b},{lon_b}", "--policy", "safe", "--soc", "0.25%",
+                                 "--reserve", "0.2%", "--dry-run")
+        assert code == 0, err
+        warned += "warning: " in out
+        assert "--policy safe" not in out and "exploring" not in out
+        differ += "safe: +" in out  # the safety's price, where it differs from the best guess
+        # the charges as given, not rounded to whole percents (0.25 % read "0%")
+        assert "departing at 0.25%, reserve 0.2% of" in out
+    assert differ > 0 and warned > 0
+
+
+def test_history_shows_the_km_the_route_table_showed(tmp_path, capsys, town):
+    """The history rounded the length twice (to 3 decimals, then 2): 5,475.26 m showed 5.47 km
+    where the route table had printed 5.48. A trip of that length, recorded in a store, shows
+    5.48 in both."""
+    state = tmp_path / "s"
+    with ev_nav.create_state(state, synthetic=2000, model="bi"):
+        pass
+    with Store.open(state) as store:
+        store.add_trip(origin_segment=1, goal_segment=1, policy="mean", route=[1],
+                       predicted_wh=1.0, predicted_sd_wh=0.0, length_m=5475.26, time_s=1.0)
+    code, out, err = run_cli(capsys, "history", state)
+    assert code == 0, err
+    row = next(ln for ln in out.splitlines() if ln.lstrip().startswith("1 "))
+    assert " 5.48 " in row and "5.47" not in row
+    assert f"{5475.26 / 1000:.2f}" == "5.48"  # what the route table prints for it
+
+
 def _counts(state) -> tuple[int, int, list[int]]:
     with Store.open(state) as store:
         return store.n_trips(), store.n_observations(), store.checkpoint_ids()

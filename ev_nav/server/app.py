@@ -92,7 +92,8 @@ class RouteRequest(BaseModel):
         "mean",
         description="mean is the best guess (the default for a fleet: its many different trips "
         "teach the shared model without exploring; docs/objective.md), ts explores by "
-        "sampling, bucb/ucb optimistically, safe the least 95% energy quantile",
+        "sampling, bucb/ucb optimistically, safe the least sum of the segments' 95% energy "
+        "quantiles",
     )
     vehicle: str | None = Field(
         None,

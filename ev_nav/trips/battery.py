@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ev_nav.errors import ConfigError
+from ev_nav.wording import percent
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
@@ -74,8 +75,8 @@ def reserve_warning(
         return None
     if reserve_wh > departure_wh:
         return (
-            f"the reserve ({100 * reserve_wh / capacity_wh:.0f}%) is more than the departure "
-            f"charge ({100 * departure_wh / capacity_wh:.0f}%), so no other route or charging "
+            f"the reserve ({percent(100 * reserve_wh / capacity_wh)}) is more than the departure "
+            f"charge ({percent(100 * departure_wh / capacity_wh)}), so no other route or charging "
             f"stop can keep it; charge before leaving, or lower {lower}"
         )
     return f"the planned route misses the reserve with probability {100 * risk:.0f}%; {remedies}"

@@ -47,7 +47,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import node_potential
 from ev_nav.roads.network import RoadNetwork, require_network
 from ev_nav.trips.battery import route_energy
-from ev_nav.wording import plural
+from ev_nav.wording import percent, plural
 
 __all__ = [
     "ChargeSettings",
@@ -482,8 +482,8 @@ def plan_charging(
     notes: list[str] = []
     # a plan that cannot hold from the start: said with the plan, not left for the user to find
     if settings.start_wh < settings.reserve_wh:
-        notes.append(f"the departure charge ({100 * settings.start_wh / cap:.0f}%) is below the "
-                     f"reserve ({100 * settings.reserve_wh / cap:.0f}%): the first arrival "
+        notes.append(f"the departure charge ({percent(100 * settings.start_wh / cap)}) is below "
+                     f"the reserve ({percent(100 * settings.reserve_wh / cap)}): the first arrival "
                      "cannot keep it unless the road regains charge")
 
     # 1. candidate chargers near the corridor (fastest-time trees from the start and to the goal)

@@ -32,7 +32,7 @@ from ev_nav.trips.battery import (
     vehicle_model_entry,
 )
 from ev_nav.trips.plausibility import PLAUSIBLE_SIGMAS, SD_WITH_NOISE
-from ev_nav.wording import plural, signed
+from ev_nav.wording import percent, percent_range, plural, signed
 
 #: What the route table's "± model sd" is (printed under the table).
 MODEL_SD_MEANING = (
@@ -126,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--policy",
         choices=("ts", "bucb", "ucb", "mean", "safe"),
         help="ts explores by sampling (default), bucb/ucb optimistically, mean is greedy, "
-        "safe avoids energy surprises (least 95%% quantile)",
+        "safe avoids energy surprises (least sum of the segments' 95%% energy quantiles)",
     )
     p.add_argument(
         "--soc",
@@ -475,7 +475,8 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         learned = "" if model_car is None else f"; energies learned for {session.vehicle.name}"
         print(f"long trip: segment {start.segment} -> {goal.segment}, vehicle {vehicle.name} "
               f"({capacity / 1000:g} kWh{learned}), departing at "
-              f"{plan.pct(settings.start_wh):.0f}%, {len(sites)} usable chargers on this network")
+              f"{percent(plan.pct(settings.start_wh))}, {len(sites)} usable chargers on this "
+              "network")
         for note in plan.notes:
             tell("notice", note)
         add_sites = None
@@ -569,7 +570,8 @@ def _cmd_route(args: argparse.Namespace) -> int:
         warning = None if soc is None else reserve_warning(
             arrivals["planned"].p_reserve, soc, reserve, capacity, lower="--reserve",
             remedies="consider the 'safe' route (--policy safe) or charging stops "
-            "(--confidence 0.95)",
+            "(--confidence 0.95)" if trip.policy != "safe"
+            else "consider charging stops (--confidence 0.95)",
         )
         if args.json:
             doc = {**trip.to_dict(session.net), "files": [str(p) for p in written]}
@@ -618,11 +620,11 @@ def _cmd_route(args: argparse.Namespace) -> int:
             )
         print(f"model sd: {MODEL_SD_MEANING}")
         if arrivals:
-            print(f"arrival charge (departing at {100 * soc / capacity:.0f}%, reserve "
-                  f"{100 * reserve / capacity:.0f}% of {capacity / 1000:g} kWh):")
+            print(f"arrival charge (departing at {percent(100 * soc / capacity)}, reserve "
+                  f"{percent(100 * reserve / capacity)} of {capacity / 1000:g} kWh):")
             print(f"{'route':<12}{'charge':>8}{'90% interval':>16}{'P[>= reserve]':>15}")
             for name, a in arrivals.items():
-                interval = f"{a.low_pct:.1f}-{a.high_pct:.1f}%"
+                interval = percent_range(a.low_pct, a.high_pct)
                 print(f"{name:<12}{a.soc_pct:>7.1f}%{interval:>16}{100 * a.p_reserve:>14.1f}%")
             print(f"90% interval, P[>= reserve]: {ARRIVAL_SPREAD_MEANING}")
             if warning is not None:
@@ -634,8 +636,13 @@ def _cmd_route(args: argparse.Namespace) -> int:
                 print("the planned route is the best guess")
             else:
                 wh = extra[0] + moved["planned"] - moved["best guess"]  # the table's figures
-                print(f"exploring: {signed(wh)} Wh, {signed(extra[1] / 60)} min against the best "
-                      "guess (predicted; exploring is how the model learns)")
+                if trip.policy == "safe":  # it never explores: it pays for fewer surprises
+                    print(f"safe: {signed(wh)} Wh, {signed(extra[1] / 60)} min against the best "
+                          "guess (predicted; the price of a route less likely to cost much "
+                          "more)")
+                else:
+                    print(f"exploring: {signed(wh)} Wh, {signed(extra[1] / 60)} min against the "
+                          "best guess (predicted; exploring is how the model learns)")
         for path in written:
             if path.suffix == ".html":
                 print(f"map: {path}")
@@ -976,7 +983,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         # (what observe records it at); blank where neither was given
         c = r["temperature_c"] if r["temperature_c"] is not None else r["planned_temperature_c"]
         temp = "" if c is None else f"{c:.1f}"
-        head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['km']:>8.2f}"
+        head = f"{r['trip']:>5}  {r['created']:<19}  {r['policy']:<8}{r['length_m'] / 1000:>8.2f}"
         # another car's trip: both figures are the state's vehicle's (its reading converted)
         car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
         print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())

@@ -533,7 +533,8 @@ def create_state(
 def trip_history(
     state: str | Path | Store, *, with_vehicle: bool = False
 ) -> list[dict[str, object]]:
-    """Every trip of a state: id, time, policy, km, predicted Wh ± sd, observed Wh (or None),
+    """Every trip of a state: id, time, policy, km (and ``length_m`` [m], unrounded), predicted
+    Wh ± sd, observed Wh (or None),
     whether it has observations (``recorded``: True with ``observed_wh`` None when they cover
     only part of the route) and
     the ambient temperature its observations were recorded at (``temperature_c`` [°C], or None),
@@ -558,6 +559,9 @@ def trip_history(
             "created": trip.created[:19],
             "policy": trip.policy,
             "km": round(trip.length_m / 1000, 3),
+            # unrounded: the table rounds it once, as the route table did (5,475.26 m: km
+            # 5.475, then 5.47 where the route said 5.48)
+            "length_m": trip.length_m,
             "predicted_wh": round(trip.predicted_wh, 1),
             "predicted_sd_wh": round(trip.predicted_sd_wh, 1),
             "observed_wh": None if observed is None else round(observed, 1),

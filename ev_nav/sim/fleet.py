@@ -1102,12 +1102,12 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     for spec in trip_specs:
         _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
     for net_spec in net_specs:
-        # against the networks that are quick to have now: a file (read, and kept for the runs,
-        # by _check_network) and a town (built and kept; n_segments is the size asked for, the
-        # town built is a few segments off it); an OSM file is parsed by the runs. Each of
-        # these failed every run separately, with a message that named no key
-        if net_spec.kind not in ("file", "synthetic"):
-            continue
+        # against every network, as the runs will have it: a file or an OSM extract (read by
+        # _check_network, kept for the runs of this process; an OSM extract's derived network
+        # is cached on disk for the workers) and a town (built and kept; n_segments is the size
+        # asked for, the town built is a few segments off it). Each of these failed every run
+        # separately, with a message that named no key (an OSM network's until it was loaded
+        # here too)
         net = load_network(net_spec)
         _check_routes_on(net, net_spec, trip_specs, seeds[0], p)
         if truth.kind == "file":
@@ -1324,10 +1324,10 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
         _check_file(spec.path, f"{where} path")
         for dem in spec.dems:
             _check_file(dem, f"{where} dems")
-        if spec.kind == "file":
-            # read now (fast, and kept for the runs of this process): a damaged file is one
-            # error before any run, not a failure of every run
-            load_network(spec)
+        # read now (kept for the runs of this process; an OSM extract's network is cached on
+        # disk, so the workers load it fast): a damaged file is one error before any run, not a
+        # failure of every run, and the routes and truth file are checked against it
+        load_network(spec)
     elif spec.kind == "synthetic":
         from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 

@@ -375,3 +375,32 @@ def test_a_segment_id_of_the_town_built_is_accepted(tmp_path):
     cfg.write_text("horizon = 2\n[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 301\n")
     (spec,), _ = specs_from_toml(cfg)
     assert spec.trips.goal == 301 and load_network(spec.network).n_segments == 303
+
+
+@pytest.mark.filterwarnings("ignore:West-Oakland. no elevation source")  # (flat: no matter)
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ("[[routes]]\nstart = 3\ngoal = 50",
+         "[[routes]] 'route' goal = 50 is no segment of West-Oakland (it has 50: ids 0..49)"),
+        ("[[routes]]\nstart = [8.0, 47.0]\ngoal = 40", "[[routes]] 'route' on West-Oakland: "),
+        ('[[routes]]\nkind = "random"\nmin_distance_m = 5000.0',
+         "[[routes]] 'route' on West-Oakland: no origin–destination pair 5000.0 m apart"),
+        ('[[routes]]\nstart = 3\ngoal = 40\n[truth]\nkind = "file"\npath = "truth.csv"',
+         "was written for another network"),
+        # (the default random route: 1000 m apart, the extract is 911 m across)
+        ('[truth]\nkind = "file"\npath = "truth.csv"', "[[routes]] 'random' on West-Oakland"),
+    ],
+)
+def test_routes_and_truth_file_are_checked_on_an_osm_network_before_any_run(
+    tmp_path, capsys, monkeypatch, network_cache, shared_file, table, fragment
+):
+    """The checks ran on town and file networks only: on an OSM extract each of these failed
+    every run separately (FAILED lines, error.txt, run folders left behind)."""
+    monkeypatch.setenv("EV_NAV_CACHE", str(network_cache))
+    from ev_nav.sim.environment import save_truth
+
+    save_truth(tmp_path / "truth.csv", Environment.create(load_network(NET), seed=0))
+    osm = shared_file("West-Oakland.osm.bz2")
+    text = f'horizon = 2\n[network]\nkind = "osm"\npath = "{osm}"\n{table}\n'
+    _refused_before_any_run(tmp_path, capsys, text, fragment, ConfigError)

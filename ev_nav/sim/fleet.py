@@ -532,6 +532,13 @@ class TripGenerator:
             if spec.start is None or spec.goal is None:
                 raise ConfigError("a fixed-route trip spec needs start and goal")
             self.fixed = (resolve_endpoint(net, spec.start), resolve_endpoint(net, spec.goal))
+            if self.fixed[0] == self.fixed[1]:
+                # written differently (an id and a coordinate on it, two close coordinates),
+                # they were one place: every trip had regret 0
+                raise ConfigError(
+                    f"start {spec.start!r} and goal {spec.goal!r} are the same segment "
+                    f"({self.fixed[0]}); no trip"
+                )
         elif spec.kind == "random":
             self.mid = net.segment_midpoints()
         else:

@@ -404,3 +404,22 @@ def test_routes_and_truth_file_are_checked_on_an_osm_network_before_any_run(
     osm = shared_file("West-Oakland.osm.bz2")
     text = f'horizon = 2\n[network]\nkind = "osm"\npath = "{osm}"\n{table}\n'
     _refused_before_any_run(tmp_path, capsys, text, fragment, ConfigError)
+
+
+@pytest.mark.parametrize("goal", ["on-start", "a-metre-off"])
+def test_a_fixed_route_whose_ends_are_one_segment_is_refused(tmp_path, capsys, goal):
+    """A segment id and a coordinate on that segment (or two coordinates a metre apart) passed
+    the check of equal start and goal: every run drove no trip, with regret 0 throughout."""
+    net = load_network(NetworkSpec())
+    lon, lat = (float(x) for x in net.segment_midpoints()[3])
+    # (a two-way road's other direction has the same midpoint: this side of it is segment 3)
+    assert net.nearest_segment(lon, lat) == net.nearest_segment(lon - 1e-5, lat) == 3
+    start, end = ("3", f"[{lon}, {lat}]") if goal == "on-start" else (
+        f"[{lon}, {lat}]", f"[{lon - 1e-5}, {lat}]")
+    text = f'horizon = 2\n[[routes]]\nname = "A"\nstart = {start}\ngoal = {end}\n'
+    with pytest.raises(ConfigError, match=r"fleet\.toml: \[\[routes\]\] 'A' on synthetic-2000: "
+                       r"start .+ and goal .+ are the same segment \(3\); no trip"):
+        (tmp_path / "fleet.toml").write_text(text)
+        specs_from_toml(tmp_path / "fleet.toml")
+    _refused_before_any_run(tmp_path, capsys, text, "are the same segment (3); no trip",
+                            ConfigError)

@@ -40,6 +40,7 @@ from ev_nav.checkpoints import encode as encode_checkpoint
 from ev_nav.errors import (
     ConfigError,
     ModelStateError,
+    NegativeCycleError,
     OutsideNetworkError,
     UnreachableError,
     require_file,
@@ -53,7 +54,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.roads.network import RoadNetwork
-from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec, load_truth
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec
 
 RESULT_COLUMNS = (
     "run_id",
@@ -1119,9 +1120,17 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
         _check_routes_on(net, net_spec, trip_specs, seeds[0], p)
         if truth.kind == "file":
             try:
-                load_truth(truth.path, net)
+                # the world itself, not only the file: a negative-energy cycle (no exact
+                # optimum) failed every run with a NegativeCycleError traceback
+                Environment.from_file(net, truth)
             except ConfigError as exc:
                 raise ConfigError(f"{p}: [truth] {exc}") from None
+            except NegativeCycleError:
+                raise ConfigError(
+                    f"{p}: [truth] path: the energies of {truth.path} on {net_spec.label} "
+                    "have a negative-energy cycle (a closed loop that gains energy), so no "
+                    "exact optimum exists; use optimum = 'rectified' in [truth]"
+                ) from None
     for agent in agents:
         if agent.temperature and truth.temperature_mean_c is None:
             raise ConfigError(

@@ -1088,6 +1088,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
     truth_table = dict(cfg.get("truth", {}))
     check(TruthSpec, truth_table, "truth")
+    _check_kind_keys(TruthSpec, truth_table, f"{p}: {_TABLES['truth']}")
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())
     truth = build(TruthSpec, truth_table, "truth")
@@ -1303,9 +1304,20 @@ def _check_file(path: str, where: str) -> None:
     require_file(path, f"{where}: file")
 
 
-#: The keys each kind of ``[network]`` and of ``[[routes]]`` uses (beside ``kind``); another
-#: was ignored.
+_DRIFT_KEYS = ("drift_rounds", "drift_size", "drift_segments")
+_TEMPERATURE_KEYS = ("temperature_mean_c", "temperature_amplitude_c",
+                     "temperature_period_rounds", "temperature_noise_c")
+
+#: The keys each kind of ``[network]``, ``[[routes]]`` and ``[truth]`` uses (beside ``kind``);
+#: another was ignored (a truth file's world drawn with a lengthscale that shaped nothing).
 _KIND_KEYS: dict[type, dict[str, tuple[str, ...]]] = {
+    TruthSpec: {
+        "physical": ("lengthscale", "graph_share", "optimum", "loss_spread", "noise_spread",
+                     *_DRIFT_KEYS, *_TEMPERATURE_KEYS),
+        "gp": ("lengthscale", "graph_share", "max_redraws", "optimum"),
+        "det-noise": ("max_redraws", "optimum"),  # (its noise has no lengthscale)
+        "file": ("path", "optimum"),
+    },
     NetworkSpec: {
         "synthetic": ("n_segments", "seed", "name"),
         "osm": ("path", "dems", "name"),

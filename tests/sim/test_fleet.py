@@ -205,6 +205,17 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
          "[network] n_segments is not used by kind = 'file' (it uses path, name)"),
         ('[network]\nkind = "osm"\npath = "fleet.toml"\nseed = 3',
          "[network] seed is not used by kind = 'osm' (it uses path, dems, name)"),
+        # keys that shape drawn worlds were accepted beside a truth file, and ignored
+        ('[truth]\nkind = "file"\npath = "fleet.toml"\nlengthscale = 2.0',
+         "[truth] lengthscale is not used by kind = 'file' (it uses path, optimum)"),
+        ('[truth]\nkind = "file"\npath = "fleet.toml"\nnoise_spread = 0.5',
+         "[truth] noise_spread is not used by kind = 'file' (it uses path, optimum)"),
+        ('[truth]\nkind = "gp"\nloss_spread = 0.5',
+         "[truth] loss_spread is not used by kind = 'gp' (it uses lengthscale, graph_share, "
+         "max_redraws, optimum)"),
+        ('[truth]\npath = "fleet.toml"', "[truth] path is not used by kind = 'physical'"),
+        ('[truth]\nkind = "det-noise"\ndrift_size = 1.0',
+         "[truth] drift_size is not used by kind = 'det-noise' (it uses max_redraws, optimum)"),
         ('[[routes]]\nkind = "random"\nstart = 3\ngoal = 40',
          "[[routes]] start is not used by kind = 'random' (it uses vehicles, min_distance_m, "
          "name)"),

@@ -89,7 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="random start segments tried (default 60)")
     pick.add_argument("--min-separation", type=float, default=1000.0,
                       help="between routes' endpoints [m] (default 1000)")
-    pick.add_argument("--out", type=Path, help="also write the TOML snippet to this file")
+    pick.add_argument("--out", type=Path,
+                      help="also write the TOML snippet to this new file (see --force)")
+    pick.add_argument("--force", action="store_true",
+                      help="let --out replace a file that exists")
     pick.set_defaults(func=_cmd_routes_pick)
 
 
@@ -113,12 +116,14 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
             # a network (it did, silently)
             raise ConfigError(f"--out {args.out} is not a .toml file; the routes are a TOML "
                               "snippet, e.g. --out routes.toml")
+        if args.out.exists() and not args.force:
+            # e.g. the fleet config the routes are meant for: it was replaced, silently
+            raise ConfigError(f"--out {args.out} exists; give a new file (then copy the "
+                              "[[routes]] tables into your config), or --force to replace it")
     if path.suffix == ".npz":
         net = RoadNetwork.load(path)
     else:
-        from ev_nav.roads.load import load_osm
-
-        net = load_osm(path)
+        net = _load_osm_for_pick(path)
     routes = pick_routes(
         net,
         args.count,
@@ -136,6 +141,29 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write {args.out} ({exc.strerror or exc})") from None
         print(f"# written to {args.out}", file=sys.stderr)
     return 0
+
+
+def _load_osm_for_pick(path: Path):
+    """The network of an OSM file, its warnings passed on with hints that fit ``routes pick``.
+
+    The loader's "no --dem" names ``network build``'s option, which ``routes pick`` has not:
+    the hint says how to get grades (build the network with a DEM, pick on the ``.npz``).
+    """
+    import warnings
+
+    from ev_nav.roads.load import load_osm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        net = load_osm(path)
+    for w in caught:  # (again through the filters in force: what they hide stays hidden)
+        text = str(w.message)
+        if "no --dem" in text:
+            text = (text.replace("no --dem", "no DEM") + f"; for grades, build it with "
+                    f"'ev-nav network build --osm {path} --dem TILE --out NET.npz' and pick "
+                    "on NET.npz")
+        warnings.warn(text, w.category, stacklevel=1)
+    return net
 
 
 def _prepare(args: argparse.Namespace):

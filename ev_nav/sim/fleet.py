@@ -776,7 +776,15 @@ def run_one(
     t0 = 0
     ckpt = run_dir / CHECKPOINT_NAME if run_dir is not None else None
     if ckpt is not None and resume:
-        state = _load_checkpoint(ckpt)
+        try:
+            state = _load_checkpoint(ckpt)
+        except ModelStateError as exc:
+            # it said only "checkpoint damaged or not readable", on every resume; the file is
+            # the run's alone (finished runs keep none), so setting it aside loses nothing else
+            raise type(exc)(
+                f"{ckpt}: {exc}; move that file out of the way (or delete it) and resume: run "
+                f"{spec.run_id} then starts again from round 1, the other runs are kept"
+            ) from None
         if state is not None:
             _check_same_inputs(spec, state.inputs, inputs, f"checkpointed at round {state.t}")
             t0, rows = state.t, state.rows
@@ -863,8 +871,8 @@ def _check_same_inputs(spec: RunSpec, recorded: str | None, now: str | None, wha
         files = "its truth file" if spec.truth.kind == "file" else "its network file"
         raise ConfigError(
             f"run {spec.run_id} was {what} with other input files ({files} changed since): "
-            "resuming would mix two worlds in one run; restore the file, or rerun into another "
-            "folder (or without --resume)"
+            "resuming would mix two worlds in one run; restore the file, or run the config "
+            "into a new folder (--out NEW_FOLDER)"
         )
 
 

@@ -434,3 +434,23 @@ def test_a_fixed_route_whose_ends_are_one_segment_is_refused(tmp_path, capsys, g
         specs_from_toml(tmp_path / "fleet.toml")
     _refused_before_any_run(tmp_path, capsys, text, "are the same segment (3); no trip",
                             ConfigError)
+
+
+def test_a_damaged_checkpoint_says_how_to_restart_its_run(tmp_path):
+    """A truncated checkpoint gave "checkpoint damaged or not readable" on every resume, with
+    no way on; it names the file to set aside, and doing so restarts that run from round 1."""
+    from ev_nav.errors import ModelStateError
+    from ev_nav.sim.fleet import CHECKPOINT_NAME
+
+    spec = _spec(AgentSpec(model="bi"), horizon=4)
+    run_dir = tmp_path / "run"
+    run_one(spec, run_dir, checkpoint_every=1, stop_after=2)
+    ckpt = run_dir / CHECKPOINT_NAME
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    with pytest.raises(ModelStateError, match=re.escape(
+            f"{ckpt}: checkpoint damaged or not readable") + r".*; move that file out of the "
+            r"way \(or delete it\) and resume: run " + re.escape(spec.run_id)
+            + " then starts again from round 1"):
+        run_one(spec, run_dir)
+    ckpt.unlink()
+    assert [r["t"] for r in run_one(spec, run_dir).rows][::2] == [1, 2, 3, 4]

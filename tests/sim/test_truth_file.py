@@ -140,3 +140,28 @@ def test_a_truth_file_with_a_negative_cycle_is_refused_before_any_run(tmp_path, 
     assert not (tmp_path / "out").exists()
     cfg.write_text(text + 'optimum = "rectified"\n', encoding="utf-8")  # the hint works
     assert len(specs_from_toml(cfg)[0]) == 1
+
+
+def test_the_advice_after_a_changed_truth_file_leads_somewhere(town, tmp_path, capsys):
+    """It said "rerun into another folder (or without --resume)", but without --resume the
+    command refuses a folder that holds runs; the advice given now works."""
+    import shutil
+
+    from ev_nav.cli import main
+
+    save_truth(tmp_path / "a.csv", Environment.create(town, seed=0))
+    save_truth(tmp_path / "b.csv", Environment.create(town, seed=7))
+    shutil.copy(tmp_path / "a.csv", tmp_path / "truth.csv")
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 2\n[network]\nkind = "synthetic"\nn_segments = 2000\n'
+                   '[[routes]]\nname = "A"\nstart = 10\ngoal = 900\n[[agents]]\nmodel = "bi"\n'
+                   '[truth]\nkind = "file"\npath = "truth.csv"\n', encoding="utf-8")
+    out = str(tmp_path / "out")
+    spec = specs_from_toml(cfg)[0][0]  # interrupted after round 1:
+    run_one(spec, tmp_path / "out" / "runs" / spec.run_id, checkpoint_every=1, stop_after=1)
+    shutil.copy(tmp_path / "b.csv", tmp_path / "truth.csv")
+    assert main(["fleet", "run", str(cfg), "--quiet", "--out", out, "--resume"]) == 1
+    said = capsys.readouterr().out
+    assert "restore the file, or run the config into a new folder (--out NEW_FOLDER)" in said
+    assert "without --resume" not in said
+    assert main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "new")]) == 0

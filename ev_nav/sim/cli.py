@@ -182,6 +182,17 @@ def _prepare(args: argparse.Namespace):
     return specs, out, every
 
 
+def _config_record(path: Path) -> dict[str, str]:
+    """What ``grid.json`` keeps of the config: its path as given, its text and the text's
+    SHA-256 (the path alone left the results unreproducible once the file was edited or the
+    folder moved)."""
+    import hashlib
+
+    data = path.read_bytes()  # (just parsed by specs_from_toml: readable, UTF-8)
+    return {"config_file": str(path), "config_sha256": hashlib.sha256(data).hexdigest(),
+            "config_text": data.decode("utf-8")}
+
+
 def _finish(result, out: Path) -> int:
     from ev_nav.sim.report import write_report
 
@@ -227,7 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             resume=args.resume,
             checkpoint_every=every,
             progress=not args.quiet and sys.stderr.isatty(),
-            config={"config_file": str(args.config)},
+            config=_config_record(args.config),
         )
     except KeyboardInterrupt:
         return _interrupted(args, out)
@@ -250,7 +261,7 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             resume=args.resume,
             checkpoint_every=every,
             progress=not args.quiet,
-            config={"config_file": str(args.config)},
+            config=_config_record(args.config),
         )
     except KeyboardInterrupt:
         return _interrupted(args, out)

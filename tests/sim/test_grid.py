@@ -1,5 +1,6 @@
 """Experiment grids (issue 8): executors agree, kill+resume == uninterrupted, failures kept."""
 
+import json
 import os
 import signal
 import subprocess
@@ -367,3 +368,23 @@ def test_a_route_named_like_a_missing_value_is_that_name(tmp_path, capsys, name)
     assert main(["fleet", "report", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "damaged" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "grid"])
+def test_grid_json_records_the_configs_text_and_hash(tmp_path, command):
+    """grid.json kept only the config's path as typed: once the file was edited (or the folder
+    moved) the results could not be traced to what made them."""
+    import hashlib
+
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "f1.toml"
+    text = ('horizon = 2\n[network]\nn_segments = 400\n[[routes]]\nstart = 3\ngoal = 40\n'
+            '[[agents]]\nmodel = "bi"\n')
+    cfg.write_text(text, encoding="utf-8")
+    extra = ["--executor", "inprocess"] if command == "grid" else []
+    out = tmp_path / "out"
+    assert main(["fleet", command, str(cfg), "--quiet", "--out", str(out), *extra]) == 0
+    config = json.loads((out / "grid.json").read_text(encoding="utf-8"))["config"]
+    assert config == {"config_file": str(cfg), "config_text": text,
+                      "config_sha256": hashlib.sha256(text.encode()).hexdigest()}

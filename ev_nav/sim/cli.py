@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             help="rounds between checkpoints (default: the config's [output] checkpoint_every, "
             "else 50)",
         )
-        p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--quiet", action="store_true",
+                       help="no progress bars (drawn only when stderr is a terminal)")
 
     run = sub.add_parser("run", help="run a fleet config in this process (progress per run)")
     common(run)
@@ -260,7 +261,8 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             executor=executor,
             resume=args.resume,
             checkpoint_every=every,
-            progress=not args.quiet,
+            # as 'fleet run': a bar's carriage returns in a redirected log are noise
+            progress=not args.quiet and sys.stderr.isatty(),
             config=_config_record(args.config),
         )
     except KeyboardInterrupt:

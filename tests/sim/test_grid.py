@@ -388,3 +388,17 @@ def test_grid_json_records_the_configs_text_and_hash(tmp_path, command):
     config = json.loads((out / "grid.json").read_text(encoding="utf-8"))["config"]
     assert config == {"config_file": str(cfg), "config_text": text,
                       "config_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def test_fleet_grid_draws_no_progress_bar_into_a_log(tmp_path, capsys):
+    """'fleet grid' wrote carriage-return progress bars into redirected stderr (a log file),
+    where 'fleet run' draws them only on a terminal; both draw them only there now."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "f1.toml"
+    cfg.write_text('horizon = 2\n[network]\nn_segments = 400\n[[routes]]\nstart = 3\n'
+                   'goal = 40\n[[agents]]\nmodel = "bi"\n', encoding="utf-8")
+    assert main(["fleet", "grid", str(cfg), "--out", str(tmp_path / "out"),
+                 "--executor", "inprocess"]) == 0
+    err = capsys.readouterr().err  # (not a terminal)
+    assert "\r" not in err and "grid (" not in err

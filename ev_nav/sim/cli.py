@@ -309,7 +309,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not (args.run_dir / "runs").is_dir():
         raise StateError(f"{args.run_dir} is not an experiment folder (no runs/ inside)")
     table = write_report(args.run_dir, distinct=True)
+    for line in _left_out_notes(args.run_dir / "runs"):
+        print(line)
     print(table or "no finished runs yet: nothing written")
     if table:
         _print_written(args.run_dir)
     return 0
+
+
+def _left_out_notes(runs: Path) -> list[str]:
+    """``note:`` lines naming the run folders a report leaves out (no ``trips.csv``): failed
+    ones (an ``error.txt``) and unfinished ones. They were dropped silently: an agent showed
+    fewer runs than the others, or was missing from the tables."""
+    folders = sorted(d for d in runs.iterdir() if d.is_dir() and not (d / "trips.csv").is_file())
+    failed = [d.name for d in folders if (d / "error.txt").is_file()]
+    unfinished = [d.name for d in folders if d.name not in failed]
+    notes = []
+    if failed:
+        notes.append(f"note: left out, failed: {plural(len(failed), 'run')} "
+                     f"({', '.join(failed)}; see error.txt in each run's folder)")
+    if unfinished:
+        notes.append(f"note: left out, unfinished: {plural(len(unfinished), 'run')} "
+                     f"({', '.join(unfinished)}; 'fleet run' or 'fleet grid' with --resume "
+                     "continues them)")
+    return notes

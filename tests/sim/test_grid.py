@@ -402,3 +402,33 @@ def test_fleet_grid_draws_no_progress_bar_into_a_log(tmp_path, capsys):
                  "--executor", "inprocess"]) == 0
     err = capsys.readouterr().err  # (not a terminal)
     assert "\r" not in err and "grid (" not in err
+
+
+def test_fleet_report_names_the_runs_it_leaves_out(tmp_path, capsys):
+    """Unfinished and failed runs were dropped silently: an agent showed 1 run beside agents of
+    2, or vanished from the tables. A note names them and why."""
+    from ev_nav.cli import main
+    from ev_nav.sim.fleet import run_dir_for, run_one, specs_from_toml
+
+    cfg = tmp_path / "f1.toml"
+    cfg.write_text('horizon = 3\nseeds = [0, 1]\n[network]\nn_segments = 400\n[[routes]]\n'
+                   'start = 3\ngoal = 40\n[[agents]]\nmodel = "bi"\n[[agents]]\nmodel = "bi"\n'
+                   'policy = "ucb"\n', encoding="utf-8")
+    specs, _ = specs_from_toml(cfg)
+    out = tmp_path / "out"
+    finished, unfinished, failed = specs[0], specs[1], specs[2]
+    run_one(finished, run_dir_for(out, finished.run_id))
+    run_one(unfinished, run_dir_for(out, unfinished.run_id), checkpoint_every=1, stop_after=1)
+    run_dir_for(out, failed.run_id).mkdir(parents=True)
+    (run_dir_for(out, failed.run_id) / "error.txt").write_text("Traceback ...\n")
+    assert main(["fleet", "report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"note: left out, failed: 1 run ({failed.run_id}; see error.txt in each run's "
+            "folder)") in printed
+    assert (f"note: left out, unfinished: 1 run ({unfinished.run_id}; 'fleet run' or 'fleet "
+            "grid' with --resume continues them)") in printed
+    run_one(unfinished, run_dir_for(out, unfinished.run_id))  # resumed to its end
+    (run_dir_for(out, failed.run_id) / "error.txt").unlink()
+    run_dir_for(out, failed.run_id).rmdir()
+    assert main(["fleet", "report", str(out)]) == 0  # nothing left out: nothing to say
+    assert "note:" not in capsys.readouterr().out

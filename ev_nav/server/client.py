@@ -34,6 +34,7 @@ from ev_nav.wording import plural
 
 if TYPE_CHECKING:
     from ev_nav.roads.network import RoadNetwork
+    from ev_nav.sim.fleet import RunSpec
 
 __all__ = [
     "DriveReport",
@@ -457,7 +458,9 @@ def fleet_from_config(
     The config gives the network (the server must serve the same one), the trips, the ground
     truth, the policy (``[[agents]]``' first), the seed, and the horizon (``rounds`` trips per
     vehicle unless given). Returns the report and the server's health afterwards. ``notice``
-    is told, for a config of several runs, which one is driven.
+    is told, for a config of several runs, which one is driven. A world that changes between
+    rounds (``[truth] drift_rounds``, ``temperature_mean_c``) is refused (ConfigError): the
+    vehicles drive one fixed world; ``fleet run`` simulates those.
     """
     from ev_nav.energy import Vehicle
     from ev_nav.sim.environment import Environment
@@ -467,6 +470,7 @@ def fleet_from_config(
     if not specs:
         raise ConfigError(f"{config} defines no runs")
     spec = specs[0]
+    _refuse_changing_world(spec, config)
     if len(specs) > 1 and notice is not None:
         # the other runs (seeds, agents, routes, networks) are not driven: say so
         counts = [
@@ -524,6 +528,32 @@ def fleet_from_config(
             client.wait_for_model(report.acknowledged[-1])
         health = client.health()
     return report, health
+
+
+def _refuse_changing_world(spec: RunSpec, config: str) -> None:
+    """Refuse a world that changes from round to round (road drift, a temperature cycle).
+
+    ``fleet drive``'s vehicles drive concurrently against one fixed world and post readings
+    without a temperature; such a config was driven as if unchanging, silently. Checked before
+    the server is asked anything.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the ``[truth]`` keys given.
+    """
+    truth = spec.truth
+    keys = []
+    if truth.drift_rounds:
+        keys.append("drift_rounds")
+    if truth.temperature_mean_c is not None:
+        keys.append("temperature_mean_c")
+    if keys:
+        raise ConfigError(
+            f"{config}: [truth] {' and '.join(keys)}: 'fleet drive' drives one world that does "
+            "not change (no road changes, no temperature cycle); simulate the config with "
+            f"'fleet run', or drop {'these keys' if len(keys) > 1 else 'the key'} to drive it"
+        )
 
 
 # ====================================================================== ev-nav fleet drive

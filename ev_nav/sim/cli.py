@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             help="rounds between checkpoints (default: the config's [output] checkpoint_every, "
             "else 50)",
         )
-        p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--quiet", action="store_true",
+                       help="no progress bars (drawn only when stderr is a terminal)")
 
     run = sub.add_parser("run", help="run a fleet config in this process (progress per run)")
     common(run)
@@ -89,7 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="random start segments tried (default 60)")
     pick.add_argument("--min-separation", type=float, default=1000.0,
                       help="between routes' endpoints [m] (default 1000)")
-    pick.add_argument("--out", type=Path, help="also write the TOML snippet to this file")
+    pick.add_argument("--out", type=Path,
+                      help="also write the TOML snippet to this new file (see --force)")
+    pick.add_argument("--force", action="store_true",
+                      help="let --out replace a file that exists")
     pick.set_defaults(func=_cmd_routes_pick)
 
 
@@ -113,12 +117,14 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
             # a network (it did, silently)
             raise ConfigError(f"--out {args.out} is not a .toml file; the routes are a TOML "
                               "snippet, e.g. --out routes.toml")
+        if args.out.exists() and not args.force:
+            # e.g. the fleet config the routes are meant for: it was replaced, silently
+            raise ConfigError(f"--out {args.out} exists; give a new file (then copy the "
+                              "[[routes]] tables into your config), or --force to replace it")
     if path.suffix == ".npz":
         net = RoadNetwork.load(path)
     else:
-        from ev_nav.roads.load import load_osm
-
-        net = load_osm(path)
+        net = _load_osm_for_pick(path)
     routes = pick_routes(
         net,
         args.count,
@@ -138,6 +144,29 @@ def _cmd_routes_pick(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_osm_for_pick(path: Path):
+    """The network of an OSM file, its warnings passed on with hints that fit ``routes pick``.
+
+    The loader's "no --dem" names ``network build``'s option, which ``routes pick`` has not:
+    the hint says how to get grades (build the network with a DEM, pick on the ``.npz``).
+    """
+    import warnings
+
+    from ev_nav.roads.load import load_osm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        net = load_osm(path)
+    for w in caught:  # (again through the filters in force: what they hide stays hidden)
+        text = str(w.message)
+        if "no --dem" in text:
+            text = (text.replace("no --dem", "no DEM") + f"; for grades, build it with "
+                    f"'ev-nav network build --osm {path} --dem TILE --out NET.npz' and pick "
+                    "on NET.npz")
+        warnings.warn(text, w.category, stacklevel=1)
+    return net
+
+
 def _prepare(args: argparse.Namespace):
     from ev_nav.errors import ConfigError
     from ev_nav.sim.fleet import specs_from_toml
@@ -152,6 +181,17 @@ def _prepare(args: argparse.Namespace):
         )
     every = args.checkpoint_every or int(output.get("checkpoint_every", 50))  # both >= 1
     return specs, out, every
+
+
+def _config_record(path: Path) -> dict[str, str]:
+    """What ``grid.json`` keeps of the config: its path as given, its text and the text's
+    SHA-256 (the path alone left the results unreproducible once the file was edited or the
+    folder moved)."""
+    import hashlib
+
+    data = path.read_bytes()  # (just parsed by specs_from_toml: readable, UTF-8)
+    return {"config_file": str(path), "config_sha256": hashlib.sha256(data).hexdigest(),
+            "config_text": data.decode("utf-8")}
 
 
 def _finish(result, out: Path) -> int:
@@ -199,7 +239,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             resume=args.resume,
             checkpoint_every=every,
             progress=not args.quiet and sys.stderr.isatty(),
-            config={"config_file": str(args.config)},
+            config=_config_record(args.config),
         )
     except KeyboardInterrupt:
         return _interrupted(args, out)
@@ -221,8 +261,9 @@ def _cmd_grid(args: argparse.Namespace) -> int:
             executor=executor,
             resume=args.resume,
             checkpoint_every=every,
-            progress=not args.quiet,
-            config={"config_file": str(args.config)},
+            # as 'fleet run': a bar's carriage returns in a redirected log are noise
+            progress=not args.quiet and sys.stderr.isatty(),
+            config=_config_record(args.config),
         )
     except KeyboardInterrupt:
         return _interrupted(args, out)
@@ -268,7 +309,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not (args.run_dir / "runs").is_dir():
         raise StateError(f"{args.run_dir} is not an experiment folder (no runs/ inside)")
     table = write_report(args.run_dir, distinct=True)
+    for line in _left_out_notes(args.run_dir / "runs"):
+        print(line)
     print(table or "no finished runs yet: nothing written")
     if table:
         _print_written(args.run_dir)
     return 0
+
+
+def _left_out_notes(runs: Path) -> list[str]:
+    """``note:`` lines naming the run folders a report leaves out (no ``trips.csv``): failed
+    ones (an ``error.txt``) and unfinished ones. They were dropped silently: an agent showed
+    fewer runs than the others, or was missing from the tables."""
+    folders = sorted(d for d in runs.iterdir() if d.is_dir() and not (d / "trips.csv").is_file())
+    failed = [d.name for d in folders if (d / "error.txt").is_file()]
+    unfinished = [d.name for d in folders if d.name not in failed]
+    notes = []
+    if failed:
+        notes.append(f"note: left out, failed: {plural(len(failed), 'run')} "
+                     f"({', '.join(failed)}; see error.txt in each run's folder)")
+    if unfinished:
+        notes.append(f"note: left out, unfinished: {plural(len(unfinished), 'run')} "
+                     f"({', '.join(unfinished)}; 'fleet run' or 'fleet grid' with --resume "
+                     "continues them)")
+    return notes

@@ -40,6 +40,7 @@ from ev_nav.checkpoints import encode as encode_checkpoint
 from ev_nav.errors import (
     ConfigError,
     ModelStateError,
+    NegativeCycleError,
     OutsideNetworkError,
     UnreachableError,
     require_file,
@@ -53,7 +54,7 @@ from ev_nav.gp.posterior import SegmentModel
 from ev_nav.potential import potential_change
 from ev_nav.provenance import atomic_path, atomic_write_json, atomic_write_text, run_metadata
 from ev_nav.roads.network import RoadNetwork
-from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec, load_truth
+from ev_nav.sim.environment import PAPER_GRAPH_SHARE, Environment, TruthSpec
 
 RESULT_COLUMNS = (
     "run_id",
@@ -532,6 +533,13 @@ class TripGenerator:
             if spec.start is None or spec.goal is None:
                 raise ConfigError("a fixed-route trip spec needs start and goal")
             self.fixed = (resolve_endpoint(net, spec.start), resolve_endpoint(net, spec.goal))
+            if self.fixed[0] == self.fixed[1]:
+                # written differently (an id and a coordinate on it, two close coordinates),
+                # they were one place: every trip had regret 0
+                raise ConfigError(
+                    f"start {spec.start!r} and goal {spec.goal!r} are the same segment "
+                    f"({self.fixed[0]}); no trip"
+                )
         elif spec.kind == "random":
             self.mid = net.segment_midpoints()
         else:
@@ -768,7 +776,15 @@ def run_one(
     t0 = 0
     ckpt = run_dir / CHECKPOINT_NAME if run_dir is not None else None
     if ckpt is not None and resume:
-        state = _load_checkpoint(ckpt)
+        try:
+            state = _load_checkpoint(ckpt)
+        except ModelStateError as exc:
+            # it said only "checkpoint damaged or not readable", on every resume; the file is
+            # the run's alone (finished runs keep none), so setting it aside loses nothing else
+            raise type(exc)(
+                f"{ckpt}: {exc}; move that file out of the way (or delete it) and resume: run "
+                f"{spec.run_id} then starts again from round 1, the other runs are kept"
+            ) from None
         if state is not None:
             _check_same_inputs(spec, state.inputs, inputs, f"checkpointed at round {state.t}")
             t0, rows = state.t, state.rows
@@ -855,8 +871,8 @@ def _check_same_inputs(spec: RunSpec, recorded: str | None, now: str | None, wha
         files = "its truth file" if spec.truth.kind == "file" else "its network file"
         raise ConfigError(
             f"run {spec.run_id} was {what} with other input files ({files} changed since): "
-            "resuming would mix two worlds in one run; restore the file, or rerun into another "
-            "folder (or without --resume)"
+            "resuming would mix two worlds in one run; restore the file, or run the config "
+            "into a new folder (--out NEW_FOLDER)"
         )
 
 
@@ -1080,6 +1096,7 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     agents = [build(AgentSpec, dict(a), "agent") for a in cfg.get("agents", [{}])]
     truth_table = dict(cfg.get("truth", {}))
     check(TruthSpec, truth_table, "truth")
+    _check_kind_keys(TruthSpec, truth_table, f"{p}: {_TABLES['truth']}")
     if truth_table.get("path") and not Path(truth_table["path"]).is_absolute():
         truth_table["path"] = str((base / truth_table["path"]).resolve())
     truth = build(TruthSpec, truth_table, "truth")
@@ -1102,19 +1119,27 @@ def specs_from_toml(path: str | Path) -> tuple[list[RunSpec], dict[str, Any]]:
     for spec in trip_specs:
         _check_trips(spec, f"{p}: [[routes]] {spec.name!r}")
     for net_spec in net_specs:
-        # against the networks that are quick to have now: a file (read, and kept for the runs,
-        # by _check_network) and a town (built and kept; n_segments is the size asked for, the
-        # town built is a few segments off it); an OSM file is parsed by the runs. Each of
-        # these failed every run separately, with a message that named no key
-        if net_spec.kind not in ("file", "synthetic"):
-            continue
+        # against every network, as the runs will have it: a file or an OSM extract (read by
+        # _check_network, kept for the runs of this process; an OSM extract's derived network
+        # is cached on disk for the workers) and a town (built and kept; n_segments is the size
+        # asked for, the town built is a few segments off it). Each of these failed every run
+        # separately, with a message that named no key (an OSM network's until it was loaded
+        # here too)
         net = load_network(net_spec)
         _check_routes_on(net, net_spec, trip_specs, seeds[0], p)
         if truth.kind == "file":
             try:
-                load_truth(truth.path, net)
+                # the world itself, not only the file: a negative-energy cycle (no exact
+                # optimum) failed every run with a NegativeCycleError traceback
+                Environment.from_file(net, truth)
             except ConfigError as exc:
                 raise ConfigError(f"{p}: [truth] {exc}") from None
+            except NegativeCycleError:
+                raise ConfigError(
+                    f"{p}: [truth] path: the energies of {truth.path} on {net_spec.label} "
+                    "have a negative-energy cycle (a closed loop that gains energy), so no "
+                    "exact optimum exists; use optimum = 'rectified' in [truth]"
+                ) from None
     for agent in agents:
         if agent.temperature and truth.temperature_mean_c is None:
             raise ConfigError(
@@ -1287,9 +1312,20 @@ def _check_file(path: str, where: str) -> None:
     require_file(path, f"{where}: file")
 
 
-#: The keys each kind of ``[network]`` and of ``[[routes]]`` uses (beside ``kind``); another
-#: was ignored.
+_DRIFT_KEYS = ("drift_rounds", "drift_size", "drift_segments")
+_TEMPERATURE_KEYS = ("temperature_mean_c", "temperature_amplitude_c",
+                     "temperature_period_rounds", "temperature_noise_c")
+
+#: The keys each kind of ``[network]``, ``[[routes]]`` and ``[truth]`` uses (beside ``kind``);
+#: another was ignored (a truth file's world drawn with a lengthscale that shaped nothing).
 _KIND_KEYS: dict[type, dict[str, tuple[str, ...]]] = {
+    TruthSpec: {
+        "physical": ("lengthscale", "graph_share", "optimum", "loss_spread", "noise_spread",
+                     *_DRIFT_KEYS, *_TEMPERATURE_KEYS),
+        "gp": ("lengthscale", "graph_share", "max_redraws", "optimum"),
+        "det-noise": ("max_redraws", "optimum"),  # (its noise has no lengthscale)
+        "file": ("path", "optimum"),
+    },
     NetworkSpec: {
         "synthetic": ("n_segments", "seed", "name"),
         "osm": ("path", "dems", "name"),
@@ -1324,10 +1360,10 @@ def _check_network(spec: NetworkSpec, where: str) -> None:
         _check_file(spec.path, f"{where} path")
         for dem in spec.dems:
             _check_file(dem, f"{where} dems")
-        if spec.kind == "file":
-            # read now (fast, and kept for the runs of this process): a damaged file is one
-            # error before any run, not a failure of every run
-            load_network(spec)
+        # read now (kept for the runs of this process; an OSM extract's network is cached on
+        # disk, so the workers load it fast): a damaged file is one error before any run, not a
+        # failure of every run, and the routes and truth file are checked against it
+        load_network(spec)
     elif spec.kind == "synthetic":
         from ev_nav.roads.synthetic import MAX_TOWN_SEGMENTS, MIN_TOWN_SEGMENTS
 

@@ -539,7 +539,8 @@ def aggregate(
     """Concatenate run results into ``results.csv`` and write ``summary.csv``; returns both.
 
     Cumulative regret is summed over trips in (round, vehicle) order within each run; the summary
-    gives the final cumulative regret per (network, route, agent): mean, standard error, runs.
+    gives the final cumulative regret per (network, route, agent): mean, standard error (NaN
+    for a single run), runs.
     Runs that share a network, route, agent and seed (a sweep's, whose labels do not name what
     it varies) are averaged there as runs; with ``distinct`` they are refused instead, naming
     two of them (``fleet report`` of a folder that also holds an edited config's runs).
@@ -578,7 +579,8 @@ def aggregate(
         .agg(["mean", "std", "count"])
         .reset_index()
     )
-    summary["se"] = summary["std"].fillna(0.0) / summary["count"] ** 0.5
+    # one run: no SE (NaN, an empty field in summary.csv), not 0, which read as certainty
+    summary["se"] = summary["std"] / summary["count"] ** 0.5
     summary = summary.rename(columns={"mean": "final_cum_regret_mean", "count": "runs"})
     summary = summary[["network", "route", "agent", "final_cum_regret_mean", "se", "runs"]]
     from ev_nav.provenance import atomic_path

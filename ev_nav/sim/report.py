@@ -29,12 +29,19 @@ def frame_markdown(frame, digits: int = 1, index: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _pm(mean: float, se: float, digits: int) -> str:
+    """``mean ± SE``, or ``mean ± n/a`` where the SE is undefined (a single run: NaN)."""
+    spread = "n/a" if se != se else f"{se:,.{digits}f}"
+    return f"{mean:,.{digits}f} ± {spread}"
+
+
 def summary_markdown(summary) -> str:
     """Final cumulative regret per (network, route, agent) as a Markdown table (mean ± SE).
 
     Within each route, agents are ranked by regret; a negative mean is flagged
     (:data:`NOT_OPTIMAL`) and listed after the others instead of first, with a note under the
-    table, because regret below zero means the reference route was beatable.
+    table, because regret below zero means the reference route was beatable. A cell of one run
+    shows ``± n/a`` (its SE is undefined; it showed ``± 0.0``).
     """
     if summary is None or len(summary) == 0:
         return ""
@@ -48,7 +55,7 @@ def summary_markdown(summary) -> str:
         flag = f" {NOT_OPTIMAL}" if row.negative_regret else ""
         lines.append(
             f"| {row.network} | {row.route} | {row.agent} | "
-            f"{row.final_cum_regret_mean:,.1f} ± {row.se:,.1f}{flag} | {row.runs} |"
+            f"{_pm(row.final_cum_regret_mean, row.se, 1)}{flag} | {row.runs} |"
         )
     if table["negative_regret"].any():
         lines += [
@@ -112,8 +119,8 @@ def model_comparison(summary, first: str = "GP", second: str = "BI") -> str:
                 sums[first] += mean[a]
                 sums[second] += mean[b]
             lines.append(
-                f"| {network} | {route} | {rule} | {mean[a]:,.0f} ± {se[a]:,.0f} | "
-                f"{mean[b]:,.0f} ± {se[b]:,.0f} | {'yes' if ok else '**no**'} |"
+                f"| {network} | {route} | {rule} | {_pm(mean[a], se[a], 0)} | "
+                f"{_pm(mean[b], se[b], 0)} | {'yes' if ok else '**no**'} |"
             )
     lines.append("")
     lines.append(f"{first} below {second}: {held} of {total} (route, rule) pairs.")

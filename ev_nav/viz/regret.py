@@ -41,7 +41,8 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path:
-    """Cumulative regret (mean ± 1 SE over seeds) per agent, one panel per (network, route).
+    """Cumulative regret (mean ± 1 SE over seeds) per agent, one panel per (network, route);
+    an agent of one run has its line and no band.
 
     Parameters
     ----------
@@ -71,14 +72,16 @@ def cumulative_regret_figure(results, path: str | Path, title: str = "") -> Path
         sub = per_round[(per_round.network == network) & (per_round.route == route)]
         for agent, g in sub.groupby("agent"):
             stats = g.groupby("t")["cum"].agg(["mean", "std", "count"])
-            se = stats["std"].fillna(0.0) / np.sqrt(stats["count"])
             colour = AGENT_COLOURS.get(str(agent))
             (line,) = ax.plot(stats.index, stats["mean"], label=str(agent), color=colour)
-            # the band takes the line's colour, also where the label has no fixed colour
-            band = line.get_color()
-            ax.fill_between(
-                stats.index, stats["mean"] - se, stats["mean"] + se, alpha=0.2, color=band
-            )
+            # a band only where there is an SE: one run has none (a zero-width band, drawn
+            # before, read as certainty)
+            seeds = stats[stats["count"] > 1]
+            if len(seeds):
+                se = seeds["std"] / np.sqrt(seeds["count"])
+                # the band takes the line's colour, also where the label has no fixed colour
+                ax.fill_between(seeds.index, seeds["mean"] - se, seeds["mean"] + se,
+                                alpha=0.2, color=line.get_color())
         ax.set_title(f"{network} — route {route}")
         ax.set_xlabel(x_label)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no round 1.2

@@ -534,6 +534,27 @@ def test_fleet_drive_command(server, tmp_path) -> None:
     assert "1 trip by 1 vehicle through" in res.stdout
 
 
+@pytest.mark.parametrize(
+    ("truth", "keys"),
+    [("drift_rounds = [2]", "drift_rounds"),
+     ("temperature_mean_c = 5.0", "temperature_mean_c"),
+     ("drift_rounds = [2]\ntemperature_mean_c = 5.0", "drift_rounds and temperature_mean_c")],
+)
+def test_fleet_drive_refuses_a_world_that_changes_between_rounds(tmp_path, capsys, truth, keys):
+    """'fleet drive' drove such a config in an unchanging world, silently (no road change, no
+    temperature), where 'fleet run' applies both; now one line before the server is asked (the
+    URL here answers nothing), exit 2."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text(f'horizon = 3\n[network]\nn_segments = 400\n[truth]\n{truth}\n')
+    code = main(["fleet", "drive", str(cfg), "--server", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"[truth] {keys}: 'fleet drive' drives one world that does not change" in err
+    assert "simulate the config with 'fleet run'" in err
+
+
 # ---------------------------------------------------------------------- the serve command
 def test_serve_command_errors_are_one_line(served_state, tmp_path) -> None:
     busy = socket.socket()

@@ -205,6 +205,17 @@ def _refused_before_any_run(tmp_path, capsys, text, fragment, error) -> None:
          "[network] n_segments is not used by kind = 'file' (it uses path, name)"),
         ('[network]\nkind = "osm"\npath = "fleet.toml"\nseed = 3',
          "[network] seed is not used by kind = 'osm' (it uses path, dems, name)"),
+        # keys that shape drawn worlds were accepted beside a truth file, and ignored
+        ('[truth]\nkind = "file"\npath = "fleet.toml"\nlengthscale = 2.0',
+         "[truth] lengthscale is not used by kind = 'file' (it uses path, optimum)"),
+        ('[truth]\nkind = "file"\npath = "fleet.toml"\nnoise_spread = 0.5',
+         "[truth] noise_spread is not used by kind = 'file' (it uses path, optimum)"),
+        ('[truth]\nkind = "gp"\nloss_spread = 0.5',
+         "[truth] loss_spread is not used by kind = 'gp' (it uses lengthscale, graph_share, "
+         "max_redraws, optimum)"),
+        ('[truth]\npath = "fleet.toml"', "[truth] path is not used by kind = 'physical'"),
+        ('[truth]\nkind = "det-noise"\ndrift_size = 1.0',
+         "[truth] drift_size is not used by kind = 'det-noise' (it uses max_redraws, optimum)"),
         ('[[routes]]\nkind = "random"\nstart = 3\ngoal = 40',
          "[[routes]] start is not used by kind = 'random' (it uses vehicles, min_distance_m, "
          "name)"),
@@ -375,3 +386,71 @@ def test_a_segment_id_of_the_town_built_is_accepted(tmp_path):
     cfg.write_text("horizon = 2\n[network]\nn_segments = 300\n[[routes]]\nstart = 3\ngoal = 301\n")
     (spec,), _ = specs_from_toml(cfg)
     assert spec.trips.goal == 301 and load_network(spec.network).n_segments == 303
+
+
+@pytest.mark.filterwarnings("ignore:West-Oakland. no elevation source")  # (flat: no matter)
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ("[[routes]]\nstart = 3\ngoal = 50",
+         "[[routes]] 'route' goal = 50 is no segment of West-Oakland (it has 50: ids 0..49)"),
+        ("[[routes]]\nstart = [8.0, 47.0]\ngoal = 40", "[[routes]] 'route' on West-Oakland: "),
+        ('[[routes]]\nkind = "random"\nmin_distance_m = 5000.0',
+         "[[routes]] 'route' on West-Oakland: no origin–destination pair 5000.0 m apart"),
+        ('[[routes]]\nstart = 3\ngoal = 40\n[truth]\nkind = "file"\npath = "truth.csv"',
+         "was written for another network"),
+        # (the default random route: 1000 m apart, the extract is 911 m across)
+        ('[truth]\nkind = "file"\npath = "truth.csv"', "[[routes]] 'random' on West-Oakland"),
+    ],
+)
+def test_routes_and_truth_file_are_checked_on_an_osm_network_before_any_run(
+    tmp_path, capsys, monkeypatch, network_cache, shared_file, table, fragment
+):
+    """The checks ran on town and file networks only: on an OSM extract each of these failed
+    every run separately (FAILED lines, error.txt, run folders left behind)."""
+    monkeypatch.setenv("EV_NAV_CACHE", str(network_cache))
+    from ev_nav.sim.environment import save_truth
+
+    save_truth(tmp_path / "truth.csv", Environment.create(load_network(NET), seed=0))
+    osm = shared_file("West-Oakland.osm.bz2")
+    text = f'horizon = 2\n[network]\nkind = "osm"\npath = "{osm}"\n{table}\n'
+    _refused_before_any_run(tmp_path, capsys, text, fragment, ConfigError)
+
+
+@pytest.mark.parametrize("goal", ["on-start", "a-metre-off"])
+def test_a_fixed_route_whose_ends_are_one_segment_is_refused(tmp_path, capsys, goal):
+    """A segment id and a coordinate on that segment (or two coordinates a metre apart) passed
+    the check of equal start and goal: every run drove no trip, with regret 0 throughout."""
+    net = load_network(NetworkSpec())
+    lon, lat = (float(x) for x in net.segment_midpoints()[3])
+    # (a two-way road's other direction has the same midpoint: this side of it is segment 3)
+    assert net.nearest_segment(lon, lat) == net.nearest_segment(lon - 1e-5, lat) == 3
+    start, end = ("3", f"[{lon}, {lat}]") if goal == "on-start" else (
+        f"[{lon}, {lat}]", f"[{lon - 1e-5}, {lat}]")
+    text = f'horizon = 2\n[[routes]]\nname = "A"\nstart = {start}\ngoal = {end}\n'
+    with pytest.raises(ConfigError, match=r"fleet\.toml: \[\[routes\]\] 'A' on synthetic-2000: "
+                       r"start .+ and goal .+ are the same segment \(3\); no trip"):
+        (tmp_path / "fleet.toml").write_text(text)
+        specs_from_toml(tmp_path / "fleet.toml")
+    _refused_before_any_run(tmp_path, capsys, text, "are the same segment (3); no trip",
+                            ConfigError)
+
+
+def test_a_damaged_checkpoint_says_how_to_restart_its_run(tmp_path):
+    """A truncated checkpoint gave "checkpoint damaged or not readable" on every resume, with
+    no way on; it names the file to set aside, and doing so restarts that run from round 1."""
+    from ev_nav.errors import ModelStateError
+    from ev_nav.sim.fleet import CHECKPOINT_NAME
+
+    spec = _spec(AgentSpec(model="bi"), horizon=4)
+    run_dir = tmp_path / "run"
+    run_one(spec, run_dir, checkpoint_every=1, stop_after=2)
+    ckpt = run_dir / CHECKPOINT_NAME
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    with pytest.raises(ModelStateError, match=re.escape(
+            f"{ckpt}: checkpoint damaged or not readable") + r".*; move that file out of the "
+            r"way \(or delete it\) and resume: run " + re.escape(spec.run_id)
+            + " then starts again from round 1"):
+        run_one(spec, run_dir)
+    ckpt.unlink()
+    assert [r["t"] for r in run_one(spec, run_dir).rows][::2] == [1, 2, 3, 4]

@@ -1,5 +1,6 @@
 """Experiment grids (issue 8): executors agree, kill+resume == uninterrupted, failures kept."""
 
+import json
 import os
 import signal
 import subprocess
@@ -367,3 +368,67 @@ def test_a_route_named_like_a_missing_value_is_that_name(tmp_path, capsys, name)
     assert main(["fleet", "report", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "damaged" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "grid"])
+def test_grid_json_records_the_configs_text_and_hash(tmp_path, command):
+    """grid.json kept only the config's path as typed: once the file was edited (or the folder
+    moved) the results could not be traced to what made them."""
+    import hashlib
+
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "f1.toml"
+    text = ('horizon = 2\n[network]\nn_segments = 400\n[[routes]]\nstart = 3\ngoal = 40\n'
+            '[[agents]]\nmodel = "bi"\n')
+    cfg.write_text(text, encoding="utf-8")
+    extra = ["--executor", "inprocess"] if command == "grid" else []
+    out = tmp_path / "out"
+    assert main(["fleet", command, str(cfg), "--quiet", "--out", str(out), *extra]) == 0
+    config = json.loads((out / "grid.json").read_text(encoding="utf-8"))["config"]
+    assert config == {"config_file": str(cfg), "config_text": text,
+                      "config_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def test_fleet_grid_draws_no_progress_bar_into_a_log(tmp_path, capsys):
+    """'fleet grid' wrote carriage-return progress bars into redirected stderr (a log file),
+    where 'fleet run' draws them only on a terminal; both draw them only there now."""
+    from ev_nav.cli import main
+
+    cfg = tmp_path / "f1.toml"
+    cfg.write_text('horizon = 2\n[network]\nn_segments = 400\n[[routes]]\nstart = 3\n'
+                   'goal = 40\n[[agents]]\nmodel = "bi"\n', encoding="utf-8")
+    assert main(["fleet", "grid", str(cfg), "--out", str(tmp_path / "out"),
+                 "--executor", "inprocess"]) == 0
+    err = capsys.readouterr().err  # (not a terminal)
+    assert "\r" not in err and "grid (" not in err
+
+
+def test_fleet_report_names_the_runs_it_leaves_out(tmp_path, capsys):
+    """Unfinished and failed runs were dropped silently: an agent showed 1 run beside agents of
+    2, or vanished from the tables. A note names them and why."""
+    from ev_nav.cli import main
+    from ev_nav.sim.fleet import run_dir_for, run_one, specs_from_toml
+
+    cfg = tmp_path / "f1.toml"
+    cfg.write_text('horizon = 3\nseeds = [0, 1]\n[network]\nn_segments = 400\n[[routes]]\n'
+                   'start = 3\ngoal = 40\n[[agents]]\nmodel = "bi"\n[[agents]]\nmodel = "bi"\n'
+                   'policy = "ucb"\n', encoding="utf-8")
+    specs, _ = specs_from_toml(cfg)
+    out = tmp_path / "out"
+    finished, unfinished, failed = specs[0], specs[1], specs[2]
+    run_one(finished, run_dir_for(out, finished.run_id))
+    run_one(unfinished, run_dir_for(out, unfinished.run_id), checkpoint_every=1, stop_after=1)
+    run_dir_for(out, failed.run_id).mkdir(parents=True)
+    (run_dir_for(out, failed.run_id) / "error.txt").write_text("Traceback ...\n")
+    assert main(["fleet", "report", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"note: left out, failed: 1 run ({failed.run_id}; see error.txt in each run's "
+            "folder)") in printed
+    assert (f"note: left out, unfinished: 1 run ({unfinished.run_id}; 'fleet run' or 'fleet "
+            "grid' with --resume continues them)") in printed
+    run_one(unfinished, run_dir_for(out, unfinished.run_id))  # resumed to its end
+    (run_dir_for(out, failed.run_id) / "error.txt").unlink()
+    run_dir_for(out, failed.run_id).rmdir()
+    assert main(["fleet", "report", str(out)]) == 0  # nothing left out: nothing to say
+    assert "note:" not in capsys.readouterr().out

@@ -1,5 +1,7 @@
 """Experiment reports: per-seed tables and the GP-vs-BI comparison of Fig. 2 (issue 15)."""
 
+import re
+
 import pandas as pd
 
 from ev_nav.sim.report import model_comparison, per_seed_markdown
@@ -43,3 +45,39 @@ def test_model_comparison_counts_orderings_and_the_ts_ratio():
     assert "| m | A | UCB | 100 ± 10 | 90 ± 10 | **no** |" in text
     assert "GP below BI: 1 of 2 (route, rule) pairs." in text
     assert "20 / 60 = 0.33" in text
+
+
+def test_a_cell_of_one_run_has_no_standard_error(tmp_path, capsys, monkeypatch):
+    """One run showed '413.2 ± 0.0 | 1' and a zero-width band, as if certain; its SE is
+    undefined: 'n/a' in the tables, empty in summary.csv, no band (two runs still get one)."""
+    import matplotlib.axes
+
+    from ev_nav.cli import main
+
+    bands = []
+    draw = matplotlib.axes.Axes.fill_between
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between",
+                        lambda ax, *a, **k: bands.append(a) or draw(ax, *a, **k))
+    for seeds in ("[0]", "[0, 1]"):
+        cfg = tmp_path / "fleet.toml"
+        cfg.write_text(f'horizon = 2\nseeds = {seeds}\n[network]\nn_segments = 400\n'
+                       '[[routes]]\nstart = 3\ngoal = 40\n[[agents]]\nmodel = "bi"\n',
+                       encoding="utf-8")
+        out = tmp_path / f"out{len(seeds)}"
+        assert main(["fleet", "run", str(cfg), "--quiet", "--out", str(out)]) == 0
+        row = next(ln for ln in (out / "summary.md").read_text().splitlines() if "BI-TS" in ln)
+        se = pd.read_csv(out / "summary.csv")["se"]
+        if seeds == "[0]":
+            assert re.search(r"\| [\d,.]+ ± n/a \| 1 \|$", row) and se.isna().all()
+            assert not bands
+            assert row in capsys.readouterr().out
+        else:
+            assert re.search(r"\| [\d,.]+ ± [\d,.]+ \| 2 \|$", row) and se.notna().all()
+            assert len(bands) == 1
+
+
+def test_model_comparison_of_single_runs_says_the_se_is_undefined():
+    final = _results().groupby(["network", "route", "agent", "seed"])["regret_wh"].sum()
+    one = final.xs(0, level="seed").reset_index().rename(
+        columns={"regret_wh": "final_cum_regret_mean"}).assign(se=float("nan"))
+    assert "| m | A | TS | 10 ± n/a | 50 ± n/a | yes |" in model_comparison(one)

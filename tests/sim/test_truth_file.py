@@ -115,3 +115,53 @@ def test_a_checkpoint_of_an_earlier_version_resumes(town, tmp_path):
     (run_dir / CHECKPOINT_NAME).write_bytes(encode(data))
     resumed = run_one(spec, run_dir, checkpoint_every=1)
     assert [r["energy_wh"] for r in resumed.rows] == [r["energy_wh"] for r in whole.rows]
+
+
+def test_a_truth_file_with_a_negative_cycle_is_refused_before_any_run(tmp_path, capsys):
+    """It passed the checks, then every run failed with a NegativeCycleError traceback in its
+    error.txt; now one line with the hint drawn worlds give (optimum = 'rectified')."""
+    from ev_nav.cli import main
+    from ev_nav.sim.fleet import NetworkSpec, load_network
+
+    world = Environment.create(load_network(NetworkSpec(n_segments=400)), seed=0)
+    world.true_energy = world.true_energy - 10.0 * np.abs(world.true_energy).max()  # all < 0
+    save_truth(tmp_path / "truth.csv", world)
+    cfg = tmp_path / "fleet.toml"
+    text = ('horizon = 2\n[network]\nn_segments = 400\n[[routes]]\nstart = 3\ngoal = 40\n'
+            '[truth]\nkind = "file"\npath = "truth.csv"\n')
+    cfg.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"fleet\.toml: \[truth\] path: the energies of .*"
+                       r"truth\.csv on synthetic-400 have a negative-energy cycle .* use "
+                       r"optimum = 'rectified' in \[truth\]$"):
+        specs_from_toml(cfg)
+    assert main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    cfg.write_text(text + 'optimum = "rectified"\n', encoding="utf-8")  # the hint works
+    assert len(specs_from_toml(cfg)[0]) == 1
+
+
+def test_the_advice_after_a_changed_truth_file_leads_somewhere(town, tmp_path, capsys):
+    """It said "rerun into another folder (or without --resume)", but without --resume the
+    command refuses a folder that holds runs; the advice given now works."""
+    import shutil
+
+    from ev_nav.cli import main
+
+    save_truth(tmp_path / "a.csv", Environment.create(town, seed=0))
+    save_truth(tmp_path / "b.csv", Environment.create(town, seed=7))
+    shutil.copy(tmp_path / "a.csv", tmp_path / "truth.csv")
+    cfg = tmp_path / "fleet.toml"
+    cfg.write_text('horizon = 2\n[network]\nkind = "synthetic"\nn_segments = 2000\n'
+                   '[[routes]]\nname = "A"\nstart = 10\ngoal = 900\n[[agents]]\nmodel = "bi"\n'
+                   '[truth]\nkind = "file"\npath = "truth.csv"\n', encoding="utf-8")
+    out = str(tmp_path / "out")
+    spec = specs_from_toml(cfg)[0][0]  # interrupted after round 1:
+    run_one(spec, tmp_path / "out" / "runs" / spec.run_id, checkpoint_every=1, stop_after=1)
+    shutil.copy(tmp_path / "b.csv", tmp_path / "truth.csv")
+    assert main(["fleet", "run", str(cfg), "--quiet", "--out", out, "--resume"]) == 1
+    said = capsys.readouterr().out
+    assert "restore the file, or run the config into a new folder (--out NEW_FOLDER)" in said
+    assert "without --resume" not in said
+    assert main(["fleet", "run", str(cfg), "--quiet", "--out", str(tmp_path / "new")]) == 0

@@ -605,10 +605,13 @@ def _sleeping_task(spec, out_dir, checkpoint_every, resume):
     time.sleep(600)
 
 
-def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_a_local_pool_at_once(tmp_path, how):
     """Ctrl-C reaches the whole process group: workers interrupted inside the pool's queues
     deadlocked it, and 'fleet grid' hung for good after saying 'interrupted' (4 of 7 tries).
-    The parent alone handles it now, and stops its workers."""
+    The parent alone handles it now, and stops its workers. SIGTERM, sent to the parent alone
+    (``timeout``, a job scheduler), ended it at once and left its workers running as orphans
+    that went on writing runs into the folder; it now stops them as Ctrl-C does."""
     script = (  # (a hang prints where the parent waits; SIGINT as a terminal starts it)
         "import faulthandler, signal, sys\n"
         "faulthandler.dump_traceback_later(100, exit=True)\n"
@@ -629,7 +632,10 @@ def test_ctrl_c_stops_a_local_pool_at_once(tmp_path):
                 break
             time.sleep(0.05)
         assert len(list(tmp_path.glob("started-*"))) == 2, proc.stderr.read()
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        else:
+            os.kill(proc.pid, signal.SIGTERM)  # to the parent only
         _, err = proc.communicate(timeout=150)  # the runs would sleep for 10 minutes
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -89,7 +89,7 @@ def _stop_processes(processes: Iterable[Any]) -> None:
 
 
 class _DeferredInterrupt:
-    """Ctrl-C turned into a flag that the pool's loop checks between waits.
+    """Ctrl-C (and SIGTERM) turned into a flag that the pool's loop checks between waits.
 
     A KeyboardInterrupt raised wherever the parent happened to be can leave it inside
     ``concurrent.futures`` holding a lock that the pool's management thread needs, and the
@@ -97,6 +97,10 @@ class _DeferredInterrupt:
     exception). With the flag the interrupt is raised at one known point, with no lock held.
     A second Ctrl-C raises at once. Installed only in the main thread over Python's default
     handler: an ignored SIGINT (a background job) or a caller's own handler is kept.
+
+    SIGTERM (what ``timeout``, ``kill`` and job schedulers send, to the parent alone) is taken
+    as a Ctrl-C where its handler is the default: the default ended the parent at once, and its
+    workers ran on as orphans, writing into the output folder, until killed by hand.
     """
 
     #: how often the loop looks at the flag [s]
@@ -104,18 +108,20 @@ class _DeferredInterrupt:
 
     def __init__(self) -> None:
         self.pending = False
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _DeferredInterrupt:
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+        if threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._handle)
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous = {}
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.pending:

@@ -274,3 +274,25 @@ def test_bench_charging_smoke_honours_trips_and_refuses_zero():
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "argument --trips: expected a whole number >= 1" in bad.stderr
+
+
+def test_a_long_trip_from_a_junction_leaves_on_the_road_its_route_takes(monaco):
+    """A charging plan started from the one position the snap preferred: from a junction
+    (MoST Monaco node 101) on a one-way road it drove away and looped back to the junction.
+    ``trip_ends`` picks, among every road there and both directions of a two-way street, the
+    ends the direct least-loss route takes: the plan's leg leaves the junction there and never
+    returns to it."""
+    from ev_nav.trips.charging import trip_ends
+
+    model = make_model(AgentSpec(model="bi"), monaco, 0)
+    veh = get_vehicle("volkswagen-id3-pro")
+    a, b = 101, int(monaco.seg_u[888])
+    start = monaco.snap(float(monaco.node_lon[a]), float(monaco.node_lat[a]), None)
+    goal = monaco.snap(float(monaco.node_lon[b]), float(monaco.node_lat[b]), None)
+    assert len(start.candidates) > 2  # every road at the junction
+    ends = trip_ends(monaco, model, veh, start.candidates, goal.candidates)
+    plan = plan_charging(monaco, model, veh, [], *ends,
+                         ChargeSettings(start_wh=veh.battery_wh, reserve_wh=0.1 * veh.battery_wh))
+    (leg,) = plan.legs
+    assert monaco.seg_u[leg.segments[0]] == a and a not in monaco.seg_v[leg.segments].tolist()
+    assert (int(leg.segments[0]), leg.shares[0]) == (ends[0][0], pytest.approx(1 - ends[0][1]))

@@ -635,7 +635,7 @@ class FleetService:
         import math
 
         from ev_nav.trips.battery import e_det_shift, parse_charge
-        from ev_nav.trips.charging import ChargeSettings, plan_to_dict, vehicle_sites
+        from ev_nav.trips.charging import ChargeSettings, plan_to_dict, trip_ends, vehicle_sites
         from ev_nav.trips.charging import plan_charging as plan_stops
         from ev_nav.trips.planning import _router
         from ev_nav.vehicles import catalogue_vehicle
@@ -663,10 +663,12 @@ class FleetService:
                 from ev_nav.gp.temperature import AtTemperature
 
                 session.model = AtTemperature(session.model, temperature)
-            plan = plan_stops(
-                net, session.model, car, sites, (start.segment, start.fraction),
-                (end.segment, end.fraction), settings, router=_router(net), mean_shift=shift,
-            )
+            # the direction of a two-way street and the road at a junction the direct route
+            # takes (as the CLI's plans)
+            ends = trip_ends(net, session.model, car, start.candidates, end.candidates,
+                             router=_router(net), mean_shift=shift)
+            plan = plan_stops(net, session.model, car, sites, *ends, settings,
+                              router=_router(net), mean_shift=shift)
         return {
             "vehicle_model": car.name,
             "chargers_usable": len(sites),

@@ -400,6 +400,39 @@ def _leg_options(
     )
 
 
+def trip_ends(
+    net: RoadNetwork,
+    model: SegmentModel,
+    vehicle: Vehicle,
+    start: Sequence[tuple[int, float]],
+    goal: Sequence[tuple[int, float]],
+    router: Router | None = None,
+    mean_shift: NDArray[np.float64] | None = None,
+) -> tuple[tuple[int, float], tuple[int, float]]:
+    """Where a long trip starts and ends among the positions its two points snapped to
+    (:attr:`~ev_nav.roads.network.SnapPoint.candidates`: both directions of a two-way street,
+    every road at a junction): those the least-loss direct route takes, as ``ev-nav route``
+    would. :func:`plan_charging` plans from one position each; the first candidate alone made
+    a trip from a junction drive the one road snapped to and loop back.
+
+    Returns the first candidates when the points are the same place or not connected (the
+    planner then says so).
+    """
+    if len(start) == 1 and len(goal) == 1:
+        return (int(start[0][0]), float(start[0][1])), (int(goal[0][0]), float(goal[0][1]))
+    mean = model.posterior().mean
+    if mean_shift is not None:
+        mean = mean + np.asarray(mean_shift, dtype=np.float64)
+    phi = node_potential(net, vehicle)
+    loss = np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
+    try:
+        path = (router or Router(net)).route_between(loss, start, goal)
+    except (RouteOptionError, UnreachableError):
+        return (int(start[0][0]), float(start[0][1])), (int(goal[0][0]), float(goal[0][1]))
+    return ((int(path.segments[0]), float(path.start_fraction)),
+            (int(path.segments[-1]), float(path.end_fraction)))
+
+
 # ----------------------------------------------------------------------------- the planner
 def plan_charging(
     net: RoadNetwork,

@@ -423,6 +423,7 @@ def _route_with_stops(args: argparse.Namespace) -> int:
         plan_charging,
         plan_table,
         plan_to_dict,
+        trip_ends,
         vehicle_sites,
     )
     from ev_nav.trips.planning import _router
@@ -459,12 +460,17 @@ def _route_with_stops(args: argparse.Namespace) -> int:
             max_stops=args.max_stops,
             max_charge_pct=max(1, int(math.floor(100 * max_charge / capacity + 1e-9))),
         )
-        start = net.snap(args.origin[1], args.origin[0], args.max_snap)
-        goal = net.snap(args.goal[1], args.goal[0], args.max_snap)
+        # the direction of a two-way street and the road at a junction the direct route takes
+        start, goal = trip_ends(
+            net, session.model, vehicle,
+            net.snap(args.origin[1], args.origin[0], args.max_snap).candidates,
+            net.snap(args.goal[1], args.goal[0], args.max_snap).candidates,
+            router=_router(net), mean_shift=shift,
+        )
         sites = vehicle_sites(net, vehicle)
         plan = plan_charging(
-            net, session.model, vehicle, sites, (start.segment, start.fraction),
-            (goal.segment, goal.fraction), settings, router=_router(net), mean_shift=shift,
+            net, session.model, vehicle, sites, start, goal, settings, router=_router(net),
+            mean_shift=shift,
         )
         if args.json:
             # "vehicle": the state's; "vehicle_model": the car planned for (the API's key)
@@ -473,7 +479,7 @@ def _route_with_stops(args: argparse.Namespace) -> int:
             print(json.dumps(doc, indent=2))
             return 0 if plan.feasible else 3
         learned = "" if model_car is None else f"; energies learned for {session.vehicle.name}"
-        print(f"long trip: segment {start.segment} -> {goal.segment}, vehicle {vehicle.name} "
+        print(f"long trip: segment {start[0]} -> {goal[0]}, vehicle {vehicle.name} "
               f"({capacity / 1000:g} kWh{learned}), departing at "
               f"{percent(plan.pct(settings.start_wh))}, {len(sites)} usable chargers on this "
               "network")

@@ -13,7 +13,8 @@ command line's start-up stay light):
 * charging sites: :class:`Chargers` (a network's table, ``RoadNetwork.chargers``),
   :func:`read_osm_chargers`, :func:`read_charger_csv`, :func:`generated_chargers`;
 * charging stops (``docs/charging.md``): :func:`plan_charging` with :class:`ChargeSettings`
-  and the sites a car can use (:func:`vehicle_sites`), giving a :class:`ChargingPlan`; for a
+  and the sites a car can use (:func:`vehicle_sites`), between the positions
+  :func:`trip_ends` picks among two points' snap candidates, giving a :class:`ChargingPlan`; for a
   catalogue car other than the one a model learned for, :func:`e_det_shift` (the per-segment
   energy ``plan_charging`` adds to the learned mean);
 * roads that change (``docs/changes.md``): :class:`ChangeDetector` with :class:`ChangeConfig`,
@@ -56,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "ChargeSettings": "ev_nav.trips.charging",
     "ChargingPlan": "ev_nav.trips.charging",
     "vehicle_sites": "ev_nav.trips.charging",
+    "trip_ends": "ev_nav.trips.charging",
     "e_det_shift": "ev_nav.trips.battery",
     "read_osm_chargers": "ev_nav.roads.chargers",
     "read_charger_csv": "ev_nav.roads.chargers",

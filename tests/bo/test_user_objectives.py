@@ -358,3 +358,45 @@ def test_report_of_another_familys_folder_says_so(tmp_path, capsys):
                "run'" in err, err
     for family, folder in folders.items():  # their own reports still read them
         assert main(["bo", family, "report", str(folder)]) == 0
+
+
+def test_a_folder_of_another_familys_experiment_is_refused_before_anything_runs(
+    tmp_path, capsys
+):
+    """A BOKE (or PTR, UCVS) experiment written into a CVS experiment's folder replaced its
+    results.csv and manifest.json (exit 0), left the CVS figures beside them and broke
+    ``bo cvs report``; more seeds of the same family still reuse the finished runs."""
+    out = tmp_path / "x"
+    cvs = ["bo", "cvs", "run", "--objective", f"{FILE}:bowl", "--method", "etcada", "--budget",
+           "2", "--n-mc", "16", "--n-warmup-full", "200", "--n-starts", "1", "--out", str(out),
+           *FAST]  # fmt: skip
+    assert main([*cvs, "--seeds", "1", "--no-figures"]) == 0
+    before = {p: (out / p).read_bytes() for p in ("results.csv", "manifest.json")}
+    others = {
+        "boke": ["boke", "run", "--benchmark", "forrester", "--methods", "random", "--budget",
+                 "8", "--seeds", "1", "--no-figure"],
+        "ptr": ["ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb", "-T", "2",
+                "-n", "1", "--no-figures"],
+        "ucvs": ["ucvs", "run", "--objective", f"{FILE}:bowl", "--method", "ucvs", "--budget",
+                 "2", "--seeds", "1", "--no-figures"],
+    }  # fmt: skip
+    for family, argv in others.items():
+        capsys.readouterr()
+        code = main(["bo", *argv, "--out", str(out), *FAST])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("ev-nav: error:") and err.count("\n") == 1, err
+        assert f"holds the results of 'ev-nav bo cvs run'; 'ev-nav bo {family} run' would " \
+               "replace them" in err, err  # fmt: skip
+        assert {p: (out / p).read_bytes() for p in before} == before, family
+        assert sorted(p.name for p in (out / "runs").iterdir()) == ["etcada-s0"], family
+    # a manifest of an earlier ev-nav (no "family" entry) is recognised by its config's shape
+    meta = json.loads(before["manifest.json"])
+    assert meta.pop("family") == "cvs"
+    (out / "manifest.json").write_text(json.dumps(meta))
+    assert main(["bo", *others["boke"], "--out", str(out), *FAST]) == 2
+    assert "holds the results of 'ev-nav bo cvs run'" in capsys.readouterr().err
+    # the same family: a second seed reuses the first, whose rows stay byte-identical
+    assert main([*cvs, "--seeds", "2", "--no-figures"]) == 0
+    first = before["results.csv"].decode().splitlines()
+    assert (out / "results.csv").read_text().splitlines()[: len(first)] == first
+    assert main(["bo", "cvs", "report", str(out)]) == 0

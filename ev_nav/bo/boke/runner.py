@@ -450,7 +450,7 @@ def run_experiment(
     if cfg.objective is not None:
         _benchmark(cfg, cfg.problems[0])
     job_list = jobs(cfg)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family="boke")
     results = [_result_from(r.rows, r.info) for r in ex.records]
     if out_dir is not None:
         save_results(results, cfg, out_dir, execution=ex)
@@ -613,6 +613,7 @@ def save_results(
         list(cfg.seeds),
         execution=execution,
         runs=runs,
+        family="boke",
         summary=[asdict(r) for r in summarise(results)],
         **extra,
     )

@@ -365,7 +365,7 @@ def run_experiment(
     if cfg.objective is not None and cfg.seeds:
         build_problem(cfg, cfg.seeds[0])
     job_list = jobs(cfg)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family=cfg.setting)
     by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))
     means, m = _structure(cfg)
     frames, refs = [], {}
@@ -391,6 +391,7 @@ def run_experiment(
             cfg.seeds,
             execution=ex,
             runs=runs,
+            family=cfg.setting,
             references=refs,
             summary=result.summary().to_dict(orient="records") if len(table) else [],
         )

@@ -32,6 +32,7 @@ from ev_nav.bo.core.runs import (
     ExecutionConfig,
     Job,
     RunRecord,
+    check_output_folder,
     read_results,
     run_jobs,
     write_results,
@@ -474,9 +475,11 @@ def run_experiments(
         if cfg.objective is not None:
             build_problem(cfg, cfg.seed, method_task(cfg.method))
     job_list = jobs(configs)
+    if out_dir is not None:
+        check_output_folder(out_dir, "ptr")  # before the old run folders are renamed
     if out_dir is not None and (execution is None or execution.resume):
         _adopt_positional_runs(job_list, out_dir)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family="ptr")
     results = _collect(configs, job_list, ex)
     if out_dir is not None:
         save_results(results, out_dir, execution=ex)
@@ -705,6 +708,7 @@ def save_results(
         sorted({t.seed for r in results for t in r.trials}),
         execution=execution,
         runs=runs,
+        family="ptr",
         markdown_table=results_table(results),
         # an execution records its own wall time
         **({} if wall_seconds is None or execution is not None else {"wall_seconds": wall_seconds}),

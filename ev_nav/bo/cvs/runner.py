@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from ev_nav.bo.core.objective import UserObjective, load_objective
+from ev_nav.bo.core.plots import standard_error
 from ev_nav.bo.core.runs import (
     Execution,
     ExecutionConfig,
@@ -492,7 +493,9 @@ def step_on_grid(spent: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.
 
 
 def aggregate(df: pd.DataFrame, column: str = "simple_regret", budget: float | None = None):
-    """Per method: union cost grid, mean and standard error (ddof 0) of ``column`` over seeds."""
+    """Per method: union cost grid, mean and standard error of ``column`` over seeds (sample sd,
+    ``ddof = 1``; ``NaN`` for a single seed, so its figure has no band), and the ``(seeds,
+    grid)`` matrix."""
     out = {}
     for method, g in df.groupby("method", sort=False):
         runs = [(r["spent"].to_numpy(), r[column].to_numpy()) for _, r in g.groupby("seed")]
@@ -500,7 +503,7 @@ def aggregate(df: pd.DataFrame, column: str = "simple_regret", budget: float | N
         if budget is not None:
             grid = grid[grid <= budget + 1e-9]
         M = np.stack([step_on_grid(s, v, grid) for s, v in runs])
-        out[method] = (grid, M.mean(0), M.std(0) / np.sqrt(M.shape[0]), M)
+        out[method] = (grid, M.mean(0), standard_error(M), M)
     return out
 
 
@@ -531,10 +534,11 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
     """Per method: final simple regret at C/4, C/2, C (mean, SE, median), evaluations, the median
     best observation and the mean lock-on spend.
 
+    The SE is the sample standard deviation over seeds (``ddof = 1``) over ``sqrt(seeds)``.
     Only defined numbers are reported: the regret columns need a known optimum (a benchmark's,
     or a user objective's declared ``optimum``), and a column that is undefined for some method
-    (the lock-on spend of a method that never commits to the last set) is left out, so the
-    summary holds no ``NaN``.
+    (the lock-on spend of a method that never commits to the last set; the SE of one seed) is
+    left out, so the summary holds no ``NaN``.
     """
     rows = []
     m_last = int(df["n_sets"].max()) if len(df) else 7
@@ -545,7 +549,7 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
             for frac, tag in ((0.25, "C/4"), (0.5, "C/2"), (1.0, "C")):
                 r = regret_at(g, frac * budget)["simple_regret"].to_numpy()
                 row[f"regret@{tag}"] = float(r.mean())
-                row[f"se@{tag}"] = float(r.std() / np.sqrt(len(r)))
+                row[f"se@{tag}"] = float(standard_error(r))
                 row[f"median@{tag}"] = float(np.median(r))
         row["evals"] = float(g.groupby("seed")["t"].max().mean())
         row["best_y"] = float(g.groupby("seed")["y"].max().median())

@@ -26,7 +26,7 @@ import torch
 
 from ev_nav.bo.core.maximize import blas_single_threaded
 from ev_nav.bo.core.objective import load_objective
-from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, subplots
+from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, standard_error, subplots
 from ev_nav.bo.core.runs import (
     Execution,
     ExecutionConfig,
@@ -178,10 +178,10 @@ class ExperimentResult:
         return np.stack([t.metric for t in self.trials])
 
     def mean_se(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard error (``ddof = 1``) over trials, each ``(T,)``."""
+        """Mean and standard error (``ddof = 1``) over trials, each ``(T,)``; the SE of a single
+        trial is ``NaN`` (unknown, not zero)."""
         M = self.metric
-        se = M.std(0, ddof=1) / np.sqrt(M.shape[0]) if M.shape[0] > 1 else np.zeros(M.shape[1])
-        return M.mean(0), se
+        return M.mean(0), standard_error(M)
 
 
 def f1_score(pred: np.ndarray, truth: np.ndarray) -> float:
@@ -541,7 +541,8 @@ def _trial_from(rec: RunRecord) -> TrialResult:
 
 # ------------------------------------------------------------------------------ outputs
 def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) -> str:
-    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T)."""
+    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T); with
+    a single trial the SE is unknown and shown as ``± n/a``."""
     if not results:
         return ""
     if any(t.problem_info.get("black_box", False) for r in results for t in r.trials):
@@ -553,10 +554,14 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
     lines = [head, "|---" * (len(cols) + 2) + "|"]
     for r in results:
         mean, se = r.mean_se()
-        cells = [f"{mean[c - 1]:.3f} ± {2 * se[c - 1]:.3f}" for c in cols]
+        cells = [f"{mean[c - 1]:.3f} ± {_num(2 * se[c - 1])}" for c in cols]
         sec = np.mean([t.seconds for t in r.trials])
         lines.append(f"| {run_label(r.config)} | " + " | ".join(cells) + f" | {sec:.2f} |")
     return "\n".join(lines)
+
+
+def _num(v: float) -> str:
+    return f"{v:.3f}" if np.isfinite(v) else "n/a"
 
 
 def recommendations_table(results: list[ExperimentResult]) -> str:
@@ -631,7 +636,7 @@ def plot_results(results: list[ExperimentResult], path: str | Path, title: str =
     for k, r in enumerate(results):
         T = r.metric.shape[1]
         label = run_label(r.config)
-        bands[label] = mean_band(np.arange(1, T + 1), r.metric, n_se=2.0, ddof=1)
+        bands[label] = mean_band(np.arange(1, T + 1), r.metric, n_se=2.0)
         color = colors[(2 * k) % 20 if k < 10 else (2 * k + 1) % 20]
         styles[label] = {"color": color, **_style(r.config.method)}
     task = results[0].task if results else "opt"

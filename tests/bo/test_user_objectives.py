@@ -328,11 +328,28 @@ def test_a_resumed_run_is_made_by_the_objectives_code_not_its_name(tmp_path, mon
       "--etc-quota", "0"], "etc_quota must be a whole number >= 1, got 0"),
     (["boke", "run", "--objective", f"{FILE}:bowl", "--budget", "5", "--varsigma", "nan"],
      "varsigma must be a number >= 0, got nan"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--costs", "0.1,0.2", "--seeds", "1"],
+     "2 costs for the 7 control sets of hartmann3; give 7"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--variance", "2", "--seeds", "1", "--budget",
+      "1"], "variance 2.0 is not reachable by a normal truncated to [0,1]"),
+    (["ptr", "run", "--benchmark", "himmelblau", "--method", "bpt-lse", "--alpha", "1.5", "-T",
+      "5", "--trials", "1"], "alpha must be a number > 0 and < 1, got 1.5"),
+    (["boke", "run", "--objective", f"{FILE}:robust", "--budget", "10", "--seeds", "1"],
+     "robust takes (x, w), but BOKE calls f(x) (f(x, w) is PTR's form)"),
+    (["cvs", "run", "--objective", f"{FILE}:robust", "--control-sets", "[[0]]", "--costs", "0.1",
+      "--budget", "1", "--seeds", "1"],
+     "robust takes (x, w), but the cost-varying family calls f(x)"),
+    (["ptr", "run", "--objective", f"{FILE}:bowl", "--environment", "[[0.0], [1.0]]",
+      "--threshold", "0", "--method", "bpt-ucb", "-T", "3", "--trials", "1"],
+     "bowl takes (x), but PTR calls f(x, w)"),
 ])
 def test_malformed_or_meaningless_run_options_are_one_line(tmp_path, capsys, argv, fragment):
     """Each was a traceback (the JSON shapes) or a run of no meaning: --budget inf never ended,
     a NaN cost noise made no evaluation, a negative one acted as positive, --ada-scale -1 and
-    --etc-quota 0 explored nothing, a NaN beta or varsigma ran with it."""
+    --etc-quota 0 explored nothing, a NaN beta or varsigma ran with it. A cost count that does
+    not match the benchmark's control sets, an unreachable variance, an LSE level outside
+    (0, 1) and an objective the family cannot call failed inside every run (an error.txt per
+    run) after the runs had started."""
     code = main(["bo", *argv, "--out", str(tmp_path / "o"), *FAST])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("ev-nav: error:") and err.count("\n") == 1, err

@@ -283,6 +283,7 @@ def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
     """
     if budget is None:
         raise ConfigError("with an objective of your own, give the evaluation budget: --budget T")
+    user.require_call("f(x)", "BOKE")
     space = user.space
 
     def fn(x: np.ndarray) -> np.ndarray:

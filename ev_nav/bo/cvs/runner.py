@@ -36,7 +36,7 @@ from ev_nav.bo.core.runs import (
 from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
 from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set_optima
 from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
-from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
+from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set, truncnorm_scale
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.bo.cvs.surrogate import FIXED, USER_REFIT_EVERY, SurrogateConfig
 from ev_nav.errors import ConfigError, require_number, require_seed
@@ -146,6 +146,18 @@ class CVSRunConfig:
         if self.refit_at_spend is not None:
             require_number(self.refit_at_spend, "refit_at_spend", low=0, high=1,
                            low_open=True, high_open=True)
+        if not isinstance(self.costs, str):
+            for c in self.costs:
+                require_number(c, "every cost", low=0, low_open=True)
+        if self.objective is None:
+            # a benchmark's problem is built inside each run: these failed there, once per run
+            m = len(BENCHMARKS.get(self.benchmark).control_sets)
+            if not isinstance(self.costs, str) and len(self.costs) != m:
+                raise ConfigError(
+                    f"{len(self.costs)} costs for the {m} control sets of {self.benchmark}; "
+                    f"give {m} (or a preset: {', '.join(COST_PRESETS)})"
+                )
+            truncnorm_scale(self.variance)  # its random inputs' truncated normal
 
     @property
     def problem_label(self) -> str:

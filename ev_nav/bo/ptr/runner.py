@@ -123,9 +123,10 @@ class PTRRunConfig:
         if self.n_init is not None:
             require_number(self.n_init, "n_init", low=0, whole=True)
         require_number(self.delta, "delta", low=0, high=1, low_open=True, high_open=True)
-        for name in ("alpha", "threshold"):
-            if getattr(self, name) is not None:
-                require_number(getattr(self, name), name)
+        if self.alpha is not None:  # a probability level: 1.5 failed inside every trial
+            require_number(self.alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
+        if self.threshold is not None:
+            require_number(self.threshold, "threshold")
         method_task(self.method)
         if self.beta_schedule not in ("constant", "theory"):
             raise ConfigError("beta_schedule must be 'constant' or 'theory'")

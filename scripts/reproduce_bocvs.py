@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ev_nav.bo.core.plots import standard_error
 from ev_nav.bo.core.runs import ExecutionConfig, read_results
 from ev_nav.bo.cvs.figures import save_panel_figure
 from ev_nav.bo.cvs.runner import (
@@ -95,8 +96,9 @@ def final(df: pd.DataFrame, method: str, spend: float) -> np.ndarray:
 def fmt(a: np.ndarray) -> str:
     if len(a) == 0:
         return "none"
-    se = a.std() / np.sqrt(len(a))
-    return f"mean {a.mean():.3f} (±{se:.3f}), median {np.median(a):.3f}, n={len(a)}"
+    se = float(standard_error(a))  # sample sd (ddof 1); unknown for one seed
+    pm = f"±{se:.3f}" if np.isfinite(se) else "± n/a"
+    return f"mean {a.mean():.3f} ({pm}), median {np.median(a):.3f}, n={len(a)}"
 
 
 # ----------------------------------------------------------------------------- bocvs checks

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -35,6 +36,7 @@ from ev_nav.bo.cvs.problems import (
     truncnorm_scale,
 )
 from ev_nav.bo.cvs.registry import KNOWN_COST_METHODS
+from ev_nav.bo.cvs.runner import aggregate, summarise
 from ev_nav.errors import ConfigError
 from ev_nav.gp.exact import ExactGP
 
@@ -315,3 +317,29 @@ def test_a_cost_that_is_no_positive_finite_number_is_refused(bad):
     with pytest.raises(ConfigError, match="all mean costs must be positive finite numbers"):
         CostModel(means=(bad, 1.0))
     assert CostModel(means=(0.5, 1.0)).n_sets == 2
+
+
+def _final_regret_table(final: list[float]) -> pd.DataFrame:
+    """One method, one seed per final regret: two plays each, the second ending at ``final``."""
+    rows = [
+        {"method": "etcada", "seed": s, "t": t, "set": 7, "cost": 1.0, "spent": float(t),
+         "y": 0.0, "simple_regret": 2.0 if t == 1 else r, "n_sets": 7}
+        for s, r in enumerate(final) for t in (1, 2)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_standard_errors_use_the_sample_sd_and_one_seed_has_none():
+    """The SE was ``std(ddof=0) / sqrt(n)``, 10 % low at 5 seeds: B3's seeds 0-4 (per-seed final
+    regrets of docs/bo-cvs.md) gave ±0.163 where their SE is 0.182."""
+    b3 = [0.214, 0.838, 0.786, 0.015, 0.019]
+    want = float(np.std(b3, ddof=1) / np.sqrt(5))
+    assert want == pytest.approx(0.1824, abs=1e-4)
+    row = summarise(_final_regret_table(b3), 2.0).iloc[0]
+    assert row["se@C"] == pytest.approx(want) and row["regret@C"] == pytest.approx(np.mean(b3))
+    grid, mean, se, _ = aggregate(_final_regret_table(b3), budget=2.0)["etcada"]
+    np.testing.assert_allclose(se, [0.0, want])  # every seed has regret 2 after the first play
+    # one seed: its spread is unknown, so no SE column (was 0) and no band in the figure
+    one = summarise(_final_regret_table([0.3]), 2.0)
+    assert not any(c.startswith("se@") for c in one.columns) and "regret@C" in one.columns
+    assert np.isnan(aggregate(_final_regret_table([0.3]), budget=2.0)["etcada"][2]).all()

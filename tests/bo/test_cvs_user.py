@@ -18,7 +18,7 @@ from ev_nav.bo import load_objective
 from ev_nav.bo.core.runs import ExecutionConfig
 from ev_nav.bo.cvs import CVSOptimizer
 from ev_nav.bo.cvs.api import BudgetExhausted, CVSLoopConfig
-from ev_nav.bo.cvs.benchmarks import random_inputs, user_problem
+from ev_nav.bo.cvs.benchmarks import make_problem, random_inputs, user_problem
 from ev_nav.bo.cvs.runner import CVSRunConfig, run_experiment
 from ev_nav.bo.cvs.surrogate import FITTED, SurrogateConfig, condition, refit
 from ev_nav.cli import main
@@ -152,7 +152,37 @@ def test_tell_accepts_prior_data_and_plays_decided_elsewhere():
     r = opt.result()
     assert r.detail["control_set"] == 2
     np.testing.assert_allclose(r.x_best, best, atol=1e-9)
-    assert len(r.y) == 6  # plays and told points (the initial design is not a play)
+    # every evaluation, in the order told: 3 prior, 2 initial, the suggested play, the outside
+    # play, the last prior point (the initial design was left out and told points came last)
+    assert r.n_evaluations == 8 and r.X.shape == (8, 2)
+    np.testing.assert_allclose(r.X[:3], prior, atol=1e-9)
+    np.testing.assert_allclose(r.X[5:], [x, [0.5, 2.0], best], atol=1e-9)
+    np.testing.assert_allclose(r.y, [user(p) for p in r.X], atol=1e-9)
+
+
+def test_result_holds_the_initial_design_and_every_play_in_order():
+    """The documented ask/tell loop (docs/bo-cvs.md): ``result()`` has a row for every
+    evaluation told — the initial design included — in the order they were told."""
+    problem = make_problem("hartmann3", costs="moderate", variance=0.04)
+    opt = CVSOptimizer(problem, "etcada", budget=2.0, seed=0, config=CVSLoopConfig(n_mc=64))
+    env = torch.Generator().manual_seed(1)
+    told_x, told_y = [], []
+    while True:
+        s = opt.ask()
+        if s.detail["phase"] == "init":
+            x = s.x
+        else:
+            if not opt.can_afford(s.detail["cost"]):
+                break
+            x = opt.fill_random(s, env)
+        y = float(problem.observe(torch.as_tensor(x[None]), env)[0])
+        opt.tell(x, y, cost=None if s.detail["phase"] == "init" else s.detail["cost"])
+        told_x.append(x)
+        told_y.append(y)
+    r = opt.result()
+    assert r.n_evaluations == len(told_y) == opt.config.n_init + len(opt.steps)
+    np.testing.assert_allclose(r.X, told_x, atol=1e-12)
+    np.testing.assert_array_equal(r.y, told_y)
 
 
 def test_tell_refuses_points_outside_the_domain_and_unpayable_plays():

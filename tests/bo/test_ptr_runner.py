@@ -17,6 +17,7 @@ from ev_nav.bo.ptr.runner import (
     f1_score,
     load_results,
     merge_results,
+    results_table,
     run_experiment,
     run_trial,
     save_results,
@@ -244,3 +245,14 @@ def test_theory_beta_schedule_is_more_conservative():
     assert theory.metric[:, 49].mean() < const.metric[:, 49].mean()
     with pytest.raises(ConfigError, match="theory"):
         PTRRunConfig("mccormick", "gp-ucb", beta_schedule="theory")
+
+
+def test_standard_error_of_one_trial_is_unknown_not_zero():
+    """Trials' SE is the sample sd over sqrt(trials); a single trial's was shown as ± 0.000."""
+    three = run_experiment(PTRRunConfig("mccormick", "bpt-ucb", 4, 3), execution=IN_PROCESS)
+    _, se = three.mean_se()
+    np.testing.assert_allclose(se, three.metric.std(0, ddof=1) / np.sqrt(3))
+    one = run_experiment(PTRRunConfig("mccormick", "bpt-ucb", 4, 1), execution=IN_PROCESS)
+    assert np.isnan(one.mean_se()[1]).all()
+    table = results_table([one])
+    assert "± n/a" in table and "± 0.000" not in table and "nan" not in table

@@ -328,11 +328,28 @@ def test_a_resumed_run_is_made_by_the_objectives_code_not_its_name(tmp_path, mon
       "--etc-quota", "0"], "etc_quota must be a whole number >= 1, got 0"),
     (["boke", "run", "--objective", f"{FILE}:bowl", "--budget", "5", "--varsigma", "nan"],
      "varsigma must be a number >= 0, got nan"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--costs", "0.1,0.2", "--seeds", "1"],
+     "2 costs for the 7 control sets of hartmann3; give 7"),
+    (["cvs", "run", "--benchmark", "hartmann3", "--variance", "2", "--seeds", "1", "--budget",
+      "1"], "variance 2.0 is not reachable by a normal truncated to [0,1]"),
+    (["ptr", "run", "--benchmark", "himmelblau", "--method", "bpt-lse", "--alpha", "1.5", "-T",
+      "5", "--trials", "1"], "alpha must be a number > 0 and < 1, got 1.5"),
+    (["boke", "run", "--objective", f"{FILE}:robust", "--budget", "10", "--seeds", "1"],
+     "robust takes (x, w), but BOKE calls f(x) (f(x, w) is PTR's form)"),
+    (["cvs", "run", "--objective", f"{FILE}:robust", "--control-sets", "[[0]]", "--costs", "0.1",
+      "--budget", "1", "--seeds", "1"],
+     "robust takes (x, w), but the cost-varying family calls f(x)"),
+    (["ptr", "run", "--objective", f"{FILE}:bowl", "--environment", "[[0.0], [1.0]]",
+      "--threshold", "0", "--method", "bpt-ucb", "-T", "3", "--trials", "1"],
+     "bowl takes (x), but PTR calls f(x, w)"),
 ])
 def test_malformed_or_meaningless_run_options_are_one_line(tmp_path, capsys, argv, fragment):
     """Each was a traceback (the JSON shapes) or a run of no meaning: --budget inf never ended,
     a NaN cost noise made no evaluation, a negative one acted as positive, --ada-scale -1 and
-    --etc-quota 0 explored nothing, a NaN beta or varsigma ran with it."""
+    --etc-quota 0 explored nothing, a NaN beta or varsigma ran with it. A cost count that does
+    not match the benchmark's control sets, an unreachable variance, an LSE level outside
+    (0, 1) and an objective the family cannot call failed inside every run (an error.txt per
+    run) after the runs had started."""
     code = main(["bo", *argv, "--out", str(tmp_path / "o"), *FAST])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("ev-nav: error:") and err.count("\n") == 1, err
@@ -358,3 +375,45 @@ def test_report_of_another_familys_folder_says_so(tmp_path, capsys):
                "run'" in err, err
     for family, folder in folders.items():  # their own reports still read them
         assert main(["bo", family, "report", str(folder)]) == 0
+
+
+def test_a_folder_of_another_familys_experiment_is_refused_before_anything_runs(
+    tmp_path, capsys
+):
+    """A BOKE (or PTR, UCVS) experiment written into a CVS experiment's folder replaced its
+    results.csv and manifest.json (exit 0), left the CVS figures beside them and broke
+    ``bo cvs report``; more seeds of the same family still reuse the finished runs."""
+    out = tmp_path / "x"
+    cvs = ["bo", "cvs", "run", "--objective", f"{FILE}:bowl", "--method", "etcada", "--budget",
+           "2", "--n-mc", "16", "--n-warmup-full", "200", "--n-starts", "1", "--out", str(out),
+           *FAST]  # fmt: skip
+    assert main([*cvs, "--seeds", "1", "--no-figures"]) == 0
+    before = {p: (out / p).read_bytes() for p in ("results.csv", "manifest.json")}
+    others = {
+        "boke": ["boke", "run", "--benchmark", "forrester", "--methods", "random", "--budget",
+                 "8", "--seeds", "1", "--no-figure"],
+        "ptr": ["ptr", "run", "--benchmark", "mccormick", "--method", "bpt-ucb", "-T", "2",
+                "-n", "1", "--no-figures"],
+        "ucvs": ["ucvs", "run", "--objective", f"{FILE}:bowl", "--method", "ucvs", "--budget",
+                 "2", "--seeds", "1", "--no-figures"],
+    }  # fmt: skip
+    for family, argv in others.items():
+        capsys.readouterr()
+        code = main(["bo", *argv, "--out", str(out), *FAST])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("ev-nav: error:") and err.count("\n") == 1, err
+        assert f"holds the results of 'ev-nav bo cvs run'; 'ev-nav bo {family} run' would " \
+               "replace them" in err, err  # fmt: skip
+        assert {p: (out / p).read_bytes() for p in before} == before, family
+        assert sorted(p.name for p in (out / "runs").iterdir()) == ["etcada-s0"], family
+    # a manifest of an earlier ev-nav (no "family" entry) is recognised by its config's shape
+    meta = json.loads(before["manifest.json"])
+    assert meta.pop("family") == "cvs"
+    (out / "manifest.json").write_text(json.dumps(meta))
+    assert main(["bo", *others["boke"], "--out", str(out), *FAST]) == 2
+    assert "holds the results of 'ev-nav bo cvs run'" in capsys.readouterr().err
+    # the same family: a second seed reuses the first, whose rows stay byte-identical
+    assert main([*cvs, "--seeds", "2", "--no-figures"]) == 0
+    first = before["results.csv"].decode().splitlines()
+    assert (out / "results.csv").read_text().splitlines()[: len(first)] == first
+    assert main(["bo", "cvs", "report", str(out)]) == 0

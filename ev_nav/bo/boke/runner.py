@@ -283,6 +283,7 @@ def user_benchmark(user: UserObjective, budget: int | None) -> Benchmark:
     """
     if budget is None:
         raise ConfigError("with an objective of your own, give the evaluation budget: --budget T")
+    user.require_call("f(x)", "BOKE")
     space = user.space
 
     def fn(x: np.ndarray) -> np.ndarray:
@@ -450,7 +451,7 @@ def run_experiment(
     if cfg.objective is not None:
         _benchmark(cfg, cfg.problems[0])
     job_list = jobs(cfg)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family="boke")
     results = [_result_from(r.rows, r.info) for r in ex.records]
     if out_dir is not None:
         save_results(results, cfg, out_dir, execution=ex)
@@ -613,6 +614,7 @@ def save_results(
         list(cfg.seeds),
         execution=execution,
         runs=runs,
+        family="boke",
         summary=[asdict(r) for r in summarise(results)],
         **extra,
     )

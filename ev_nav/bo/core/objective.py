@@ -112,6 +112,36 @@ class UserObjective:
     def dim(self) -> int:
         return len(self.bounds)
 
+    def require_call(self, form: str, family: str) -> None:
+        """Refuse a function that cannot be called as ``form`` (``"f(x)"`` or ``"f(x, w)"``),
+        the way ``family`` calls it, before any run starts: it failed with a ``TypeError``
+        inside every run. A function whose signature cannot be read is let through.
+
+        Raises
+        ------
+        ConfigError
+            ``fn`` does not accept that many positional arguments.
+        """
+        import inspect
+
+        n = form.count(",") + 1
+        try:
+            signature = inspect.signature(self.fn)
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+            return
+        try:
+            signature.bind(*([None] * n))
+        except TypeError:
+            star = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+            names = ", ".join(  # without annotations: the message stays one short line
+                star.get(q.kind, "") + q.name + ("=…" if q.default is not q.empty else "")
+                for q in signature.parameters.values()
+            )
+            other = "f(x, w) is PTR's form" if n == 1 else "f(x) is the other families' form"
+            raise ConfigError(
+                f"objective {self.name} takes ({names}), but {family} calls {form} ({other})"
+            ) from None
+
     @property
     def code_fingerprint(self) -> str:
         """A hash of what the objective computes: its module's source file (the function's

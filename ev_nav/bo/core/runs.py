@@ -167,15 +167,20 @@ def run_jobs(
     execution: ExecutionConfig | None = None,
     *,
     progress: bool = False,
+    family: str | None = None,
 ) -> Execution:
     """Execute ``jobs`` and return their records in job order.
 
-    Without ``out_dir`` the runs go to a temporary folder (nothing is kept). Raises
-    :class:`RunFailed` naming every failed run and its ``error.txt``.
+    Without ``out_dir`` the runs go to a temporary folder (nothing is kept). With ``family``
+    (a key of :data:`COMMANDS`), an ``out_dir`` holding another command's results is refused
+    before anything runs (:func:`check_output_folder`). Raises :class:`RunFailed` naming every
+    failed run and its ``error.txt``.
     """
     ids = [j.run_id for j in jobs]
     if len(set(ids)) != len(ids):
         raise ConfigError("the experiment contains duplicate runs")
+    if out_dir is not None and family is not None:
+        check_output_folder(out_dir, family)
     ex = execution or ExecutionConfig()
     with _OutputFolder(out_dir) as out:
         if ex.resume:
@@ -206,6 +211,73 @@ def run_jobs(
             )
         records = [_read_run(run_dir_for(out, j.run_id)) for j in jobs]
         return Execution(records, outcomes, time.perf_counter() - t0, executor.name)
+
+
+#: The command that writes each family's experiment folder (the ``family`` of a manifest).
+COMMANDS = {
+    "cvs": "ev-nav bo cvs run",
+    "ucvs": "ev-nav bo ucvs run",
+    "ptr": "ev-nav bo ptr run",
+    "boke": "ev-nav bo boke run",
+    "ptr-ev": "ev-nav bo ptr-ev",
+}
+
+
+def manifest_family(meta: Any) -> str | None:
+    """The family (a key of :data:`COMMANDS`) whose experiment wrote the manifest ``meta``.
+
+    Manifests name it (``family``); those written before they did are recognised by their
+    config's shape, the keys each family's ``report`` requires. ``None``: none of them.
+    """
+    if not isinstance(meta, dict):
+        return None
+    if meta.get("family") in COMMANDS:
+        return str(meta["family"])
+    config = meta.get("config")
+
+    def has(c: Any, *keys: str) -> bool:
+        return isinstance(c, dict) and all(k in c for k in keys)
+
+    if has(config, "budget", "costs", "benchmark", "setting") and config["setting"] in COMMANDS:
+        return str(config["setting"])
+    if has(config, "benchmarks", "methods", "varsigma"):
+        return "boke"
+    if isinstance(config, list) and config and all(
+        has(c, "benchmark", "method", "iterations") for c in config
+    ):
+        return "ptr"
+    if has(config, "reserve_kwh", "alpha", "iterations"):
+        return "ptr-ev"
+    return None
+
+
+def check_output_folder(out_dir: str | Path, family: str) -> None:
+    """Refuse an output folder whose ``manifest.json`` another command (or family) wrote.
+
+    Writing there would replace that experiment's ``results.csv`` and ``manifest.json`` and
+    leave its figures beside results they do not describe; the same family's folder is
+    accepted (more seeds or methods reuse its finished runs).
+
+    Raises
+    ------
+    ConfigError
+        ``out_dir`` holds a manifest of another family, or one no family wrote.
+    """
+    manifest = Path(out_dir) / MANIFEST
+    if not manifest.is_file():
+        return
+    try:
+        other = manifest_family(json.loads(manifest.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        other = None
+    if other == family:
+        return
+    what = (f"the results of '{COMMANDS[other]}'" if other is not None
+            else f"a {MANIFEST} that no 'ev-nav bo' experiment wrote")
+    raise ConfigError(
+        f"{out_dir} holds {what}; '{COMMANDS[family]}' would replace them: use another "
+        "output folder"
+    )
 
 
 def _check_resumable(jobs: Sequence[Job], out: Path) -> None:
@@ -273,14 +345,25 @@ def write_results(
     *,
     execution: Execution | None = None,
     runs: Mapping[str, Any] | None = None,
+    family: str | None = None,
     **extra: Any,
 ) -> dict[str, Path]:
     """Write the experiment's ``results.csv`` and ``manifest.json`` (atomically).
 
     The manifest holds the config, the seeds, package versions, the git commit, the executor
-    and wall time, per-run facts (``runs``) and any ``extra`` entries (a summary, references).
+    and wall time, per-run facts (``runs``), the ``family`` that wrote it (a key of
+    :data:`COMMANDS`, when given) and any ``extra`` entries (a summary, references).
+
+    Raises
+    ------
+    ConfigError
+        With ``family``: ``out_dir`` holds another command's results
+        (:func:`check_output_folder`); nothing is written.
     """
     out = Path(out_dir)
+    if family is not None:
+        check_output_folder(out, family)
+        extra = {"family": family, **extra}
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / RESULTS, "manifest": out / MANIFEST}
     write_table(paths["results"], table)

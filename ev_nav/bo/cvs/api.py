@@ -175,6 +175,9 @@ class CVSOptimizer:
         # points the learner did not suggest, told before the model was first conditioned
         self._prior: list[tuple[Tensor, float]] = []
         self.told: list[StepRecord] = []  # unsuggested points (prior data or outside plays)
+        # every observation (unit point, y) in the order it was told, initial design included:
+        # steps and told are split by kind, so result() could not rebuild the order from them
+        self._history: list[tuple[list[float], float]] = []
         self._refit_n = 0  # observations at the last scheduled refit
         self._refitted_at_spend = False
         self.ctx = BOContext(
@@ -191,6 +194,9 @@ class CVSOptimizer:
         )
         if initial is not None:
             self._init_y = [float(v) for v in initial[1]]
+            self._history = [
+                (x.tolist(), v) for x, v in zip(self._init_X, self._init_y, strict=False)
+            ]
             self._condition_initial()
         self.steps: list[StepRecord] = []
         self._pending: Decision | None = None
@@ -374,6 +380,7 @@ class CVSOptimizer:
             spent=self.budget.spent,
             phase=pending.phase if suggested and pending is not None else "told",
         )
+        self._history.append((record.x, y))
         if suggested:
             self.steps.append(record)
             self._pending = None
@@ -387,6 +394,7 @@ class CVSOptimizer:
             spent=self.budget.spent, phase="prior",
         )  # fmt: skip
         self.told.append(record)
+        self._history.append((record.x, y))
         if self.model.n_train == 0:
             self._prior.append((xu[0], y))
             if not self.initialising:
@@ -396,6 +404,7 @@ class CVSOptimizer:
         self._scheduled_refit()
 
     def _tell_initial(self, y: float) -> None:
+        self._history.append((self._init_X[len(self._init_y)].tolist(), y))
         self._init_y.append(y)
         if not self.initialising:
             self._condition_initial()
@@ -440,8 +449,9 @@ class CVSOptimizer:
         """The play whose expected value ``E f([x^i, X^{-i}])`` has the highest posterior mean.
 
         Points told from elsewhere compete too: plays of their set, and prior data as plays of
-        the full set when there is one. ``detail``: ``control_set`` (0-based), ``spent``,
-        ``plays`` per set.
+        the full set when there is one. ``X``, ``y``: every observation in the order it was
+        told — the initial design, prior data, suggested and outside plays. ``detail``:
+        ``control_set`` (0-based), ``spent``, ``plays`` per set.
         """
         full = self.problem.full_set
         cands = list(self.steps)
@@ -450,8 +460,8 @@ class CVSOptimizer:
                 cands.append(s)
             elif full is not None:
                 cands.append(replace(s, set_idx=full, x_ctrl=list(s.x)))
-        X = np.array([s.x for s in self.steps + self.told]).reshape(-1, self.problem.dim)
-        y = np.array([s.y for s in self.steps + self.told], dtype=float)
+        X = np.array([x for x, _ in self._history], dtype=float).reshape(-1, self.problem.dim)
+        y = np.array([v for _, v in self._history], dtype=float)
         if not cands:
             if not self._init_y:
                 raise ConfigError("no observations yet: nothing to recommend")

@@ -360,6 +360,7 @@ def user_problem(
     means = costs if costs is not None else user.extras.get("costs")
     if means is None:
         raise ConfigError(f"objective {user.name}: declare costs=[...] (or pass --costs)")
+    user.require_call("f(x)", "the cost-varying family")
 
     def objective(U: Tensor) -> Tensor:
         X = space.decode(U.detach().numpy())

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from ev_nav.bo.core.objective import UserObjective, load_objective
+from ev_nav.bo.core.plots import standard_error
 from ev_nav.bo.core.runs import (
     Execution,
     ExecutionConfig,
@@ -35,7 +36,7 @@ from ev_nav.bo.core.runs import (
 from ev_nav.bo.cvs.acquisition import CVSMaximizerConfig
 from ev_nav.bo.cvs.api import CVSLoopConfig, environment_start, run_episode, set_optima
 from ev_nav.bo.cvs.benchmarks import BENCHMARKS, make_problem, user_problem
-from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set
+from ev_nav.bo.cvs.problems import COST_PRESETS, Problem, regrets, target_set, truncnorm_scale
 from ev_nav.bo.cvs.registry import METHODS, CVSMethodConfig
 from ev_nav.bo.cvs.surrogate import FIXED, USER_REFIT_EVERY, SurrogateConfig
 from ev_nav.errors import ConfigError, require_number, require_seed
@@ -145,6 +146,18 @@ class CVSRunConfig:
         if self.refit_at_spend is not None:
             require_number(self.refit_at_spend, "refit_at_spend", low=0, high=1,
                            low_open=True, high_open=True)
+        if not isinstance(self.costs, str):
+            for c in self.costs:
+                require_number(c, "every cost", low=0, low_open=True)
+        if self.objective is None:
+            # a benchmark's problem is built inside each run: these failed there, once per run
+            m = len(BENCHMARKS.get(self.benchmark).control_sets)
+            if not isinstance(self.costs, str) and len(self.costs) != m:
+                raise ConfigError(
+                    f"{len(self.costs)} costs for the {m} control sets of {self.benchmark}; "
+                    f"give {m} (or a preset: {', '.join(COST_PRESETS)})"
+                )
+            truncnorm_scale(self.variance)  # its random inputs' truncated normal
 
     @property
     def problem_label(self) -> str:
@@ -365,7 +378,7 @@ def run_experiment(
     if cfg.objective is not None and cfg.seeds:
         build_problem(cfg, cfg.seeds[0])
     job_list = jobs(cfg)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family=cfg.setting)
     by_id = dict(zip((j.run_id for j in job_list), ex.records, strict=True))
     means, m = _structure(cfg)
     frames, refs = [], {}
@@ -391,6 +404,7 @@ def run_experiment(
             cfg.seeds,
             execution=ex,
             runs=runs,
+            family=cfg.setting,
             references=refs,
             summary=result.summary().to_dict(orient="records") if len(table) else [],
         )
@@ -491,7 +505,9 @@ def step_on_grid(spent: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.
 
 
 def aggregate(df: pd.DataFrame, column: str = "simple_regret", budget: float | None = None):
-    """Per method: union cost grid, mean and standard error (ddof 0) of ``column`` over seeds."""
+    """Per method: union cost grid, mean and standard error of ``column`` over seeds (sample sd,
+    ``ddof = 1``; ``NaN`` for a single seed, so its figure has no band), and the ``(seeds,
+    grid)`` matrix."""
     out = {}
     for method, g in df.groupby("method", sort=False):
         runs = [(r["spent"].to_numpy(), r[column].to_numpy()) for _, r in g.groupby("seed")]
@@ -499,7 +515,7 @@ def aggregate(df: pd.DataFrame, column: str = "simple_regret", budget: float | N
         if budget is not None:
             grid = grid[grid <= budget + 1e-9]
         M = np.stack([step_on_grid(s, v, grid) for s, v in runs])
-        out[method] = (grid, M.mean(0), M.std(0) / np.sqrt(M.shape[0]), M)
+        out[method] = (grid, M.mean(0), standard_error(M), M)
     return out
 
 
@@ -530,10 +546,11 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
     """Per method: final simple regret at C/4, C/2, C (mean, SE, median), evaluations, the median
     best observation and the mean lock-on spend.
 
+    The SE is the sample standard deviation over seeds (``ddof = 1``) over ``sqrt(seeds)``.
     Only defined numbers are reported: the regret columns need a known optimum (a benchmark's,
     or a user objective's declared ``optimum``), and a column that is undefined for some method
-    (the lock-on spend of a method that never commits to the last set) is left out, so the
-    summary holds no ``NaN``.
+    (the lock-on spend of a method that never commits to the last set; the SE of one seed) is
+    left out, so the summary holds no ``NaN``.
     """
     rows = []
     m_last = int(df["n_sets"].max()) if len(df) else 7
@@ -544,7 +561,7 @@ def summarise(df: pd.DataFrame, budget: float) -> pd.DataFrame:
             for frac, tag in ((0.25, "C/4"), (0.5, "C/2"), (1.0, "C")):
                 r = regret_at(g, frac * budget)["simple_regret"].to_numpy()
                 row[f"regret@{tag}"] = float(r.mean())
-                row[f"se@{tag}"] = float(r.std() / np.sqrt(len(r)))
+                row[f"se@{tag}"] = float(standard_error(r))
                 row[f"median@{tag}"] = float(np.median(r))
         row["evals"] = float(g.groupby("seed")["t"].max().mean())
         row["best_y"] = float(g.groupby("seed")["y"].max().median())

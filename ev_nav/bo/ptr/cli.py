@@ -12,6 +12,7 @@ import torch
 
 from ev_nav.bo.core.cli import Family, add_family, execution_config, json_list
 from ev_nav.bo.core.objective import check_bounds
+from ev_nav.bo.core.runs import check_output_folder
 from ev_nav.bo.ptr.ev import EVReserveConfig, run_ev_reserve
 from ev_nav.bo.ptr.problems import BENCHMARKS
 from ev_nav.bo.ptr.registry import LSE_METHODS, METHODS, OPT_METHODS, method_task
@@ -198,6 +199,8 @@ def _run_ptr_ev(args: argparse.Namespace) -> int:
         iterations=args.iterations,
         seed=args.seed,
     )
+    if args.out:
+        check_output_folder(args.out, "ptr-ev")  # before the simulations, not after
     report = run_ev_reserve(cfg)
     if not args.quiet:
         print(report.text())

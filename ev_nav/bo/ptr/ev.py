@@ -252,7 +252,9 @@ class EVReserveReport:
             "exhaustive": self.exhaustive,
             "route_km": self.route_km,
         }
-        write_results(out, table, self.config, [self.config.seed], summary=summary)
+        write_results(
+            out, table, self.config, [self.config.seed], family="ptr-ev", summary=summary
+        )
         atomic_write_text(out / "report.txt", self.text() + "\n")
 
 

@@ -542,6 +542,7 @@ def user_problem(user: UserObjective, points_per_axis: int | None = None) -> PTR
         raise ConfigError(
             f"objective {user.name}: PTR needs environment=[...] (the w grid) and threshold=h"
         )
+    user.require_call("f(x, w)", "PTR")
     try:  # text or ragged rows were a ValueError traceback
         W = np.atleast_2d(np.asarray(ex["environment"], dtype=float).T).T
     except (TypeError, ValueError):

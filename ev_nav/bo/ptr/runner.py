@@ -26,12 +26,13 @@ import torch
 
 from ev_nav.bo.core.maximize import blas_single_threaded
 from ev_nav.bo.core.objective import load_objective
-from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, subplots
+from ev_nav.bo.core.plots import mean_band, plot_bands, save_figure, standard_error, subplots
 from ev_nav.bo.core.runs import (
     Execution,
     ExecutionConfig,
     Job,
     RunRecord,
+    check_output_folder,
     read_results,
     run_jobs,
     write_results,
@@ -122,9 +123,10 @@ class PTRRunConfig:
         if self.n_init is not None:
             require_number(self.n_init, "n_init", low=0, whole=True)
         require_number(self.delta, "delta", low=0, high=1, low_open=True, high_open=True)
-        for name in ("alpha", "threshold"):
-            if getattr(self, name) is not None:
-                require_number(getattr(self, name), name)
+        if self.alpha is not None:  # a probability level: 1.5 failed inside every trial
+            require_number(self.alpha, "alpha", low=0, high=1, low_open=True, high_open=True)
+        if self.threshold is not None:
+            require_number(self.threshold, "threshold")
         method_task(self.method)
         if self.beta_schedule not in ("constant", "theory"):
             raise ConfigError("beta_schedule must be 'constant' or 'theory'")
@@ -177,10 +179,10 @@ class ExperimentResult:
         return np.stack([t.metric for t in self.trials])
 
     def mean_se(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and standard error (``ddof = 1``) over trials, each ``(T,)``."""
+        """Mean and standard error (``ddof = 1``) over trials, each ``(T,)``; the SE of a single
+        trial is ``NaN`` (unknown, not zero)."""
         M = self.metric
-        se = M.std(0, ddof=1) / np.sqrt(M.shape[0]) if M.shape[0] > 1 else np.zeros(M.shape[1])
-        return M.mean(0), se
+        return M.mean(0), standard_error(M)
 
 
 def f1_score(pred: np.ndarray, truth: np.ndarray) -> float:
@@ -474,9 +476,11 @@ def run_experiments(
         if cfg.objective is not None:
             build_problem(cfg, cfg.seed, method_task(cfg.method))
     job_list = jobs(configs)
+    if out_dir is not None:
+        check_output_folder(out_dir, "ptr")  # before the old run folders are renamed
     if out_dir is not None and (execution is None or execution.resume):
         _adopt_positional_runs(job_list, out_dir)
-    ex = run_jobs(job_list, out_dir, execution, progress=progress)
+    ex = run_jobs(job_list, out_dir, execution, progress=progress, family="ptr")
     results = _collect(configs, job_list, ex)
     if out_dir is not None:
         save_results(results, out_dir, execution=ex)
@@ -538,7 +542,8 @@ def _trial_from(rec: RunRecord) -> TrialResult:
 
 # ------------------------------------------------------------------------------ outputs
 def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) -> str:
-    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T)."""
+    """Markdown table of mean ± 2 SE of the metric at chosen steps (default: T/6, T/2, T); with
+    a single trial the SE is unknown and shown as ``± n/a``."""
     if not results:
         return ""
     if any(t.problem_info.get("black_box", False) for r in results for t in r.trials):
@@ -550,10 +555,14 @@ def results_table(results: list[ExperimentResult], steps: tuple[int, ...] = ()) 
     lines = [head, "|---" * (len(cols) + 2) + "|"]
     for r in results:
         mean, se = r.mean_se()
-        cells = [f"{mean[c - 1]:.3f} ± {2 * se[c - 1]:.3f}" for c in cols]
+        cells = [f"{mean[c - 1]:.3f} ± {_num(2 * se[c - 1])}" for c in cols]
         sec = np.mean([t.seconds for t in r.trials])
         lines.append(f"| {run_label(r.config)} | " + " | ".join(cells) + f" | {sec:.2f} |")
     return "\n".join(lines)
+
+
+def _num(v: float) -> str:
+    return f"{v:.3f}" if np.isfinite(v) else "n/a"
 
 
 def recommendations_table(results: list[ExperimentResult]) -> str:
@@ -628,7 +637,7 @@ def plot_results(results: list[ExperimentResult], path: str | Path, title: str =
     for k, r in enumerate(results):
         T = r.metric.shape[1]
         label = run_label(r.config)
-        bands[label] = mean_band(np.arange(1, T + 1), r.metric, n_se=2.0, ddof=1)
+        bands[label] = mean_band(np.arange(1, T + 1), r.metric, n_se=2.0)
         color = colors[(2 * k) % 20 if k < 10 else (2 * k + 1) % 20]
         styles[label] = {"color": color, **_style(r.config.method)}
     task = results[0].task if results else "opt"
@@ -705,6 +714,7 @@ def save_results(
         sorted({t.seed for r in results for t in r.trials}),
         execution=execution,
         runs=runs,
+        family="ptr",
         markdown_table=results_table(results),
         # an execution records its own wall time
         **({} if wall_seconds is None or execution is not None else {"wall_seconds": wall_seconds}),

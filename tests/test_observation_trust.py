@@ -379,3 +379,15 @@ def test_a_segment_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
     for got, want in zip(read_segment_csv(marked), read_segment_csv(plain), strict=True):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(read_segment_csv(marked)[0], [3, 7])
+
+
+def test_a_row_with_more_fields_than_the_header_is_refused(tmp_path):
+    """A decimal comma split an energy in two ("1582,12,8096"): the second half went under no
+    column and was dropped, and 12.0 Wh was recorded for 12.8096 without a word."""
+    from ev_nav.errors import InvalidObservation
+    from ev_nav.trips.observations import read_segment_csv
+
+    path = tmp_path / "comma.csv"
+    path.write_text("segment,energy_wh\n3,12.5\n1582,12,8096\n")
+    with pytest.raises(InvalidObservation, match=r"line 3: 1 more field.*decimal comma"):
+        read_segment_csv(path)

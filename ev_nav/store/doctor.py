@@ -114,7 +114,8 @@ def check_state(
         return report
     damaged = _integrity_problems(path)
     if damaged:
-        report.problems.append(f"database damaged: {'; '.join(damaged[:3])}")
+        more = f"; and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        report.problems.append(f"database damaged: {'; '.join(damaged[:3])}{more}")
         if not repair:
             return report
         report.repairs.extend(salvage_database(path))
@@ -157,7 +158,9 @@ def _integrity_problems(path: Path) -> list[str]:
             rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
-    return [r for r in rows if r != "ok"]
+    # a row can hold several lines ("On tree page 75 ...\nPage 80 is never used"): one
+    # problem per line, so the report's line stays one line
+    return [ln.strip() for r in rows if r != "ok" for ln in r.splitlines() if ln.strip()]
 
 
 def _check_contents(

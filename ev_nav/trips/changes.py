@@ -85,23 +85,34 @@ def load_detector(store: Store, n_segments: int) -> tuple[ChangeDetector, int]:
     """The state's change detector and the newest batch it has scored (0: none yet).
 
     A stored state that cannot be restored (damaged, or saved with other settings) gives a
-    fresh detector that goes on from the same batch: the readings it scored are not scored
-    again.
+    fresh detector that goes on from the same batch, with a notice: the readings it scored are
+    not scored again, and the next batches' are, the fresh detector then replacing the stored
+    one. (A damaged state took the newest batch, the one just recorded, for the last scored:
+    that batch went unscored, the damaged state was never replaced, and detection stayed off
+    for good.)
     """
+    import warnings
+
     from ev_nav.checkpoints import decode
-    from ev_nav.errors import UnsafeCheckpointError
+    from ev_nav.errors import StateNotice, UnsafeCheckpointError
 
     detector = ChangeDetector(n_segments, DETECTOR_CONFIG)
     try:
         saved = store.detector_state()
-    except ModelStateError:
-        return detector, store.last_batch_id()
+    except ModelStateError as exc:
+        upto = store.detector_scored_upto() or 0
+        warnings.warn(StateNotice(f"{exc}: road-change detection starts afresh after batch "
+                                  f"{upto} (flags already raised are kept)"), stacklevel=2)
+        return detector, upto
     if saved is None:
         return detector, 0
     upto, blob = saved
     try:
         detector.load_state_dict(_unpack(decode(blob, tensors=False), n_segments))
-    except (ModelStateError, UnsafeCheckpointError):
+    except (ModelStateError, UnsafeCheckpointError) as exc:
+        warnings.warn(StateNotice(f"the change detector's stored state cannot be read ({exc}): "
+                                  f"road-change detection starts afresh after batch {upto} "
+                                  "(flags already raised are kept)"), stacklevel=2)
         return ChangeDetector(n_segments, DETECTOR_CONFIG), upto
     return detector, upto
 

@@ -85,6 +85,15 @@ def read_segment_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
                     raise InvalidObservation(
                         f"{path} has more than {MAX_CSV_ROWS:,} rows: not one trip's observations"
                     )
+                extra = row.get(None)  # type: ignore[call-overload]
+                if extra:
+                    # more fields than the header names: a decimal comma ("1582,12,8")
+                    # split an energy, whose fraction was dropped without a word
+                    raise InvalidObservation(
+                        f"{path}, line {i}: {len(extra)} more field(s) than the header "
+                        f"names ({','.join(extra)!r} left over); a decimal comma? write "
+                        "energies with a decimal point (12.8)"
+                    )
                 row = {k.strip(): (v or "").strip() for k, v in row.items() if isinstance(k, str)}
                 try:
                     seg.append(int(row["segment"]))

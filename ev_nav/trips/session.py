@@ -522,6 +522,9 @@ def create_state(
         session = Session(
             store, net, veh, build_model(model, net, veh, cache=state_cache(store))
         )
+        prepare = getattr(session.model, "prepare", None)
+        if prepare is not None:  # the regional learner builds its prior when first used: now
+            prepare()
         stage("saving the model")
         save_checkpoint(session)  # applied_upto = 0: the prior
     except BaseException:

@@ -798,3 +798,16 @@ def test_bookkeeping_settings_out_of_range_are_refused(field, value):
     with pytest.raises(ConfigError, match=field):
         RegionalConfig(**{field: value})
     RegionalConfig(update_halo_min=0, factor_tol=0.0)  # the limits themselves are allowed
+
+
+def test_init_builds_the_regional_prior_into_the_states_cache(tmp_path, monkeypatch):
+    """``ev-nav init`` said it was building the prior, but the regional learner built it only
+    when first used: the first trip's ``route`` waited for it (164 s at 30k segments)."""
+    from ev_nav.gp import incremental_state
+    from ev_nav.trips.session import create_state
+
+    monkeypatch.setattr(incremental_state, "MAX_EXACT_SEGMENTS", 300)
+    with create_state(tmp_path / "s", synthetic=400, model="gp") as session:
+        assert type(session.model).__name__ == "RegionalGP"
+    kinds = sorted(p.name.split("-")[0] for p in (tmp_path / "s" / "cache").iterdir())
+    assert kinds == ["regionalfloat", "regionalint", "regionalmeta"]

@@ -456,6 +456,12 @@ class RegionalGP:
         self.refit_due = False
         self._reset_data()
 
+    def prepare(self) -> None:
+        """Build the prior at the current hyperparameters now, or read it from the state's
+        cache, and keep it there: ``ev-nav init`` pays for it once (minutes at 100k segments)
+        instead of the first trip's ``route``."""
+        self._prior_parts()
+
     def _prior_parts(self) -> _PriorParts:
         """The prior at the current hyperparameters: from the cache when it holds it, else
         built and written there."""

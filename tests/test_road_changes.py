@@ -492,3 +492,49 @@ def test_an_undone_reading_leaves_no_evidence_in_the_detector(tmp_path) -> None:
         # from the other readings goes with it: a CUSUM cannot take one reading out)
         _drive(session, route, high)  # the same drive again: judged as if never seen
         assert session.store.segment_changes() == []
+
+
+def _damage_detector(state: Path) -> None:
+    with sqlite3.connect(Store.db_path(state)) as conn:
+        blob = bytearray(conn.execute("SELECT blob FROM change_detector").fetchone()[0])
+        blob[len(blob) // 2] ^= 0xFF
+        conn.execute("UPDATE change_detector SET blob = ?", (bytes(blob),))
+
+
+def test_a_damaged_detector_is_replaced_and_detection_goes_on(tmp_path, capsys) -> None:
+    """A damaged stored detector switched detection off for good, without a word: the next
+    batch was taken as already scored, so the damaged state was never replaced (and doctor
+    called the state healthy). Now the next observation scores with a fresh detector, which
+    replaces the damaged one, with a notice; doctor reports it and --repair replaces it."""
+    import warnings
+
+    from ev_nav.errors import StateNotice
+
+    state = tmp_path / "state"
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        route = _route(session.net)
+        readings = _readings(session, route)
+        for wh in readings[:BEFORE]:
+            _drive(session, route, wh)
+    _damage_detector(state)
+    code, out, _ = run_cli(capsys, "doctor", state)
+    assert code == 1 and "change detector" in out and "healthy" not in out
+    with open_session(state) as session:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", StateNotice)
+            for wh in readings[BEFORE:]:  # the road changed: the fresh detector sees it
+                _drive(session, route, wh)
+        assert any("starts afresh after batch" in str(w.message) for w in caught)
+    with Store.open(state) as store:
+        assert store.detector_scored_upto() == store.last_batch_id()
+        assert [c.segment for c in store.segment_changes()] == [int(route[CHANGED])]
+    assert run_cli(capsys, "doctor", state)[0] == 0
+    # doctor --repair replaces it too, going on after the same batch
+    _damage_detector(state)
+    code, out, _ = run_cli(capsys, "doctor", state, "--repair")
+    assert code == 0 and "replaced the change detector" in out, out
+    code, out, _ = run_cli(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out
+    with Store.open(state) as store:
+        assert store.detector_scored_upto() == store.last_batch_id()
+        assert len(store.segment_changes()) == 1  # the flag raised is kept

@@ -306,7 +306,29 @@ def _check_contents(
             else:
                 all_fixed = False
         all_fixed &= _check_caches(report, store, repair=repair)
+        all_fixed &= _check_detector(report, store, net.n_segments, repair=repair)
     return all_fixed
+
+
+def _check_detector(report: DoctorReport, store: Store, n_segments: int, *,
+                    repair: bool) -> bool:
+    """The stored change detector: an unreadable one is replaced on ``repair`` by a fresh one
+    going on after the same batch (the next observation does that too, with a notice; a
+    damaged one used to switch detection off for good). Returns whether it is usable now."""
+    from ev_nav.trips.changes import detector_problem, reset_detector
+
+    why = detector_problem(store, n_segments)
+    if why is None:
+        return True
+    report.problems.append(f"{why}; road-change detection cannot go on from it")
+    if not repair:
+        return False
+    upto = reset_detector(store, n_segments)
+    report.repairs.append(
+        f"replaced the change detector with a fresh one, scoring the batches after {upto} "
+        "(the flags already raised are kept)"
+    )
+    return True
 
 
 #: Tables whose content the state can do without, so that ``--repair`` may recreate one

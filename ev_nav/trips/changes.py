@@ -117,6 +117,38 @@ def load_detector(store: Store, n_segments: int) -> tuple[ChangeDetector, int]:
     return detector, upto
 
 
+def detector_problem(store: Store, n_segments: int) -> str | None:
+    """Why the state's stored change detector cannot be restored (``ev-nav doctor``), or
+    ``None`` when it can (or none is stored yet)."""
+    from ev_nav.checkpoints import decode
+    from ev_nav.errors import UnsafeCheckpointError
+
+    try:
+        saved = store.detector_state()
+    except ModelStateError as exc:
+        return str(exc)
+    if saved is None:
+        return None
+    try:
+        ChangeDetector(n_segments, DETECTOR_CONFIG).load_state_dict(
+            _unpack(decode(saved[1], tensors=False), n_segments))
+    except (ModelStateError, UnsafeCheckpointError) as exc:
+        return f"the change detector's stored state cannot be read ({exc})"
+    return None
+
+
+def reset_detector(store: Store, n_segments: int) -> int:
+    """Replace an unreadable stored change detector with a fresh one that goes on after the
+    same batch (as :func:`load_detector` does on the next observation); returns that batch.
+    The flags already raised are kept."""
+    from ev_nav.checkpoints import encode
+
+    upto = store.detector_scored_upto() or 0
+    fresh = ChangeDetector(n_segments, DETECTOR_CONFIG)
+    store.record_detection(upto, upto, encode(_pack(fresh)), [])
+    return upto
+
+
 _PER_SEGMENT = ("readings", "stat", "count", "sum_y", "sum_y2", "sum_resid", "seg_sq", "seg_w")
 
 

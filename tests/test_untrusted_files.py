@@ -396,6 +396,10 @@ def test_salvage_keeps_trip_ids_of_lost_trips_taken(tmp_path, capsys, net):
                              length_m=1.0, time_s=1.0)
             s.add_total_observation(tid, 500.0)
         newest = tid
+    from ev_nav.trips.session import open_session, save_checkpoint
+
+    with open_session(state) as session:  # a checkpoint that learned every batch
+        save_checkpoint(session)
     db = Store.db_path(state)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -408,6 +412,15 @@ def test_salvage_keeps_trip_ids_of_lost_trips_taken(tmp_path, capsys, net):
         fh.write(np.random.default_rng(0).bytes(page_size))
     code, out, _ = _run(capsys, "doctor", state, "--repair")
     assert "belong to lost trips" in out and "numbered after them" in out, out
+    # the checkpoints that learned the lost trips' readings went: the model is the one a
+    # rebuild from the state's trips gives (it kept them, and jumped at the next rebuild)
+    assert "had learned them: deleted" in out, out
+    with open_session(state) as session:
+        served = session.model.posterior().mean.copy()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM checkpoints")
+    with open_session(state) as session:
+        np.testing.assert_allclose(session.model.posterior().mean, served, rtol=0, atol=1e-9)
     with Store.open(state) as s:
         with pytest.raises(UnknownTripError):
             s.get_trip(newest)

@@ -234,6 +234,16 @@ def _check_contents(
                     "--undo' forgets a trip's readings (then record them again)"
                 )
                 all_fixed = False
+        # batches whose trip was lost (a salvage that could not read its row): kept, but no
+        # model learns them (a reading needs its trip's route)
+        orphans = [int(r[0]) for r in store._conn.execute(
+            "SELECT b.id FROM observation_batches b LEFT JOIN trips t ON t.id = b.trip_id "
+            "WHERE t.id IS NULL ORDER BY b.id")]
+        if orphans:  # (the salvage that lost their trips set aside the checkpoints of them)
+            report.info.append(
+                f"{plural(len(orphans), 'observation batch')} of lost trips (from batch "
+                f"{orphans[0]}): kept, but no model learns them"
+            )
         ref = str(network.resolve()) if network is not None else store.network_ref
         try:
             net = load_network_ref(ref)
@@ -494,6 +504,15 @@ def _keep_id_counters(src: sqlite3.Connection, dst: sqlite3.Connection) -> list[
             "state, but no model learns them (a reading needs its trip's route); new trips are "
             "numbered after them"
         )
+        # the checkpoints that learned them: they hold readings no rebuild has, so the
+        # predictions jumped at the next rebuild (an undo, a dismissal); set aside, the model
+        # is rebuilt from what the state's trips have
+        with contextlib.suppress(sqlite3.DatabaseError):
+            gone = dst.execute("DELETE FROM checkpoints WHERE last_batch_id >= ?",
+                               (int(orphans[0][0]),)).rowcount
+            if gone:
+                lines.append(f"{gone} checkpoint(s) had learned them: deleted (the model is "
+                             "rebuilt without them)")
     for name, seq in counters.items():
         current = dst.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)).fetchone()
         if current is None:

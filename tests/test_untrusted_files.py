@@ -1026,3 +1026,45 @@ def test_a_read_only_cache_neither_deletes_nor_writes(tmp_path):
     assert not (ro.folder / "y-1.npy").exists()
     with Store.open(tmp_path) as s:
         assert "y-1.npy" not in s.cache_checksums()
+
+
+def test_a_state_cut_short_is_salvaged_not_given_up(tmp_path, capsys, net):
+    """A state file cut short (an interrupted copy, a full disk): SQLite refuses it whole, and
+    doctor said nothing could be salvaged, advising a backup or a new state, although every
+    page that remains holds its rows. It now salvages them."""
+    state = _state(tmp_path, capsys, model="bi", trips=2, net=net)
+    db = Store.db_path(state)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    trips_before, obs_before = _snapshot(state)
+    size = db.stat().st_size
+    os.truncate(db, size - 3 * 4096 - 100)  # the newest pages lost, not on a page boundary
+    cut = db.read_bytes()
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 1 and "is cut short" in out and "--repair salvages" in out, out
+    assert "nothing to salvage" not in out and db.read_bytes() == cut  # a check writes nothing
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert "rows recovered" in out and "damaged file kept" in out, out
+    kept = list(state.glob("ev-nav.sqlite.damaged-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == cut  # the file itself, as it was
+    assert not list(state.glob("ev-nav.sqlite.pages-*"))  # the working copy is gone
+    trips, obs = _snapshot(state)
+    assert trips and {t[0] for t in trips} <= {t[0] for t in trips_before}
+    original = {b[0]: b for b in obs_before}
+    assert all(b == original[b[0]] or len(b[3]) < len(original[b[0]][3]) for b in obs)
+    code, out, _ = _run(capsys, "doctor", state)
+    assert code == 0 and "healthy" in out, out
+    code, _, err = _run(capsys, "history", state)
+    assert code == 0, err
+
+    # cut where the file's table of tables lies: nothing can be found; said, and left as it is
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for side in state.glob("ev-nav.sqlite.damaged-*"):
+        side.unlink()
+    os.truncate(db, 4096 + 10)
+    cut = db.read_bytes()
+    code, out, _ = _run(capsys, "doctor", state, "--repair")
+    assert code == 1 and "is cut short" in out and "cannot help" in out, out
+    assert db.read_bytes() == cut
+    assert sorted(p.name for p in state.glob("ev-nav.sqlite*")) == ["ev-nav.sqlite"]

@@ -102,6 +102,36 @@ def check_state(
     try:
         Store._check_file(path)
     except StateDamagedError as exc:
+        cut = _truncation(path)
+        if cut is not None:
+            # an interrupted copy, a full disk: SQLite refuses the whole file, yet every page
+            # that remains still holds its rows
+            page_size, have, want = cut
+            report.problems.append(
+                f"{path.name} is cut short: {have:,} of its {want:,} pages of {page_size:,} "
+                "bytes remain (an interrupted copy, a full disk?)"
+            )
+            if not repair:
+                report.advice = (
+                    "--repair salvages every row on the pages that remain into a new file (this "
+                    "one is kept beside it); a backup of the whole file, if there is one, holds "
+                    "more"
+                )
+                return report
+            try:
+                report.repairs.extend(salvage_database(path, cut_short=cut))
+            except sqlite3.DatabaseError:
+                # the table of tables itself lay on the lost pages: no row can be found
+                report.advice = (
+                    "--repair cannot help: the pages that list the file's tables are among the "
+                    f"lost ones, so no row can be found; the file was left as it is (keep it) - "
+                    f"restore {path} from a backup, or create a new state with 'ev-nav init' "
+                    "in another directory"
+                )
+                return report
+            fixed_all = _check_contents(report, state, repair=repair, network=network)
+            report.repaired_all = fixed_all
+            return report
         report.problems.append(exc.problem or str(exc))
         # nothing SQLite can read: there is nothing to salvage either, so --repair cannot help;
         # the file may still be the user's only copy of the data, so it is never deleted
@@ -425,15 +455,54 @@ def _check_caches(report: DoctorReport, store: Store, *, repair: bool) -> bool:
 
 
 # ----------------------------------------------------------------------------- salvage
-def salvage_database(path: Path) -> list[str]:
+def _truncation(path: Path) -> tuple[int, int, int] | None:
+    """``(page size [bytes], whole pages the file holds, pages its header says it has)`` of an
+    SQLite file cut short, else ``None`` (not SQLite's, or not shorter than its header says)."""
+    try:
+        with open(path, "rb") as fh:  # (read before any SQLite connection of this process)
+            head = fh.read(100)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return None
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        return None
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    want = int.from_bytes(head[28:32], "big")
+    if page_size < 512 or want == 0 or size >= page_size * want:
+        return None
+    return page_size, size // page_size, want
+
+
+def salvage_database(path: Path, *, cut_short: tuple[int, int, int] | None = None) -> list[str]:
     """Copy every readable row of the damaged database ``path`` into a fresh file that replaces
-    it; the damaged file is kept as ``<name>.damaged-<UTC time>``. Returns report lines."""
+    it; the damaged file is kept as ``<name>.damaged-<UTC time>``. Returns report lines.
+
+    ``cut_short`` (:func:`_truncation`): the file ends before its header says; the rows are read
+    from a copy of its whole pages whose header counts only those (SQLite refuses the file
+    itself), the file itself kept as it is.
+    """
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     fresh = path.with_name(path.name + f".salvage-{stamp}")
     kept = path.with_name(path.name + f".damaged-{stamp}")
     lines: list[str] = []
-    with read_only(path) as src:
-        _salvage_into(src, fresh, lines)
+    source = path
+    if cut_short is not None:
+        page_size, have, _ = cut_short
+        source = path.with_name(path.name + f".pages-{stamp}")
+        with open(path, "rb") as src_fh, open(source, "wb") as dst_fh:
+            dst_fh.write(src_fh.read(page_size * have))
+            dst_fh.seek(28)
+            dst_fh.write(int(have).to_bytes(4, "big"))
+    try:
+        with read_only(source) as src:
+            _salvage_into(src, fresh, lines)
+    except BaseException:
+        fresh.unlink(missing_ok=True)  # half made: the damaged file stays the state's
+        raise
+    finally:
+        if source != path:
+            source.unlink(missing_ok=True)
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
         if side.exists():

@@ -220,6 +220,8 @@ def test_the_service_refits_the_regional_learner_in_the_background(state, monkey
         assert model.fits and model.hyperparameters() != initial
         assert len(model.totals) == 3  # the trips absorbed while it fitted are in it
         np.testing.assert_array_equal(live_prior.d, prior_d)
+        # health reports the served values (it reported none for this learner)
+        assert svc.health()["hyperparameters"] == model.hyperparameters()
 
 
 def test_answers_are_the_json_fastapi_would_send(state) -> None:

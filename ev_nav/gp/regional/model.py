@@ -456,6 +456,12 @@ class RegionalGP:
         self.refit_due = False
         self._reset_data()
 
+    def raw_hyperparameters(self) -> dict[str, float | list[float]]:
+        """:meth:`hyperparameters`, as a checkpoint's ``hyper`` holds them: this learner keeps
+        no transformed (raw) values. A server reports them (its health showed none for this
+        learner)."""
+        return self.hyperparameters()
+
     def prepare(self) -> None:
         """Build the prior at the current hyperparameters now, or read it from the state's
         cache, and keep it there: ``ev-nav init`` pays for it once (minutes at 100k segments)

@@ -345,6 +345,22 @@ def fit_objective(
     return float(nll), grad
 
 
+#: The least noise variance a fit may give, as a share of the prior's (a noise sd of 1 % of
+#: the prior's): readings never repeat a segment's energy exactly, and near noise-free ones
+#: drove the fitted noise to 0 (the exact learner then failed at its next fit, on log 0) or
+#: to 4e-16 (the regional learner's core matrix lost positive definiteness): every later
+#: route of the state failed.
+NOISE_FLOOR_SHARE = 1e-4
+
+
+def noise_floor(start: Tensor, prior_log_noise: float) -> Tensor:
+    """The ``lower`` bounds of :func:`map_fit` for ``θ`` laid out as ``start`` (its last entry
+    ``log ς²``): ``log(NOISE_FLOOR_SHARE · ς²_prior)`` for the noise, none for the rest."""
+    lower = torch.full_like(start, -math.inf)
+    lower[-1] = math.log(NOISE_FLOOR_SHARE) + float(prior_log_noise)
+    return lower
+
+
 def map_fit(
     data: FitData,
     graph_block: Callable[[Tensor], Tensor],
@@ -354,6 +370,7 @@ def map_fit(
     iterations: int,
     prior_log_sd: float,
     cancel: threading.Event | None = None,
+    lower: Tensor | None = None,
 ) -> MapFit:
     """Minimise the negative log posterior (:func:`fit_objective`) from ``start`` by L-BFGS
     (strong Wolfe).
@@ -371,6 +388,9 @@ def map_fit(
         L-BFGS iterations and the priors' standard deviation (natural-log units).
     cancel : threading.Event, optional
         Checked before every evaluation: :class:`FitCancelled` is raised when set.
+    lower : Tensor, optional
+        Least values of ``θ`` (``-inf``: none): the objective is evaluated at
+        ``max(θ, lower)``, flat below it, so the point found respects them.
 
     Returns
     -------
@@ -387,17 +407,20 @@ def map_fit(
     def closure() -> Tensor:
         if cancel is not None and cancel.is_set():
             raise FitCancelled
-        out = fit_objective(theta, data, graph_block, centre, free, prior_log_sd, rows)
+        point = theta if lower is None else torch.maximum(theta.detach(), lower)
+        out = fit_objective(point, data, graph_block, centre, free, prior_log_sd, rows)
         if out is None:  # far outside the useful range: steer the line search away
             if math.isnan(best["start"]):  # the start itself: any fitted point beats it
                 best["start"] = math.inf
             theta.grad = torch.zeros_like(theta)
             return torch.tensor(1e30, dtype=theta.dtype)
-        nll, theta.grad = out
+        nll, grad = out
+        # below a bound the objective is flat (evaluated at the bound)
+        theta.grad = grad if lower is None else torch.where(theta < lower, 0.0, grad)
         if math.isnan(best["start"]):  # the first evaluation is at the start
             best["start"] = nll
         if nll < best["nll"]:
-            best.update(nll=nll, theta=theta.detach().clone())
+            best.update(nll=nll, theta=point.detach().clone())
         return torch.tensor(nll, dtype=theta.dtype)
 
     try:

@@ -74,6 +74,7 @@ from ev_nav.gp.fitting import (
     current_fit_rows,
     map_fit,
     next_fit,
+    noise_floor,
     observation_rows,
     row_combination,
     within_scatter,
@@ -1011,6 +1012,10 @@ class IncrementalGP:
         centre[i_s1] -= log_z0
         free = torch.ones_like(start, dtype=torch.bool)
         free[0] = cfg.learn_graph_kappa
+        # the noise no lower than a share of the prior's (fitting.NOISE_FLOOR_SHARE): readings
+        # that repeat exactly drove it to 0, and the next fit failed on its logarithm
+        lower = noise_floor(start, float(self._prior_log[-1]))
+        start = torch.maximum(start, lower)
         fixed_raw: Tensor | None = None
         if not cfg.learn_graph_kappa:  # a slice of the memoised dense graph matrix
             raw = graph.dense_raw()[np.ix_(segs, segs)]
@@ -1023,7 +1028,7 @@ class IncrementalGP:
                        ssw=ssw, dof=dof, amp=amp, extra=extra)
         try:
             fit = map_fit(data, block, start, centre, free, cfg.fit_iterations,
-                          cfg.prior_log_sd, cancel)
+                          cfg.prior_log_sd, cancel, lower=lower)
         except FitCancelled:
             return False
         accepted = accept_fit(fit, int(free.sum()), self.n_updates, cfg.fit_growth,

@@ -256,3 +256,30 @@ def test_the_graph_kernel_entries_are_computed_once_for_every_fit(town, monkeypa
                        seed=0)
     fixed.sample(np.random.default_rng(0))
     assert computed == [1, 1] and fixed._kept_entries is None
+
+
+@pytest.mark.parametrize("learner", ["regional", "exact"])
+def test_noise_free_readings_leave_the_fitted_noise_at_its_floor(town, learner):
+    """Readings that repeat a smooth truth exactly drove the fitted noise to 0: the exact
+    learner's next fit then failed on its logarithm, the regional learner's core matrix lost
+    positive definiteness (4e-16 at 30k segments) - either way every later route of the state
+    failed. A fit's noise now stops at ``NOISE_FLOOR_SHARE`` of the prior's, and the learner
+    keeps predicting the readings."""
+    from ev_nav.gp.fitting import NOISE_FLOOR_SHARE
+
+    model = (RegionalGP(town, config=RegionalConfig(landmarks=200, fit_test_level=1.0), seed=0)
+             if learner == "regional" else IncrementalGP(town, seed=0))
+    floor = NOISE_FLOOR_SHARE * model.hyperparameters()["noise_var"]
+    rng = np.random.default_rng(3)
+    truth = town.e_det() * (1.0 + 0.3 * np.sin(np.arange(town.n_segments) / 7.0))
+    for _ in range(24):
+        path = random_route(town, 25, rng)
+        model.update(path, truth[path])  # no noise at all
+    noise = [f["noise_var"] for f in model.fits if f["accepted"]]
+    assert len(noise) >= 2 and min(noise) >= floor * (1 - 1e-9)
+    # the bound holds it: the data alone would take it lower
+    assert noise[-1] == pytest.approx(floor, rel=1e-6)
+    post = model.posterior()
+    assert np.isfinite(post.mean).all() and np.isfinite(post.std).all()
+    seen = np.flatnonzero(model.n_obs > 0)
+    np.testing.assert_allclose(post.mean[seen], truth[seen], rtol=1e-3, atol=0.05)

@@ -62,6 +62,7 @@ from ev_nav.gp.fitting import (
     current_fit_rows,
     map_fit,
     next_fit,
+    noise_floor,
     observation_rows,
     within_scatter,
 )
@@ -968,10 +969,15 @@ class RegionalGP:
         start = torch.as_tensor(self._log_hyper(self.hyper))
         free = torch.ones_like(start, dtype=torch.bool)
         free[0] = False  # κ: its graph-kernel entries are the prior's costliest part
+        # the noise no lower than a share of the prior's (fitting.NOISE_FLOOR_SHARE): near
+        # noise-free readings drove it to 4e-16 at 30k segments, the fitted scales exploded
+        # and the next update's core was no longer positive definite
+        lower = noise_floor(start, math.log(float(self.prior_hyper["noise_var"])))
+        start = torch.maximum(start, lower)
         try:
             fit = map_fit(data, lambda kappa: block, start,
                           torch.as_tensor(self._log_hyper(self.prior_hyper)), free,
-                          cfg.fit_iterations, cfg.prior_log_sd, cancel)
+                          cfg.fit_iterations, cfg.prior_log_sd, cancel, lower=lower)
         except FitCancelled:
             return None
         # the test guards the steady state only: before it each fit sees `fit_growth` times

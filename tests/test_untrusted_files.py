@@ -994,6 +994,10 @@ def test_doctor_on_a_network_it_cannot_use_advises_the_option_that_helps(tmp_pat
         assert code == 1 and "network file not found" in out
         assert "--repair' to fix" not in out
         assert "--repair cannot fix the network: if the file moved, give it with --network" in out
+        # a path given that does not load: check it (not "give it with --network" again)
+        code, out, _ = _run(capsys, "doctor", state, "--network", tmp_path / "no.npz", *extra)
+        assert code == 1 and "check the path given with --network" in out, out
+        assert "give it with --network" not in out
         code, out, _ = _run(capsys, "doctor", state, "--network", other, *extra)
         assert code == 1 and "was created for network" in out
         assert "--repair' to fix" not in out

@@ -248,14 +248,15 @@ def _check_contents(
                 f"{'has' if len(incomplete) == 1 else 'have'} rows missing (batch "
                 f"{', '.join(str(r[0]) for r in incomplete[:5])} of "
                 f"{'trip' if len(trips) == 1 else 'trips'} "
-                f"{', '.join(map(str, trips[:5]))}); they cannot be restored"
+                f"{', '.join(map(str, trips[:5]))}); the state cannot restore them"
             )
             if repair:
                 store.settle_batch_rows([int(r[0]) for r in incomplete])
                 batches = store.observations()  # what is left: the model is rebuilt from it
                 report.repairs.append(
                     f"took {plural(len(incomplete), 'observation batch')} as the rows left of "
-                    "them (the lost readings cannot be restored)"
+                    "them (the state cannot restore the lost readings; the damaged file, if "
+                    "this repair salvaged one, is kept beside it)"
                 )
             else:
                 report.advice = report.advice or (
@@ -279,11 +280,13 @@ def _check_contents(
             net = load_network_ref(ref)
         except (EvNavError, OSError) as exc:
             report.problems.append(f"network {ref} cannot be loaded ({exc})")
+            moved = ("check the path given with --network" if network is not None else
+                     "if the file moved, give it with --network PATH (here and to every "
+                     "command)")
             report.advice = (
-                "--repair cannot fix the network: if the file moved, give it with --network "
-                "PATH (here and to every command); otherwise rebuild it with 'ev-nav network "
-                "build' from the same OSM file and options. Checkpoints and caches are checked "
-                "once the network loads"
+                f"--repair cannot fix the network: {moved}; otherwise rebuild it with 'ev-nav "
+                "network build' from the same OSM file and options. Checkpoints and caches are "
+                "checked once the network loads"
             )
             return False
         recorded = store.meta().get("network_arrays_hash")

@@ -494,6 +494,16 @@ def test_an_undone_reading_leaves_no_evidence_in_the_detector(tmp_path) -> None:
         assert session.store.segment_changes() == []
 
 
+def _before_the_change(state: Path) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A state whose route was driven BEFORE times, the road unchanged; (route, readings)."""
+    with create_state(state, synthetic=TOWN, model="gp") as session:
+        route = _route(session.net)
+        readings = _readings(session, route)
+        for wh in readings[:BEFORE]:
+            _drive(session, route, wh)
+    return route, readings
+
+
 def _damage_detector(state: Path) -> None:
     with sqlite3.connect(Store.db_path(state)) as conn:
         blob = bytearray(conn.execute("SELECT blob FROM change_detector").fetchone()[0])
@@ -511,11 +521,7 @@ def test_a_damaged_detector_is_replaced_and_detection_goes_on(tmp_path, capsys) 
     from ev_nav.errors import StateNotice
 
     state = tmp_path / "state"
-    with create_state(state, synthetic=TOWN, model="gp") as session:
-        route = _route(session.net)
-        readings = _readings(session, route)
-        for wh in readings[:BEFORE]:
-            _drive(session, route, wh)
+    route, readings = _before_the_change(state)
     _damage_detector(state)
     code, out, _ = run_cli(capsys, "doctor", state)
     assert code == 1 and "change detector" in out and "healthy" not in out

@@ -61,7 +61,8 @@ def main() -> int:
             .agg(["mean", "std", "count"])
             .reset_index()
         )
-        table["se"] = table["std"].fillna(0) / table["count"] ** 0.5
+        # one seed: no standard error (NaN, no error bar), as the fleet tables' '± n/a'
+        table["se"] = table["std"] / table["count"] ** 0.5
         table = table.rename(columns={"mean": "final_cum_regret_mean"})
         table.to_csv(out / "final_vs_lengthscale.csv", index=False)
         path = final_regret_vs_parameter(table, "lengthscale", out / "final_vs_lengthscale.png")

@@ -100,6 +100,8 @@ def test_reproduction_scripts_quick(tmp_path):
     )
     table = pd.read_csv(out45 / "final_vs_lengthscale.csv")
     assert sorted(table["lengthscale"].unique()) == [0.1, 0.5]
+    # a cell of one seed has no standard error (it read 0)
+    assert table.loc[table["count"] == 1, "se"].isna().all()
     assert (out45 / "final_vs_lengthscale.png").is_file()
     assert (out45 / "regret_by_lengthscale.png").is_file()  # Fig. 4: one curve per ℓ
     configs = _run_configs(out45)

@@ -131,20 +131,47 @@ def test_gpx_with_energy_records_per_segment_energies(tmp_path, capsys, net):
     assert batch.kind == "segment"
     # what was observed and what it was compared with, as observe --segments gives them
     # (README: also with --gpx): the sum of the readings, the prior's sum over those segments
+    # every segment the counter covers, the first and last of the part driven (their share
+    # kept with the reading: they were left out, so a track gave no trip total)
+    h = batch.weights
+    assert h is not None and h[0] < 1 and h[-1] < 1 and (h[1:-1] == 1).all()
     assert doc["observed_wh"] == pytest.approx(batch.energy_wh.sum(), abs=1e-3)
     assert doc["predicted_segments"] == batch.segment_ids.size
-    assert doc["predicted_wh"] == pytest.approx(net.e_det()[batch.segment_ids].sum(), abs=0.06)
+    assert doc["predicted_wh"] == pytest.approx(h @ net.e_det()[batch.segment_ids], abs=0.06)
     assert 0 < doc["predicted_sd_wh"] < doc["sd_with_noise_wh"]
-    # fully driven segments only (not the half-driven first and last), each with its energy:
-    # the counter is linear in distance within each segment, so apportioning recovers it up to
-    # the matcher's position error at the two ends
+    # each with its energy: the counter is linear in distance within each segment, so
+    # apportioning recovers it up to the matcher's position error at the two ends
     inner = driven[1:-1]
     assert np.isin(batch.segment_ids, driven).all()
     assert np.isin(inner, batch.segment_ids).mean() >= 0.95
-    on = np.isin(batch.segment_ids, inner)
+    on = np.isin(batch.segment_ids, inner) & (h == 1)
     err_wh = np.abs(batch.energy_wh[on] - truth[batch.segment_ids[on]])
     assert np.median(err_wh) < 0.1 * np.median(truth[inner]) + 0.5
-    assert batch.energy_wh.sum() == pytest.approx(truth[batch.segment_ids].sum(), rel=0.05)
+    assert batch.energy_wh.sum() == pytest.approx(h @ truth[batch.segment_ids], rel=0.05)
+
+
+def test_a_tracked_drive_of_the_planned_route_gives_the_trip_total(tmp_path, capsys, net):
+    """A track's per-segment energies left out its half-driven first and last segments, so
+    the history never had a trip total for it ("part"). Now the readings cover the counter's
+    whole drive: the trip's observed energy is the counter's rise."""
+    state, planned = _plan(tmp_path, capsys, net)
+    with Store.open(state) as st:
+        trip = st.get_trip(1)
+    truth = net.e_det() * 1.1
+    track = simulate_track(net, planned, np.random.default_rng(5), noise_m=3.0,
+                           segment_energy_wh=truth, start_fraction=trip.start_fraction,
+                           end_fraction=trip.end_fraction)
+    gpx = write_gpx(tmp_path / "drive.gpx", track.lat, track.lon, time_s=T0 + track.time_s,
+                    energy_wh=track.energy_wh + 800.0)
+    code, out, err = _run(capsys, "observe", state, 1, "--gpx", gpx, "--json")
+    assert code == 0, err
+    with Store.open(state) as st:
+        (batch,) = st.observations(1)
+        total = st.observed_total(1)
+    assert batch.segment_ids.tolist() == trip.route.tolist()
+    assert total == pytest.approx(track.energy_wh[-1] - track.energy_wh[0], rel=1e-6)
+    code, out, err = _run(capsys, "history", state, "--json")
+    assert json.loads(out)[0]["observed_wh"] == pytest.approx(total, abs=0.05)
 
 
 def test_gpx_without_energy_or_total_is_refused(tmp_path, capsys, net):
@@ -282,8 +309,9 @@ def test_gpx_shows_its_stages_on_a_terminal_only(tmp_path, capsys, monkeypatch, 
 
 
 def test_a_segment_the_track_drives_twice_has_a_reading_per_pass(net):
-    """Each full pass of a segment is an observation of it (one reading per pass, as the store
-    takes per-segment observations); the two passes were one reading, their mean."""
+    """Each pass of a segment is an observation of it (one reading per pass, as the store
+    takes per-segment observations); the two passes were one reading, their mean. The first
+    and last passes, half driven, are readings of that half (they were left out)."""
     from ev_nav.roads.matching import MatchResult
     from ev_nav.trips.tracks import apportion_energy
 
@@ -299,6 +327,9 @@ def test_a_segment_the_track_drives_twice_has_a_reading_per_pass(net):
     match = MatchResult(segments=seg, first_fraction=0.5, last_fraction=0.5,
                         point_segment=np.zeros(pos.size, dtype=np.int64), point_route_m=pos,
                         point_error_m=np.zeros(pos.size), n_breaks=0, n_off_network=0)
-    ids, wh = apportion_energy(net, match, energy)
-    assert ids.tolist() == [b, c, b]  # the full passes, in driving order
-    np.testing.assert_allclose(wh, rate[1:4] * net.length_m[[b, c, b]], rtol=1e-9)
+    got = apportion_energy(net, match, energy)
+    assert got.route.tolist() == [a, b, c, b, a]  # every pass, in driving order
+    assert (got.start_fraction, got.end_fraction) == (pytest.approx(0.5), pytest.approx(0.5))
+    # the first and last of the half driven, the passes between whole
+    np.testing.assert_allclose(
+        got.energy_wh, rate * net.length_m[seg] * [0.5, 1, 1, 1, 0.5], rtol=1e-9)

@@ -276,7 +276,7 @@ def test_history_tells_a_partly_recorded_trip_from_an_unrecorded_one(tmp_path, c
     lines = out.splitlines()
     assert lines[1].split()[0] == "1" and lines[1].split()[-1] == "part"
     assert lines[2].split()[0] == "2" and lines[2].split()[-1] == "-"
-    assert lines[3].startswith("part: only part of the route was recorded")
+    assert lines[3].startswith("part: only part of the planned route was recorded")
     # the times are the store's, UTC, and the header says so (it said only "created")
     assert lines[0].split()[:3] == ["trip", "created", "(UTC)"]
     created = datetime.datetime.fromisoformat(lines[1].split()[1]).replace(tzinfo=datetime.UTC)

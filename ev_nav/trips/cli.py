@@ -841,10 +841,13 @@ def _observe_gpx(args: argparse.Namespace) -> int:
                         session, trip, driven=(route, start, end), temperature_c=temperature
                     )
                 else:
-                    seg, wh = apportion_energy(session.net, m, track.energy_wh)
-                    judged["observed"] = float(wh.sum())
+                    # the readings sum to the counter's drive: the route it covers, the part
+                    # of its first and last segment driven counted
+                    got = apportion_energy(session.net, m, track.energy_wh)
+                    judged["observed"] = float(got.energy_wh.sum())
                     judged["prediction"] = recorded_prediction(
-                        session, trip, seg, partial=True, temperature_c=temperature
+                        session, trip, temperature_c=temperature,
+                        driven=(got.route, got.start_fraction, got.end_fraction),
                     )
                 if not args.json:
                     stages.print(
@@ -994,8 +997,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
         car = "" if r["vehicle_model"] is None else f"  * driven by {r['vehicle_model']}"
         print(f"{head}{pred:>25}{obs:>13}{temp:>7}{car}".rstrip())
     if any(r["recorded"] and r["observed_wh"] is None for r in rows):
-        print("part: only part of the route was recorded (observe --partial, or a track's "
-              "per-segment energies, which leave out the half-driven ends): no trip total")
+        print("part: only part of the planned route was recorded (observe --partial, or a "
+              "track's per-segment energies where it drove another way): no trip total")
     if any(r["vehicle_model"] is not None for r in rows):
         print("* planned for another car: predicted and observed Wh are as learned for the "
               "state's vehicle (that car's reading less the two cars' E_det difference)")

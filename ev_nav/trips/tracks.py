@@ -7,11 +7,11 @@ it onto the network's directed segments (:mod:`ev_nav.roads.matching`) and recor
   segments, as a planned trip's total covers its whole start and goal segments);
 * without it, from a track that carries the cumulative energy counter: per-segment energies.
   The counter is interpolated linearly in distance along the matched route at every segment
-  boundary, and each segment gets the difference between its two ends. Only segments the track
-  covers from end to end are recorded (the partly driven first and last segments are not: the
-  counter's first and last readings need not lie where the matched drive starts and ends, so
-  the part of a segment they span is not known). A segment driven more than once has a reading
-  per pass, as any per-segment observation.
+  boundary, and each segment gets the difference between its two ends. The first and last
+  segments the counter covers get the energy of the part between its first (last) reading and
+  the boundary, learned as that share of them (the store keeps each reading's share), so the
+  readings sum to the counter's whole drive. A segment driven more than once has a reading per
+  pass, as any per-segment observation.
 
 The store's checks apply as for any observation: the plausibility rule against the model's
 prediction for the driven route (``force`` to override), one observation batch per trip, and
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from ev_nav.trips.session import Session
 
 __all__ = [
-    "TrackRecord", "apportion_energy", "driven_length_m", "driven_part", "record_track"
+    "TrackReadings", "TrackRecord", "apportion_energy", "driven_length_m", "driven_part",
+    "record_track",
 ]
 
 
@@ -75,9 +76,30 @@ class TrackRecord:
     driven_m: float
 
 
+@dataclass(frozen=True)
+class TrackReadings:
+    """Per-segment energies apportioned from a track's energy counter (:func:`apportion_energy`).
+
+    Attributes
+    ----------
+    route : ndarray of int64
+        The segments the counter covers, in driving order (the matched route, less any segment
+        before its first reading or after its last): one reading per pass.
+    start_fraction, end_fraction : float
+        Where along the first and last of them the counter's first and last readings lie.
+    energy_wh : ndarray of float64
+        The energy of each pass of ``route`` [Wh]: of the part driven, on the first and last.
+    """
+
+    route: NDArray[np.int64]
+    start_fraction: float
+    end_fraction: float
+    energy_wh: NDArray[np.float64]
+
+
 def apportion_energy(
     net: RoadNetwork, match: MatchResult, energy_wh: NDArray[np.float64]
-) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+) -> TrackReadings:
     """Per-segment energies [Wh] from a cumulative per-point energy counter (module docstring).
 
     Parameters
@@ -91,14 +113,16 @@ def apportion_energy(
 
     Returns
     -------
-    segment_ids, energies_wh : ndarray
-        Each full pass of a segment, in driving order, with its energy [Wh] (a segment driven
-        twice has two readings: each pass is an observation of it).
+    TrackReadings
+        Each pass of a segment the counter covers, in driving order, with its energy [Wh]: a
+        segment driven twice has two readings (each pass is an observation of it), and the
+        first and last are of the part of their segment between the counter's first and last
+        readings (learned as that share of them).
 
     Raises
     ------
     InvalidObservation
-        Fewer than two matched points carry energy, or the track covers no segment whole.
+        Fewer than two matched points carry energy, or they lie at one place.
     """
     e_all = np.asarray(energy_wh, dtype=np.float64)
     ok = (match.point_segment >= 0) & np.isfinite(e_all)
@@ -110,16 +134,29 @@ def apportion_energy(
     r, e = match.point_route_m[ok], e_all[ok]
     step = np.concatenate([[True], np.diff(r) > 0])  # np.interp needs increasing positions
     r, e = r[step], e[step]
-    offsets = np.concatenate([[0.0], np.cumsum(net.length_m[match.segments])])
-    at = np.interp(offsets, r, e)  # counter at every segment boundary
-    # a small tolerance: a track that starts or ends exactly on a boundary covers the segment
-    full = (offsets[:-1] >= r[0] - 1e-6) & (offsets[1:] <= r[-1] + 1e-6)
-    if not full.any():
+    if r.size < 2:
         raise InvalidObservation(
-            "the track does not cover any segment from end to end; record the trip total with "
-            "--total-wh instead"
+            "the track's energy readings all lie at one place on the roads; record the trip "
+            "total with --total-wh instead"
         )
-    return match.segments[full], np.diff(at)[full]
+    length = net.length_m[match.segments]
+    offsets = np.concatenate([[0.0], np.cumsum(length)])
+    # the segments the counter covers: from the one its first reading lies on (a reading on a
+    # boundary starts the next) to the one its last lies on (on a boundary: ends the last)
+    n = match.segments.size
+    k0 = int(np.clip(np.searchsorted(offsets, r[0] + 1e-6, side="right") - 1, 0, n - 1))
+    k1 = int(np.clip(np.searchsorted(offsets, r[-1] - 1e-6, side="left") - 1, k0, n - 1))
+    bounds = np.clip(offsets[k0 : k1 + 2], r[0], r[-1])
+    counter = np.interp(bounds, r, e)  # at each boundary, and at the two ends
+    part = length[k0 : k1 + 1]
+    fs = float(np.clip((r[0] - offsets[k0]) / part[0], 0.0, 1.0))
+    fg = float(np.clip((r[-1] - offsets[k1]) / part[-1], 0.0, 1.0))
+    if k0 == k1 and fg <= fs:  # within one segment, at one place: nothing driven
+        raise InvalidObservation(
+            "the track's energy readings cover no distance on the roads; record the trip "
+            "total with --total-wh instead"
+        )
+    return TrackReadings(match.segments[k0 : k1 + 1].copy(), fs, fg, np.diff(counter))
 
 
 def driven_part(match: MatchResult) -> tuple[NDArray[np.int64], float, float]:
@@ -217,9 +254,12 @@ def record_track(
         )
         return TrackRecord(batch, "total", match, float(total_wh), driven, planned_share,
                            driven_m)
-    seg, wh = apportion_energy(net, match, trk.energy_wh)
+    got = apportion_energy(net, match, trk.energy_wh)
     batch = record_segments(
-        session, trip.id, seg, wh, force=force, source=trk.source, on_recorded=on_recorded,
-        absorb=absorb, route=driven, temperature_c=temperature_c,
+        session, trip.id, got.route, got.energy_wh, force=force, source=trk.source,
+        on_recorded=on_recorded, absorb=absorb, route=got.route,
+        start_fraction=got.start_fraction, end_fraction=got.end_fraction,
+        temperature_c=temperature_c,
     )
-    return TrackRecord(batch, "segment", match, float(wh.sum()), seg, planned_share, driven_m)
+    return TrackRecord(batch, "segment", match, float(got.energy_wh.sum()), got.route,
+                       planned_share, driven_m)

@@ -400,6 +400,22 @@ def _leg_options(
     )
 
 
+def _car_energies(
+    net: RoadNetwork,
+    model: SegmentModel,
+    vehicle: Vehicle,
+    mean_shift: NDArray[np.float64] | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The car's expected energy per segment (the model's mean, moved by ``mean_shift``) [Wh],
+    its potential per node [Wh] and each segment's expected loss against it, at least 0 [Wh]:
+    what :func:`trip_ends` and :func:`plan_charging` route on."""
+    mean = model.posterior().mean
+    if mean_shift is not None:
+        mean = mean + np.asarray(mean_shift, dtype=np.float64)
+    phi = node_potential(net, vehicle)
+    return mean, phi, np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
+
+
 def trip_ends(
     net: RoadNetwork,
     model: SegmentModel,
@@ -420,11 +436,7 @@ def trip_ends(
     """
     if len(start) == 1 and len(goal) == 1:
         return (int(start[0][0]), float(start[0][1])), (int(goal[0][0]), float(goal[0][1]))
-    mean = model.posterior().mean
-    if mean_shift is not None:
-        mean = mean + np.asarray(mean_shift, dtype=np.float64)
-    phi = node_potential(net, vehicle)
-    loss = np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
+    _, _, loss = _car_energies(net, model, vehicle, mean_shift)
     try:
         path = (router or Router(net)).route_between(loss, start, goal)
     except (RouteOptionError, UnreachableError):
@@ -506,11 +518,7 @@ def plan_charging(
     gmax = int(settings.max_charge_pct)
     budget = 1.0 - settings.confidence
     minutes = net.travel_time_s / 60.0
-    mean = model.posterior().mean
-    if mean_shift is not None:
-        mean = mean + np.asarray(mean_shift, dtype=np.float64)
-    phi = node_potential(net, vehicle)
-    loss = np.maximum(mean - (phi[net.seg_v] - phi[net.seg_u]), 0.0)
+    mean, phi, loss = _car_energies(net, model, vehicle, mean_shift)
     sites = list(sites)
     notes: list[str] = []
     # a plan that cannot hold from the start: said with the plan, not left for the user to find
